@@ -1,0 +1,221 @@
+"""Comm: the one way dlbench talks between ranks.
+
+``get_comm()`` returns an ``MPIComm`` when the process runs under an MPI launcher (mpiexec, srun,
+...) and a ``SerialComm`` otherwise; mpi4py is imported only inside ``MPIComm``. Comm is passed in,
+never global. Sample bytes travel as NumPy buffers (``Isend``/``Irecv``/``Alltoallv``), never pickled.
+
+Nodes: by default a rank's node is found with MPI's shared-memory split (ranks that share memory are
+one node). ``ranks_per_node=K`` emulates several nodes on one machine: rank r is on node r // K.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import ConfigError
+
+_MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", "MPI_LOCALNRANKS",
+            "SLURM_STEP_NUM_TASKS", "HYDRA_CONTROL_FD", "MPICH_INTERFACE_HOSTNAME")
+
+
+def under_mpi_launcher() -> bool:
+    """True when an MPI launcher started this process (so mpi4py must be initialised)."""
+    if os.environ.get("DLBENCH_NO_MPI"):
+        return False
+    if os.environ.get("DLBENCH_FORCE_MPI"):
+        return True
+    env = os.environ
+    if "SLURM_STEP_NUM_TASKS" in env and "PMI_FD" not in env and "PMIX_RANK" not in env \
+            and "PMI_RANK" not in env and "OMPI_COMM_WORLD_SIZE" not in env:
+        # srun without an MPI plugin environment: still launch MPI only if more than one task
+        return int(env.get("SLURM_STEP_NUM_TASKS", "1")) > 1
+    return any(k in env for k in _MPI_ENV)
+
+
+class Request:
+    """A pending non-blocking operation; ``wait()`` completes it."""
+
+    def __init__(self, req: Any = None):
+        self._req = req
+
+    def wait(self) -> None:
+        if self._req is not None:
+            self._req.Wait()
+            self._req = None
+
+    def test(self) -> bool:
+        if self._req is None:
+            return True
+        done = self._req.Test()
+        if done:
+            self._req = None
+        return bool(done)
+
+
+class Comm:
+    """Interface shared by SerialComm and MPIComm."""
+
+    rank: int = 0
+    size: int = 1
+    ranks_per_node: int = 1
+
+    # ---- layout ----------------------------------------------------------------------------
+    def node_of(self, rank: int) -> int:
+        return self._node_of[rank]
+
+    @property
+    def node(self) -> int:
+        return self.node_of(self.rank)
+
+    @property
+    def nodes(self) -> int:
+        return int(max(self._node_of)) + 1
+
+    def node_ranks(self, node: int | None = None) -> list[int]:
+        node = self.node if node is None else node
+        return [r for r in range(self.size) if self._node_of[r] == node]
+
+    @property
+    def node_map(self) -> np.ndarray:
+        """``node_map[r]`` = node of rank r (what planners take)."""
+        return np.asarray(self._node_of, dtype=np.int64)
+
+    def _set_layout(self, node_of: Sequence[int]) -> None:
+        # renumber nodes 0..N-1 in order of first rank
+        seen: dict[int, int] = {}
+        self._node_of = [seen.setdefault(int(n), len(seen)) for n in node_of]
+        counts = np.bincount(self._node_of)
+        self.ranks_per_node = int(counts.max())
+
+    # ---- collectives (implemented by subclasses) ------------------------------------------
+    def barrier(self) -> None: ...
+    def bcast(self, obj: Any, root: int = 0) -> Any: ...
+    def gather(self, obj: Any, root: int = 0) -> list | None: ...
+    def allgather(self, obj: Any) -> list: ...
+    def allreduce(self, value: Any, op: str = "sum") -> Any: ...
+    def abort(self, message: str, code: int = 1) -> None: ...
+
+
+class SerialComm(Comm):
+    """One process: every collective is the identity."""
+
+    def __init__(self, ranks_per_node: int | None = None):
+        self.rank, self.size = 0, 1
+        self._set_layout([0])
+
+    def barrier(self) -> None:
+        return None
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        return obj
+
+    def gather(self, obj: Any, root: int = 0) -> list:
+        return [obj]
+
+    def allgather(self, obj: Any) -> list:
+        return [obj]
+
+    def allreduce(self, value: Any, op: str = "sum") -> Any:
+        return value
+
+    def alltoallv(self, send: np.ndarray, send_counts: Sequence[int], recv: np.ndarray,
+                  recv_counts: Sequence[int]) -> None:
+        n = int(send_counts[0])
+        recv.reshape(-1)[:n] = send.reshape(-1)[:n]
+
+    def isend(self, buf: np.ndarray, dest: int, tag: int = 0) -> Request:
+        raise RuntimeError("isend on a serial Comm: no peer")
+
+    def irecv(self, buf: np.ndarray, source: int, tag: int = 0) -> Request:
+        raise RuntimeError("irecv on a serial Comm: no peer")
+
+    def abort(self, message: str, code: int = 1) -> None:
+        sys.stderr.write(message.rstrip() + "\n")
+        sys.stderr.flush()
+        os._exit(code)
+
+
+class MPIComm(Comm):
+    """mpi4py-backed Comm over COMM_WORLD (or a given communicator)."""
+
+    _OPS = ("sum", "max", "min")
+
+    def __init__(self, ranks_per_node: int | None = None, comm: Any = None):
+        import mpi4py
+
+        mpi4py.rc.threads = True
+        mpi4py.rc.thread_level = "multiple"
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        if ranks_per_node:
+            if ranks_per_node < 1:
+                raise ConfigError(f"--ranks-per-node={ranks_per_node}: must be >= 1")
+            node_of = [r // ranks_per_node for r in range(self.size)]
+        else:
+            shm = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+            first = shm.allreduce(self.rank, op=MPI.MIN)
+            shm.Free()
+            node_of = self.comm.allgather(first)
+        self._set_layout(node_of)
+
+    def barrier(self) -> None:
+        self.comm.Barrier()
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        return self.comm.bcast(obj, root=root)
+
+    def gather(self, obj: Any, root: int = 0) -> list | None:
+        return self.comm.gather(obj, root=root)
+
+    def allgather(self, obj: Any) -> list:
+        return self.comm.allgather(obj)
+
+    def allreduce(self, value: Any, op: str = "sum") -> Any:
+        if op not in self._OPS:
+            raise ValueError(f"op={op!r}: choose one of {self._OPS}")
+        mpi_op = {"sum": self.MPI.SUM, "max": self.MPI.MAX, "min": self.MPI.MIN}[op]
+        if isinstance(value, np.ndarray):
+            out = np.empty_like(value)
+            self.comm.Allreduce(value, out, op=mpi_op)
+            return out
+        return self.comm.allreduce(value, op=mpi_op)
+
+    def alltoallv(self, send: np.ndarray, send_counts: Sequence[int], recv: np.ndarray,
+                  recv_counts: Sequence[int]) -> None:
+        """Exchange byte buffers; counts are in elements of the buffers' dtype."""
+        sc = np.asarray(send_counts, dtype=np.int64)
+        rc = np.asarray(recv_counts, dtype=np.int64)
+        sd = np.concatenate(([0], np.cumsum(sc)[:-1]))
+        rd = np.concatenate(([0], np.cumsum(rc)[:-1]))
+        self.comm.Alltoallv([send, (sc, sd)], [recv, (rc, rd)])
+
+    def isend(self, buf: np.ndarray, dest: int, tag: int = 0) -> Request:
+        return Request(self.comm.Isend(buf, dest=dest, tag=tag))
+
+    def irecv(self, buf: np.ndarray, source: int, tag: int = 0) -> Request:
+        return Request(self.comm.Irecv(buf, source=source, tag=tag))
+
+    def abort(self, message: str, code: int = 1) -> None:
+        sys.stderr.write(message.rstrip() + "\n")
+        sys.stderr.flush()
+        self.comm.Abort(code)
+
+
+def get_comm(ranks_per_node: int | None = None) -> Comm:
+    """MPIComm under an MPI launcher, SerialComm otherwise."""
+    if under_mpi_launcher():
+        try:
+            comm: Comm = MPIComm(ranks_per_node=ranks_per_node)
+        except ImportError:
+            raise ConfigError("running under an MPI launcher but mpi4py is not installed; "
+                              "pip install 'dlbench[mpi]' (or mpi4py built against your MPI)") from None
+        return comm
+    return SerialComm()

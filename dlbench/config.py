@@ -1,0 +1,220 @@
+"""Strict, declarative configuration: frozen dataclasses whose field metadata drives parsing,
+validation, help text and the echo into results.
+
+``opt(default, help=..., unit=..., min=..., max=..., choices=...)`` declares a field; ``from_mapping``
+builds a dataclass from a YAML/CLI mapping, converting each value once to its declared type, rejecting
+unknown keys with a did-you-mean and out-of-range values with one line naming the parameter, the value,
+what is allowed and where it came from. ``parse_overrides`` turns ``--set k=v`` pairs into a mapping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError, did_you_mean
+
+_MISSING = dataclasses.MISSING
+
+
+def opt(default: Any = _MISSING, *, help: str = "", unit: str = "", min: float | None = None,
+        max: float | None = None, choices: tuple | None = None, factory: Any = _MISSING) -> Any:
+    """A dataclass field with the metadata that validation, help and ``list -v`` read."""
+    meta = {"help": help, "unit": unit, "min": min, "max": max, "choices": choices}
+    if factory is not _MISSING:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def describe_fields(cls) -> list[dict]:
+    """One dict per field: name, type, default, unit, help, bounds, choices (for help and listings)."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.default is not _MISSING:
+            default = f.default
+        elif f.default_factory is not _MISSING:  # type: ignore[misc]
+            default = f.default_factory()  # type: ignore[misc]
+        else:
+            default = None
+        out.append({
+            "name": f.name, "type": _type_name(hints[f.name]), "default": default,
+            "unit": f.metadata.get("unit", ""), "help": f.metadata.get("help", ""),
+            "min": f.metadata.get("min"), "max": f.metadata.get("max"),
+            "choices": f.metadata.get("choices"),
+        })
+    return out
+
+
+def _type_name(tp) -> str:
+    return getattr(tp, "__name__", str(tp).replace("typing.", ""))
+
+
+def convert(value: Any, tp: Any, name: str, where: str) -> Any:
+    """Convert ``value`` to the type ``tp`` once, at load, or raise a one-line ConfigError."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+        if value is None and type(None) in args:
+            return None
+        last: ConfigError | None = None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return convert(value, a, name, where)
+            except ConfigError as e:
+                last = e
+        raise last or ConfigError(f"{name}={value!r}{where}: bad value")
+    if tp is Any:
+        return value
+    if origin in (tuple, list):
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v != ""]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name}={value!r}{where}: expected a list")
+        inner = args[0] if args else Any
+        return tuple(convert(v, inner, f"{name}[{i}]", where) for i, v in enumerate(value))
+    if origin is dict or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{name}={value!r}{where}: expected a mapping")
+        kt, vt = (args + (Any, Any))[:2] if args else (Any, Any)
+        return {convert(k, kt, name, where): convert(v, vt, f"{name}.{k}", where) for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{name}={value!r}{where}: expected a mapping of {tp.__name__} fields")
+        return from_mapping(tp, value, where=where, prefix=f"{name}.")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name}={value!r}{where}: expected true or false")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}={value!r}{where}: expected an integer")
+        if isinstance(value, int):
+            return value
+        try:
+            f = float(str(value).replace("_", ""))
+        except ValueError:
+            raise ConfigError(f"{name}={value!r}{where}: expected an integer") from None
+        if f != int(f):
+            raise ConfigError(f"{name}={value!r}{where}: expected an integer")
+        return int(f)
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}={value!r}{where}: expected a number")
+        try:
+            return float(str(value).replace("_", "")) if isinstance(value, str) else float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}={value!r}{where}: expected a number") from None
+    if tp is str:
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"{name}={value!r}{where}: expected a string")
+        return str(value)
+    return value
+
+
+def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "", prefix: str = ""):
+    """Build the dataclass ``cls`` from ``data`` strictly (unknown keys, types, bounds, choices)."""
+    data = dict(data or {})
+    src = f" (in {where})" if where and not where.startswith(" (") else where
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in fields:
+            raise ConfigError(
+                f"unknown key '{prefix}{key}'{src}; allowed: {', '.join(sorted(fields))}"
+                f"{did_you_mean(key, fields)}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, f in fields.items():
+        if name not in data:
+            if f.default is _MISSING and f.default_factory is _MISSING:  # type: ignore[misc]
+                raise ConfigError(f"missing key '{prefix}{name}'{src}" + (f": {f.metadata['help']}" if f.metadata.get("help") else ""))
+            continue
+        value = convert(data[name], hints[name], prefix + name, src)
+        check_bounds(prefix + name, value, f.metadata, src)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def check_bounds(name: str, value: Any, meta: Mapping[str, Any], where: str = "") -> None:
+    """Raise ConfigError when ``value`` is outside the field's min/max/choices."""
+    unit = f" {meta.get('unit')}" if meta.get("unit") else ""
+    lo, hi, choices = meta.get("min"), meta.get("max"), meta.get("choices")
+    vals = value if isinstance(value, tuple) else (value,)
+    for v in vals:
+        if v is None:
+            continue
+        if choices and v not in choices:
+            raise ConfigError(f"{name}={v!r}{where}: choose one of {', '.join(map(str, choices))}"
+                              f"{did_you_mean(str(v), map(str, choices))}")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if lo is not None and v < lo:
+                raise ConfigError(f"{name}={v}{where}: must be >= {lo}{unit}")
+            if hi is not None and v > hi:
+                raise ConfigError(f"{name}={v}{where}: must be <= {hi}{unit}")
+
+
+def to_dict(obj: Any) -> Any:
+    """A JSON-ready echo of a (nested) dataclass."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def load_yaml(path: str | Path, what: str = "file") -> dict:
+    """Read a YAML mapping, with one-line errors for a missing file or bad syntax."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{what} '{path}' not found")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{what} '{path}':{at} is not valid YAML ({getattr(e, 'problem', e)})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what} '{path}' must hold a mapping at top level, found {type(data).__name__}")
+    return data
+
+
+def parse_overrides(pairs: tuple[str, ...] | list[str]) -> dict:
+    """``('a.b=1', 'c=x')`` → ``{'a': {'b': '1'}, 'c': 'x'}`` (values converted later, by the schema)."""
+    out: dict = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
+        key, value = pair.split("=", 1)
+        node = out
+        parts = key.strip().split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = yaml.safe_load(value) if value else value
+    return out
+
+
+def resource_dir(name: str) -> Path:
+    """Where the packaged ``workloads/`` or ``configs/`` folder is: inside the installed package
+    (``dlbench/_data/<name>``, a non-editable install) or at the source tree's top level."""
+    here = Path(__file__).resolve().parent
+    for cand in (here / "_data" / name, here.parent / name):
+        if cand.is_dir():
+            return cand
+    raise ConfigError(f"packaged folder '{name}' not found next to {here}; reinstall dlbench")

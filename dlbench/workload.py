@@ -1,0 +1,253 @@
+"""Workload specifications: what one sample looks like, how samples lie on disk, how many there are,
+and how long a training step takes on known accelerators.
+
+A workload file (``workloads/*.yaml`` or a user's own YAML passed to ``--workload``) is loaded strictly
+into ``WorkloadSpec``; ``resolve(spec, scale=..., samples=...)`` applies a preset and returns the concrete
+``Workload`` every other module uses. No I/O beyond reading the YAML.
+
+Layouts:
+- ``hdf5_per_sample``: one sample per HDF5 file, every array a dataset of the sample's shape
+  (CosmoFlow ``full``/``unitPar``, DeepCAM ``climate/data``/``climate/labels_0``).
+- ``hdf5_shared``: every sample in one HDF5 file, datasets of shape (N, *shape) (PtychoNN SOLAR layout).
+- ``hdf5_blocks``: ``samples_per_file`` samples per HDF5 file, datasets (k, *shape) (HEP-CNN).
+- ``jpeg_folders``: one JPEG per sample in ``classes`` class folders (ImageNet ImageFolder); file sizes
+  follow ``jpeg.size`` (seeded), the decoded sample is ``jpeg.decoded_shape`` uint8.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .config import from_mapping, load_yaml, opt, resource_dir
+from .errors import ConfigError, unknown_choice
+
+LAYOUTS = ("hdf5_per_sample", "hdf5_shared", "hdf5_blocks", "jpeg_folders")
+SCALES = ("tiny", "small", "full")
+DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "float16", "float32", "float64")
+ACCELERATORS = ("v100", "a100", "h100")
+
+MAX_SAMPLES = 1 << 40
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArraySpec:
+    name: str = opt(help="HDF5 dataset name (path inside the file), as the real dataset names it")
+    shape: tuple[int, ...] = opt(help="shape of one sample's array", min=1)
+    dtype: str = opt(help="NumPy dtype of the stored array", choices=DTYPES)
+    role: str = opt("data", help="data (the model's input) or label", choices=("data", "label"))
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True, kw_only=True)
+class SizeDistribution:
+    kind: str = opt("fixed", help="fixed, normal or lognormal (seeded per sample)",
+                    choices=("fixed", "normal", "lognormal"))
+    mean_bytes: float = opt(help="mean file size", unit="B", min=1)
+    std_bytes: float = opt(0.0, help="standard deviation", unit="B", min=0)
+    min_bytes: float = opt(1024.0, help="sizes are clipped to at least this", unit="B", min=1)
+    max_bytes: float = opt(8e6, help="sizes are clipped to at most this", unit="B", min=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JpegSpec:
+    size: SizeDistribution = opt(help="distribution of the JPEG file sizes")
+    decoded_shape: tuple[int, ...] = opt((224, 224, 3), help="shape after decode + resize (H, W, C)", min=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepTime:
+    step_time_s: float = opt(help="seconds per training step", unit="s", min=0)
+    batch_size: int = opt(help="local batch size the step time was measured at", min=1)
+    source: str = opt("", help="where the figure comes from")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    name: str = opt(help="model name")
+    parameters: int = opt(0, help="trainable parameters (checkpoint size = 4 B × parameters × 3 with Adam state)",
+                          min=0)
+    source: str = opt("", help="where the architecture comes from")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preset:
+    samples: int = opt(help="number of training samples", min=1, max=MAX_SAMPLES)
+    shapes: dict[str, tuple[int, ...]] = opt(factory=dict, help="per-array shape overrides (smaller samples)")
+    classes: int | None = opt(None, help="class folders (jpeg_folders)", min=1)
+    samples_per_file: int | None = opt(None, help="samples per file (hdf5_blocks)", min=1)
+    batch_size: int | None = opt(None, help="local batch size override (small presets)", min=1)
+    note: str = opt("", help="what the preset is for")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadSpec:
+    name: str = opt(help="workload name")
+    description: str = opt("", help="one line")
+    layout: str = opt(help="file layout", choices=LAYOUTS)
+    arrays: tuple[ArraySpec, ...] = opt((), help="the arrays of one sample (HDF5 layouts)")
+    samples: int = opt(help="training samples of the real dataset", min=1, max=MAX_SAMPLES)
+    batch_size: int = opt(help="local batch size per rank of the reference", min=1)
+    samples_per_file: int = opt(1, help="samples per HDF5 file (hdf5_blocks)", min=1)
+    shared_file: str = opt("train.h5", help="file name (hdf5_shared)")
+    classes: int = opt(0, help="class folders (jpeg_folders)", min=0)
+    jpeg: JpegSpec | None = opt(None, help="JPEG settings (jpeg_folders)")
+    compute: dict[str, StepTime] = opt(factory=dict, help="step time per accelerator")
+    model: ModelSpec | None = opt(None, help="the model trained on it")
+    presets: dict[str, Preset] = opt(factory=dict, help="tiny, small, full")
+    sources: tuple[str, ...] = opt((), help="where the figures come from")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """A resolved workload: concrete shapes and counts (after a preset or ``--samples``)."""
+
+    name: str
+    layout: str
+    arrays: tuple[ArraySpec, ...]
+    samples: int
+    batch_size: int
+    samples_per_file: int
+    shared_file: str
+    classes: int
+    jpeg: JpegSpec | None
+    compute: dict
+    model: ModelSpec | None
+    scale: str
+    spec_path: str
+
+    @property
+    def sample_nbytes(self) -> int:
+        """Bytes of one sample as stored (HDF5 arrays) or the mean file size (JPEG)."""
+        if self.layout == "jpeg_folders":
+            return int(self.jpeg.size.mean_bytes)  # type: ignore[union-attr]
+        return sum(a.nbytes for a in self.arrays)
+
+    @property
+    def decoded_nbytes(self) -> int:
+        if self.layout == "jpeg_folders":
+            return int(np.prod(self.jpeg.decoded_shape))  # type: ignore[union-attr]
+        return self.sample_nbytes
+
+    @property
+    def files(self) -> int:
+        if self.layout == "hdf5_shared":
+            return 1
+        if self.layout == "hdf5_blocks":
+            return math.ceil(self.samples / self.samples_per_file)
+        return self.samples
+
+    @property
+    def dataset_nbytes(self) -> int:
+        return self.sample_nbytes * self.samples
+
+    @property
+    def data_array(self) -> ArraySpec | None:
+        for a in self.arrays:
+            if a.role == "data":
+                return a
+        return None
+
+    def step_time(self, accelerator: str, batch_size: int) -> float:
+        """Emulated compute per step: the published step time scaled linearly to ``batch_size``
+        (t = t_ref × batch_size / batch_ref)."""
+        if accelerator not in self.compute:
+            known = sorted(self.compute) or ["(none: pass --compute-time)"]
+            raise unknown_choice(f"accelerator for workload {self.name}", accelerator, known)
+        st: StepTime = self.compute[accelerator]
+        return st.step_time_s * batch_size / st.batch_size
+
+    def checkpoint_nbytes(self) -> int:
+        """Model weights + Adam moments in float32: 12 B per parameter."""
+        return 12 * (self.model.parameters if self.model else 0)
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in resource_dir("workloads").glob("*.yaml"))
+
+
+def load_spec(name_or_path: str) -> tuple[WorkloadSpec, str]:
+    """A built-in workload by name, or a user's YAML by path (strictly validated)."""
+    p = Path(name_or_path)
+    if name_or_path.endswith((".yaml", ".yml")) or p.is_file():
+        path = p
+    else:
+        path = resource_dir("workloads") / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise unknown_choice("workload", name_or_path, builtin_names() + ["<path to a .yaml>"])
+    data = load_yaml(path, "workload file")
+    spec = from_mapping(WorkloadSpec, data, where=str(path))
+    _check_spec(spec, str(path))
+    return spec, str(path)
+
+
+def _check_spec(spec: WorkloadSpec, where: str) -> None:
+    if spec.layout == "jpeg_folders":
+        if spec.jpeg is None:
+            raise ConfigError(f"workload {spec.name} ({where}): layout jpeg_folders needs a 'jpeg' section")
+        if spec.classes < 1:
+            raise ConfigError(f"workload {spec.name} ({where}): classes={spec.classes}: jpeg_folders needs >= 1")
+    else:
+        if not spec.arrays:
+            raise ConfigError(f"workload {spec.name} ({where}): layout {spec.layout} needs at least one array")
+        if not any(a.role == "data" for a in spec.arrays):
+            raise ConfigError(f"workload {spec.name} ({where}): one array must have role: data")
+        names = [a.name for a in spec.arrays]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"workload {spec.name} ({where}): array names repeat: {names}")
+    for acc in spec.compute:
+        if acc not in ACCELERATORS:
+            raise unknown_choice(f"accelerator in compute of {where}", acc, ACCELERATORS)
+    for name, pre in spec.presets.items():
+        if name not in SCALES:
+            raise unknown_choice(f"preset in {where}", name, SCALES)
+        for arr in pre.shapes:
+            if arr not in [a.name for a in spec.arrays]:
+                raise unknown_choice(f"array in preset {name} of {where}", arr, [a.name for a in spec.arrays])
+
+
+def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None = None,
+            spec_path: str = "") -> Workload:
+    """Apply a preset (``scale``) and/or a sample count. Without either: the ``tiny`` preset if the spec
+    has one, else the full size. ``samples`` alone keeps the full-size shapes."""
+    if samples is not None and (isinstance(samples, bool) or samples < 1 or samples > MAX_SAMPLES):
+        raise ConfigError(f"--samples={samples}: must be an integer from 1 to {MAX_SAMPLES}")
+    if scale is not None and scale not in SCALES:
+        raise unknown_choice("scale", scale, SCALES)
+    arrays, n, spf, classes = spec.arrays, spec.samples, spec.samples_per_file, spec.classes
+    batch = spec.batch_size
+    chosen = scale or ("full" if samples is not None else ("tiny" if "tiny" in spec.presets else "full"))
+    pre = spec.presets.get(chosen)
+    if pre is not None:
+        arrays = tuple(dataclasses.replace(a, shape=pre.shapes.get(a.name, a.shape)) for a in arrays)
+        n = pre.samples
+        spf = pre.samples_per_file or spf
+        classes = pre.classes or classes
+        batch = pre.batch_size or batch
+    elif chosen != "full":
+        raise unknown_choice(f"scale for workload {spec.name}", chosen, sorted(set(spec.presets) | {"full"}))
+    if samples is not None:
+        n = samples
+    return Workload(name=spec.name, layout=spec.layout, arrays=arrays, samples=n,
+                    batch_size=batch, samples_per_file=spf, shared_file=spec.shared_file,
+                    classes=classes, jpeg=spec.jpeg, compute=dict(spec.compute), model=spec.model,
+                    scale=chosen if samples is None else f"{chosen}+samples", spec_path=spec_path)
+
+
+def load(name_or_path: str, *, scale: str | None = None, samples: int | None = None) -> Workload:
+    spec, path = load_spec(name_or_path)
+    return resolve(spec, scale=scale, samples=samples, spec_path=path)
+
+
+def workload_id(name: str) -> int:
+    """A stable 32-bit id of the workload name (seeds content: bytes depend on (workload, seed, i))."""
+    import zlib
+
+    return zlib.crc32(name.encode())
