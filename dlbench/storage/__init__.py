@@ -1,0 +1,27 @@
+"""Storage tiers and buffers. ``aligned_empty`` gives page-aligned NumPy buffers: a read into a buffer
+that sits a few bytes past a page boundary runs 4–5× slower here (LIMITS.md, the alignment trap), and
+every NumPy allocation of ≥ 128 KiB sits at page + 16."""
+
+from __future__ import annotations
+
+import numpy as np
+
+PAGE = 4096
+
+
+def aligned_empty(shape, dtype=np.uint8, align: int = PAGE) -> np.ndarray:
+    """An uninitialised array whose first byte is ``align``-aligned (rows too, if the row size is a
+    multiple of ``align``)."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(n + align, dtype=np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + n].view(dtype).reshape(shape)
+
+
+def aligned_rows(n_rows: int, row_nbytes: int, align: int = PAGE) -> np.ndarray:
+    """(n_rows, row_nbytes) uint8 whose every row starts on an ``align`` boundary (rows are padded to a
+    multiple of ``align``; the returned view hides the padding)."""
+    stride = -(-max(row_nbytes, 1) // align) * align
+    block = aligned_empty((n_rows, stride), np.uint8, align)
+    return block[:, :row_nbytes]

@@ -1,0 +1,43 @@
+"""The strategy registry: one name → one Strategy class; a miss lists the valid names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import from_mapping
+from ..errors import unknown_choice
+from .base import Batch, Executor, RunContext, Semantics, Strategy
+
+_REGISTRY: dict[str, type[Strategy]] = {}
+
+
+def register(cls: type[Strategy]) -> type[Strategy]:
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load_builtins() -> None:
+    if _REGISTRY:
+        return
+    from . import naive, prefetch  # noqa: F401  (each registers itself)
+
+
+def names() -> list[str]:
+    _load_builtins()
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> Strategy:
+    _load_builtins()
+    if name not in _REGISTRY:
+        raise unknown_choice("strategy", name, _REGISTRY)
+    return _REGISTRY[name]()
+
+
+def parse_options(strategy: Strategy, values: dict[str, Any], where: str = "--opt") -> Any:
+    """The strategy's Options from ``KEY=VALUE`` pairs (strict: unknown keys and bounds checked)."""
+    return from_mapping(strategy.Options, values, where=where)
+
+
+__all__ = ["Batch", "Executor", "RunContext", "Semantics", "Strategy", "get", "names", "parse_options",
+           "register"]

@@ -1,0 +1,88 @@
+"""naive: every step each rank reads its local batch of π_e from the shared tier, one request per
+sample, synchronously, then computes. No prefetch, no cache across epochs. Exact global shuffle
+(DistributedSampler order)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from time import perf_counter_ns
+
+from ..config import opt
+from ..plan import SHARED, Plan, global_shuffle_plan
+from ..storage import aligned_rows
+from ..timeline import PHASE_ID
+from . import register
+from .base import Batch, Executor, RunContext, Semantics, Strategy
+
+GLOBAL_SHUFFLE = Semantics("yes", "yes", "no")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NaiveOptions:
+    drop_last: bool = opt(False, help="drop the permutation's tail instead of padding it to a multiple of the "
+                                      "ranks (DistributedSampler drop_last)")
+
+
+class SyncReadExecutor(Executor):
+    """Reads each step's samples one by one into a reused, page-aligned batch buffer (decoding JPEGs
+    into the decoded rows), recording one ``read`` (and ``decode``) interval per sample."""
+
+    def __init__(self, ctx: RunContext, plan: Plan, tier: int = SHARED):
+        self.ctx, self.plan, self.tier = ctx, plan, tier
+        self.reader = ctx.reader_factory()
+        self.jpeg = ctx.workload.layout == "jpeg_folders"
+        b = plan.local_batch
+        if self.jpeg:
+            self.raw = aligned_rows(1, self.reader.max_row_nbytes)[0]
+            self.rows = aligned_rows(b, ctx.workload.decoded_nbytes)
+        else:
+            self.rows = aligned_rows(b, self.reader.max_row_nbytes)
+
+    def epoch(self, e: int) -> Iterator[Batch]:
+        ep = self.plan.epoch(e)
+        r = self.ctx.rank
+        ids_all = ep.rank_samples(r)
+        bounds = ep.bounds[r].tolist()
+        rows = self.rows
+        add = self.ctx.timeline.add
+        read_into = self.reader.read_into
+        READ, DECODE, tier = PHASE_ID["read"], PHASE_ID["decode"], self.tier
+        clock = perf_counter_ns
+        for s in range(len(bounds) - 1):
+            ids = ids_all[bounds[s]:bounds[s + 1]]
+            if self.jpeg:
+                raw, decode = self.raw, self.reader.decode_into
+                for j, i in enumerate(ids.tolist()):
+                    t0 = clock()
+                    n = read_into(i, raw)
+                    t1 = clock()
+                    decode(raw, n, rows[j])
+                    t2 = clock()
+                    add(READ, t0, t1, e, s, n, tier)
+                    add(DECODE, t1, t2, e, s, 0, tier)
+            else:
+                for j, i in enumerate(ids.tolist()):
+                    t0 = clock()
+                    n = read_into(i, rows[j])
+                    add(READ, t0, clock(), e, s, n, tier)
+            yield Batch(rows, ids, len(ids))
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+@register
+class Naive(Strategy):
+    name = "naive"
+    summary = "synchronous per-sample reads from the shared tier every step; no prefetch, no cache"
+    semantics = GLOBAL_SHUFFLE
+    Options = NaiveOptions
+
+    def plan(self, ctx: RunContext, options: NaiveOptions) -> Plan:
+        return global_shuffle_plan(strategy=self.name, n_samples=ctx.n_samples, world_size=ctx.world_size,
+                                   node_map=ctx.node_map, epochs=ctx.epochs, local_batch=ctx.local_batch,
+                                   seed=ctx.seed, drop_last=options.drop_last, tier=SHARED)
+
+    def executor(self, ctx: RunContext, plan: Plan, options: NaiveOptions) -> Executor:
+        return SyncReadExecutor(ctx, plan)
