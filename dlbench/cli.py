@@ -68,8 +68,6 @@ def main() -> None:
 
 def _strategy_option_fields() -> dict:
     """Every strategy's Options fields, by name: {field: {"owners": [...], "meta": describe_fields row}}."""
-    import dataclasses
-
     from . import strategies
     from .config import describe_fields
 
@@ -79,7 +77,6 @@ def _strategy_option_fields() -> dict:
         for row in describe_fields(strat.Options):
             ent = out.setdefault(row["name"], {"owners": [], "row": row})
             ent["owners"].append(name)
-    del dataclasses
     return out
 
 
@@ -135,14 +132,13 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     from .runner import ACCELERATORS, RunConfig
     from .runner import run as do_run
 
-    strat = strategies.get(strategy)  # unknown strategy: one line with the choices
+    strategies.get(strategy)  # unknown strategy: one line with the choices
     fields = _strategy_option_fields()
     given = {k: v for k, v in strategy_opts.items() if v is not None}
     for k in given:
         if strategy not in fields[k]["owners"]:
             raise ConfigError(f"--{k.replace('_', '-')} is an option of {', '.join(fields[k]['owners'])}, "
                               f"not of strategy {strategy}")
-    del strat
     if accelerator not in ACCELERATORS:
         raise unknown_choice("accelerator", accelerator, ACCELERATORS)
     for name, val, lo in (("--epochs", epochs, 1), ("--batch-size", batch_size, 1), ("--checkpoint-every", checkpoint_every, 0)):

@@ -252,6 +252,20 @@ class _Verifier:
                                f"{total[bad[:8]].tolist()} times across ranks, plan says {exp[bad[:8]].tolist()}")
 
 
+class _VirtualManifest:
+    """What --dry-run plans against when the dataset does not exist yet (mean sample sizes)."""
+
+    def __init__(self, workload, seed: int):
+        from .config import to_dict
+
+        self.workload, self.seed, self.samples = workload.name, seed, workload.samples
+        self.spec = {**to_dict(workload), "note": "dataset not generated yet: sizes are the workload's mean"}
+        self._nbytes = workload.sample_nbytes
+
+    def sample_nbytes(self) -> np.ndarray:
+        return np.full(self.samples, self._nbytes, dtype=np.int64)
+
+
 def resolve_dataset(cfg: RunConfig, comm, *, generate_if_missing: bool = True):
     """Load the workload and its dataset's manifest; with no --data-dir, generate the tiny preset in
     the default location on first use."""
@@ -262,6 +276,9 @@ def resolve_dataset(cfg: RunConfig, comm, *, generate_if_missing: bool = True):
     spec, path = wl_mod.load_spec(cfg.workload)
     scale = cfg.scale or ("tiny" if not explicit and cfg.samples is None else None)
     data_dir = Path(cfg.data_dir) if explicit else default_data_dir(spec.name, scale or "custom", cfg.seed)
+    if not (data_dir / "manifest.json").exists() and cfg.dry_run:
+        workload = wl_mod.resolve(spec, scale=scale, samples=cfg.samples, spec_path=path)
+        return workload, _VirtualManifest(workload, cfg.seed), data_dir
     if not explicit and not (data_dir / "manifest.json").exists():
         if not generate_if_missing:
             raise DataError(f"no dataset at {data_dir}; run `dlbench generate --workload {cfg.workload} "
@@ -290,7 +307,7 @@ def run(cfg: RunConfig, comm) -> dict:
     from . import results
     from .config import to_dict
 
-    workload, manifest, data_dir = resolve_dataset(cfg, comm)
+    workload, manifest, data_dir = resolve_dataset(cfg, comm, generate_if_missing=not cfg.dry_run)
     if cfg.compute not in ("sleep", "torch"):
         raise ConfigError(f"--compute={cfg.compute}: choose one of sleep, torch")
     loop = Loop(cfg, comm, workload, manifest, data_dir)
