@@ -1,7 +1,8 @@
 """Sleep compute: emulate an accelerator's step time on the host, accurately.
 
 ``time.sleep`` overshoots by ≈ 100 µs per call here (LIMITS.md: +8 % at 1 ms steps), so a step is
-deadline-based: sleep until ``spin_s`` (200 µs) before the deadline, then spin on ``perf_counter_ns``.
+deadline-based: sleep until ``spin_s`` (200 µs) before the deadline, then spin on ``perf_counter_ns``;
+the margin widens to 2 × the moving average of the observed sleep overshoot when the machine is loaded.
 Step times are fixed or drawn from a normal distribution N(step_time_s, stdev_s) clipped at 0, seeded per
 (seed, rank) so every run draws the same sequence. An optional barrier per step emulates the gradient
 allreduce (timed as ``barrier``).
@@ -44,6 +45,7 @@ class SleepCompute:
         self.batch_size = batch_size
         self._rng = np.random.default_rng([int(seed), int(rank)])
         self._spin_ns = int(spin_s * 1e9)
+        self._overshoot_ns = 0.0   # moving average of time.sleep's overshoot (grows on a loaded machine)
         self._clock = clock
         self._sleep = sleep
         if barrier is None or callable(barrier):
@@ -66,10 +68,16 @@ class SleepCompute:
         """Sleep to ``spin_s`` before the deadline, then spin. Returns the clock at exit (≥ deadline)."""
         clock = self._clock
         now = clock()
-        rest = deadline_ns - now - self._spin_ns
+        margin = max(self._spin_ns, int(2 * self._overshoot_ns))
+        rest = deadline_ns - now - margin
         if rest > 0:
             self._sleep(rest * 1e-9)
-            now = clock()
+            woke = clock()
+            over = woke - (now + rest)
+            # moving average of overshoots, each clipped at 1 ms so one preemption does not turn the
+            # next steps into pure spinning
+            self._overshoot_ns = 0.9 * self._overshoot_ns + 0.1 * min(max(over, 0), 1_000_000)
+            now = woke
         while now < deadline_ns:
             now = clock()
         return now

@@ -144,7 +144,7 @@ def test_phases_add_up_to_epoch_time_fake_loop():
         fake_loop(tl, clock, rng=np.random.default_rng(r), tier=r % 2)
         tls.append(tl.arrays())
     s = summarize(tls, workload="fake", strategy="naive", nodes=1, epochs=2)
-    for r, a in enumerate(tls):
+    for a in tls:
         for row in per_epoch_table([a]):
             total = sum(row["phase_time_s"].values())
             assert total == pytest.approx(row["epoch_time_s"], rel=1e-12)
