@@ -177,7 +177,7 @@ def summarize(per_rank_arrays: Sequence[dict], *, workload: str, strategy: str, 
     pro_t = np.array([b["prologue"]["time_s"] for b in bds], dtype=np.float64)
 
     pr = {
-        "epoch_time_s": Tr.tolist(),
+        "total_epoch_time_s": Tr.tolist(),
         "prologue_time_s": pro_t.tolist(),
         "exposed_io_share": [_div(x, t) for x, t in zip(P["stall"].sum(1), Tr)],
         "read_share": [_div(x, t) for x, t in zip(P["read"].sum(1), Tr)],
@@ -225,7 +225,7 @@ def summarize(per_rank_arrays: Sequence[dict], *, workload: str, strategy: str, 
         "first_step_stall_s": (FS.mean(axis=0) if R else np.zeros(E)).tolist(),
         "imbalance": _div(Tr.max(), Tr.mean()) - 1.0 if R and Tr.mean() > 0 else 0.0,
         "per_rank": pr,
-        "spread": {k: _stats(pr[k]) for k in ("epoch_time_s", "exposed_io_share", "read_share", "au",
+        "spread": {k: _stats(pr[k]) for k in ("total_epoch_time_s", "exposed_io_share", "read_share", "au",
                                               "read_bytes", "read_bandwidth_bytes_per_s", "samples_per_s")},
         "definitions": {
             "phase_time": "length of the union of the phase's intervals (overlaps counted once)",

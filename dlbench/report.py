@@ -78,7 +78,7 @@ def render_summary(run: dict) -> str:
         lines.append(_table(["phase", "time (s)", "share"], rows))
     sp = s.get("spread") or {}
     if sp and (s.get("ranks") or 1) > 1:
-        rows = [(k, _f(v.get("min")), _f(v.get("mean")), _f(v.get("max"))) for k, v in sp.items()]
+        rows = [(k, *(_f(v.get(x), "{:.4g}") for x in ("min", "mean", "max"))) for k, v in sp.items()]
         lines.append("")
         lines.append(_table(["per rank", "min", "mean", "max"], rows))
     return "\n".join(lines)

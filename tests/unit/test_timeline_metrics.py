@@ -151,9 +151,9 @@ def test_phases_add_up_to_epoch_time_fake_loop():
     pr = s["per_rank"]
     for r in range(3):
         tot = sum(pr["phase_time_s"][p][r] for p in PHASES)
-        assert tot == pytest.approx(pr["epoch_time_s"][r], rel=1e-12)
+        assert tot == pytest.approx(pr["total_epoch_time_s"][r], rel=1e-12)
         shares = pr["exposed_io_share"][r] + pr["au"][r] + pr["read_share"][r]
-        dec = pr["phase_time_s"]["decode"][r] / pr["epoch_time_s"][r]
+        dec = pr["phase_time_s"]["decode"][r] / pr["total_epoch_time_s"][r]
         assert shares + dec == pytest.approx(1.0, rel=1e-12)
     assert sum(s["phase_share"].values()) == pytest.approx(1.0)
     assert s["epochs"] == 2 and len(s["epoch_time_s"]) == 2
@@ -201,7 +201,7 @@ def test_prologue_and_imbalance():
     assert s["imbalance"] == pytest.approx(2000 / 1500 - 1)
     assert s["read_bytes"] == 0 and s["prologue_bytes_by_tier"]["shared"] == 999
     assert s["samples"] == 10 and s["samples_per_s"] == pytest.approx(10 / 2000e-9)
-    assert s["spread"]["epoch_time_s"] == {"min": pytest.approx(1e-6), "mean": pytest.approx(1.5e-6),
+    assert s["spread"]["total_epoch_time_s"] == {"min": pytest.approx(1e-6), "mean": pytest.approx(1.5e-6),
                                            "max": pytest.approx(2e-6)}
 
 
@@ -252,3 +252,25 @@ def test_write_checkpoint(tmp_path):
     write_checkpoint(tmp_path, 1000, None, keep=True)
     (f,) = list(tmp_path.iterdir())
     assert f.stat().st_size == 1000
+
+
+def test_sleep_compute_barrier_from_comm_object():
+    from dlbench.comm import get_comm
+
+    class CountingComm:
+        def __init__(self):
+            self.n = 0
+            self.inner = get_comm()
+
+        def barrier(self):
+            self.n += 1
+            self.inner.barrier()
+
+    comm = CountingComm()
+    clock = FakeClock(tick=10)
+    sc = SleepCompute(0.0005, barrier=comm, clock=clock, sleep=clock.sleep)
+    tl = Timeline()
+    sc.step(None, None, 1, tl, 0, 0)
+    assert comm.n == 1 and tl.arrays()["phase"].tolist() == [PHASE_ID["compute"], PHASE_ID["barrier"]]
+    with pytest.raises(TypeError):
+        SleepCompute(0.001, barrier=42)
