@@ -1,0 +1,297 @@
+"""The run folder: ``<out>/<workload>/<strategy>/<UTC stamp>/`` with
+
+- ``run.json``      ``{"schema": "dlbench.run/1", config, environment, summary, per_epoch, error, ...}``
+- ``intervals.npz`` every rank's raw ``Timeline.arrays()`` (keys ``r<rank>_<field>``), so every summary
+                    can be recomputed from the folder
+- ``trace.json``    Chrome trace format (opens in Perfetto / chrome://tracing): one process per rank,
+                    one track per thread, an ``X`` event per interval (``ts``/``dur`` in µs)
+- ``timelogger.csv`` TimeLogger's columns plus ``Process ID, Current Thread``
+
+Only rank 0 calls ``write_run``. It is meant for a ``finally`` block: it writes what it can, never raises
+over missing or partial intervals, and records artefacts that failed under ``write_errors``. No metric
+arithmetic here (that is ``metrics.py``).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as _dt
+import importlib.metadata
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .timeline import FIELDS, PHASES
+
+SCHEMA = "dlbench.run/1"
+TIMELOGGER_COLUMNS = ("Epoch", "Rank", "Action Name", "Action Description", "Start Time", "End Time",
+                      "Time Taken", "Process ID", "Current Thread")
+PHASE_DESCRIPTION = {
+    "read": "Read From Storage", "decode": "Decode And Collate", "transfer": "Host To Device",
+    "exchange": "Exchange Between Ranks", "stage": "Stage To Local Tier", "compute": "Compute Step",
+    "checkpoint": "Checkpoint", "stall": "Wait For Next Batch", "barrier": "Barrier",
+}
+PACKAGES = ("dlbench", "numpy", "h5py", "torch", "mpi4py", "mpich", "click", "pyyaml", "pillow", "darshan")
+
+
+def utc_stamp() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def new_run_dir(out, workload: str, strategy: str) -> Path:
+    """Create and return a fresh ``<out>/<workload>/<strategy>/<UTC stamp>/`` (a suffix keeps it unique)."""
+    base = Path(out) / str(workload) / str(strategy)
+    base.mkdir(parents=True, exist_ok=True)
+    stamp = utc_stamp()
+    for i in range(1000):
+        d = base / (stamp if i == 0 else f"{stamp}-{i}")
+        try:
+            d.mkdir()
+            return d
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a unique run folder under {base}")
+
+
+# ---- environment ---------------------------------------------------------------------------------
+def _git(repo: Path) -> dict:
+    try:
+        kw = dict(cwd=repo, capture_output=True, text=True, timeout=5)
+        r = subprocess.run(["git", "rev-parse", "HEAD"], **kw)
+        if r.returncode != 0:
+            return {"commit": None, "dirty": None}
+        d = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], **kw)
+        return {"commit": r.stdout.strip(), "dirty": bool(d.stdout.strip()) if d.returncode == 0 else None}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def environment() -> dict:
+    """Host, Python, package versions (from metadata: nothing heavy is imported), git commit + dirty."""
+    versions = {}
+    for p in PACKAGES:
+        try:
+            versions[p] = importlib.metadata.version(p)
+        except importlib.metadata.PackageNotFoundError:
+            versions[p] = None
+        except Exception:  # noqa: BLE001 - broken metadata must not break a run's record
+            versions[p] = None
+    return {
+        "host": socket.gethostname(), "platform": platform.platform(), "machine": platform.machine(),
+        "python": sys.version.split()[0], "python_executable": sys.executable,
+        "cpu_count": os.cpu_count(), "argv": list(sys.argv), "pid": os.getpid(),
+        "packages": versions, "git": _git(Path(__file__).resolve().parent.parent),
+        "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+    }
+
+
+def _jsonable(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.bool_):
+        return bool(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return dataclasses.asdict(o)
+    if isinstance(o, set | frozenset | tuple):
+        return list(o)
+    if isinstance(o, BaseException):
+        return f"{type(o).__name__}: {o}"
+    return str(o)
+
+
+def _dump_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, default=_jsonable, allow_nan=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _clean(intervals) -> list[dict]:
+    """Keep the usable per-rank dicts (None or non-dicts dropped; missing fields become empty)."""
+    out = []
+    for i, a in enumerate(intervals or []):
+        if not isinstance(a, dict):
+            continue
+        d = dict(a)
+        n = min((len(np.asarray(d[f])) for f, _ in FIELDS if d.get(f) is not None), default=0)
+        for f, dt in (*FIELDS, ("thread", np.int32)):
+            v = d.get(f)
+            d[f] = np.zeros(n, dtype=dt) if v is None else np.asarray(v, dtype=dt)[:n]
+            if len(d[f]) < n:
+                d[f] = np.zeros(n, dtype=dt)
+        d.setdefault("rank", i)
+        out.append(d)
+    return out
+
+
+# ---- artefacts -----------------------------------------------------------------------------------
+def write_intervals(path: Path, intervals: list[dict]) -> None:
+    arrs = {}
+    for a in intervals:
+        r = int(a.get("rank", 0))
+        for k, v in a.items():
+            if v is None:
+                continue
+            arrs[f"r{r}_{k}"] = np.asarray(v)
+    arrs["ranks"] = np.array([int(a.get("rank", 0)) for a in intervals], dtype=np.int64)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, **arrs)
+    os.replace(tmp, path)
+
+
+def read_intervals(path) -> list[dict]:
+    """``intervals.npz`` back into a list of per-rank arrays dicts (ordered by rank)."""
+    out = []
+    with np.load(path) as z:
+        for r in z["ranks"].tolist():
+            pre = f"r{r}_"
+            d = {k[len(pre):]: z[k] for k in z.files if k.startswith(pre)}
+            for k in ("rank", "pid", "wall_offset_ns"):
+                if k in d:
+                    d[k] = int(d[k])
+            out.append(d)
+    return out
+
+
+def _wall0(intervals: list[dict]) -> int:
+    """Earliest wall-clock ns over ranks (records are perf_counter_ns + the rank's wall offset)."""
+    best = None
+    for a in intervals:
+        off = int(a.get("wall_offset_ns", 0))
+        for k in ("start_ns", "epoch_start_ns"):
+            v = np.asarray(a.get(k, ()))
+            if v.size:
+                m = int(v.min()) + off
+                best = m if best is None else min(best, m)
+    return best or 0
+
+
+def trace_events(intervals: list[dict], max_events: int = 2_000_000) -> dict:
+    """Chrome trace (``traceEvents``, ph "X", µs): pid = rank, tid = thread, name = phase; epochs on
+    their own track (tid −1). Time 0 = the earliest event of the run; ranks aligned by wall clock."""
+    t0 = _wall0(intervals)
+    ev: list[dict] = []
+    truncated = False
+    for a in intervals:
+        r = int(a.get("rank", 0))
+        off = int(a.get("wall_offset_ns", 0)) - t0
+        ev.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0, "args": {"name": f"rank {r}"}})
+        ev.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0, "args": {"sort_index": r}})
+        ev.append({"ph": "M", "name": "thread_name", "pid": r, "tid": -1, "args": {"name": "epochs"}})
+        for t in np.unique(a["thread"]).tolist():
+            ev.append({"ph": "M", "name": "thread_name", "pid": r, "tid": int(t),
+                       "args": {"name": "trainer" if t == 0 else f"thread {t}"}})
+        for e, s, t in zip(a.get("epochs", ()), a.get("epoch_start_ns", ()), a.get("epoch_end_ns", ())):
+            ev.append({"ph": "X", "name": f"epoch {int(e)}", "cat": "epoch", "pid": r, "tid": -1,
+                       "ts": (int(s) + off) / 1e3, "dur": (int(t) - int(s)) / 1e3, "args": {"epoch": int(e)}})
+        n = len(a["start_ns"])
+        if len(ev) + n > max_events:
+            n = max(0, max_events - len(ev))
+            truncated = True
+        s = a["start_ns"][:n].astype(np.int64)
+        ts = ((s + off) / 1e3).tolist()
+        dur = ((a["end_ns"][:n].astype(np.int64) - s) / 1e3).tolist()
+        ph = a["phase"][:n].tolist()
+        th = a["thread"][:n].tolist()
+        epl = a["epoch"][:n].tolist()
+        stl = a["step"][:n].tolist()
+        nbl = a["nbytes"][:n].tolist()
+        til = a["tier"][:n].tolist()
+        for i in range(n):
+            p = ph[i]
+            ev.append({"ph": "X", "name": PHASES[p] if p < len(PHASES) else f"phase{p}", "cat": "dlbench",
+                       "pid": r, "tid": th[i], "ts": ts[i], "dur": dur[i],
+                       "args": {"bytes": nbl[i], "epoch": epl[i], "step": stl[i], "tier": til[i]}})
+    return {"traceEvents": ev, "displayTimeUnit": "ms",
+            "otherData": {"schema": "dlbench.trace/1", "t0_unix_ns": t0, "truncated": truncated}}
+
+
+def write_timelogger_csv(path: Path, intervals: list[dict]) -> None:
+    """TimeLogger CSV: header ``Epoch, Rank, Action Name, ...`` (", "-separated as TimeLogger writes it),
+    times in Unix seconds, one row per interval, then one ``epoch`` row per marked epoch."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
+        f.write(", ".join(TIMELOGGER_COLUMNS) + "\n")
+        w = csv.writer(f, lineterminator="\n")
+        for a in intervals:
+            r = int(a.get("rank", 0))
+            off = int(a.get("wall_offset_ns", 0))
+            pid = int(a.get("pid", 0))
+            s = (a["start_ns"].astype(np.int64) + off) / 1e9
+            e = (a["end_ns"].astype(np.int64) + off) / 1e9
+            d = (a["end_ns"].astype(np.int64) - a["start_ns"].astype(np.int64)) / 1e9
+            for ep, ph, ss, ee, dd, th in zip(a["epoch"].tolist(), a["phase"].tolist(), s.tolist(), e.tolist(),
+                                             d.tolist(), a["thread"].tolist()):
+                name = PHASES[ph] if ph < len(PHASES) else f"phase{ph}"
+                w.writerow([ep, r, f" {name}", f" {PHASE_DESCRIPTION.get(name, name)}", f"{ss:.6f}", f"{ee:.6f}",
+                            f"{dd:.9f}", pid, th])
+            for ep, ss, ee in zip(a.get("epochs", ()), a.get("epoch_start_ns", ()), a.get("epoch_end_ns", ())):
+                w.writerow([int(ep), r, " epoch", " Epoch", f"{(int(ss) + off) / 1e9:.6f}",
+                            f"{(int(ee) + off) / 1e9:.6f}", f"{(int(ee) - int(ss)) / 1e9:.9f}", pid, -1])
+    os.replace(tmp, path)
+
+
+def write_run(run_dir, *, config, summary, per_epoch=None, intervals=None, error=None, simulated=False,
+              extra=None) -> Path:
+    """Write the run folder (see module docstring). ``intervals``: list of per-rank ``Timeline.arrays()``
+    (None entries / missing fields tolerated). ``error``: an exception or message (the run failed).
+    Returns the path of run.json. Only an unwritable folder makes it raise."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_errors: dict[str, str] = {}
+    files: list[str] = []
+    try:
+        ivs = _clean(intervals)
+    except Exception as exc:  # noqa: BLE001
+        ivs = []
+        write_errors["intervals"] = f"{type(exc).__name__}: {exc}"
+    if ivs:
+        for name, fn in (("intervals.npz", write_intervals),
+                         ("trace.json", lambda p, iv: _dump_json(p, trace_events(iv))),
+                         ("timelogger.csv", write_timelogger_csv)):
+            try:
+                fn(run_dir / name, ivs)
+                files.append(name)
+            except Exception as exc:  # noqa: BLE001 - a broken artefact must not hide the run's record
+                write_errors[name] = f"{type(exc).__name__}: {exc}"
+    try:
+        env = environment()
+    except Exception as exc:  # noqa: BLE001
+        env = {"error": str(exc)}
+    if error is not None and not isinstance(error, str | dict):
+        error = {"type": type(error).__name__, "message": str(error)}
+    doc = {
+        "schema": SCHEMA, "status": "failed" if error is not None else "ok", "simulated": bool(simulated),
+        "config": config, "environment": env, "summary": summary, "per_epoch": per_epoch,
+        "error": error, "files": files, "write_errors": write_errors or None,
+    }
+    if extra:
+        for k, v in dict(extra).items():
+            doc.setdefault(k, v)
+    path = run_dir / "run.json"
+    _dump_json(path, doc)
+    return path
+
+
+def read_run(run_dir) -> dict:
+    """run.json of a run folder (or the file itself) as a dict, with ``run_dir`` added."""
+    p = Path(run_dir)
+    f = p if p.is_file() else p / "run.json"
+    with open(f) as fh:
+        doc = json.load(fh)
+    doc["run_dir"] = str(f.parent)
+    return doc
