@@ -154,6 +154,7 @@ class Loop:
                 t_epoch = clock()
                 it = executor.epoch(e)
                 s = 0
+                epoch_samples = 0
                 while True:
                     t0 = clock()
                     batch = next(it, None)
@@ -165,6 +166,7 @@ class Loop:
                         verifier.check(plan, e, s, batch)
                     compute.step(batch.rows, batch.ids, batch.n, timeline, e, s)
                     delivered += batch.n
+                    epoch_samples += batch.n
                     global_step += 1
                     if cfg.checkpoint_every and global_step % cfg.checkpoint_every == 0:
                         from .compute.sleep import write_checkpoint
@@ -175,7 +177,7 @@ class Loop:
                         comm.barrier()
                         timeline.add(CKPT, c0, clock(), e, s, self.workload.checkpoint_nbytes() if comm.rank == 0 else 0)
                     s += 1
-                timeline.mark_epoch(e, t_epoch, clock())
+                timeline.mark_epoch(e, t_epoch, clock(), samples=epoch_samples)
                 if s != plan.epoch(e).steps:
                     raise RunError(f"strategy {cfg.strategy} delivered {s} steps in epoch {e}; "
                                    f"its plan has {plan.epoch(e).steps}")
