@@ -174,6 +174,8 @@ class Model:
             fetch = s * spb[src]
             write = s * w_spb
             for code, name in enumerate(TIER_NAMES):
+                if policy == "lowerbound":  # nothing is read: every sample is there at t = 0
+                    break
                 m = src == code
                 bytes_t[name] += np.where(m, s, 0.0).sum(axis=1)
                 fetch_t[name] += np.where(m, fetch, 0.0).sum(axis=1) / (1.0 if policy == "ondemand" else threads_per_rank)
@@ -237,7 +239,7 @@ class Model:
         if self.write_overlap and policy == "prefetch":
             notes.append("a loader thread copies sample f into the buffer while fetching f+1 (write_overlap)")
         return Costing(strategy=plan.strategy, ranks=W, nodes=nodes, epochs=E, prologue_s=pro_s,
-                       epoch_time_s=epoch_times, compute_s=compute, stall_s=stall, barrier_s=barrier - exch_exposed * 0,
+                       epoch_time_s=epoch_times, compute_s=compute, stall_s=stall, barrier_s=barrier,
                        exchange_s=exch_exposed, fetch_s_by_tier=fetch_t, bytes_by_tier=bytes_t, samples=samples,
                        notes=notes)
 
