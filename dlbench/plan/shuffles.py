@@ -1,0 +1,175 @@
+"""Pure planners for the staging, local-shuffling and partial-local-shuffling (PLS) strategies
+(STRATEGIES.md). Each returns a ``Plan``; no files, MPI or clocks. Shared by the executors and
+``dlbench simulate``.
+
+- ``staging_plan``: the whole dataset is staged to every node before epoch 0 (each rank reads a disjoint
+  piece from the PFS, pieces are then all-gathered between nodes); training follows the global shuffle
+  and reads only local copies. Which local tier a sample sits on is fixed by ``tier_of_sample`` (fill the
+  fastest tier first). If the dataset does not fit on a node this planner refuses (``CapacityError``):
+  training on a node-local subset is ``local_plan``'s order, and the caller must say so.
+- ``local_plan``: the dataset is split once into W shards (a seeded permutation, DistributedSampler-style
+  slices of F/W); each epoch every rank shuffles only its own shard.
+- ``pls_plan``: as local; additionally before each epoch's training every rank marks the first Q·n of its
+  freshly shuffled shard for exchange. During epoch e they are sent, in per-step chunks, to a peer chosen
+  per step by a seeded cyclic shift k ∈ [1, W−1] (rank r sends chunk i to (r + k_i) mod W and receives from
+  (r − k_i) mod W, so every shard keeps its size); from epoch e+1 the sent samples are gone and the
+  received ones are part of the shard. Peak storage per rank: (1+Q)·n samples.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import CapacityError, ConfigError
+from .plan import LOCAL, MEMORY, SHARED, EpochPlan, Plan, Prologue
+from .sampler import batch_bounds, distributed_indices, epoch_permutation, epoch_rng
+
+_SHARD_STREAM = 1 << 30  # the epoch slot of the one-off shard split (independent of every epoch's stream)
+
+
+def tier_of_sample(sample_nbytes: np.ndarray, tiers: list[tuple[int, float]], order: np.ndarray | None = None
+                   ) -> np.ndarray:
+    """Place samples (in ``order``, default by id) on tiers ``[(tier_code, capacity_bytes), ...]`` fastest
+    first. Returns the tier code per sample id; raises CapacityError when they do not all fit."""
+    sizes = np.asarray(sample_nbytes, dtype=np.float64)
+    order = np.arange(len(sizes)) if order is None else np.asarray(order)
+    cum = np.cumsum(sizes[order])
+    out = np.empty(len(sizes), dtype=np.uint8)
+    placed = np.zeros(len(order), dtype=bool)
+    lo = 0.0
+    for code, cap in tiers:
+        sel = (~placed) & (cum <= lo + cap)
+        out[order[sel]] = code
+        placed |= sel
+        lo += cap
+    if not placed.all():
+        need = float(cum[-1]) if len(cum) else 0.0
+        raise CapacityError(f"local tiers hold {lo:.4g} B per node but {need:.4g} B must be stored there; "
+                            f"add capacity or use a strategy that keeps a subset (local, pls)")
+    return out
+
+
+def _bounds(W: int, n: int, local_batch: int, drop_last_batch: bool) -> np.ndarray:
+    return np.tile(batch_bounds(n, local_batch, drop_last_batch), (W, 1))
+
+
+def staging_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
+                 sample_nbytes, tiers: list[tuple[int, float]], drop_last: bool = False,
+                 drop_last_batch: bool = False) -> Plan:
+    """Parallel data staging (see module doc). ``tiers``: [(MEMORY|LOCAL, capacity_bytes per node)] fastest
+    first; the whole dataset must fit on each node."""
+    sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.float64), (n_samples,))
+    placement = tier_of_sample(sizes, tiers)
+    W = int(world_size)
+    # prologue: rank r reads samples r::W from the PFS into the tier the sample lives on; then all-gather
+    ids = np.arange(n_samples, dtype=np.int64)
+    pro = Prologue(rank=ids % W, sample=ids, src=np.full(n_samples, SHARED, np.uint8), dst=placement[ids],
+                   peer=np.full(n_samples, -1, np.int64))
+
+    def build(e: int) -> EpochPlan:
+        rows = distributed_indices(epoch_permutation(seed, e, n_samples), W, drop_last)
+        return EpochPlan(epoch=e, sample_ids=rows, source=placement[rows],
+                         bounds=_bounds(W, rows.shape[1], local_batch, drop_last_batch))
+
+    meta = {"order": "global shuffle (DistributedSampler)", "staged": "whole dataset on every node",
+            "prologue": "each rank reads its piece (rank = id mod W) from the PFS, then all-gather between nodes",
+            "tiers": [[int(c), float(cap)] for c, cap in tiers], "drop_last": drop_last,
+            "drop_last_batch": drop_last_batch}
+    return Plan(strategy="staging", n_samples=n_samples, world_size=W, node_map=node_map, epochs=epochs,
+                local_batch=local_batch, seed=seed, build_epoch=build, prologue=pro, meta=meta)
+
+
+def shards(seed: int, n_samples: int, world_size: int, drop_last: bool = False) -> np.ndarray:
+    """The one-off split into W shards (W, n) from a seeded permutation."""
+    return distributed_indices(epoch_permutation(seed, _SHARD_STREAM, n_samples), world_size, drop_last)
+
+
+def _shuffle_rows(rows: np.ndarray, seed: int, e: int, stream: int) -> np.ndarray:
+    keys = epoch_rng(seed, e, stream).random(rows.shape)
+    return np.take_along_axis(rows, np.argsort(keys, axis=1, kind="stable"), axis=1)
+
+
+def local_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
+               drop_last: bool = False, drop_last_batch: bool = False, tier: int = LOCAL) -> Plan:
+    """Local shuffling: W fixed shards, each shuffled per epoch by its rank; nothing exchanged."""
+    base = shards(seed, n_samples, world_size, drop_last)
+    W, n = base.shape
+    pro = Prologue(rank=np.repeat(np.arange(W, dtype=np.int64), n), sample=base.reshape(-1).copy(),
+                   src=np.full(W * n, SHARED, np.uint8), dst=np.full(W * n, tier, np.uint8),
+                   peer=np.full(W * n, -1, np.int64))
+
+    def build(e: int) -> EpochPlan:
+        rows = _shuffle_rows(base, seed, e, 1)
+        return EpochPlan(epoch=e, sample_ids=rows, source=np.full(rows.shape, tier, np.uint8),
+                         bounds=_bounds(W, n, local_batch, drop_last_batch))
+
+    meta = {"order": "local shuffle: each rank sees its own shard every epoch (not a global shuffle)",
+            "shard_samples": int(n), "drop_last": drop_last, "drop_last_batch": drop_last_batch}
+    return Plan(strategy="local", n_samples=n_samples, world_size=W, node_map=node_map, epochs=epochs,
+                local_batch=local_batch, seed=seed, build_epoch=build, prologue=pro, meta=meta)
+
+
+def pls_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
+             q: float, drop_last: bool = False, drop_last_batch: bool = False, tier: int = LOCAL) -> Plan:
+    """Partial local shuffling with exchange fraction ``q`` in [0, 1] (module doc). Epoch e's extras:
+    ``send_ids`` (W, m) samples rank r sends during epoch e, ``send_to`` (W, m) destination rank,
+    ``send_step`` (W, m) the step whose non-blocking exchange carries it."""
+    if not (0.0 <= float(q) <= 1.0) or isinstance(q, bool):
+        raise ConfigError(f"pls q={q!r}: must be a number from 0 to 1")
+    base = shards(seed, n_samples, world_size, drop_last)
+    W, n = base.shape
+    m = int(math.floor(q * n)) if W > 1 else 0
+    steps = len(batch_bounds(n, local_batch, drop_last_batch)) - 1
+    pro = Prologue(rank=np.repeat(np.arange(W, dtype=np.int64), n), sample=base.reshape(-1).copy(),
+                   src=np.full(W * n, SHARED, np.uint8), dst=np.full(W * n, tier, np.uint8),
+                   peer=np.full(W * n, -1, np.int64))
+    state = {"e": 0, "shard": base}
+
+    def exchange(e: int, rows: np.ndarray):
+        """Who sends what to whom during epoch e (rows: the shuffled shards of epoch e)."""
+        send = rows[:, :m]
+        chunks = max(1, min(steps, m)) if m else 1
+        step_of = (np.arange(m) * chunks) // max(m, 1)           # chunk i of the m samples → step i
+        shifts = epoch_rng(seed, e, 2).integers(1, max(W, 2), size=chunks)  # k_i in [1, W-1]
+        to = (np.arange(W)[:, None] + shifts[step_of][None, :]) % W
+        return send, to, np.broadcast_to(step_of, (W, m))
+
+    def advance(shard: np.ndarray, e: int) -> np.ndarray:
+        rows = _shuffle_rows(shard, seed, e, 1)
+        if m == 0:
+            return shard
+        send, to, _ = exchange(e, rows)
+        keep = rows[:, m:]
+        # rank d receives, for each column j, the sample of the rank that sent to d in column j
+        recv = np.empty_like(send)
+        cols = np.broadcast_to(np.arange(m), (W, m))
+        recv[to, cols] = send
+        return np.concatenate([keep, recv], axis=1)
+
+    def shard_at(e: int) -> np.ndarray:
+        if e < state["e"]:
+            state["e"], state["shard"] = 0, base
+        while state["e"] < e:
+            state["shard"] = advance(state["shard"], state["e"])
+            state["e"] += 1
+        return state["shard"]
+
+    def build(e: int) -> EpochPlan:
+        rows = _shuffle_rows(shard_at(e), seed, e, 1)
+        extras = {}
+        if m:
+            send, to, step = exchange(e, rows)
+            extras = {"send_ids": send, "send_to": to, "send_step": np.ascontiguousarray(step)}
+        return EpochPlan(epoch=e, sample_ids=rows, source=np.full(rows.shape, tier, np.uint8),
+                         bounds=_bounds(W, n, local_batch, drop_last_batch), extras=extras)
+
+    meta = {"order": f"partial local shuffle (q={q}): each epoch a global permutation, per-rank subsets mix slowly",
+            "q": float(q), "exchange_per_epoch_samples": m, "shard_samples": int(n),
+            "storage_samples_per_rank": int(n + m), "drop_last": drop_last, "drop_last_batch": drop_last_batch}
+    return Plan(strategy="pls", n_samples=n_samples, world_size=W, node_map=node_map, epochs=epochs,
+                local_batch=local_batch, seed=seed, build_epoch=build, prologue=pro, meta=meta)
+
+
+__all__ = ["tier_of_sample", "staging_plan", "local_plan", "pls_plan", "shards", "MEMORY", "LOCAL"]

@@ -1,0 +1,9 @@
+"""``dlbench simulate``: cost a strategy's plan with the HDMLP/NoPFS performance model (no I/O)."""
+
+from .core import DISPLAY, STRATEGIES, SimWorkload, build_plan, from_workload, sample_sizes, simulate, summarize
+from .model import Costing, Model
+from .profile import SystemProfile
+from .profile import load as load_profile
+
+__all__ = ["DISPLAY", "STRATEGIES", "SimWorkload", "build_plan", "from_workload", "sample_sizes", "simulate",
+           "summarize", "Costing", "Model", "SystemProfile", "load_profile"]

@@ -1,0 +1,308 @@
+"""The performance model (HDMLP thesis / NoPFS paper; STRATEGIES.md "The performance model"), costing a
+strategy's ``Plan`` with NumPy over (ranks × samples) per epoch — no Python loop per sample or per step.
+
+Per rank and access f (s = the sample's bytes):
+
+- fetch cost by the plan's source tier:
+  PFS  s / min(b_fs, t(γ)/γ), γ = concurrent PFS clients = nodes × p (p = the I/O threads per node that
+       read the PFS: the staging threads p_0 while training, the tiers' prefetch threads while staging);
+  peer s / min(b_c, r_j(p_j)/p_j); local tier j  s / (r_j(p_j)/p_j);
+- copy into the staging buffer w = max(s/β, s/(r_0(p_0)/p_0));
+- consumption s / c (profile ``compute_mb_per_s``) or the workload's step time spread over the batch;
+- after every global batch all ranks wait for the slowest (barrier).
+
+Policies (how fetches relate to consumption):
+
+- ``lowerbound``: every sample available at t = 0: runtime = Σ_batches max_rank Σ s/c.
+- ``ondemand`` (naive): the rank asks for sample f when it is done with f−1; fetch, copy and compute run in
+  series: per access fetch + w + s/c.
+- ``prefetch`` (staging pool / double buffering, and every strategy reading local copies): p_0 threads per
+  node fetch the rank's samples in access order, round robin, from the epoch's start; a thread copies
+  sample f into the buffer while it fetches f+1 (``write_overlap``, default) so a thread's time per access
+  is max(fetch, w); with ``write_overlap=False`` it is fetch + w. avail(f) = epoch start + the thread's
+  cumulative time; consumption e_f = max(avail(f), e_{f−1}) + s/c. The buffer capacity is not enforced
+  (producers never wait for space): exact when the producer is the bottleneck, optimistic otherwise.
+
+Vectorisation: within a global batch j a rank finishes at T_rj = Cb_rj + max(B_{j−1}, M_rj) with Cb the
+batch's compute and M_rj = max_f (avail_f − compute before f in the batch); the barrier gives
+B_j = max_r T_rj = max(B_{j−1} + max_r Cb_rj, max_r (Cb_rj + M_rj)), a max-plus recurrence solved for all
+steps at once with cumulative sums and ``np.maximum.accumulate``.
+
+Prologue (staging, local, pls): each node reads its piece from the PFS with its tiers' threads, receives
+the rest over the network (staging: all-gather) and writes into its tiers; the three overlap, so the
+prologue takes max over nodes of max(PFS read, network receive, slowest tier write).
+PLS exchange: the samples sent at step i go out with non-blocking MPI overlapping step i; a step lasts at
+least the exchange's bytes / b_c (the part beyond the step's own time is reported as ``exchange``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..plan import LOCAL, MEMORY, PEER, SHARED, TIER_NAMES, Plan
+from .profile import SystemProfile
+
+POLICIES = ("lowerbound", "ondemand", "prefetch")
+
+
+@dataclass
+class Costing:
+    """What the model says about one plan: times in seconds, per rank where it matters."""
+
+    strategy: str
+    ranks: int
+    nodes: int
+    epochs: int
+    prologue_s: float
+    epoch_time_s: np.ndarray            # (E,)
+    compute_s: np.ndarray               # (W,) over all epochs
+    stall_s: np.ndarray                 # (W,) waiting for data
+    barrier_s: np.ndarray               # (W,) waiting for the slowest rank
+    exchange_s: np.ndarray              # (W,) exposed exchange time (pls)
+    fetch_s_by_tier: dict               # tier name -> (W,) thread-busy seconds fetching
+    bytes_by_tier: dict                 # tier name -> (W,) bytes
+    samples: np.ndarray                 # (W,) samples consumed
+    notes: list = field(default_factory=list)
+
+    @property
+    def total_time_s(self) -> float:
+        return float(self.prologue_s + self.epoch_time_s.sum())
+
+
+class Model:
+    """Costs plans on one system. ``compute_s_per_byte`` (1/c) or ``step_time_s`` (per local batch) give
+    the consumption time; ``staging_threads`` overrides p_0."""
+
+    def __init__(self, profile: SystemProfile, *, compute_s_per_byte: float | None = None,
+                 step_time_s: float | None = None, write_overlap: bool = True):
+        self.p = profile
+        if compute_s_per_byte is None and step_time_s is None:
+            if profile.compute_mb_per_s is None:
+                raise ConfigError(f"system profile {profile.name}: no compute_mb_per_s; give the workload's "
+                                  f"step time (--accelerator) instead")
+            compute_s_per_byte = 1.0 / (profile.compute_mb_per_s * 1e6)
+        self.compute_s_per_byte = compute_s_per_byte
+        self.step_time_s = step_time_s
+        self.write_overlap = write_overlap
+
+    # ----- per-tier seconds per byte ------------------------------------------------------------------
+    def fetch_s_per_byte(self, nodes: int, pfs_threads_per_node: int) -> np.ndarray:
+        """Seconds per byte for each plan tier code (SHARED, LOCAL, MEMORY, PEER)."""
+        p = self.p
+        out = np.full(len(TIER_NAMES), np.inf)
+        out[SHARED] = 1.0 / p.pfs_per_client(nodes * pfs_threads_per_node)
+        for code, kind in ((LOCAL, "local"), (MEMORY, "memory")):
+            t = next((t for t in p.tiers if t.kind == kind), None)
+            if t is not None:
+                out[code] = 1.0 / p.tier_per_thread(t, p.staging.threads)
+        fastest = min(out[LOCAL], out[MEMORY])
+        out[PEER] = max(1.0 / p.network_bytes_per_s, fastest) if np.isfinite(fastest) else 1.0 / p.network_bytes_per_s
+        return out
+
+    # ----- prologue ----------------------------------------------------------------------------------
+    def prologue_s(self, plan: Plan, sizes: np.ndarray) -> float:
+        pro = plan.prologue
+        if len(pro.sample) == 0:
+            return 0.0
+        p = self.p
+        nodes = plan.nodes
+        node = plan.node_map[pro.rank]
+        s = sizes[pro.sample]
+        tier_threads = sum(t.threads for t in p.tiers) or p.staging.threads
+        per_thread = p.pfs_per_client(nodes * tier_threads)
+        from_pfs = pro.src == SHARED
+        read_s = np.bincount(node[from_pfs], weights=s[from_pfs], minlength=nodes) / (per_thread * tier_threads)
+        gather = "all-gather" in str(plan.meta.get("prologue", ""))
+        total_b = float(s.sum())
+        own_b = np.bincount(node, weights=s, minlength=nodes)
+        stored_b = {}
+        if gather:  # every node stores every sample
+            for code in (MEMORY, LOCAL):
+                stored_b[code] = np.full(nodes, float(s[pro.dst == code].sum()))
+            recv_s = (total_b - own_b) / p.network_bytes_per_s
+        else:
+            for code in (MEMORY, LOCAL):
+                sel = pro.dst == code
+                stored_b[code] = np.bincount(node[sel], weights=s[sel], minlength=nodes)
+            recv_s = np.zeros(nodes)
+        write_s = np.zeros(nodes)
+        for code, kind in ((MEMORY, "memory"), (LOCAL, "local")):
+            t = next((t for t in p.tiers if t.kind == kind), None)
+            if t is None:
+                continue
+            rate = p.tier_per_thread(t) * t.threads
+            write_s = np.maximum(write_s, stored_b[code] / rate)
+        return float(np.max(np.maximum(np.maximum(read_s, recv_s), write_s)))
+
+    # ----- one epoch ---------------------------------------------------------------------------------
+    def cost(self, plan: Plan, sizes: np.ndarray, policy: str) -> Costing:
+        if policy not in POLICIES:
+            raise ConfigError(f"policy {policy!r}: choose one of {', '.join(POLICIES)}")
+        sizes = np.asarray(sizes, dtype=np.float64)
+        W, nodes, E = plan.world_size, plan.nodes, plan.epochs
+        K = max(1, W // max(nodes, 1))
+        p0 = self.p.staging.threads
+        spb = self.fetch_s_per_byte(nodes, p0)
+        w_spb = self.p.staging_write_s_per_byte()
+        threads_per_rank = p0 / K
+        z = np.zeros(W)
+        compute = z.copy()
+        stall = z.copy()
+        barrier = z.copy()
+        exch_exposed = z.copy()
+        fetch_t = {n: z.copy() for n in TIER_NAMES}
+        bytes_t = {n: z.copy() for n in TIER_NAMES}
+        samples = z.copy()
+        epoch_times = np.zeros(E)
+        pro_s = self.prologue_s(plan, sizes)
+        t0 = pro_s
+        for e in range(E):
+            ep = plan.epoch(e)
+            ids = ep.sample_ids
+            n = ids.shape[1]
+            col = np.arange(n)
+            valid = (col[None, :] >= ep.bounds[:, :1]) & (col[None, :] < ep.bounds[:, -1:]) & (ids >= 0)
+            s = np.where(valid, sizes[np.where(ids >= 0, ids, 0)], 0.0)
+            src = ep.source
+            if self.step_time_s is not None:
+                comp = np.where(valid, self.step_time_s / plan.local_batch, 0.0)
+            else:
+                comp = s * self.compute_s_per_byte
+            fetch = s * spb[src]
+            write = s * w_spb
+            for code, name in enumerate(TIER_NAMES):
+                if policy == "lowerbound":  # nothing is read: every sample is there at t = 0
+                    break
+                m = src == code
+                bytes_t[name] += np.where(m, s, 0.0).sum(axis=1)
+                fetch_t[name] += np.where(m, fetch, 0.0).sum(axis=1) / (1.0 if policy == "ondemand" else threads_per_rank)
+            samples += valid.sum(axis=1)
+            steps = ep.steps
+            seg = _Segments(ep.bounds, n)
+            if policy == "ondemand":
+                per = comp + fetch + write
+                avail = None
+            else:
+                per = comp
+                if policy == "lowerbound":
+                    avail = None
+                else:
+                    cost = np.maximum(fetch, write) if self.write_overlap else fetch + write
+                    avail = _thread_avail(cost, threads_per_rank)
+            Cb = seg.sum(per)                                            # (W, steps)
+            Cc = seg.sum(comp)
+            compute += Cc.sum(axis=1)
+            if avail is not None:
+                before = np.cumsum(per, axis=1) - per                    # compute before f in the row
+                start_of_step = np.concatenate([np.zeros((W, 1)), np.cumsum(Cb, axis=1)], axis=1)
+                term = np.where(valid, avail - (before - seg.spread(start_of_step)), -np.inf)
+                M = seg.max(term)                                        # relative to epoch start
+            else:
+                M = np.full((W, steps), -np.inf)
+            # exchange (pls): bytes sent per step; a step lasts at least its exchange
+            xs = np.zeros((W, steps))
+            if "send_ids" in ep.extras and steps:
+                sid, sst = ep.extras["send_ids"], ep.extras["send_step"]
+                xb = np.zeros((W, steps))
+                np.add.at(xb, (np.broadcast_to(np.arange(W)[:, None], sid.shape), np.minimum(sst, steps - 1)),
+                          sizes[sid])
+                xs = xb / self.p.network_bytes_per_s
+            # barrier recurrence over steps (relative to the epoch's start, B_{-1} = 0)
+            a = Cb.max(axis=0) if W else np.zeros(steps)
+            d = (Cb + M).max(axis=0)
+            A = np.cumsum(a)
+            B = A + np.maximum(0.0, np.maximum.accumulate(d - A))
+            if xs.any():  # a step cannot end before its exchange does: fold it in step by step (few steps)
+                Bx = np.empty(steps)
+                prev = 0.0
+                for j in range(steps):
+                    T = Cb[:, j] + np.maximum(prev, M[:, j])
+                    Tx = np.maximum(T, prev + xs[:, j])
+                    exch_exposed += Tx - T
+                    Bx[j] = Tx.max()
+                    prev = Bx[j]
+                B = Bx
+            Bprev = np.concatenate([[0.0], B[:-1]])
+            T = Cb + np.maximum(Bprev[None, :], M)
+            stall += (T - Bprev[None, :] - Cb).sum(axis=1)
+            if policy == "ondemand":
+                stall += (Cb - Cc).sum(axis=1)
+            barrier += (B[None, :] - T).sum(axis=1)
+            epoch_times[e] = B[-1] if steps else 0.0
+            t0 += epoch_times[e]
+        notes = []
+        if policy == "prefetch":
+            notes.append("prefetch: staging-buffer capacity not enforced (producers never wait for space)")
+        if self.write_overlap and policy == "prefetch":
+            notes.append("a loader thread copies sample f into the buffer while fetching f+1 (write_overlap)")
+        return Costing(strategy=plan.strategy, ranks=W, nodes=nodes, epochs=E, prologue_s=pro_s,
+                       epoch_time_s=epoch_times, compute_s=compute, stall_s=stall, barrier_s=barrier,
+                       exchange_s=exch_exposed, fetch_s_by_tier=fetch_t, bytes_by_tier=bytes_t, samples=samples,
+                       notes=notes)
+
+
+def _thread_avail(cost: np.ndarray, threads: float) -> np.ndarray:
+    """When each access is in the buffer, relative to the epoch's start: p threads take the rank's accesses
+    round robin (thread k: accesses k, k+p, ...); with fewer threads than ranks (p < 1) one shared thread
+    serves the rank at rate p."""
+    W, n = cost.shape
+    if threads < 1 or abs(threads - round(threads)) > 1e-9:
+        return np.cumsum(cost, axis=1) / threads
+    p = int(round(threads))
+    if p == 1:
+        return np.cumsum(cost, axis=1)
+    pad = (-n) % p
+    c = np.concatenate([cost, np.zeros((W, pad))], axis=1).reshape(W, -1, p)
+    return np.cumsum(c, axis=1).reshape(W, -1)[:, :n]
+
+
+class _Segments:
+    """Steps as contiguous column ranges of each rank's row: sums and maxima per (rank, step) with
+    ``reduceat`` when every rank has the same bounds (the usual case), else per rank."""
+
+    def __init__(self, bounds: np.ndarray, n: int):
+        self.bounds = bounds
+        self.n = n
+        self.same = bool((bounds == bounds[:1]).all())
+        self.W, self.steps = bounds.shape[0], bounds.shape[1] - 1
+
+    def _reduce(self, ufunc, x: np.ndarray, empty: float) -> np.ndarray:
+        out = np.full((self.W, self.steps), empty)
+        if self.steps == 0:
+            return out
+        rows = [slice(None)] if self.same else range(self.W)
+        for r in rows:
+            b = self.bounds[0] if self.same else self.bounds[r]
+            nonempty = b[1:] > b[:-1]
+            if not nonempty.any():
+                continue
+            starts = b[:-1][nonempty]
+            res = ufunc.reduceat(x[r, :b[-1]] if not self.same else x[:, :b[-1]], starts,
+                                 axis=-1)
+            if self.same:
+                out[:, nonempty] = res
+            else:
+                out[r, nonempty] = res
+        return out
+
+    def sum(self, x):
+        return self._reduce(np.add, x, 0.0)
+
+    def max(self, x):
+        return self._reduce(np.maximum, x, -np.inf)
+
+    def spread(self, per_step: np.ndarray) -> np.ndarray:
+        """A (W, steps[+1]) per-step value at every column of its step."""
+        if self.same:
+            idx = np.minimum(np.searchsorted(self.bounds[0], np.arange(self.n), side="right") - 1,
+                             max(self.steps - 1, 0))
+            return per_step[:, idx]
+        out = np.empty((self.W, self.n))
+        for r in range(self.W):
+            idx = np.minimum(np.searchsorted(self.bounds[r], np.arange(self.n), side="right") - 1,
+                             max(self.steps - 1, 0))
+            out[r] = per_step[r, idx]
+        return out

@@ -1,0 +1,191 @@
+"""System profiles: the storage tiers, file system, network and compute of a machine, as the performance
+model (and, later, the single-machine PFS emulation) needs them. Pure: reads a YAML mapping, no I/O beyond
+that, no clocks.
+
+A profile (``configs/systems/*.yaml``; every bandwidth in MB/s with 1 MB = 10^6 bytes, every capacity in
+bytes, the unit in each key's name)::
+
+    name: hdmlp-thesis
+    compute_mb_per_s: 100            # c: samples are consumed at s / c (optional: a workload step time instead)
+    network_mb_per_s: 10000          # b_c: one node's link to a peer
+    pfs:
+      client_link_mb_per_s: 2000     # b_fs: one client's link to the file system
+      aggregate:                     # t(γ): total file-system bandwidth with γ concurrent clients
+        - {clients: 1, mb_per_s: 66}
+        - {clients: 2, mb_per_s: 86}
+    staging:                         # the staging buffer (tier 0): samples wait here until consumed
+      capacity_bytes: 1.0e9
+      threads: 2                     # p_0: the loader's I/O threads per node
+      write_mb_per_s: 200            # β: copying a sample into the buffer
+      bandwidth: [{threads: 1, mb_per_s: 16550}]   # r_0(p): aggregate over p threads
+    tiers:                           # node-local tiers, fastest first
+      - {name: ram, kind: memory, capacity_bytes: 5.0e10, threads: 2, bandwidth: [...]}
+      - {name: ssd, kind: local, capacity_bytes: 1.0e11, threads: 2, bandwidth: [...]}
+
+Curves are piecewise linear between their points (counts strictly increasing, bandwidths > 0); below the
+first point the first value holds, above the last point the last value holds. Unknown keys, missing keys,
+non-increasing counts and non-positive bandwidths are ``ConfigError``s naming the key and the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..config import from_mapping, load_yaml, opt, resource_dir
+from ..errors import ConfigError, unknown_choice
+
+MB = 1e6  # the thesis' and the profile's MB: 10^6 bytes
+TIER_KINDS = ("memory", "local")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThreadPoint:
+    threads: int = opt(help="threads reading the tier at once", min=1)
+    mb_per_s: float = opt(help="aggregate bandwidth over those threads", unit="MB/s", min=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientPoint:
+    clients: int = opt(help="clients reading the file system at once (γ)", min=1)
+    mb_per_s: float = opt(help="aggregate file-system bandwidth t(γ)", unit="MB/s", min=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PfsSpec:
+    client_link_mb_per_s: float = opt(help="b_fs: one client's link to the file system", unit="MB/s", min=0)
+    aggregate: tuple[ClientPoint, ...] = opt(help="t(γ): aggregate bandwidth by concurrent clients")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StagingSpec:
+    capacity_bytes: float = opt(help="staging buffer per node", unit="B", min=0)
+    threads: int = opt(help="p_0: loader I/O threads per node (they are the node's PFS clients)", min=1)
+    write_mb_per_s: float = opt(help="β: copy into the staging buffer", unit="MB/s", min=0)
+    bandwidth: tuple[ThreadPoint, ...] = opt(help="r_0(p): staging-buffer bandwidth by threads")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TierSpec:
+    name: str = opt(help="tier name (ram, ssd, ...)")
+    kind: str = opt(help="memory (plan tier MEMORY) or local (plan tier LOCAL, a node-local disk)",
+                    choices=TIER_KINDS)
+    capacity_bytes: float = opt(help="capacity per node", unit="B", min=0)
+    threads: int = opt(help="background prefetch threads per node for this tier", min=1)
+    bandwidth: tuple[ThreadPoint, ...] = opt(help="r_j(p): aggregate bandwidth by threads")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystemProfile:
+    name: str = opt(help="profile name")
+    description: str = opt("", help="one line")
+    compute_mb_per_s: float | None = opt(None, help="c: compute throughput per rank (None: use the workload step time)",
+                                         unit="MB/s", min=0)
+    network_mb_per_s: float = opt(help="b_c: network bandwidth of one node to a peer", unit="MB/s", min=0)
+    pfs: PfsSpec = opt(help="the shared (parallel) file system")
+    staging: StagingSpec = opt(help="the staging buffer (tier 0)")
+    tiers: tuple[TierSpec, ...] = opt((), help="node-local tiers, fastest first")
+    sources: tuple[str, ...] = opt((), help="where the figures come from")
+
+    # --- derived, in bytes and bytes/s -------------------------------------------------------------------
+    def pfs_aggregate(self, clients) -> np.ndarray | float:
+        """t(γ) in bytes/s, interpolated."""
+        pts = self.pfs.aggregate
+        return _interp(clients, [p.clients for p in pts], [p.mb_per_s for p in pts])
+
+    def pfs_per_client(self, clients) -> np.ndarray | float:
+        """min(b_fs, t(γ)/γ) in bytes/s: one client's bandwidth when γ clients read at once."""
+        g = np.maximum(np.asarray(clients, dtype=np.float64), 1.0)
+        out = np.minimum(self.pfs.client_link_mb_per_s * MB, self.pfs_aggregate(g) / g)
+        return float(out) if out.ndim == 0 else out
+
+    def tier(self, name_or_kind: str) -> TierSpec:
+        for t in self.tiers:
+            if t.name == name_or_kind:
+                return t
+        for t in self.tiers:
+            if t.kind == name_or_kind:
+                return t
+        raise unknown_choice(f"tier of system profile {self.name}", name_or_kind, [t.name for t in self.tiers])
+
+    def tier_per_thread(self, tier: TierSpec, threads: float | None = None) -> float:
+        """r_j(p)/p in bytes/s: one thread's share when p threads read tier j."""
+        p = float(threads or tier.threads)
+        pts = tier.bandwidth
+        return float(_interp(p, [q.threads for q in pts], [q.mb_per_s for q in pts])) / p
+
+    def staging_write_s_per_byte(self) -> float:
+        """max(1/β, 1/(r_0(p_0)/p_0)) seconds per byte: copying a sample into the staging buffer."""
+        st = self.staging
+        p0 = float(st.threads)
+        r0 = float(_interp(p0, [q.threads for q in st.bandwidth], [q.mb_per_s for q in st.bandwidth])) / p0
+        return max(1.0 / (st.write_mb_per_s * MB), 1.0 / r0)
+
+    @property
+    def network_bytes_per_s(self) -> float:
+        return self.network_mb_per_s * MB
+
+
+def _interp(x, xs, ys_mb):
+    """Piecewise-linear curve in bytes/s; flat outside the points."""
+    v = np.interp(np.asarray(x, dtype=np.float64), np.asarray(xs, dtype=np.float64),
+                  np.asarray(ys_mb, dtype=np.float64) * MB)
+    return float(v) if np.ndim(v) == 0 else v
+
+
+def _check_curve(points, key: str, count: str, where: str) -> None:
+    if not points:
+        raise ConfigError(f"{key}{where}: needs at least one point {{{count}: N, mb_per_s: X}}")
+    counts = [getattr(p, count) for p in points]
+    for i in range(1, len(counts)):
+        if counts[i] <= counts[i - 1]:
+            raise ConfigError(f"{key}[{i}].{count}={counts[i]}{where}: {count} must increase strictly "
+                              f"(previous point has {counts[i - 1]})")
+    for i, p in enumerate(points):
+        if p.mb_per_s <= 0:
+            raise ConfigError(f"{key}[{i}].mb_per_s={p.mb_per_s}{where}: must be > 0 MB/s")
+
+
+def validate(profile: SystemProfile, where: str = "") -> SystemProfile:
+    """Checks beyond field types: curves, positive bandwidths, distinct tier names."""
+    w = f" (in {where})" if where else ""
+    for key, val in (("network_mb_per_s", profile.network_mb_per_s),
+                     ("pfs.client_link_mb_per_s", profile.pfs.client_link_mb_per_s),
+                     ("staging.write_mb_per_s", profile.staging.write_mb_per_s)):
+        if val <= 0:
+            raise ConfigError(f"{key}={val}{w}: must be > 0 MB/s")
+    if profile.compute_mb_per_s is not None and profile.compute_mb_per_s <= 0:
+        raise ConfigError(f"compute_mb_per_s={profile.compute_mb_per_s}{w}: must be > 0 MB/s (or leave it out)")
+    _check_curve(profile.pfs.aggregate, "pfs.aggregate", "clients", w)
+    _check_curve(profile.staging.bandwidth, "staging.bandwidth", "threads", w)
+    names = [t.name for t in profile.tiers]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"tiers{w}: tier names repeat: {names}")
+    for i, t in enumerate(profile.tiers):
+        _check_curve(t.bandwidth, f"tiers[{i}].bandwidth", "threads", w)
+    return profile
+
+
+def from_dict(data: dict, where: str = "") -> SystemProfile:
+    """A profile from a mapping (strict: unknown keys are errors with a did-you-mean)."""
+    return validate(from_mapping(SystemProfile, data, where=where), where)
+
+
+def builtin_names() -> list[str]:
+    try:
+        return sorted(p.stem for p in (resource_dir("configs") / "systems").glob("*.yaml"))
+    except ConfigError:
+        return []
+
+
+def load(name_or_path: str | Path) -> SystemProfile:
+    """A packaged profile by name (``configs/systems/<name>.yaml``) or a YAML file by path."""
+    s = str(name_or_path)
+    p = Path(s)
+    if not (s.endswith((".yaml", ".yml")) or p.is_file()):
+        p = resource_dir("configs") / "systems" / f"{s}.yaml"
+        if not p.is_file():
+            raise unknown_choice("system profile", s, builtin_names() + ["<path to a .yaml>"])
+    return from_dict(load_yaml(p, "system profile"), where=str(p))

@@ -1,0 +1,77 @@
+"""Simulation studies (``configs/studies/*.yaml``): a system, a workload (built-in name or an inline
+synthetic one), a world size, epochs and the strategies to compare, with published runtimes to compare
+against. Loaded strictly (unknown keys are errors)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import from_mapping, load_yaml, opt, resource_dir
+from ..errors import ConfigError
+from ..workload import SizeDistribution
+from .core import STRATEGIES, SimWorkload
+
+
+@dataclass(frozen=True, kw_only=True)
+class InlineWorkload:
+    name: str = opt(help="workload name in results")
+    samples: int = opt(help="F: number of samples", min=1)
+    global_batch: int | None = opt(None, help="B: global batch (split evenly over ranks)", min=1)
+    local_batch: int | None = opt(None, help="b: local batch per rank", min=1)
+    size: SizeDistribution = opt(help="sample size distribution (seeded)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Study:
+    name: str = opt(help="study name")
+    description: str = opt("", help="one line")
+    system: str = opt(help="system profile: a name in configs/systems or a path")
+    workload: dict = opt(help="an inline workload {name, samples, global_batch|local_batch, size}, "
+                              "or {builtin: NAME, scale: full, accelerator: a100}")
+    nodes: int = opt(help="N", min=1)
+    ranks_per_node: int = opt(1, help="ranks per node", min=1)
+    epochs: int = opt(1, help="E", min=1)
+    seed: int = opt(0, help="seed of permutations and sample sizes", min=0)
+    strategies: tuple[str, ...] = opt(help="strategies to cost", choices=tuple(STRATEGIES))
+    pls_q: float = opt(0.1, help="exchange fraction of pls", min=0, max=1)
+    published_runtime_s: dict[str, float] = opt(factory=dict, help="published runtimes to compare with")
+
+
+def load(path: str | Path) -> Study:
+    p = Path(path)
+    if not p.is_file():
+        cand = resource_dir("configs") / "studies" / (str(path) if str(path).endswith(".yaml") else f"{path}.yaml")
+        if cand.is_file():
+            p = cand
+    st = from_mapping(Study, load_yaml(p, "study file"), where=str(p))
+    for k in st.published_runtime_s:
+        if k not in STRATEGIES:
+            raise ConfigError(f"published_runtime_s.{k} (in {p}): not a strategy; choose from {', '.join(STRATEGIES)}")
+    return st
+
+
+def workload_of(st: Study, where: str = "") -> SimWorkload:
+    w = dict(st.workload)
+    W = st.nodes * st.ranks_per_node
+    if "builtin" in w:
+        from ..workload import load as load_workload
+        from .core import from_workload
+
+        extra = set(w) - {"builtin", "scale", "accelerator", "local_batch"}
+        if extra:
+            raise ConfigError(f"workload.{sorted(extra)[0]} (in {where}): allowed with builtin: scale, accelerator, local_batch")
+        wl = load_workload(str(w["builtin"]), scale=w.get("scale", "full"))
+        return from_workload(wl, accelerator=w.get("accelerator"), local_batch=w.get("local_batch"))
+    iw = from_mapping(InlineWorkload, w, where=where, prefix="workload.")
+    if (iw.global_batch is None) == (iw.local_batch is None):
+        raise ConfigError(f"workload (in {where}): give exactly one of global_batch, local_batch")
+    if iw.global_batch is not None:
+        if iw.global_batch % W:
+            raise ConfigError(f"workload.global_batch={iw.global_batch} (in {where}): must be a multiple of "
+                              f"the {W} ranks")
+        b = iw.global_batch // W
+    else:
+        b = iw.local_batch
+    d = iw.size
+    return SimWorkload(iw.name, iw.samples, b, d.kind, d.mean_bytes, d.std_bytes, d.min_bytes, d.max_bytes)

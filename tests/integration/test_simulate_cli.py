@@ -1,0 +1,47 @@
+import json
+from pathlib import Path
+
+
+def _runs(root: Path):
+    return sorted(root.glob("*/*/*/run.json"))
+
+
+def test_simulate_flags_write_runs(cli, tmp_path):
+    r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "cosmoflow", "--scale", "tiny", "--nodes", "2",
+             "--strategies", "lowerbound,naive,prefetch", "--epochs", "2", "--out", tmp_path, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)
+    assert [x["strategy"] for x in rows] == ["lowerbound", "naive", "prefetch"]
+    runs = _runs(tmp_path)
+    assert len(runs) == 3
+    run = json.loads(runs[0].read_text())
+    assert run["schema"] == "dlbench.run/1" and run["summary"]["simulated"] is True
+    assert {"pfs_s", "peer_s", "local_s", "compute_s", "stall_s"} <= set(run["summary"]["modelled_breakdown"])
+
+
+def test_simulate_study(cli, tmp_path):
+    study = tmp_path / "s.yaml"
+    study.write_text("""
+name: small
+system: hdmlp-thesis
+workload: {name: w, samples: 2000, global_batch: 40, size: {kind: normal, mean_bytes: 1.0e6, std_bytes: 1.0e5}}
+nodes: 4
+epochs: 2
+strategies: [lowerbound, naive]
+published_runtime_s: {lowerbound: 50}
+""")
+    r = cli(["simulate", "--study", study, "--out", tmp_path / "out"])
+    assert r.exit_code == 0, r.output
+    assert "published_s" in r.output and "Naive" in r.output
+
+
+def test_simulate_errors(cli, tmp_path):
+    r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "cosmoflow", "--nodes", "2",
+             "--strategies", "naiv", "--out", tmp_path])
+    assert r.exit_code == 2 and "did you mean 'naive'" in r.output
+    r = cli(["simulate", "--workload", "cosmoflow", "--nodes", "2", "--out", tmp_path])
+    assert r.exit_code == 2 and "--system" in r.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nsystem: hdmlp-thesis\nworkload: {}\nnodes: 1\nstrategies: [naive]\nepoks: 3\n")
+    r = cli(["simulate", "--study", bad, "--out", tmp_path])
+    assert r.exit_code == 2 and "epochs" in r.output

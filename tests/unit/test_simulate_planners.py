@@ -1,0 +1,51 @@
+import numpy as np
+import pytest
+
+from dlbench.errors import CapacityError, ConfigError
+from dlbench.plan import LOCAL, MEMORY
+from dlbench.plan.shuffles import local_plan, pls_plan, staging_plan, tier_of_sample
+
+KW = dict(n_samples=103, world_size=4, node_map=np.arange(4), epochs=5, local_batch=5, seed=11)
+
+
+@pytest.mark.parametrize("q", [0.0, 0.1, 0.5, 1.0])
+def test_pls_conservation_and_storage(q):
+    plan = pls_plan(q=q, **KW)
+    n = plan.epoch(0).sample_ids.shape[1]
+    for ep in plan:
+        ids = ep.sample_ids
+        assert ids.shape == (4, n)                       # shard sizes stay balanced
+        assert set(np.unique(ids)) == set(range(103))    # every sample somewhere (one pad duplicate)
+        assert ids.size - len(np.unique(ids)) == 1
+    assert plan.meta["storage_samples_per_rank"] <= (1 + q) * n
+    if q:
+        ep = plan.epoch(1)
+        to = ep.extras["send_to"]
+        assert (to != np.arange(4)[:, None]).all()       # never to itself
+        for j in range(to.shape[1]):                     # each column: a permutation (balanced receive)
+            assert sorted(to[:, j]) == [0, 1, 2, 3]
+
+
+def test_pls_same_inputs_same_plan_and_mixes():
+    a, b = pls_plan(q=0.3, **KW), pls_plan(q=0.3, **KW)
+    for e in (3, 1, 4):
+        assert np.array_equal(a.epoch(e).sample_ids, b.epoch(e).sample_ids)
+    loc = local_plan(**KW)
+    s0 = set(loc.epoch(0).sample_ids[0])
+    assert set(loc.epoch(4).sample_ids[0]) == s0          # local: same subset every epoch
+    assert set(a.epoch(4).sample_ids[0]) != set(a.epoch(0).sample_ids[0])  # pls: subsets mix
+
+
+def test_pls_bad_q():
+    with pytest.raises(ConfigError, match="q="):
+        pls_plan(q=1.5, **KW)
+
+
+def test_staging_placement_and_capacity():
+    sizes = np.full(103, 10.0)
+    plan = staging_plan(sample_nbytes=sizes, tiers=[(MEMORY, 500.0), (LOCAL, 1e6)], **KW)
+    src = plan.epoch(0).source
+    assert (src == MEMORY).sum() + (src == LOCAL).sum() == src.size
+    assert len(plan.prologue.sample) == 103 and set(plan.prologue.rank) == {0, 1, 2, 3}
+    with pytest.raises(CapacityError):
+        tier_of_sample(sizes, [(MEMORY, 100.0)])
