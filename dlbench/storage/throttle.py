@@ -423,9 +423,12 @@ class Throttle:
                 rem -= (now - t) * rate
                 t = now
             if rem <= 1e-6:
-                return
-            rate = model.rate_Bps(max(1, c.active()))
-            step = rem / rate
+                if now >= t:
+                    return
+                step = 0.0               # only the latency is left
+            else:
+                rate = model.rate_Bps(max(1, c.active()))
+                step = rem / rate
             if step > slice_s:
                 target = t + slice_s
                 d = target - clock()
