@@ -492,14 +492,20 @@ def throttle_reader(reader, model: PfsModel | None, *, key: str | None = None, *
     return ThrottledReader(reader, Throttle(model, key=key, **kw))
 
 
+class _ThrottledFactory:
+    """Picklable (if ``factory`` is) so spawned DataLoader workers can receive it."""
+
+    def __init__(self, factory, model: PfsModel, key: str | None):
+        self.factory, self.model, self.key = factory, model, key
+
+    def __call__(self):
+        return throttle_reader(self.factory(), self.model, key=self.key)
+
+
 def throttled_factory(factory, model: PfsModel | None, *, key: str | None = None):
     """Wrap a reader factory (``RunContext.reader_factory``): ``factory`` itself when unthrottled. The
     throttle and its γ slot are created in the process that calls the factory (a DataLoader worker gets
     its own)."""
     if model is None:
         return factory
-
-    def make():
-        return throttle_reader(factory(), model, key=key)
-
-    return make
+    return _ThrottledFactory(factory, model, key)

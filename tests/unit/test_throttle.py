@@ -231,7 +231,8 @@ def test_unthrottled_path_does_not_wrap():
 
 def test_throttled_factory_wraps_in_the_calling_process(tmp_path, monkeypatch):
     monkeypatch.setenv("DLBENCH_PFS_STATE", str(tmp_path))
-    tr = throttled_factory(FakeReader, PfsModel(0.0, 1e9), key="factory-test")()
+    f = pickle.loads(pickle.dumps(throttled_factory(FakeReader, PfsModel(0.0, 1e9), key="factory-test")))
+    tr = f()
     assert isinstance(tr, ThrottledReader)
     assert tr.throttle.counter.path.startswith(str(tmp_path))
     out = np.zeros(64, np.uint8)
