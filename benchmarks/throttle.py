@@ -88,10 +88,17 @@ def _worker(path, first, last, key, barrier, conn, delay_s=0.0):
     conn.close()
 
 
+def new_key(tables: list) -> str:
+    key = "bench-" + uuid.uuid4().hex
+    tables.append(ReaderCounter.path_for(key))
+    return key
+
+
 def overheads(n: int = 100_000) -> dict:
     import fcntl
 
     c = ReaderCounter("bench-overhead-" + uuid.uuid4().hex)
+    path = c.path
     t0 = time.perf_counter()
     for _ in range(n):
         c.enter()
@@ -114,6 +121,7 @@ def overheads(n: int = 100_000) -> dict:
         fcntl.flock(c._fd, fcntl.LOCK_UN)
     flock_us = (time.perf_counter() - t0) / n * 1e6
     c.close()
+    os.unlink(path)
     return {"counter_enter_active_exit_us": counter_us, "throttle_read_no_wait_us": throttle_us - bare_us,
             "flock_lock_unlock_pair_us": flock_us}
 
@@ -126,6 +134,7 @@ def main(argv=None) -> dict:
     a = ap.parse_args(argv)
     total = int(a.total_bytes)
     path = os.path.join(a.dir, f"dlbench-throttle-bench-{os.getpid()}.bin")
+    tables = []      # this run's γ tables (unique keys, unused once the run ends)
     res: dict = {"model": {"latency_s": MODEL.latency_s, "client_link_MBps": MODEL.client_link_MBps,
                            "aggregate_MBps_by_clients": MODEL.aggregate_MBps_by_clients},
                  "total_bytes": total, "request_bytes": CHUNK}
@@ -137,7 +146,7 @@ def main(argv=None) -> dict:
         res["unthrottled"] = {"wall_s": dt, "MBps": n / dt / 1e6}
 
         expected = MODEL.read_time_s(total, 1)
-        key = "bench-" + uuid.uuid4().hex
+        key = new_key(tables)
         dt, n = read_range(path, 0, nch, key)
         res["single"] = {"bytes": n, "wall_s": dt, "expected_s": expected, "error_pct": (dt / expected - 1) * 100,
                          "MBps": n / dt / 1e6}
@@ -146,7 +155,7 @@ def main(argv=None) -> dict:
         barrier = ctx.Barrier(2)
         half = nch // 2
         pipes, procs = [], []
-        key = "bench-" + uuid.uuid4().hex
+        key = new_key(tables)
         for first, last in ((0, half), (half, nch)):
             r, w = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_worker, args=(path, first, last, key, barrier, w))
@@ -161,7 +170,7 @@ def main(argv=None) -> dict:
              "expected_MBps_while_both_read": MODEL.rate_Bps(2) / 1e6} for dt, n in two]
 
         # (d) staggered start
-        key = "bench-" + uuid.uuid4().hex
+        key = new_key(tables)
         nb = max(1, int(0.3e9) // CHUNK)
         jobs = [(0, nch, 0.0), (0, nb, 2.0)]
         barrier = ctx.Barrier(2)
@@ -183,10 +192,11 @@ def main(argv=None) -> dict:
                             "B": {"bytes": nb_bytes, "start_s": 2.0, "wall_s": tb, "expected_s": exp_b}}
         res["overhead"] = overheads()
     finally:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        for f in [path, *tables]:
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
 
     s = res["single"]
     print(f"unthrottled read of {total / 1e9:.2f} GB (page cache): {res['unthrottled']['wall_s']:.3f} s "

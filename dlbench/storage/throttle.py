@@ -188,10 +188,15 @@ class ReaderCounter:
     def __init__(self, key: str, directory: str | None = None):
         self.key = key
         self.directory = directory or state_dir()
-        self.path = os.path.join(self.directory, "dlbench-pfs-" + hashlib.sha1(key.encode()).hexdigest()[:16])
+        self.path = self.path_for(key, self.directory)
         self._lock = threading.Lock()
         self._open()
         _COUNTERS.add(self)
+
+    @staticmethod
+    def path_for(key: str, directory: str | None = None) -> str:
+        """The table file of ``key`` (left in place when the last user closes; 16 KiB)."""
+        return os.path.join(directory or state_dir(), "dlbench-pfs-" + hashlib.sha1(key.encode()).hexdigest()[:16])
 
     # -- setup --------------------------------------------------------------------------------------
     def _open(self):
