@@ -307,10 +307,8 @@ def _two_readers(key, d, barrier, q):
     c.close()
 
 
-def test_two_processes_see_each_other():
-    import tempfile
-
-    d = tempfile.mkdtemp()
+def test_two_processes_see_each_other(tmp_path):
+    d = str(tmp_path)
     ctx = mp.get_context("spawn")
     barrier, q = ctx.Barrier(2), ctx.Queue()
     ps = [ctx.Process(target=_two_readers, args=("two", d, barrier, q)) for _ in range(2)]
