@@ -25,3 +25,20 @@ def aligned_rows(n_rows: int, row_nbytes: int, align: int = PAGE) -> np.ndarray:
     stride = -(-max(row_nbytes, 1) // align) * align
     block = aligned_empty((n_rows, stride), np.uint8, align)
     return block[:, :row_nbytes]
+
+
+# Tiers and the PFS emulation (imported after the buffer helpers above, which tiers.py uses).
+from .throttle import (  # noqa: E402
+    LocalGamma,
+    PfsModel,
+    ReaderCounter,
+    Throttle,
+    ThrottledReader,
+    throttle_reader,
+    throttled_factory,
+)
+from .tiers import TIER_NAMES, LocalTier, MemoryTier, TierCounters, check_local_dir, free_bytes  # noqa: E402
+
+__all__ = ["PAGE", "aligned_empty", "aligned_rows", "PfsModel", "ReaderCounter", "LocalGamma", "Throttle",
+           "ThrottledReader", "throttle_reader", "throttled_factory", "TIER_NAMES", "LocalTier", "MemoryTier",
+           "TierCounters", "check_local_dir", "free_bytes"]

@@ -1,0 +1,312 @@
+"""Storage tiers below the shared file system.
+
+- ``shared``: the dataset directory (the PFS), read through a SampleReader (``dlbench.data.formats``),
+  optionally throttled (``throttle.py``).
+- ``local``: a node-local directory (``--local-dir``), one subdirectory per node (``node<k>``), so several
+  emulated nodes on one machine (``--ranks-per-node``) each get their own. ``LocalTier`` stores one file per
+  sample row, written atomically (temporary file + rename) and read with ``os.preadv`` into the caller's
+  (page-aligned) buffer.
+- ``memory``: ``MemoryTier``, a preallocated, page-aligned slab of fixed-size slots in the process.
+
+Both tiers have the same interface: ``put(sample_id, row) -> nbytes``, ``read_into(sample_id, out) ->
+nbytes``, ``delete(sample_id)``, ``sample_id in tier``, ``used_bytes``, ``capacity_bytes``, ``counters``
+(reads, bytes read, writes, bytes written, deletes). Capacity is accounted per tier object: a strategy that
+runs several ranks per node gives each rank its share of the node's capacity (or one tier to the node).
+A full tier raises CapacityError saying how much is needed and how much is available; a strategy never
+falls back silently.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import CapacityError, ConfigError
+from . import PAGE, aligned_rows
+
+TIER_NAMES = ("shared", "local", "memory")
+
+
+@dataclass
+class TierCounters:
+    reads: int = 0
+    read_bytes: int = 0
+    writes: int = 0
+    write_bytes: int = 0
+    deletes: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _fmt_bytes(n: float) -> str:
+    return f"{int(n)} bytes ({n / 1e9:.3g} GB)"
+
+
+def free_bytes(path: str | os.PathLike) -> int:
+    """Bytes an unprivileged user may still write on the file system holding ``path``."""
+    st = os.statvfs(path)
+    return int(st.f_bavail) * int(st.f_frsize)
+
+
+def check_local_dir(path: str | os.PathLike, needed_bytes: int = 0, *, flag: str = "--local-dir") -> Path:
+    """Check (and create, if only the last component is missing) a node-local directory: its parent must
+    exist, it must be a writable directory (a temporary file is created and removed), and its file system
+    must have ``needed_bytes`` free. Raises ConfigError / CapacityError with one line naming ``flag``."""
+    p = Path(path).expanduser()
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{flag}={path}: not a directory")
+    if not p.exists():
+        parent = p.parent
+        if not parent.is_dir():
+            raise ConfigError(f"{flag}={path}: parent directory {parent} does not exist; create it or choose "
+                              f"another node-local directory")
+        try:
+            p.mkdir(exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"{flag}={path}: cannot create it ({e.strerror}); choose a writable "
+                              f"node-local directory") from None
+    probe = p / f".dlbench-probe-{os.getpid()}-{threading.get_ident()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ConfigError(f"{flag}={path}: not writable ({e.strerror}); choose a writable node-local "
+                          f"directory") from None
+    if needed_bytes > 0:
+        free = free_bytes(p)
+        if free < needed_bytes:
+            raise CapacityError(f"{flag}={path}: too small: {_fmt_bytes(needed_bytes)} needed, "
+                                f"{_fmt_bytes(free)} available on its file system")
+    return p
+
+
+class LocalTier:
+    """Sample rows as files under ``root_dir/node<node>/``. ``capacity_bytes``: what this tier may hold
+    (checked against the file system's free space at construction unless ``check_free=False``)."""
+
+    name = "local"
+
+    def __init__(self, root_dir: str | os.PathLike, node: int, capacity_bytes: int, *,
+                 flag: str = "--local-dir", check_free: bool = True):
+        capacity_bytes = int(capacity_bytes)
+        if capacity_bytes <= 0:
+            raise ConfigError(f"local tier capacity_bytes={capacity_bytes}: must be > 0")
+        root = check_local_dir(root_dir, capacity_bytes if check_free else 0, flag=flag)
+        self.root, self.flag, self.node = root, flag, int(node)
+        self.dir = root / f"node{self.node}"
+        self.dir.mkdir(exist_ok=True)
+        self._dirs = str(self.dir) + os.sep
+        self.capacity_bytes = capacity_bytes
+        self.used_bytes = 0
+        self._sizes: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self.counters = TierCounters()
+
+    def path_of(self, sample_id: int) -> str:
+        return f"{self._dirs}{int(sample_id)}.row"
+
+    def __contains__(self, sample_id) -> bool:
+        return int(sample_id) in self._sizes or os.path.exists(self.path_of(sample_id))
+
+    def __len__(self) -> int:
+        return len(self._sizes)
+
+    def put(self, sample_id: int, row) -> int:
+        """Store ``row`` (any buffer) as sample ``sample_id``'s file, atomically; replaces an older copy."""
+        sid = int(sample_id)
+        mv = memoryview(row).cast("B")
+        n = mv.nbytes
+        with self._lock:
+            old = self._sizes.get(sid, 0)
+            avail = self.capacity_bytes - self.used_bytes + old
+            if n > avail:
+                raise CapacityError(
+                    f"{self.flag}={self.root}: node-local tier of node {self.node} is full: storing sample {sid} "
+                    f"needs {n} bytes, {max(avail, 0)} of capacity_bytes={self.capacity_bytes} available "
+                    f"({self.used_bytes} used by {len(self._sizes)} samples)")
+            self.used_bytes += n - old
+            self._sizes[sid] = n
+        final = self.path_of(sid)
+        tmp = f"{self._dirs}.{sid}.tmp{os.getpid()}.{threading.get_ident()}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                off = 0
+                while off < n:
+                    off += os.write(fd, mv[off:])
+            finally:
+                os.close(fd)
+            os.replace(tmp, final)
+        except OSError as e:
+            with self._lock:
+                self.used_bytes -= n - old
+                if old:
+                    self._sizes[sid] = old
+                else:
+                    self._sizes.pop(sid, None)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise CapacityError(
+                    f"{self.flag}={self.root}: file system full while storing sample {sid} ({n} bytes); "
+                    f"{_fmt_bytes(free_bytes(self.root))} available") from None
+            raise
+        c = self.counters
+        c.writes += 1
+        c.write_bytes += n
+        return n
+
+    def read_into(self, sample_id: int, out: np.ndarray) -> int:
+        """Read sample ``sample_id``'s row into ``out[:nbytes]`` (``out``: uint8, ideally page-aligned);
+        returns nbytes. Rows stored by another process of the node are found too."""
+        sid = int(sample_id)
+        fd = os.open(self.path_of(sid), os.O_RDONLY)
+        try:
+            n = self._sizes.get(sid)
+            if n is None:
+                n = os.fstat(fd).st_size
+            if n > out.nbytes:
+                raise ValueError(f"buffer of {out.nbytes} bytes too small for sample {sid} ({n} bytes)")
+            view = memoryview(out).cast("B")
+            off = 0
+            while off < n:
+                got = os.preadv(fd, [view[off:n]], off)
+                if got <= 0:
+                    raise OSError(errno.EIO, f"short read of {self.path_of(sid)}: {off} of {n} bytes")
+                off += got
+        finally:
+            os.close(fd)
+        c = self.counters
+        c.reads += 1
+        c.read_bytes += n
+        return n
+
+    def delete(self, sample_id: int) -> None:
+        sid = int(sample_id)
+        with self._lock:
+            n = self._sizes.pop(sid, None)
+            if n is not None:
+                self.used_bytes -= n
+        try:
+            os.unlink(self.path_of(sid))
+        except FileNotFoundError:
+            if n is None:
+                raise KeyError(sid) from None
+        self.counters.deletes += 1
+
+    def clear(self) -> None:
+        """Remove every row this tier stored (the node directory is left, empty of them)."""
+        for sid in list(self._sizes):
+            self.delete(sid)
+
+    def stats(self) -> dict:
+        return {"tier": self.name, "node": self.node, "dir": str(self.dir), "capacity_bytes": self.capacity_bytes,
+                "used_bytes": self.used_bytes, "samples": len(self._sizes), **self.counters.as_dict()}
+
+    def close(self) -> None:
+        return None
+
+
+class MemoryTier:
+    """Rows in one preallocated slab of ``capacity_bytes // stride`` slots, ``stride`` = ``row_nbytes``
+    rounded up to a page (every slot page-aligned). A slot map sends sample id → slot; freed slots are
+    reused. ``reserve(sample_id, nbytes)`` hands out the slot's view so a reader can fill it in place."""
+
+    name = "memory"
+
+    def __init__(self, capacity_bytes: int, row_nbytes: int, *, flag: str = "memory tier capacity_bytes"):
+        capacity_bytes, row_nbytes = int(capacity_bytes), int(row_nbytes)
+        if row_nbytes <= 0:
+            raise ConfigError(f"memory tier row_nbytes={row_nbytes}: must be > 0")
+        stride = -(-row_nbytes // PAGE) * PAGE
+        slots = capacity_bytes // stride if capacity_bytes > 0 else 0
+        if slots < 1:
+            raise CapacityError(f"{flag}={capacity_bytes}: too small for one sample: {stride} bytes needed "
+                                f"(a {row_nbytes}-byte row in a page-aligned slot)")
+        self.flag = flag
+        self.capacity_bytes = capacity_bytes
+        self.row_nbytes, self.stride, self.slots = row_nbytes, stride, int(slots)
+        self.slab = aligned_rows(self.slots, row_nbytes)
+        self._slot: dict[int, int] = {}
+        self._nbytes = np.zeros(self.slots, dtype=np.int64)
+        self._free = list(range(self.slots - 1, -1, -1))
+        self._lock = threading.Lock()
+        self.used_bytes = 0
+        self.counters = TierCounters()
+
+    def __contains__(self, sample_id) -> bool:
+        return int(sample_id) in self._slot
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    @property
+    def free_slots(self) -> int:
+        return len(self._free)
+
+    def reserve(self, sample_id: int, nbytes: int) -> np.ndarray:
+        """The slot for ``sample_id`` (allocated if new) as a writable uint8 view of ``nbytes``."""
+        sid, nbytes = int(sample_id), int(nbytes)
+        if nbytes > self.row_nbytes:
+            raise ValueError(f"sample {sid}: {nbytes} bytes exceed the tier's row size {self.row_nbytes}")
+        with self._lock:
+            slot = self._slot.get(sid)
+            if slot is None:
+                if not self._free:
+                    raise CapacityError(
+                        f"{self.flag}={self.capacity_bytes}: memory tier full: storing sample {sid} needs "
+                        f"{self.stride} more bytes, 0 available ({self.slots} slots of {self.stride} bytes, all "
+                        f"used; {self.used_bytes} bytes of rows)")
+                slot = self._free.pop()
+                self._slot[sid] = slot
+            self.used_bytes += nbytes - int(self._nbytes[slot])
+            self._nbytes[slot] = nbytes
+        self.counters.writes += 1
+        self.counters.write_bytes += nbytes
+        return self.slab[slot, :nbytes]
+
+    def put(self, sample_id: int, row) -> int:
+        src = np.frombuffer(memoryview(row).cast("B"), dtype=np.uint8)
+        dst = self.reserve(sample_id, src.nbytes)
+        dst[...] = src
+        return src.nbytes
+
+    def read_into(self, sample_id: int, out: np.ndarray) -> int:
+        slot = self._slot[int(sample_id)]
+        n = int(self._nbytes[slot])
+        out[:n] = self.slab[slot, :n]
+        c = self.counters
+        c.reads += 1
+        c.read_bytes += n
+        return n
+
+    def view(self, sample_id: int) -> np.ndarray:
+        """Read-only access without a copy (valid until the sample is deleted)."""
+        slot = self._slot[int(sample_id)]
+        return self.slab[slot, :int(self._nbytes[slot])]
+
+    def delete(self, sample_id: int) -> None:
+        sid = int(sample_id)
+        with self._lock:
+            slot = self._slot.pop(sid)
+            self.used_bytes -= int(self._nbytes[slot])
+            self._nbytes[slot] = 0
+            self._free.append(slot)
+        self.counters.deletes += 1
+
+    def stats(self) -> dict:
+        return {"tier": self.name, "capacity_bytes": self.capacity_bytes, "slots": self.slots,
+                "slot_bytes": self.stride, "used_bytes": self.used_bytes, "samples": len(self._slot),
+                **self.counters.as_dict()}
+
+    def close(self) -> None:
+        self._slot.clear()
