@@ -330,7 +330,9 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
         finally:
             os.close(fd)
             os.close(dfd)
-        prog.files = 1 if comm.rank == 0 else 0
+        if comm.rank == 0:  # the skeleton's metadata, written by rank 0 in _prepare
+            prog.files = 1
+            prog.bytes += int(m.nbytes[0]) - w.samples * w.sample_nbytes
         return
     for f in range(comm.rank, len(m.paths), comm.size):
         q = d / m.paths[f]
