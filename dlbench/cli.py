@@ -146,13 +146,13 @@ def show(workload_name, scale, samples):
     from .workload import load_spec, resolve
 
     spec, path = load_spec(workload_name)
+    scales = [scale] if scale or samples else [s for s in ("tiny", "small", "full")
+                                               if s in spec.presets or s == "full"]
+    resolved = [resolve(spec, scale=sc, samples=samples, spec_path=path) for sc in scales]  # errors first
     click.echo(f"{spec.name}: {spec.description}")
     click.echo(f"  file: {path}")
     click.echo(f"  layout: {spec.layout}")
-    scales = [scale] if scale or samples else [s for s in ("tiny", "small", "full")
-                                               if s in spec.presets or s == "full"]
-    for sc in scales:
-        w = resolve(spec, scale=sc, samples=samples, spec_path=path)
+    for w in resolved:
         click.echo(f"  [{w.scale}] {w.samples:,} samples, {w.files:,} files, "
                    f"{_human_bytes(w.sample_nbytes)} per sample ({w.sample_nbytes:,} B"
                    f"{' mean' if w.layout == 'jpeg_folders' else ''}), dataset {_human_bytes(w.dataset_nbytes)}, "
