@@ -3,8 +3,7 @@ import pytest
 
 from dlbench import workload as W
 from dlbench.data.content import expected_row
-from dlbench.data.formats import (BlockReader, MemoryReader, aligned_empty, create_hdf5, H5Template,
-                                  open_reader)
+from dlbench.data.formats import BlockReader, H5Template, MemoryReader, aligned_empty, create_hdf5, open_reader
 from dlbench.data.generate import generate
 from dlbench.data.manifest import Manifest
 from dlbench.errors import DataError
@@ -54,10 +53,11 @@ def test_per_sample_files_are_plain_hdf5(datasets):
         assert f["climate/labels_0"].shape == (48, 72)
 
 
-def test_blocks_reader_lru_keeps_few_files_open(datasets):
+@pytest.mark.parametrize("via", ["auto", "hdf5"])
+def test_blocks_reader_lru_keeps_few_files_open(datasets, via):
     wl, d = datasets["hep_cnn"]
     m = Manifest.load(d)
-    r = BlockReader(d, m, wl, max_open_files=1)
+    r = BlockReader(d, m, wl, max_open_files=1, via=via)
     out = aligned_empty(r.max_row_nbytes)
     for i in (0, 39, 17, 0, 38):
         r.read_into(i, out)
@@ -113,3 +113,14 @@ def test_template_segments_cover_metadata(tmp_path):
     t = H5Template(p, regions)
     covered = sum(len(b) for _, b in t.segments) + sum(n for _, n in regions)
     assert covered == t.eof == p.stat().st_size
+
+
+def test_reader_and_h5py_can_open_the_same_file(datasets):
+    """Regression: a reader holding the shared file open must not stop h5py.File from opening it."""
+    import h5py
+
+    wl, d = datasets["ptychonn"]
+    with open_reader(d, Manifest.load(d), wl) as r, h5py.File(d / "train.h5", "r") as f:
+        out = aligned_empty(r.max_row_nbytes)
+        r.read_into(3, out)
+        assert np.array_equal(f["X_train"][3].view(np.uint8).reshape(-1), out[:f["X_train"][3].nbytes])
