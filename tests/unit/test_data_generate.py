@@ -158,3 +158,14 @@ def test_same_bytes_for_every_chunking(tmp_path, monkeypatch):
     G.generate(wl, tmp_path / "b", progress=False)
     assert _snapshot(tmp_path / "a") == _snapshot(tmp_path / "b")
     assert np.array_equal(Manifest.load(tmp_path / "a").nbytes, Manifest.load(tmp_path / "b").nbytes)
+
+
+def test_unwritable_dir_reported(tmp_path, monkeypatch):
+    """As root every dir is writable: simulate a read-only data dir through os.access."""
+    d = tmp_path / "d"
+    d.mkdir()
+    real = os.access
+    monkeypatch.setattr(G.os, "access", lambda p, mode: False if str(p) == str(d) else real(p, mode))
+    with pytest.raises(ConfigError, match="not writable"):
+        G.generate(W.load("hep_cnn", scale="tiny"), d, progress=False)
+    assert not any(d.iterdir())
