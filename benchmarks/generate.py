@@ -1,0 +1,70 @@
+"""Generation throughput against this machine's own write limit, measured in the same run.
+
+    PYTHONPATH=. python benchmarks/generate.py [--dir /work/tmp] [--imagenet-samples N] [--ranks 1]
+
+For CosmoFlow ``small`` (96 × 16 MiB HDF5 files) and ImageNet ``small`` (12,800 JPEGs, or
+--imagenet-samples), it runs ``dlbench generate`` (serially), then writes the same number of files of
+the same sizes with plain ``numpy.ndarray.tofile`` from one preallocated buffer (the write limit: no
+content generation, no HDF5), and prints both rates and their ratio. Goal: >= 80 % of the limit for the
+HDF5 workloads (JPEG generation is encode-bound and reported for information). Data is deleted after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _tofile_limit(d: Path, sizes: np.ndarray) -> float:
+    d.mkdir()
+    buf = np.random.default_rng(0).integers(0, 256, int(sizes.max()), dtype=np.uint8)
+    t = time.perf_counter()
+    for k, n in enumerate(sizes):
+        buf[:int(n)].tofile(d / f"f{k:08d}")
+    return time.perf_counter() - t
+
+
+def _one(name: str, scale: str, samples: int | None, root: Path) -> str:
+    from dlbench.data.generate import generate
+    from dlbench.workload import load
+
+    wl = load(name, scale=scale, samples=samples)
+    d = root / f"gen-{name}"
+    res = generate(wl, d, progress=False)
+    sizes = res.manifest.nbytes
+    shutil.rmtree(d)
+    os.sync()
+    t_lim = _tofile_limit(root / f"lim-{name}", sizes)
+    shutil.rmtree(root / f"lim-{name}")
+    os.sync()
+    nb = int(sizes.sum())
+    gen = nb / res.seconds / 1e6
+    lim = nb / t_lim / 1e6
+    return (f"{name:<10} {len(sizes):>7} files {nb / 1e9:6.2f} GB  generate {res.seconds:7.2f} s {gen:7.0f} MB/s  "
+            f"tofile {t_lim:6.2f} s {lim:7.0f} MB/s  ratio {gen / lim:5.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default=None, help="where to write (default: the system temp dir)")
+    ap.add_argument("--imagenet-samples", type=int, default=None, help="fewer JPEGs than small's 12,800")
+    ap.add_argument("--skip-imagenet", action="store_true")
+    a = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="dlbench-genbench-", dir=a.dir))
+    try:
+        print(_one("cosmoflow", "small", None, root), flush=True)
+        print(_one("ptychonn", "small", None, root), flush=True)
+        if not a.skip_imagenet:
+            print(_one("imagenet", "small", a.imagenet_samples, root), flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,244 @@
+"""What is inside a generated sample: a pure function of (workload, seed, sample index).
+
+The bytes of sample ``i`` depend only on ``(workload name, seed, i)`` (and the array shapes and dtypes of
+the resolved workload), never on the number of ranks, the order of generation or anything written before.
+``verify --content`` and ``run --verify`` recompute them with ``expected_row``.
+
+HDF5 layouts (contract 1: a row is the concatenation, in the order of ``workload.arrays``, of each
+array's C-contiguous bytes):
+
+- Each sample has its own generator, ``numpy.random.default_rng([workload_id, seed, i])`` (PCG64 seeded
+  through a SeedSequence); arrays draw from it in order.
+- A data array (``role: data``) is a random *block* of ``BLOCK_ELEMS`` = 16,411 elements (a prime, ≈ 64 KiB
+  of float32) tiled over the whole array: float arrays hold uniform values in [0, 1), integer arrays
+  uniform integers in [0, 1024) (clipped to the dtype's range), so every value is finite and usable by a
+  real model. Because the block length is prime, no two 4 KiB pages of a sample up to 64 MiB hold the
+  same bytes (page-level deduplication cannot shortcut the I/O), while filling costs about as much as a
+  memcpy (LIMITS.md: tiling runs at ≈ 30 GB/s, drawing every value at 1.7 GB/s).
+- A label array (``role: label``) is fully random: floats in [0, 1), integers in {0, 1} (valid class ids
+  for binary and for 3-class segmentation losses).
+
+JPEG layout (``jpeg_folders``): a row is the JPEG file's bytes. Its size is drawn per sample from the
+workload's ``jpeg.size`` distribution with a counter-based hash of (workload, seed, i) (``jpeg_sizes``,
+vectorised, independent of the number of samples), then clipped to [min_bytes, max_bytes]. The image is
+a *smooth random image*: a random colour grid with 32-pixel cells, upsampled bicubically to 8-pixel
+cells and perturbed there (±60 %), then to 2-pixel cells (±50 %), then to full size, so it compresses
+(≈ 0.57 B per pixel at quality 90, close to ImageNet's) and decodes like a photograph, not like noise. Its aspect ratio is uniform in [3/4, 4/3] and its pixel count is scaled to the target size
+(≈ ``JPEG_BYTES_PER_PIXEL`` at quality ``JPEG_QUALITY``; re-encoded smaller or larger when the guess misses),
+then the file is padded with JPEG comment (COM, 0xFFFE) segments right after SOI to exactly the target
+size. Encoding uses Pillow; the same Pillow/libjpeg version gives the same bytes (the manifest's provenance
+records the version; ``verify --content`` across versions may report differences).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+
+from ..workload import Workload, workload_id
+
+BLOCK_ELEMS = 16411          # prime: tiles never line up with 4 KiB pages
+INT_DATA_HIGH = 1024         # integer data arrays: values in [0, 1024)
+JPEG_QUALITY = 90
+JPEG_BYTES_PER_PIXEL = 0.57  # first guess of the encoded size per pixel of the smooth image at quality 90
+JPEG_FILL = 0.93             # aim the encoded image at this fraction of the target (the rest is COM padding)
+_OCTAVES = ((32, 1.0), (8, 0.6), (2, 0.5))  # (grid cell in pixels, amplitude relative to full range)
+_COM_MAX = 65535 + 2         # a COM segment: FF FE, 2-byte length (counts itself), <= 65533 payload bytes
+
+
+def sample_rng(workload: Workload, seed: int, i: int, stream: int = 0) -> np.random.Generator:
+    """The generator of sample ``i`` (stream 0: arrays; 1: JPEG image; 2: JPEG padding)."""
+    return np.random.default_rng([workload_id(workload.name), int(seed) & 0xFFFFFFFFFFFFFFFF, int(i), stream])
+
+
+# ---- HDF5 rows ----------------------------------------------------------------------------------------
+
+def _fill_random(rng: np.random.Generator, out: np.ndarray, role: str) -> None:
+    """Fill a typed 1-D array with the random values of its role (see the module docstring)."""
+    dt = out.dtype
+    if dt.kind == "f":
+        if dt == np.float32 or dt == np.float64:
+            rng.random(out=out, dtype=dt.type)
+        else:
+            out[...] = rng.random(out.size, dtype=np.float32)
+    else:
+        hi = 2 if role == "label" else INT_DATA_HIGH
+        hi = min(hi, int(np.iinfo(dt).max) + 1)
+        out[...] = rng.integers(0, hi, size=out.size, dtype=dt)
+
+
+def _tile(out: np.ndarray, n_first: int) -> None:
+    """Repeat ``out[:n_first]`` over all of ``out`` by doubling copies (memcpy speed)."""
+    filled, n = n_first, out.size
+    while filled < n:
+        step = min(filled, n - filled)
+        out[filled:filled + step] = out[:step]
+        filled += step
+
+
+def fill_arrays(workload: Workload, seed: int, i: int, outs: list[np.ndarray]) -> None:
+    """Write sample ``i``'s arrays into ``outs`` (one uint8 buffer per array of ``workload.arrays``, each
+    exactly that array's nbytes; any alignment). No allocation beyond the small random block."""
+    rng = sample_rng(workload, seed, i)
+    for a, buf in zip(workload.arrays, outs):
+        typed = buf.view(a.dtype) if buf.ctypes.data % np.dtype(a.dtype).itemsize == 0 else None
+        if typed is None:  # unaligned staging buffer: fill a scratch copy (rare; never on our paths)
+            scratch = np.empty(a.nbytes // np.dtype(a.dtype).itemsize, dtype=a.dtype)
+            _fill_one(rng, scratch, a.role)
+            buf[...] = scratch.view(np.uint8)
+        else:
+            _fill_one(rng, typed, a.role)
+
+
+def _fill_one(rng: np.random.Generator, typed: np.ndarray, role: str) -> None:
+    if role == "data" and typed.size > BLOCK_ELEMS:
+        _fill_random(rng, typed[:BLOCK_ELEMS], role)
+        _tile(typed, BLOCK_ELEMS)
+    else:
+        _fill_random(rng, typed, role)
+
+
+def fill_row(workload: Workload, seed: int, i: int, out: np.ndarray) -> int:
+    """Write sample ``i``'s row (contract 1) into ``out[:nbytes]`` and return nbytes."""
+    if workload.layout == "jpeg_folders":
+        data = jpeg_bytes(workload, seed, i)
+        out[:len(data)] = np.frombuffer(data, dtype=np.uint8)
+        return len(data)
+    views, pos = [], 0
+    for a in workload.arrays:
+        views.append(out[pos:pos + a.nbytes])
+        pos += a.nbytes
+    fill_arrays(workload, seed, i, views)
+    return pos
+
+
+def expected_row(workload: Workload, seed: int, i: int) -> np.ndarray:
+    """Sample ``i``'s stored bytes as the generator wrote them (uint8, a fresh array)."""
+    if workload.layout == "jpeg_folders":
+        return np.frombuffer(jpeg_bytes(workload, seed, i), dtype=np.uint8).copy()
+    out = np.empty(workload.sample_nbytes, dtype=np.uint8)
+    fill_row(workload, seed, i, out)
+    return out
+
+
+# ---- JPEG sizes and images ----------------------------------------------------------------------------
+
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    x = (x + np.uint64(0x9E3779B97F4A7C15)) & _M64
+    z = x
+    z = ((z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _M64
+    z = ((z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _M64
+    return z ^ (z >> np.uint64(31))
+
+
+def _uniform(key: int, idx: np.ndarray, lane: int) -> np.ndarray:
+    """Counter-based uniforms in (0, 1): hash of (key, lane, index)."""
+    with np.errstate(over="ignore"):
+        k = _splitmix64(np.asarray([key ^ (lane * 0x632BE59BD9B4E019)], dtype=np.uint64))[0]
+        h = _splitmix64(idx.astype(np.uint64) ^ k)
+    return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+
+
+def jpeg_sizes(workload: Workload, seed: int, idx: np.ndarray | None = None) -> np.ndarray:
+    """Target file size (bytes, int64) of each sample in ``idx`` (default: all samples): the workload's
+    ``jpeg.size`` distribution (fixed, normal, or lognormal with the given mean and sd), clipped to
+    [min_bytes, max_bytes]. Sample i's size depends only on (workload, seed, i)."""
+    dist = workload.jpeg.size  # type: ignore[union-attr]
+    idx = np.arange(workload.samples, dtype=np.int64) if idx is None else np.asarray(idx, dtype=np.int64)
+    key = (workload_id(workload.name) << 32) ^ (int(seed) & 0xFFFFFFFFFFFFFFFF)
+    key &= 0xFFFFFFFFFFFFFFFF
+    if dist.kind == "fixed" or dist.std_bytes == 0:
+        sizes = np.full(idx.shape, float(dist.mean_bytes))
+    else:
+        u1, u2 = _uniform(key, idx, 1), _uniform(key, idx, 2)
+        z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)  # Box-Muller
+        if dist.kind == "normal":
+            sizes = dist.mean_bytes + dist.std_bytes * z
+        else:
+            s2 = math.log(1.0 + (dist.std_bytes / dist.mean_bytes) ** 2)
+            mu = math.log(dist.mean_bytes) - s2 / 2.0
+            sizes = np.exp(mu + math.sqrt(s2) * z)
+    lo = max(float(dist.min_bytes), 1024.0)
+    return np.clip(np.rint(sizes), lo, max(lo, float(dist.max_bytes))).astype(np.int64)
+
+
+def _smooth_image(rng: np.random.Generator, w: int, h: int) -> np.ndarray:
+    """A smooth random RGB image (h, w, 3) uint8: coarse-to-fine random grids, each upsampled
+    bicubically to the next scale and perturbed there (see ``_OCTAVES``)."""
+    from PIL import Image
+
+    cur = None
+    for cell, amp in _OCTAVES:
+        gw, gh = max(2, -(-w // cell) + 1), max(2, -(-h // cell) + 1)
+        noise = rng.integers(-128, 128, size=(gh, gw, 3), dtype=np.int16)
+        if cur is None:
+            cur = (noise + 128).astype(np.uint8)
+        else:
+            up = np.asarray(Image.fromarray(cur, "RGB").resize((gw, gh), Image.BICUBIC), dtype=np.int16)
+            cur = np.clip(up + (noise * amp).astype(np.int16), 0, 255).astype(np.uint8)
+    return np.asarray(Image.fromarray(cur, "RGB").resize((w, h), Image.BICUBIC))
+
+
+def _encode(img: np.ndarray) -> bytes:
+    from PIL import Image
+
+    bio = io.BytesIO()
+    Image.fromarray(img, "RGB").save(bio, format="JPEG", quality=JPEG_QUALITY)
+    return bio.getvalue()
+
+
+def _dims(pixels: float, aspect: float) -> tuple[int, int]:
+    w = max(16, int(round(math.sqrt(max(pixels, 256.0) * aspect))))
+    h = max(16, int(round(max(pixels, 256.0) / w)))
+    return w, h
+
+
+def jpeg_bytes(workload: Workload, seed: int, i: int, target: int | None = None) -> bytes:
+    """Sample ``i``'s JPEG file, exactly ``jpeg_sizes(...)[i]`` bytes (see the module docstring)."""
+    if target is None:
+        target = int(jpeg_sizes(workload, seed, np.asarray([i]))[0])
+    rng = sample_rng(workload, seed, i, stream=1)
+    aspect = float(rng.uniform(0.75, 4.0 / 3.0))
+    img_seed = int(rng.integers(0, 1 << 62))
+    limit = target - 4  # room for at least one (empty) COM segment
+    pixels = target * JPEG_FILL / JPEG_BYTES_PER_PIXEL
+    best: bytes | None = None
+    for _attempt in range(8):
+        w, h = _dims(pixels, aspect)
+        enc = _encode(_smooth_image(np.random.default_rng(img_seed), w, h))
+        if len(enc) <= limit:
+            if best is None or len(enc) > len(best):
+                best = enc
+            if len(enc) >= 0.75 * target or w * h <= 256:
+                break
+            pixels *= target * JPEG_FILL / len(enc)
+        else:
+            if best is not None:
+                break
+            pixels *= limit * JPEG_FILL / len(enc)
+    if best is None:  # even a 16x16 image is larger than the target: the smallest one possible
+        best = _encode(np.zeros((16, 16, 3), dtype=np.uint8))
+        if len(best) > limit:
+            raise ValueError(f"jpeg target {target} B is smaller than the smallest JPEG ({len(best)} B)")
+    return _pad(best, target, sample_rng(workload, seed, i, stream=2))
+
+
+def _pad(enc: bytes, target: int, rng: np.random.Generator) -> bytes:
+    """Insert COM segments after SOI so that the file is exactly ``target`` bytes."""
+    pad = target - len(enc)
+    segs = []
+    while pad > 0:
+        seg = min(pad, _COM_MAX)
+        if 0 < pad - seg < 4:
+            seg -= 4
+        payload = rng.integers(0, 256, size=seg - 4, dtype=np.uint8).tobytes()
+        segs.append(b"\xff\xfe" + (seg - 2).to_bytes(2, "big") + payload)
+        pad -= seg
+    out = enc[:2] + b"".join(segs) + enc[2:]
+    assert len(out) == target
+    return out

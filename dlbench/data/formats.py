@@ -1,0 +1,375 @@
+"""File formats: HDF5 file skeletons for the writer, and the sample readers of the run loop.
+
+Writers. Every HDF5 file dlbench writes has contiguous, uncompressed datasets allocated at creation
+(``H5D_ALLOC_TIME_EARLY``, never filled, no timestamps), so the bytes of sample s of array a sit at
+``offset(a) + s * nbytes(a)`` and the file's bytes are a pure function of the shapes. ``create_hdf5``
+writes such a skeleton (sparse: data regions are holes); ``H5Template`` reads its metadata bytes once so
+the generator can write every further file of the same shape with plain ``os.pwrite`` (metadata
+segments + data), without h5py per file and without parallel HDF5.
+
+Readers (contract 2). ``open_reader(data_dir, manifest, workload)`` returns a ``SampleReader`` whose
+``read_into(i, out)`` writes sample i's row into ``out[:nbytes]`` (uint8, ideally page-aligned: see
+``aligned_empty``) and returns nbytes. Reads go through the HDF5 library (low-level h5py API, which skips
+the high-level ``h5py.File``/``Dataset`` Python overhead but does the same library I/O):
+
+- ``hdf5_per_sample``: open the file (H5Fopen), read each dataset with ``H5Dread`` straight into its slice
+  of ``out`` (no temporary array), close the file, per sample: what a naive loader does.
+- ``hdf5_shared``: the file and datasets stay open; row i of each array is read into ``out`` with one
+  ``preadv`` at the dataset's byte offset (contiguous, unfiltered datasets, checked at open), or with one
+  hyperslab ``H5Dread`` per array (``via="hdf5"``, ≈ 100 µs more per sample here).
+- ``hdf5_blocks``: as shared, with an LRU of open files (``max_open_files``).
+- ``jpeg_folders``: ``os.open`` + ``os.preadv`` of the file into ``out`` + close; ``decode_into`` decodes
+  with Pillow and resizes (bilinear) to ``jpeg.decoded_shape``.
+- ``MemoryReader(workload, seed, n)``: an in-memory fake with the same interface whose rows are
+  ``content.expected_row`` (tests, CONVENTIONS 12).
+
+Readers are not thread-safe for concurrent calls on one reader except the JPEG reader; give each thread
+its own reader (h5py serialises HDF5 calls with a global lock anyway).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataError
+from ..workload import Workload
+
+PAGE = 4096
+
+
+def aligned_empty(nbytes: int, align: int = PAGE) -> np.ndarray:
+    """A uint8 array of ``nbytes`` whose first byte sits on an ``align`` boundary (LIMITS.md's alignment
+    trap: page-cache reads into a buffer at page+16 run 4-5x slower)."""
+    raw = np.empty(int(nbytes) + align, dtype=np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + int(nbytes)]
+
+
+# ---- HDF5 skeletons -----------------------------------------------------------------------------------
+
+def create_hdf5(path: str | Path, workload: Workload, k: int | None) -> list[tuple[int, int]]:
+    """Create an HDF5 file at ``path`` holding ``workload.arrays`` with k samples each (datasets
+    (k, *shape)), or one sample (datasets of the sample's shape) when ``k`` is None. Data space is
+    allocated but not written. Returns [(offset, nbytes)] of each array's data region."""
+    import h5py
+
+    regions = []
+    with h5py.File(path, "w", libver="earliest") as f:
+        for a in workload.arrays:
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+            dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+            dcpl.set_obj_track_times(False)
+            lcpl = h5py.h5p.create(h5py.h5p.LINK_CREATE)
+            lcpl.set_create_intermediate_group(True)
+            shape = tuple(a.shape) if k is None else (int(k), *a.shape)
+            space = h5py.h5s.create_simple(shape)
+            dsid = h5py.h5d.create(f.id, a.name.encode(), h5py.h5t.py_create(np.dtype(a.dtype)), space,
+                                   dcpl=dcpl, lcpl=lcpl)
+            regions.append((int(dsid.get_offset()), int(dsid.get_storage_size())))
+    return regions
+
+
+class H5Template:
+    """The metadata bytes of an HDF5 skeleton and where its data regions are.
+
+    ``segments``: [(offset, bytes)] covering [0, eof) minus the data regions; ``offsets[a]``: where array
+    a's data begins; ``eof``: file size."""
+
+    def __init__(self, path: str | Path, regions: list[tuple[int, int]]):
+        self.eof = os.path.getsize(path)
+        self.offsets = [off for off, _ in regions]
+        spans = sorted(regions)
+        self.segments: list[tuple[int, bytes]] = []
+        with open(path, "rb") as fh:
+            pos = 0
+            for off, n in spans + [(self.eof, 0)]:
+                if off > pos:
+                    fh.seek(pos)
+                    self.segments.append((pos, fh.read(off - pos)))
+                pos = max(pos, off + n)
+        if pos != self.eof:
+            raise DataError(f"{path}: HDF5 skeleton does not end with its data ({pos} != {self.eof})")
+
+
+# ---- readers ------------------------------------------------------------------------------------------
+
+class SampleReader:
+    """Base of the readers: ``read_into``, ``max_row_nbytes``, ``close``; usable as a context manager."""
+
+    max_row_nbytes: int = 0
+    decoded_nbytes: int = 0
+
+    def read_into(self, i: int, out: np.ndarray) -> int:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _ArraysMixin:
+    def _init_arrays(self, workload: Workload) -> None:
+        self._names = [a.name.encode() for a in workload.arrays]
+        self._dtypes = [np.dtype(a.dtype) for a in workload.arrays]
+        self._shapes = [tuple(a.shape) for a in workload.arrays]
+        self._nbytes = [a.nbytes for a in workload.arrays]
+        self._starts = list(np.cumsum([0] + self._nbytes[:-1]))
+        self.max_row_nbytes = self.decoded_nbytes = int(sum(self._nbytes))
+        self._views: dict = {}
+
+    def _views_of(self, out: np.ndarray) -> list[np.ndarray]:
+        e = self._views.get(id(out))  # keyed by the buffer object (kept alive by the entry): ~0.1 us
+        v = e[1] if e is not None and e[0] is out else None
+        if v is None:
+            if out.size < self.max_row_nbytes:
+                raise ValueError(f"read_into: out holds {out.size} B, a row needs {self.max_row_nbytes}")
+            v = [out[s:s + n].view(dt).reshape(sh)
+                 for s, n, dt, sh in zip(self._starts, self._nbytes, self._dtypes, self._shapes)]
+            if len(self._views) > 256:
+                self._views.clear()
+            self._views[id(out)] = (out, v)
+        return v
+
+
+def _fapl():
+    import h5py
+
+    # the library's default close degree, as h5py.File uses: a file we hold open can also be opened by
+    # h5py in the same process (a different degree makes HDF5 refuse that second open)
+    return h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+
+
+class PerSampleReader(_ArraysMixin, SampleReader):
+    """hdf5_per_sample: open, read every array into ``out``, close, per sample."""
+
+    def __init__(self, data_dir: Path, manifest, workload: Workload):
+        import h5py
+
+        self._h5f, self._h5d, self._h5s = h5py.h5f, h5py.h5d, h5py.h5s
+        self._init_arrays(workload)
+        self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
+        self._fapl = _fapl()
+
+    def read_into(self, i: int, out: np.ndarray) -> int:
+        views = self._views_of(out)
+        fid = self._h5f.open(self._paths[i], self._h5f.ACC_RDONLY, self._fapl)
+        try:
+            for name, v in zip(self._names, views):
+                self._h5d.open(fid, name).read(self._h5s.ALL, self._h5s.ALL, v)
+        finally:
+            fid.close()
+        return self.max_row_nbytes
+
+
+class _OpenFile:
+    """An open HDF5 file with its datasets. ``via="pread"`` (default where every dataset is contiguous and
+    unfiltered, as dlbench writes them): a row is read with one ``os.preadv`` per array at the dataset's
+    byte offset, through a descriptor kept open beside the HDF5 handle: the same bytes HDF5 returns,
+    without its ≈ 100 µs per-call selection cost. ``via="hdf5"``: one hyperslab ``H5Dread`` per array."""
+
+    def __init__(self, path: bytes, names, shapes, nbytes, fapl, via: str):
+        import h5py
+
+        self.fid = h5py.h5f.open(path, h5py.h5f.ACC_RDONLY, fapl)
+        self.ds = [h5py.h5d.open(self.fid, n) for n in names]
+        self.nbytes = nbytes
+        self.fd = -1
+        if via != "hdf5":
+            offs = [d.get_offset() for d in self.ds]
+            plain = all(o is not None and d.get_create_plist().get_nfilters() == 0
+                        and d.get_create_plist().get_layout() == h5py.h5d.CONTIGUOUS
+                        for o, d in zip(offs, self.ds))
+            if plain:
+                self.offsets = [int(o) for o in offs]
+                self.fd = os.open(path, os.O_RDONLY)
+            elif via == "pread":
+                raise DataError(f"{path.decode()}: datasets are not contiguous and unfiltered; "
+                                "read them with via='hdf5'")
+        self.fspaces = [d.get_space() for d in self.ds]
+        self.mspaces = [h5py.h5s.create_simple((1, *sh)) for sh in shapes]
+        self.counts = [(1, *sh) for sh in shapes]
+        self.zeros = [(0,) * len(sh) for sh in shapes]
+
+    def read_row(self, j: int, views, raw) -> None:
+        if self.fd >= 0:
+            for off, n, r in zip(self.offsets, self.nbytes, raw):
+                if os.preadv(self.fd, [r], off + j * n) != n:
+                    raise DataError(f"short read of row {j}: the file is truncated")
+            return
+        for d, fs, ms, cnt, z, v in zip(self.ds, self.fspaces, self.mspaces, self.counts, self.zeros, views):
+            fs.select_hyperslab((j, *z), cnt)
+            d.read(ms, fs, v)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.ds, self.fspaces, self.mspaces = [], [], []
+        self.fid.close()
+
+
+class BlockReader(_ArraysMixin, SampleReader):
+    """hdf5_shared / hdf5_blocks: files and datasets stay open (an LRU of ``max_open_files``)."""
+
+    def __init__(self, data_dir: Path, manifest, workload: Workload, max_open_files: int = 64,
+                 via: str = "auto"):
+        if via not in ("auto", "pread", "hdf5"):
+            raise ValueError(f"via={via!r}: choose auto, pread or hdf5")
+        self._via = via
+        self._init_arrays(workload)
+        self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
+        self._first = manifest.first
+        self._spf = int(manifest.count[0]) if workload.layout == "hdf5_blocks" else 0
+        self._max_open = max(1, int(max_open_files))
+        self._open: OrderedDict[int, _OpenFile] = OrderedDict()
+        self._fapl = _fapl()
+        self._row_views: dict = {}
+        if workload.layout == "hdf5_shared":
+            self._shared = self._get(0)
+
+    def _get(self, f: int) -> _OpenFile:
+        h = self._open.get(f)
+        if h is None:
+            h = _OpenFile(self._paths[f], self._names, self._shapes, self._nbytes, self._fapl, self._via)
+            self._open[f] = h
+            if len(self._open) > self._max_open:
+                self._open.popitem(last=False)[1].close()
+        elif len(self._open) > 1:
+            self._open.move_to_end(f)
+        return h
+
+    def _views_of(self, out):
+        """(typed views shaped (1, *shape) for H5Dread, raw uint8 slices for preadv) of ``out``."""
+        e = self._row_views.get(id(out))
+        v = e[1] if e is not None and e[0] is out else None
+        if v is None:
+            typed = [x.reshape((1, *x.shape)) for x in _ArraysMixin._views_of(self, out)]
+            raw = [out[s:s + n] for s, n in zip(self._starts, self._nbytes)]
+            v = (typed, raw)
+            if len(self._row_views) > 256:
+                self._row_views.clear()
+            self._row_views[id(out)] = (out, v)
+        return v
+
+    def read_into(self, i: int, out: np.ndarray) -> int:
+        typed, raw = self._views_of(out)
+        if self._spf:
+            f, j = divmod(i, self._spf)
+            self._get(f).read_row(j, typed, raw)
+        else:
+            self._shared.read_row(i, typed, raw)
+        return self.max_row_nbytes
+
+    def close(self) -> None:
+        while self._open:
+            self._open.popitem()[1].close()
+
+
+class JpegReader(SampleReader):
+    """jpeg_folders: the file's bytes with one ``preadv``; ``decode_into`` for the decoded sample."""
+
+    def __init__(self, data_dir: Path, manifest, workload: Workload):
+        self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
+        self._sizes = manifest.nbytes
+        self.max_row_nbytes = int(self._sizes.max()) if len(self._sizes) else 0
+        self.decoded_shape = tuple(workload.jpeg.decoded_shape)  # type: ignore[union-attr]
+        self.decoded_nbytes = int(np.prod(self.decoded_shape))
+
+    def read_into(self, i: int, out: np.ndarray) -> int:
+        n = int(self._sizes[i])
+        fd = os.open(self._paths[i], os.O_RDONLY)
+        try:
+            got = os.preadv(fd, [out[:n]], 0)
+        finally:
+            os.close(fd)
+        if got != n:
+            raise DataError(f"{self._paths[i].decode()}: read {got} B, the manifest says {n} B")
+        return n
+
+    def decode_into(self, raw: np.ndarray, nbytes: int, out: np.ndarray) -> None:
+        decode_jpeg_into(raw, nbytes, out, self.decoded_shape)
+
+
+def decode_jpeg_into(raw: np.ndarray, nbytes: int, out: np.ndarray, decoded_shape) -> None:
+    """Decode a JPEG (``raw[:nbytes]``) with Pillow, convert to RGB, resize (bilinear) to
+    ``decoded_shape`` (H, W, C) and write it into ``out`` (uint8, at least H*W*C bytes)."""
+    import io
+
+    from PIL import Image
+
+    h, w = int(decoded_shape[0]), int(decoded_shape[1])
+    with Image.open(io.BytesIO(memoryview(raw)[:nbytes])) as img:
+        img = img.convert("RGB")
+        if img.size != (w, h):
+            img = img.resize((w, h), Image.BILINEAR)
+        arr = np.asarray(img)
+    out.reshape(-1)[:arr.size] = arr.reshape(-1)
+
+
+class MemoryReader(SampleReader):
+    """An in-memory fake dataset: ``read_into(i, out)`` writes ``content.expected_row(workload, seed, i)``
+    without files. Rows are made on demand (``cache=True`` keeps them). ``sample_nbytes()`` and
+    ``max_row_nbytes`` as for real readers; ``decode_into`` for JPEG workloads."""
+
+    def __init__(self, workload: Workload, seed: int = 0, n: int | None = None, *, cache: bool = True):
+        from .content import jpeg_sizes
+
+        self.workload, self.seed = workload, int(seed)
+        self.n = int(workload.samples if n is None else n)
+        self._cache: dict[int, np.ndarray] | None = {} if cache else None
+        if workload.layout == "jpeg_folders":
+            self._sizes = jpeg_sizes(workload, seed, np.arange(self.n))
+            self.decoded_shape = tuple(workload.jpeg.decoded_shape)  # type: ignore[union-attr]
+            self.decoded_nbytes = int(np.prod(self.decoded_shape))
+        else:
+            self._sizes = np.full(self.n, workload.sample_nbytes, dtype=np.int64)
+            self.decoded_nbytes = workload.sample_nbytes
+        self.max_row_nbytes = int(self._sizes.max()) if self.n else 0
+
+    def sample_nbytes(self) -> np.ndarray:
+        return self._sizes.copy()
+
+    def read_into(self, i: int, out: np.ndarray) -> int:
+        from .content import expected_row, fill_row
+
+        if not 0 <= i < self.n:
+            raise IndexError(f"sample {i} out of range 0..{self.n - 1}")
+        if self._cache is None:
+            return fill_row(self.workload, self.seed, i, out)
+        row = self._cache.get(i)
+        if row is None:
+            row = self._cache[i] = expected_row(self.workload, self.seed, i)
+        out[:row.size] = row
+        return int(row.size)
+
+    def decode_into(self, raw: np.ndarray, nbytes: int, out: np.ndarray) -> None:
+        decode_jpeg_into(raw, nbytes, out, self.decoded_shape)
+
+
+def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_files: int = 64,
+                via: str = "auto") -> SampleReader:
+    """The reader of ``data_dir``'s layout (see the module docstring). The manifest must describe the
+    same workload data (name, layout, arrays, samples) as ``workload``. ``via`` (hdf5_shared, hdf5_blocks):
+    ``auto``/``pread`` read rows at the datasets' byte offsets, ``hdf5`` through H5Dread hyperslabs."""
+    from .manifest import spec_of
+
+    if manifest.workload != workload.name or manifest.spec != spec_of(workload):
+        raise DataError(f"--data-dir {data_dir} holds {manifest.describe()}, not the data of workload "
+                        f"{workload.name} ({workload.scale}, {workload.samples} samples); "
+                        "generate it or pass the matching --scale/--samples")
+    d = Path(data_dir)
+    if workload.layout == "hdf5_per_sample":
+        return PerSampleReader(d, manifest, workload)
+    if workload.layout in ("hdf5_shared", "hdf5_blocks"):
+        return BlockReader(d, manifest, workload, max_open_files=max_open_files, via=via)
+    return JpegReader(d, manifest, workload)

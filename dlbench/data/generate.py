@@ -1,0 +1,472 @@
+"""``dlbench generate``: write a workload's dataset, serially or across MPI ranks.
+
+- Deterministic: sample bytes come from ``content`` (a function of workload, seed, index); HDF5 files
+  are a fixed skeleton (``formats.H5Template``) plus those bytes, so a run on any number of ranks writes
+  the same bytes and the same manifest (outside its ``provenance`` block).
+- Parallel: file f is written by rank ``f % size``; the one file of ``hdf5_shared`` is created by rank 0
+  (skeleton, contiguous datasets) and its sample range is cut into chunks of ≈ 32 MiB, chunk c written by
+  rank ``c % size`` with ``os.pwrite`` at the datasets' byte offsets (no parallel HDF5 needed).
+  Memory: one staging buffer of ≈ 32 MiB per rank, reused; no dataset is ever held in memory.
+- Atomic and resumable: every file is written to ``<name>.part`` and renamed when complete; the shared
+  file is ``<name>.part`` until all chunks are done, and the chunks done are recorded in
+  ``.dlbench-tmp/<name>.done`` (one byte per chunk) so an interrupted run resumes. A re-run skips complete
+  files (final name with the planned size). The manifest is written first with ``complete: false`` and
+  rewritten with ``complete: true`` at the end.
+- Disk full (or any OSError while writing): the rank removes its temporary file, every rank stops, the
+  manifest stays ``complete: false``, and the error names the file; a re-run resumes.
+- Progress: every rank writes its counters to ``.dlbench-tmp/progress-<rank>``; rank 0 shows one rich
+  progress bar over all ranks (on a terminal only) and returns the totals.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..errors import CapacityError, ConfigError, DataError, DlbenchError
+from ..workload import Workload
+from . import content
+from .formats import H5Template, aligned_empty, create_hdf5
+from .manifest import MANIFEST_NAME, Manifest, plan_manifest
+
+TMP_DIR = ".dlbench-tmp"
+CHUNK_BYTES = 32 << 20       # staging / shared-file chunk size
+MAX_FILES = 20_000_000       # beyond this the manifest alone would be gigabytes: refuse as absurd
+_pwrite = os.pwrite          # the one write call (tests monkeypatch it to simulate a full disk)
+
+
+@dataclass
+class GenerateResult:
+    files_written: int
+    files_skipped: int
+    bytes_written: int
+    seconds: float
+    ranks: int
+    manifest: Manifest
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes_written / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+    def line(self) -> str:
+        return (f"generated {self.manifest.workload} ({self.manifest.scale}, seed {self.manifest.seed}): "
+                f"{self.files_written} files, {self.bytes_written / 1e6:.1f} MB in {self.seconds:.2f} s, "
+                f"{self.mb_per_s:.0f} MB/s ({self.files_skipped} files already complete, {self.ranks} ranks)")
+
+
+def _versions() -> dict:
+    import h5py
+    import PIL
+
+    return {"dlbench": __version__, "numpy": np.__version__, "h5py": h5py.version.version,
+            "hdf5": h5py.version.hdf5_version, "pillow": PIL.__version__}
+
+
+def _template_path(d: Path, k: int | None) -> Path:
+    return d / TMP_DIR / f"template-{'one' if k is None else k}.h5"
+
+
+# ---- rank 0: checks and set-up ------------------------------------------------------------------------
+
+def _check_dir(data_dir: Path) -> None:
+    if data_dir.exists() and not data_dir.is_dir():
+        raise ConfigError(f"--data-dir {data_dir}: exists and is not a directory")
+    if not data_dir.exists():
+        parent = data_dir.parent
+        if not parent.is_dir():
+            raise ConfigError(f"--data-dir {data_dir}: parent directory {parent} does not exist")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise ConfigError(f"--data-dir {data_dir}: parent directory {parent} is not writable")
+        data_dir.mkdir()
+    if not os.access(data_dir, os.W_OK | os.X_OK):
+        raise ConfigError(f"--data-dir {data_dir}: not writable")
+
+
+def _remove_dataset(data_dir: Path, old: Manifest | None) -> None:
+    if old is not None:
+        for p in old.paths:
+            for q in (data_dir / p, data_dir / (p + ".part")):
+                q.unlink(missing_ok=True)
+    (data_dir / MANIFEST_NAME).unlink(missing_ok=True)
+    shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
+
+
+def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Manifest:
+    """Rank 0: validate, plan, write the skeletons and the (incomplete) manifest."""
+    from .manifest import CONTENT_VERSION, spec_of
+
+    if workload.files > MAX_FILES:
+        raise ConfigError(f"--samples={workload.samples}: {workload.files} files is more than dlbench "
+                          f"generates ({MAX_FILES}); choose fewer samples")
+    _check_dir(data_dir)
+    old = None
+    if Manifest.exists(data_dir):
+        try:
+            old = Manifest.load(data_dir, require_complete=False)
+        except DataError:
+            if not force:
+                raise DataError(f"--data-dir {data_dir}: holds an unreadable {MANIFEST_NAME}; "
+                                "pass --force to replace the dataset") from None
+            _remove_dataset(data_dir, None)
+        if old is not None and not (old.workload == workload.name and old.seed == seed
+                                    and old.spec == spec_of(workload) and old.content == CONTENT_VERSION):
+            if not force:
+                what = "another seed of this workload" if old.workload == workload.name and old.seed != seed \
+                    else "another dataset"
+                raise DataError(f"--data-dir {data_dir}: holds {old.describe()} ({what}), not workload "
+                                f"{workload.name} (seed {seed}, {workload.samples} samples); refusing to "
+                                "overwrite it; pass --force to replace it")
+            _remove_dataset(data_dir, old)
+            old = None
+    else:
+        stray = [p.name for p in data_dir.iterdir() if p.name != TMP_DIR]
+        if stray and not force:
+            raise DataError(f"--data-dir {data_dir}: not empty and holds no dlbench dataset "
+                            f"({len(stray)} entries, e.g. {sorted(stray)[0]}); choose an empty directory "
+                            "or pass --force to write into it")
+    tmp = data_dir / TMP_DIR
+    tmp.mkdir(exist_ok=True)
+    for f in tmp.glob("progress-*"):
+        f.unlink()
+
+    def file_nbytes(k: int) -> int:  # HDF5 skeletons: the writers copy their metadata bytes
+        key = None if workload.layout == "hdf5_per_sample" else k
+        p = _template_path(data_dir, key)
+        create_hdf5(p, workload, key)
+        return os.path.getsize(p)
+
+    new = plan_manifest(workload, seed, hdf5_file_nbytes=None if workload.layout == "jpeg_folders"
+                        else file_nbytes)
+    # free space: what is not written yet must fit
+    have = 0
+    if len(new.paths) <= 200_000:
+        for p, b in zip(new.paths, new.nbytes):
+            q = data_dir / p
+            if q.is_file() and q.stat().st_size == b:
+                have += int(b)
+    need = new.dataset_nbytes - have
+    free = shutil.disk_usage(data_dir).free
+    if need > free:
+        raise CapacityError(f"--data-dir {data_dir}: the dataset needs {need / 1e9:.2f} GB more, "
+                            f"{free / 1e9:.2f} GB free; choose fewer --samples or a smaller --scale")
+    if workload.layout == "jpeg_folders":
+        for c in range(min(workload.classes, workload.samples)):
+            (data_dir / Path(new.paths[c]).parent).mkdir(exist_ok=True)
+    if workload.layout == "hdf5_shared":
+        _prepare_shared(workload, data_dir, new)
+    new.complete = False
+    new.provenance = {"status": "generating", **_versions()}
+    new.save(data_dir)
+    return new
+
+
+def _n_chunks(workload: Workload) -> tuple[int, int]:
+    per = max(1, CHUNK_BYTES // max(1, workload.sample_nbytes))
+    return per, -(-workload.samples // per)
+
+
+def _prepare_shared(workload: Workload, data_dir: Path, m: Manifest) -> None:
+    """Rank 0 creates the shared file's skeleton (``<name>.part``) unless it can resume one."""
+    final = data_dir / m.paths[0]
+    part = data_dir / (m.paths[0] + ".part")
+    done = data_dir / TMP_DIR / (m.paths[0] + ".done")
+    _, nch = _n_chunks(workload)
+    if final.is_file() and final.stat().st_size == m.nbytes[0]:
+        return
+    if part.is_file() and part.stat().st_size == m.nbytes[0] and done.is_file() and done.stat().st_size == nch:
+        return  # resume: the chunks marked done are kept
+    create_hdf5(part, workload, workload.samples)
+    done.write_bytes(b"\0" * nch)
+
+
+# ---- every rank: writing ------------------------------------------------------------------------------
+
+class _Progress:
+    """This rank's counters in a small file rank 0 polls (works with any launcher, costs no collective)."""
+
+    def __init__(self, data_dir: Path, rank: int):
+        self.path = data_dir / TMP_DIR / f"progress-{rank}"
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.files = self.bytes = self.skipped_files = self.skipped_bytes = 0
+        self.state = 0  # 0 running, 1 done, 2 failed
+        self._next = 0.0
+        self.flush(force=True)
+
+    def flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now >= self._next:
+            a = np.asarray([self.files, self.bytes, self.skipped_files, self.skipped_bytes, self.state],
+                           dtype=np.int64)
+            os.pwrite(self.fd, a.tobytes(), 0)
+            self._next = now + 0.2
+
+    def close(self) -> None:
+        self.flush(force=True)
+        os.close(self.fd)
+
+    @staticmethod
+    def read_all(data_dir: Path, size: int) -> np.ndarray:
+        out = np.zeros((size, 5), dtype=np.int64)
+        for r in range(size):
+            try:
+                b = (data_dir / TMP_DIR / f"progress-{r}").read_bytes()
+                if len(b) == 40:
+                    out[r] = np.frombuffer(b, dtype=np.int64)
+            except OSError:
+                pass
+        return out
+
+
+class _Writer:
+    def __init__(self, workload: Workload, seed: int, data_dir: Path, m: Manifest, fsync: bool):
+        self.w, self.seed, self.d, self.m, self.fsync = workload, seed, data_dir, m, fsync
+        self.templates: dict = {}
+        if workload.layout != "jpeg_folders":
+            self.per, _ = _n_chunks(workload)
+            self.nb = [a.nbytes for a in workload.arrays]
+            self.stage = [aligned_empty(self.per * n) for n in self.nb]
+
+    def template(self, k: int | None, path: Path | None = None) -> H5Template:
+        t = self.templates.get(k)
+        if t is None:
+            p = path or _template_path(self.d, k)
+            t = self.templates[k] = H5Template(p, self._regions(p))
+        return t
+
+    def _regions(self, p: Path) -> list[tuple[int, int]]:
+        import h5py
+
+        with h5py.File(p, "r") as f:
+            return [(int(f[a.name].id.get_offset()), int(f[a.name].id.get_storage_size()))
+                    for a in self.w.arrays]
+
+    def write_samples(self, fd: int, tpl: H5Template, first: int, count: int, base: int) -> int:
+        """Samples first..first+count-1, stored at row ``first - base`` of each dataset."""
+        written = 0
+        for s0 in range(first, first + count, self.per):
+            b = min(self.per, first + count - s0)
+            for k in range(b):
+                content.fill_arrays(self.w, self.seed, s0 + k,
+                                    [st[k * n:(k + 1) * n] for st, n in zip(self.stage, self.nb)])
+            for off, st, n in zip(tpl.offsets, self.stage, self.nb):
+                written += _write_all(fd, st[:b * n], off + (s0 - base) * n)
+        return written
+
+    def write_file(self, f: int) -> int:
+        """Write file ``f`` (not shared) to its .part name, then rename. Returns bytes written."""
+        rel = self.m.paths[f]
+        final = self.d / rel
+        part = self.d / (rel + ".part")
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            if self.w.layout == "jpeg_folders":
+                data = content.jpeg_bytes(self.w, self.seed, f, target=int(self.m.nbytes[f]))
+                n = _write_all(fd, np.frombuffer(data, dtype=np.uint8), 0)
+            else:
+                k = None if self.w.layout == "hdf5_per_sample" else int(self.m.count[f])
+                tpl = self.template(k)
+                n = 0
+                for off, seg in tpl.segments:
+                    n += _write_all(fd, np.frombuffer(seg, dtype=np.uint8), off)
+                n += self.write_samples(fd, tpl, int(self.m.first[f]), int(self.m.count[f]), int(self.m.first[f]))
+            if self.fsync:
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            part.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        os.replace(part, final)
+        return n
+
+
+def _write_all(fd: int, buf: np.ndarray, offset: int) -> int:
+    mv = memoryview(buf).cast("B")
+    total = len(mv)
+    done = 0
+    while done < total:
+        n = _pwrite(fd, mv[done:], offset + done)
+        if n <= 0:
+            raise OSError(errno.EIO, "short write")
+        done += n
+    return total
+
+
+def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
+    w, d = writer.w, writer.d
+    if w.layout == "hdf5_shared":
+        rel = m.paths[0]
+        final = d / rel
+        if final.is_file() and final.stat().st_size == m.nbytes[0]:
+            prog.skipped_files, prog.skipped_bytes = (1 if comm.rank == 0 else 0), (int(m.nbytes[0]) if comm.rank == 0 else 0)
+            return
+        per, nch = _n_chunks(w)
+        part = d / (rel + ".part")
+        done_path = d / TMP_DIR / (rel + ".done")
+        done = np.frombuffer(done_path.read_bytes(), dtype=np.uint8)
+        tpl = writer.template(w.samples, part)
+        fd = os.open(part, os.O_WRONLY)
+        dfd = os.open(done_path, os.O_WRONLY)
+        try:
+            for c in range(comm.rank, nch, comm.size):
+                first = c * per
+                count = min(per, w.samples - first)
+                if done[c]:
+                    prog.skipped_bytes += count * w.sample_nbytes
+                else:
+                    prog.bytes += writer.write_samples(fd, tpl, first, count, 0)
+                    os.pwrite(dfd, b"\1", c)
+                prog.flush()
+            if writer.fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.close(dfd)
+        if comm.rank == 0:  # the skeleton's metadata, written by rank 0 in _prepare
+            prog.files = 1
+            prog.bytes += int(m.nbytes[0]) - w.samples * w.sample_nbytes
+        return
+    for f in range(comm.rank, len(m.paths), comm.size):
+        q = d / m.paths[f]
+        try:
+            complete = q.stat().st_size == m.nbytes[f]
+        except FileNotFoundError:
+            complete = False
+        if complete:
+            prog.skipped_files += 1
+            prog.skipped_bytes += int(m.nbytes[f])
+        else:
+            prog.bytes += writer.write_file(f)
+            prog.files += 1
+        prog.flush()
+
+
+def _show_progress(data_dir: Path, comm, total_bytes: int, show: bool, own_done) -> None:
+    """Rank 0: poll the ranks' counters until all are done or failed (rich bar on a terminal)."""
+    if comm.size == 1 and not show:
+        return
+    bar = None
+    if show:
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+        bar = Progress("generating", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                       transient=False)
+        bar.start()
+        task = bar.add_task("generate", total=total_bytes)
+    try:
+        while True:
+            a = _Progress.read_all(data_dir, comm.size)
+            if bar is not None:
+                bar.update(task, completed=int(a[:, 1].sum() + a[:, 3].sum()))
+            if own_done() and (a[:, 4] > 0).all():
+                break
+            time.sleep(0.1)
+    finally:
+        if bar is not None:
+            bar.stop()
+
+
+def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: bool = False, comm=None,
+             fsync: bool = False, progress: bool | None = None) -> GenerateResult:
+    """Generate ``workload``'s dataset in ``data_dir`` (see the module docstring). Every rank of ``comm``
+    calls it; returns the same totals on every rank."""
+    import threading
+
+    from ..comm import SerialComm
+
+    comm = comm or SerialComm()
+    data_dir = Path(data_dir).absolute()
+    if seed < 0 or seed >= 1 << 63:
+        raise ConfigError(f"--seed={seed}: must be an integer from 0 to 2**63-1")
+    t0 = time.perf_counter()
+    prep = None
+    if comm.rank == 0:
+        try:
+            m = _prepare(workload, data_dir, seed, force)
+            prep = ("ok", m.to_json(), m.complete)
+        except DlbenchError as e:
+            prep = ("error", type(e).__name__, str(e))
+        except OSError as e:
+            prep = ("error", "DataError", f"--data-dir {data_dir}: {e.strerror or e}")
+    prep = comm.bcast(prep)
+    if prep[0] == "error":
+        cls = {"ConfigError": ConfigError, "CapacityError": CapacityError}.get(prep[1], DataError)
+        raise cls(prep[2])
+    import json
+
+    m = Manifest.from_dict(json.loads(prep[1]))
+    if comm.rank == 0 and progress is None:
+        progress = sys.stderr.isatty()
+    writer = _Writer(workload, seed, data_dir, m, fsync)
+    prog = _Progress(data_dir, comm.rank)
+    err = None
+    finished = threading.Event()
+    watcher = None
+    if comm.rank == 0 and (progress or comm.size > 1):
+        watcher = threading.Thread(target=_show_progress, daemon=True,
+                                   args=(data_dir, comm, m.dataset_nbytes, bool(progress), finished.is_set))
+        watcher.start()
+    try:
+        _rank_work(writer, m, comm, prog)
+        prog.state = 1
+    except OSError as e:
+        prog.state = 2
+        what = "disk full" if e.errno in (errno.ENOSPC, errno.EDQUOT) else (e.strerror or str(e))
+        err = f"rank {comm.rank}: {what} while writing {e.filename or data_dir}" if e.filename else \
+            f"rank {comm.rank}: {what} while writing in {data_dir}"
+    except DlbenchError as e:
+        prog.state = 2
+        err = f"rank {comm.rank}: {e}"
+    except BaseException:
+        prog.state = 2
+        prog.close()
+        raise
+    prog.close()
+    finished.set()
+    if watcher is not None:
+        watcher.join()
+    errors = [e for e in comm.allgather(err) if e]
+    counts = comm.allreduce(np.asarray([prog.files, prog.bytes, prog.skipped_files], dtype=np.int64))
+    if comm.rank == 0:
+        if errors:
+            _cleanup_failed(data_dir, m, workload)
+        else:
+            _finish(data_dir, m, workload, comm.size, time.perf_counter() - t0)
+    comm.barrier()
+    if errors:
+        done = int(counts[0] + counts[2])
+        raise DataError(f"generation of {m.describe()} in {data_dir} failed: {errors[0]}; "
+                        f"{done} of {len(m.paths)} files complete; free space and re-run to resume")
+    m.complete = True
+    return GenerateResult(files_written=int(counts[0]), files_skipped=int(counts[2]),
+                          bytes_written=int(counts[1]), seconds=time.perf_counter() - t0, ranks=comm.size,
+                          manifest=m)
+
+
+def _cleanup_failed(data_dir: Path, m: Manifest, workload: Workload) -> None:
+    """After a failure: no temporary file stays behind (the manifest stays ``complete: false``)."""
+    if workload.layout == "hdf5_shared":
+        (data_dir / (m.paths[0] + ".part")).unlink(missing_ok=True)
+    else:
+        for p in m.paths:
+            (data_dir / (p + ".part")).unlink(missing_ok=True)
+    shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
+
+
+def _finish(data_dir: Path, m: Manifest, workload: Workload, ranks: int, seconds: float) -> None:
+    if workload.layout == "hdf5_shared":
+        part = data_dir / (m.paths[0] + ".part")
+        if part.is_file():
+            os.replace(part, data_dir / m.paths[0])
+    shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
+    m.complete = True
+    m.provenance = {"status": "complete", "ranks": ranks, "seconds": round(seconds, 3), **_versions()}
+    m.save(data_dir)

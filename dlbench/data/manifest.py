@@ -1,0 +1,218 @@
+"""The dataset manifest: what a data directory holds, written by ``dlbench generate``.
+
+``<data_dir>/dlbench-manifest.json``, schema ``dlbench.manifest/1``::
+
+    {"schema": "dlbench.manifest/1", "complete": true,
+     "workload": "cosmoflow", "scale": "tiny", "seed": 0, "content": "dlbench.content/1",
+     "spec": {...the data-defining part of the resolved workload: layout, arrays, samples, ...},
+     "samples": 32, "dataset_nbytes": ...,
+     "files": [["data-00000000.h5", first_sample, sample_count, file_bytes], ...],
+     "provenance": {...ranks, seconds, library versions: may differ between runs of the same dataset}}
+
+Everything outside ``provenance`` is a pure function of (workload, seed) and the HDF5 library version, so
+a serial and an ``mpiexec -n 2`` generation write the same manifest. ``complete`` is false while a
+generation is under way or after it failed; readers and ``verify`` refuse an incomplete dataset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import DataError
+
+SCHEMA = "dlbench.manifest/1"
+CONTENT_VERSION = "dlbench.content/1"
+MANIFEST_NAME = "dlbench-manifest.json"
+
+
+class FileEntry(NamedTuple):
+    path: str      # relative to the data dir
+    first: int     # first sample in the file
+    count: int     # samples in the file
+    nbytes: int    # file size in bytes
+
+
+def spec_of(workload) -> dict:
+    """The data-defining part of a resolved Workload (what two datasets must share to be the same)."""
+    return {
+        "name": workload.name,
+        "layout": workload.layout,
+        "arrays": [{"name": a.name, "shape": list(a.shape), "dtype": a.dtype, "role": a.role}
+                   for a in workload.arrays],
+        "samples": int(workload.samples),
+        "samples_per_file": int(workload.samples_per_file),
+        "shared_file": workload.shared_file,
+        "classes": int(workload.classes),
+        "jpeg": None if workload.jpeg is None else {
+            "size": {k: getattr(workload.jpeg.size, k) for k in
+                     ("kind", "mean_bytes", "std_bytes", "min_bytes", "max_bytes")},
+            "decoded_shape": list(workload.jpeg.decoded_shape)},
+    }
+
+
+@dataclass
+class Manifest:
+    workload: str
+    spec: dict
+    seed: int
+    samples: int
+    layout: str
+    paths: list[str]
+    first: np.ndarray        # int64 per file
+    count: np.ndarray        # int64 per file
+    nbytes: np.ndarray       # int64 per file (file size)
+    scale: str = ""
+    complete: bool = False
+    content: str = CONTENT_VERSION
+    provenance: dict = field(default_factory=dict)
+    _row_nbytes: int = 0     # stored bytes per sample for HDF5 layouts
+
+    # ---- queries -----------------------------------------------------------------------------------
+    @property
+    def files(self) -> list[FileEntry]:
+        return [FileEntry(p, int(f), int(c), int(b))
+                for p, f, c, b in zip(self.paths, self.first, self.count, self.nbytes)]
+
+    @property
+    def dataset_nbytes(self) -> int:
+        return int(self.nbytes.sum())
+
+    def sample_nbytes(self) -> np.ndarray:
+        """Stored bytes per sample (int64, length ``samples``): the row size for HDF5 layouts, the file
+        size for JPEG."""
+        if self.layout == "jpeg_folders":
+            return self.nbytes.copy()
+        return np.full(self.samples, self._row_nbytes, dtype=np.int64)
+
+    def file_index(self, i):
+        """Index into ``files`` of the file holding sample(s) ``i`` (vectorised)."""
+        return np.searchsorted(self.first, i, side="right") - 1
+
+    def file_of(self, i: int) -> tuple[str, int]:
+        """(relative path, index within the file) of sample ``i``."""
+        if not 0 <= i < self.samples:
+            raise IndexError(f"sample {i} out of range 0..{self.samples - 1}")
+        f = int(self.file_index(i))
+        return self.paths[f], int(i - self.first[f])
+
+    def same_dataset(self, other: Manifest) -> bool:
+        return (self.workload == other.workload and self.seed == other.seed and self.spec == other.spec
+                and self.content == other.content)
+
+    def describe(self) -> str:
+        return f"workload {self.workload} (seed {self.seed}, {self.samples} samples, {len(self.paths)} files)"
+
+    # ---- JSON --------------------------------------------------------------------------------------
+    def to_json(self) -> str:
+        head = {"schema": SCHEMA, "complete": bool(self.complete), "workload": self.workload,
+                "scale": self.scale, "seed": int(self.seed), "content": self.content, "spec": self.spec,
+                "samples": int(self.samples), "row_nbytes": int(self._row_nbytes),
+                "dataset_nbytes": self.dataset_nbytes}
+        text = json.dumps(head, indent=1)[:-2]
+        rows = ",\n  ".join(json.dumps([p, int(f), int(c), int(b)])
+                            for p, f, c, b in zip(self.paths, self.first, self.count, self.nbytes))
+        text += ',\n "files": [\n  ' + rows + "\n ],\n"
+        text += ' "provenance": ' + json.dumps(self.provenance, sort_keys=True) + "\n}\n"
+        return text
+
+    def save(self, data_dir: str | Path) -> Path:
+        """Write atomically (temporary name, then rename)."""
+        path = Path(data_dir) / MANIFEST_NAME
+        tmp = path.with_name(path.name + ".part")
+        tmp.write_text(self.to_json())
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "manifest") -> Manifest:
+        try:
+            if d.get("schema") != SCHEMA:
+                raise DataError(f"{where}: schema {d.get('schema')!r} is not {SCHEMA!r}")
+            files = d["files"]
+            paths = [str(f[0]) for f in files]
+            arr = np.asarray([f[1:4] for f in files], dtype=np.int64).reshape(-1, 3)
+            return cls(workload=str(d["workload"]), spec=d["spec"], seed=int(d["seed"]),
+                       samples=int(d["samples"]), layout=str(d["spec"]["layout"]), paths=paths,
+                       first=arr[:, 0].copy(), count=arr[:, 1].copy(), nbytes=arr[:, 2].copy(),
+                       scale=str(d.get("scale", "")), complete=bool(d.get("complete", False)),
+                       content=str(d.get("content", "")), provenance=dict(d.get("provenance", {})),
+                       _row_nbytes=int(d.get("row_nbytes", 0)))
+        except DataError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise DataError(f"{where}: not a valid dlbench manifest ({type(e).__name__}: {e})") from None
+
+    @classmethod
+    def load(cls, data_dir: str | Path, *, require_complete: bool = True) -> Manifest:
+        """The manifest of ``data_dir``; DataError if it is missing, unreadable or (by default)
+        incomplete."""
+        path = Path(data_dir) / MANIFEST_NAME
+        if not path.is_file():
+            raise DataError(f"--data-dir {data_dir}: no dataset here ({MANIFEST_NAME} missing); "
+                            f"run `dlbench generate --workload W --data-dir {data_dir}` first")
+        try:
+            d = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise DataError(f"{path}: unreadable manifest ({e})") from None
+        if not isinstance(d, dict):
+            raise DataError(f"{path}: not a valid dlbench manifest")
+        m = cls.from_dict(d, where=str(path))
+        if require_complete and not m.complete:
+            raise DataError(f"--data-dir {data_dir}: generation of {m.describe()} did not complete; "
+                            "re-run the same `dlbench generate` to finish it")
+        return m
+
+    @classmethod
+    def exists(cls, data_dir: str | Path) -> bool:
+        return (Path(data_dir) / MANIFEST_NAME).is_file()
+
+
+# ---- planning (pure) ----------------------------------------------------------------------------------
+
+def file_name(workload, f: int) -> str:
+    """Relative path of file ``f`` (for jpeg_folders and hdf5_per_sample f is the sample index)."""
+    if workload.layout == "hdf5_per_sample":
+        return f"data-{f:08d}.h5"
+    if workload.layout == "hdf5_blocks":
+        return f"block-{f:06d}.h5"
+    if workload.layout == "hdf5_shared":
+        return workload.shared_file
+    c = f % workload.classes
+    return f"n{c:08d}/n{c:08d}_{f:08d}.JPEG"
+
+
+def plan_manifest(workload, seed: int, *, hdf5_file_nbytes=None) -> Manifest:
+    """The manifest a generation of (workload, seed) writes, before any byte is written.
+    ``hdf5_file_nbytes(k)`` gives the size of an HDF5 file holding k samples (from the file template)."""
+    from .content import jpeg_sizes
+
+    n = workload.samples
+    if workload.layout in ("hdf5_per_sample", "jpeg_folders"):
+        first = np.arange(n, dtype=np.int64)
+        count = np.ones(n, dtype=np.int64)
+    elif workload.layout == "hdf5_blocks":
+        k = workload.samples_per_file
+        first = np.arange(0, n, k, dtype=np.int64)
+        count = np.minimum(k, n - first)
+    else:
+        first = np.zeros(1, dtype=np.int64)
+        count = np.full(1, n, dtype=np.int64)
+    if workload.layout == "jpeg_folders":
+        nbytes = jpeg_sizes(workload, seed)
+        row = 0
+    else:
+        if hdf5_file_nbytes is None:
+            raise ValueError("plan_manifest: hdf5_file_nbytes is needed for HDF5 layouts")
+        sizes = {int(k): int(hdf5_file_nbytes(int(k))) for k in np.unique(count)}
+        nbytes = np.asarray([sizes[int(c)] for c in count], dtype=np.int64)
+        row = workload.sample_nbytes
+    paths = [file_name(workload, f) for f in range(len(first))]
+    return Manifest(workload=workload.name, spec=spec_of(workload), seed=int(seed), samples=n,
+                    layout=workload.layout, paths=paths, first=first, count=count, nbytes=nbytes,
+                    scale=workload.scale, _row_nbytes=row)

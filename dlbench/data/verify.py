@@ -1,0 +1,148 @@
+"""``dlbench verify``: check a data directory against its manifest.
+
+Structure (always): the manifest is complete; every file is present with the size the manifest gives;
+HDF5 files open and hold every array with the expected shape ((count, *shape), or the sample's shape for
+``hdf5_per_sample``) and dtype; JPEG files start with SOI and end with EOI. ``content=True`` also reads
+every sample through the layout's reader and compares its bytes with ``content.expected_row``.
+Under MPI, file f is checked by rank ``f % size``; every rank gets the full list of problems.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataError
+from ..workload import Workload
+from .manifest import Manifest
+
+MAX_LISTED = 50
+
+
+def _check_hdf5(path: Path, workload: Workload, count: int) -> list[str]:
+    import h5py
+
+    out = []
+    try:
+        with h5py.File(path, "r") as f:
+            for a in workload.arrays:
+                want = tuple(a.shape) if workload.layout == "hdf5_per_sample" else (count, *a.shape)
+                if a.name not in f:
+                    out.append(f"{path}: dataset {a.name} missing")
+                    continue
+                ds = f[a.name]
+                if ds.shape != want or ds.dtype != np.dtype(a.dtype):
+                    out.append(f"{path}: dataset {a.name} is {ds.shape} {ds.dtype}, expected {want} {a.dtype}")
+    except (OSError, KeyError, ValueError) as e:
+        out.append(f"{path}: not a readable HDF5 file ({' '.join(str(e).split())[:120]})")
+    return out
+
+
+def _check_jpeg(path: Path) -> list[str]:
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+        fh.seek(-2, os.SEEK_END)
+        tail = fh.read(2)
+    if head != b"\xff\xd8" or tail != b"\xff\xd9":
+        return [f"{path}: not a complete JPEG (SOI/EOI markers missing)"]
+    return []
+
+
+def verify(data_dir: str | Path, workload: Workload | None = None, *, content: bool = False, comm=None,
+           manifest: Manifest | None = None) -> list[str]:
+    """Problems found in ``data_dir`` (an empty list when all is well). ``workload`` defaults to the
+    manifest's workload at the manifest's scale and sample count."""
+    from ..comm import SerialComm
+    from . import content as content_mod
+    from .formats import aligned_empty, open_reader
+
+    comm = comm or SerialComm()
+    d = Path(data_dir)
+    m = manifest or Manifest.load(d)
+    if workload is None:
+        workload = workload_of(m)
+    problems: list[str] = []
+    readable: list[int] = []
+    for f in range(comm.rank, len(m.paths), comm.size):
+        p = d / m.paths[f]
+        try:
+            size = p.stat().st_size
+        except FileNotFoundError:
+            problems.append(f"{p}: missing")
+            continue
+        if size != m.nbytes[f]:
+            problems.append(f"{p}: {size} B, the manifest says {int(m.nbytes[f])} B (truncated or corrupt)")
+            continue
+        if m.layout == "jpeg_folders":
+            bad = _check_jpeg(p)
+        else:
+            bad = _check_hdf5(p, workload, int(m.count[f]))
+        problems += bad
+        if not bad:
+            readable.append(f)
+    if content and readable:
+        reader = open_reader(d, m, workload)
+        try:
+            out = aligned_empty(reader.max_row_nbytes)
+            for f in readable:
+                for i in range(int(m.first[f]), int(m.first[f] + m.count[f])):
+                    n = reader.read_into(i, out)
+                    exp = content_mod.expected_row(workload, m.seed, i)
+                    if n != exp.size or not np.array_equal(out[:n], exp):
+                        where = m.paths[f] if m.count[f] == 1 else f"{m.paths[f]} row {i - int(m.first[f])}"
+                        diff = int(np.count_nonzero(out[:min(n, exp.size)] != exp[:min(n, exp.size)]))
+                        problems.append(f"{d / where}: sample {i} differs from the expected content "
+                                        f"({diff} of {exp.size} bytes)")
+        finally:
+            reader.close()
+    allp = comm.allgather(problems)
+    return [p for part in allp for p in part]
+
+
+def workload_of(m: Manifest) -> Workload:
+    """The resolved workload a manifest was generated from (by name, scale and samples); DataError if the
+    packaged workload no longer matches the manifest's spec."""
+    from .. import workload as wl
+    from ..errors import ConfigError
+    from .manifest import spec_of
+
+    scale = m.scale.split("+")[0] if m.scale else None
+    try:
+        w = wl.load(m.workload, scale=scale if scale in wl.SCALES else None, samples=m.samples)
+    except ConfigError as e:
+        raise DataError(f"manifest names workload {m.workload!r}, which cannot be loaded: {e}") from None
+    if spec_of(w) != m.spec or w.samples != m.samples:
+        w = _workload_from_spec(m, w)
+    return w
+
+
+def _workload_from_spec(m: Manifest, like: Workload) -> Workload:
+    """Rebuild the resolved workload from the manifest's spec (a workload YAML that changed since)."""
+    import dataclasses
+
+    from ..workload import ArraySpec
+
+    s = m.spec
+    arrays = tuple(ArraySpec(name=a["name"], shape=tuple(a["shape"]), dtype=a["dtype"], role=a["role"])
+                   for a in s["arrays"])
+    jpeg = like.jpeg
+    if s.get("jpeg") and like.jpeg is not None:
+        from ..workload import JpegSpec, SizeDistribution
+
+        jpeg = JpegSpec(size=SizeDistribution(**s["jpeg"]["size"]), decoded_shape=tuple(s["jpeg"]["decoded_shape"]))
+    return dataclasses.replace(like, layout=s["layout"], arrays=arrays, samples=int(s["samples"]),
+                               samples_per_file=int(s["samples_per_file"]), shared_file=s["shared_file"],
+                               classes=int(s["classes"]), jpeg=jpeg)
+
+
+def check(data_dir: str | Path, **kw) -> Manifest:
+    """``verify`` that raises DataError (exit 3) listing the problems; returns the manifest when clean."""
+    m = Manifest.load(data_dir)
+    problems = verify(data_dir, manifest=m, **kw)
+    if problems:
+        shown = "; ".join(problems[:5])
+        more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+        raise DataError(f"--data-dir {data_dir}: {len(problems)} problem(s): {shown}{more}")
+    return m

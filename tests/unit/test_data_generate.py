@@ -1,0 +1,171 @@
+import errno
+import os
+
+import numpy as np
+import pytest
+
+from dlbench import workload as W
+from dlbench.data import generate as G
+from dlbench.data.manifest import MANIFEST_NAME, Manifest
+from dlbench.data.verify import verify
+from dlbench.errors import CapacityError, ConfigError, DataError
+
+
+def _files(d):
+    return sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file())
+
+
+def _snapshot(d):
+    return {p: (d / p).read_bytes() for p in _files(d) if p != MANIFEST_NAME}
+
+
+@pytest.mark.parametrize("name", ["cosmoflow", "hep_cnn", "ptychonn", "imagenet"])
+def test_generate_then_verify_content(tmp_path, name):
+    wl = W.load(name, scale="tiny", samples=24)
+    res = G.generate(wl, tmp_path / "d", seed=2, progress=False)
+    assert res.files_skipped == 0 and res.bytes_written == res.manifest.dataset_nbytes
+    assert res.files_written == len(res.manifest.paths) and "MB/s" in res.line()
+    assert verify(tmp_path / "d", content=True) == []
+    assert not (tmp_path / "d" / G.TMP_DIR).exists()
+    assert not [p for p in _files(tmp_path / "d") if p.endswith(".part")]
+
+
+def test_rerun_skips_complete_files_and_finishes_the_rest(tmp_path):
+    wl = W.load("cosmoflow", scale="tiny")
+    d = tmp_path / "d"
+    G.generate(wl, d, progress=False)
+    before = _snapshot(d)
+    (d / "data-00000003.h5").unlink()
+    (d / "data-00000005.h5").write_bytes(b"truncated")
+    res = G.generate(wl, d, progress=False)
+    assert res.files_written == 2 and res.files_skipped == 30
+    assert _snapshot(d) == before
+
+
+def test_disk_full_removes_temporaries_and_rerun_resumes(tmp_path, monkeypatch):
+    wl = W.load("hep_cnn", scale="tiny")
+    d = tmp_path / "d"
+    calls = {"n": 0}
+    real = os.pwrite
+
+    def full(fd, data, off):
+        calls["n"] += 1
+        if calls["n"] > 7:  # 3 writes per file: fails in the third file
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data, off)
+
+    monkeypatch.setattr(G, "_pwrite", full)
+    with pytest.raises(DataError, match="disk full"):
+        G.generate(wl, d, progress=False)
+    left = _files(d)
+    assert not [p for p in left if p.endswith(".part")] and not (d / G.TMP_DIR).exists()
+    m = Manifest.load(d, require_complete=False)
+    assert not m.complete and len(m.paths) == 4
+    with pytest.raises(DataError, match="did not complete"):
+        Manifest.load(d)
+    # every file that exists under its final name is complete
+    for p, b in zip(m.paths, m.nbytes):
+        if (d / p).exists():
+            assert (d / p).stat().st_size == b
+    monkeypatch.setattr(G, "_pwrite", real)
+    res = G.generate(wl, d, progress=False)
+    assert res.files_written + res.files_skipped == 4 and res.files_written >= 1
+    assert verify(d, content=True) == []
+
+
+def test_shared_file_disk_full_then_complete(tmp_path, monkeypatch):
+    wl = W.load("ptychonn", scale="tiny")
+    d = tmp_path / "d"
+    monkeypatch.setattr(G, "_pwrite", lambda fd, data, off: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")))
+    with pytest.raises(DataError, match="disk full"):
+        G.generate(wl, d, progress=False)
+    assert _files(d) == [MANIFEST_NAME]
+    monkeypatch.undo()
+    G.generate(wl, d, progress=False)
+    assert verify(d, content=True) == []
+
+
+def test_shared_file_resumes_from_done_chunks(tmp_path, monkeypatch):
+    monkeypatch.setattr(G, "CHUNK_BYTES", 12 * 1024 * 16)  # 16 samples per chunk: 16 chunks
+    wl = W.load("ptychonn", scale="tiny")
+    d = tmp_path / "d"
+    G._prepare(wl, d.absolute(), 0, False)  # an interrupted run: skeleton and done map, no data
+    part = d / "train.h5.part"
+    done = d / G.TMP_DIR / "train.h5.done"
+    assert part.exists() and done.read_bytes() == b"\0" * 16
+    done.write_bytes(b"\1" * 8 + b"\0" * 8)  # pretend the first 8 chunks were written: they are skipped
+    res = G.generate(wl, d, progress=False)
+    assert res.bytes_written == Manifest.load(d).nbytes[0] - 128 * wl.sample_nbytes
+    assert not part.exists() and (d / "train.h5").exists()
+    problems = verify(d, content=True)  # the skipped chunks hold no data: content check catches it
+    assert len(problems) == 128 and "sample 0 " in problems[0]
+
+
+def test_refuses_other_dataset_unless_forced(tmp_path):
+    d = tmp_path / "d"
+    G.generate(W.load("hep_cnn", scale="tiny"), d, seed=1, progress=False)
+    with pytest.raises(DataError, match="another seed"):
+        G.generate(W.load("hep_cnn", scale="tiny"), d, seed=2, progress=False)
+    with pytest.raises(DataError, match="another dataset"):
+        G.generate(W.load("cosmoflow", scale="tiny"), d, seed=1, progress=False)
+    with pytest.raises(DataError, match="another dataset"):
+        G.generate(W.load("hep_cnn", scale="tiny", samples=65), d, seed=1, progress=False)
+    res = G.generate(W.load("cosmoflow", scale="tiny"), d, seed=1, force=True, progress=False)
+    assert res.files_written == 32
+    assert not [p for p in _files(d) if p.startswith("block-")]
+
+
+def test_refuses_non_empty_foreign_dir(tmp_path):
+    (tmp_path / "mine.txt").write_text("keep me")
+    with pytest.raises(DataError, match="not empty"):
+        G.generate(W.load("hep_cnn", scale="tiny"), tmp_path, progress=False)
+    G.generate(W.load("hep_cnn", scale="tiny"), tmp_path, force=True, progress=False)
+    assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+def test_bad_dirs_and_values(tmp_path, monkeypatch):
+    wl = W.load("hep_cnn", scale="tiny")
+    with pytest.raises(ConfigError, match="parent directory"):
+        G.generate(wl, tmp_path / "no" / "d", progress=False)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="not a directory"):
+        G.generate(wl, tmp_path / "file", progress=False)
+    with pytest.raises(ConfigError, match="--seed"):
+        G.generate(wl, tmp_path / "d", seed=-1, progress=False)
+    with pytest.raises(ConfigError, match="files is more than"):
+        G.generate(W.load("imagenet", samples=10**9), tmp_path / "d", progress=False)
+    monkeypatch.setattr(G.shutil, "disk_usage", lambda p: type("U", (), {"free": 1000})())
+    with pytest.raises(CapacityError, match="GB free"):
+        G.generate(wl, tmp_path / "d2", progress=False)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_dir(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        with pytest.raises(ConfigError, match="not writable"):
+            G.generate(W.load("hep_cnn", scale="tiny"), ro / "d", progress=False)
+    finally:
+        ro.chmod(0o700)
+
+
+def test_same_bytes_for_every_chunking(tmp_path, monkeypatch):
+    wl = W.load("hep_cnn", scale="tiny")
+    G.generate(wl, tmp_path / "a", progress=False)
+    monkeypatch.setattr(G, "CHUNK_BYTES", 3 * wl.sample_nbytes)
+    G.generate(wl, tmp_path / "b", progress=False)
+    assert _snapshot(tmp_path / "a") == _snapshot(tmp_path / "b")
+    assert np.array_equal(Manifest.load(tmp_path / "a").nbytes, Manifest.load(tmp_path / "b").nbytes)
+
+
+def test_unwritable_dir_reported(tmp_path, monkeypatch):
+    """As root every dir is writable: simulate a read-only data dir through os.access."""
+    d = tmp_path / "d"
+    d.mkdir()
+    real = os.access
+    monkeypatch.setattr(G.os, "access", lambda p, mode: False if str(p) == str(d) else real(p, mode))
+    with pytest.raises(ConfigError, match="not writable"):
+        G.generate(W.load("hep_cnn", scale="tiny"), d, progress=False)
+    assert not any(d.iterdir())
