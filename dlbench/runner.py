@@ -278,16 +278,19 @@ def resolve_dataset(cfg: RunConfig, comm, *, generate_if_missing: bool = True):
     spec, path = wl_mod.load_spec(cfg.workload)
     scale = cfg.scale or ("tiny" if not explicit and cfg.samples is None else None)
     data_dir = Path(cfg.data_dir) if explicit else default_data_dir(spec.name, scale or "custom", cfg.seed)
-    if not (data_dir / "manifest.json").exists() and cfg.dry_run:
+    if not Manifest.exists(data_dir) and cfg.dry_run:
         workload = wl_mod.resolve(spec, scale=scale, samples=cfg.samples, spec_path=path)
         return workload, _VirtualManifest(workload, cfg.seed), data_dir
-    if not explicit and not (data_dir / "manifest.json").exists():
+    if not explicit and not Manifest.exists(data_dir):
         if not generate_if_missing:
             raise DataError(f"no dataset at {data_dir}; run `dlbench generate --workload {cfg.workload} "
                             f"--data-dir {data_dir}`")
         from .data.generate import generate
 
         workload = wl_mod.resolve(spec, scale=scale, samples=cfg.samples, spec_path=path)
+        if comm.rank == 0:
+            data_dir.parent.mkdir(parents=True, exist_ok=True)
+        comm.barrier()
         generate(workload, data_dir, seed=cfg.seed, comm=comm, progress=False)
     if not data_dir.exists():
         raise DataError(f"--data-dir {data_dir}: no such directory; create a dataset with "
@@ -300,8 +303,9 @@ def resolve_dataset(cfg: RunConfig, comm, *, generate_if_missing: bool = True):
     if cfg.seed != manifest.seed:
         raise DataError(f"--seed={cfg.seed}: the dataset at {data_dir} was generated with seed {manifest.seed}; "
                         f"pass --seed {manifest.seed} or generate another dataset")
-    workload = manifest.resolved_workload()
-    return workload, manifest, data_dir
+    from .data.verify import workload_of
+
+    return workload_of(manifest), manifest, data_dir
 
 
 def run(cfg: RunConfig, comm) -> dict:
