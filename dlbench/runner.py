@@ -17,7 +17,6 @@ import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from time import perf_counter_ns
 
 import numpy as np
 
@@ -82,7 +81,8 @@ def _mem_total_bytes() -> int:
 class Loop:
     """One rank's run: set up, run every epoch, and return its Timeline arrays."""
 
-    def __init__(self, cfg: RunConfig, comm, workload, manifest, data_dir: Path):
+    def __init__(self, cfg: RunConfig, comm, workload, manifest, data_dir: Path, *, reader_factory=None,
+                 clock=None):
         self.cfg, self.comm, self.workload, self.manifest, self.data_dir = cfg, comm, workload, manifest, data_dir
         self.strategy = strategies.get(cfg.strategy)
         self.options = strategies.parse_options(self.strategy, cfg.options, where=f"--opt for {cfg.strategy}")
@@ -98,7 +98,9 @@ class Loop:
             workload=workload, n_samples=manifest.samples, sample_nbytes=manifest.sample_nbytes(),
             world_size=comm.size, rank=comm.rank, node_map=comm.node_map, seed=cfg.seed, epochs=cfg.epochs,
             local_batch=b, data_dir=data_dir, manifest=manifest, comm=comm,
-            reader_factory=lambda: open_reader(data_dir, manifest, workload))
+            reader_factory=reader_factory or (lambda: open_reader(data_dir, manifest, workload)))
+        if clock is not None:
+            self.ctx.clock = clock
         self.plan = self.strategy.plan(self.ctx, self.options)
 
     # ---- compute ----------------------------------------------------------------------------------
@@ -134,14 +136,14 @@ class Loop:
                             barrier=self.comm if cfg.barrier else None)
 
     # ---- the loop ---------------------------------------------------------------------------------
-    def run(self, timeline: Timeline) -> dict:
+    def run(self, timeline: Timeline, compute=None) -> dict:
         cfg, comm, plan = self.cfg, self.comm, self.plan
         self.ctx.timeline = timeline
-        compute = self.make_compute()
+        compute = compute if compute is not None else self.make_compute()
         executor = self.strategy.executor(self.ctx, plan, self.options)
         verifier = _Verifier(self.workload, cfg.seed, self.ctx) if cfg.verify else None
         STALL, CKPT = PHASE_ID["stall"], PHASE_ID["checkpoint"]
-        clock = perf_counter_ns
+        clock = self.ctx.clock
         io0 = _proc_io()
         global_step = 0
         ckpt_dir = Path(cfg.out) if cfg.checkpoint_every else None

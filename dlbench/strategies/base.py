@@ -14,9 +14,10 @@ consumes, in the plan's order. It records its own ``read``/``decode``/``stage``/
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from time import perf_counter_ns
 from typing import Any, ClassVar
 
 import numpy as np
@@ -59,6 +60,7 @@ class RunContext:
     comm: Any = None
     timeline: Any = None
     reader_factory: Any = None     # () -> SampleReader (opened in the process that reads)
+    clock: Callable[[], int] = perf_counter_ns   # injectable (a fake clock in tests)
 
 
 @dataclass

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from time import perf_counter_ns
 
 from ..config import opt
 from ..plan import SHARED, Plan, global_shuffle_plan
@@ -48,7 +47,7 @@ class SyncReadExecutor(Executor):
         add = self.ctx.timeline.add
         read_into = self.reader.read_into
         READ, DECODE, tier = PHASE_ID["read"], PHASE_ID["decode"], self.tier
-        clock = perf_counter_ns
+        clock = self.ctx.clock
         for s in range(len(bounds) - 1):
             ids = ids_all[bounds[s]:bounds[s + 1]]
             if self.jpeg:
