@@ -224,7 +224,7 @@ class TorchCompute:
             "mode": "torch",
             "device": device_name(self.device),
             "device_type": self.device.type,
-            "torch": torch.__version__,
+            "torch": str(torch.__version__),
             "model": self.task.name,
             "parameters": self.parameters,
             "batch_size": self.batch_size,
