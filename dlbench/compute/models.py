@@ -32,7 +32,7 @@ Models (``MODELS``; a workload picks one by ``workload.model.name``, else by its
   ImageNet mean/std normalisation.
 - ``hep_cnn`` — NERSC HEP-CNN RPV classifier: [conv3x3 pad 1, ReLU, maxpool 2] × 5 with 128 filters
   (Kurth et al., "Deep Learning at 15PF", SC17: five conv+pool layers of 128 3×3 filters), flatten,
-  Linear → 1, sigmoid; BCE loss, Adam (layer structure as in NERSC's PyTorch HEP-CNN port
+  Linear → 1, sigmoid (folded into the loss: BCE with logits), Adam (layer structure as in NERSC's PyTorch HEP-CNN port
   ``HEPCNNClassifier``). The widths come from the paper's description, not from a released config.
 """
 
@@ -196,7 +196,9 @@ def build_hep_cnn(chw: tuple[int, int, int], conv_sizes=(128, 128, 128, 128, 128
     for ds in dense_sizes:
         layers += [nn.Linear(flat, ds), nn.ReLU(), nn.Dropout(dropout)]
         flat = ds
-    layers += [nn.Linear(flat, 1), nn.Sigmoid(), nn.Flatten(0)]
+    # the reference ends in Sigmoid + BCELoss; the sigmoid is folded into the loss (BCE with logits: same
+    # function, numerically stable, so saturated outputs still get a gradient)
+    layers += [nn.Linear(flat, 1), nn.Flatten(0)]
     return nn.Sequential(*layers)
 
 
@@ -590,7 +592,7 @@ def make_task(workload, model: str | None = None, *, meta: bool = False) -> Task
             return x, y
 
         return Task(name, net, data.name, 1e-3, {"input": "(N,C,H,W) float32"}, conv,
-                    lambda o, t: F.binary_cross_entropy(o, t),
+                    lambda o, t: F.binary_cross_entropy_with_logits(o, t),
                     lambda ps, lr: torch.optim.Adam(ps, lr=lr))
 
     raise unknown_choice("model", name, MODELS)  # pragma: no cover
