@@ -84,7 +84,7 @@ def main() -> None:
 @click.option("--model", default=None, help="model variant (e.g. deepcam_resnet50) [default: the workload's]")
 @click.option("--threads", type=int, default=None, help="torch CPU threads [default: torch's]")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="profile file [default: ./<workload>-<device>-b<B>.compute.yaml]")
+              help="profile file [default: ./<workload>[-<scale>]-<device>-b<B>.compute.yaml, scale named unless full]")
 def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, threads, out):
     """Measure the real training-step time (torch) on this machine and write a compute profile YAML
     (use it with --compute-profile FILE, or merge it into the workload file)."""

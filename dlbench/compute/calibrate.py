@@ -105,7 +105,10 @@ def calibrate(workload, batch_size: int | None = None, steps: int = 10, warmup: 
 
 
 def default_profile_path(profile: dict) -> str:
-    return f"{profile['workload']}-{profile['device_type']}-b{profile['batch_size']}.compute.yaml"
+    """``<workload>-<device>-b<B>.compute.yaml``; a reduced scale is named: ``<workload>-tiny-cpu-b8...``."""
+    scale = str(profile.get("scale", "full")).split("+")[0]
+    tag = "" if scale == "full" else f"-{scale}"
+    return f"{profile['workload']}{tag}-{profile['device_type']}-b{profile['batch_size']}.compute.yaml"
 
 
 def write_profile(profile: dict, path: str | Path) -> Path:

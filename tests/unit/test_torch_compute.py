@@ -138,8 +138,8 @@ def test_cli_calibrate_writes_default_path(cli, tmp_path, monkeypatch):
     r = cli(["calibrate", "--workload", "hep_cnn", "--scale", "tiny", "--batch-size", "2", "--steps", "2",
              "--warmup", "1", "--device", "cpu"])
     assert r.exit_code == 0, r.output
-    assert "median" in r.output and "hep_cnn-cpu-b2.compute.yaml" in r.output
-    st, b, meta = load_compute_profile(tmp_path / "hep_cnn-cpu-b2.compute.yaml")
+    assert "median" in r.output and "hep_cnn-tiny-cpu-b2.compute.yaml" in r.output
+    st, b, meta = load_compute_profile(tmp_path / "hep_cnn-tiny-cpu-b2.compute.yaml")
     assert b == 2 and st > 0 and meta["device_type"] == "cpu"
 
 
