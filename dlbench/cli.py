@@ -374,5 +374,33 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
 # ===== compute: calibrate ===================================================================================
 
 
+@main.command()
+@click.option("--workload", "-w", "workload_name", required=True, help="built-in workload name or a workload YAML path")
+@click.option("--scale", type=click.Choice(["tiny", "small", "full"]), default="full", show_default=True,
+              help="sample shapes to measure at (full: the real sample)")
+@click.option("--batch-size", "-b", type=int, default=None, help="local batch size [default: the workload's]")
+@click.option("--steps", type=int, default=10, show_default=True, help="measured steps")
+@click.option("--warmup", type=int, default=2, show_default=True, help="warm-up steps (not measured)")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="auto: CUDA when available, else CPU")
+@click.option("--model", default=None, help="model variant (e.g. deepcam_resnet50) [default: the workload's]")
+@click.option("--threads", type=int, default=None, help="torch CPU threads [default: torch's]")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="profile file [default: ./<workload>[-<scale>]-<device>-b<B>.compute.yaml, scale named unless full]")
+def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, threads, out):
+    """Measure the real training-step time (torch) on this machine and write a compute profile YAML
+    (use it with --compute-profile FILE, or merge it into the workload file)."""
+    from .compute.calibrate import calibrate as run_calibrate
+    from .compute.calibrate import default_profile_path, format_profile, write_profile
+    from .workload import load
+
+    wl = load(workload_name, scale=scale)
+    prof = run_calibrate(wl, batch_size=batch_size, steps=steps, warmup=warmup, device=device, model=model,
+                         threads=threads)
+    path = write_profile(prof, out or default_profile_path(prof))
+    click.echo(format_profile(prof))
+    click.echo(f"  wrote {path}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,256 @@
+"""Real compute (``--compute torch``): each step trains the workload's model on the batch the strategy delivered.
+
+A step records, on the rank's timeline (contract 3/6):
+
+- ``transfer``: the batch's rows split into arrays (views, contract 1), copied into pinned host buffers (CUDA),
+  moved host→device and converted from the stored dtype (layout permutes, normalisation); synchronized.
+- ``compute``: forward, loss, backward, then (after the allreduce) the optimizer step; ``torch.cuda.synchronize``
+  before each timer stops. Two intervals per step under MPI (before and after the allreduce), one otherwise.
+- ``barrier``: the gradient allreduce under MPI — every gradient lives in one flat buffer (one bucket; the
+  parameters' ``.grad`` are views of it), ``dist.all_reduce`` (sum) then divided by the world size, as DDP
+  averages; synchronized. Timed apart so the data-parallel cost is visible.
+
+Per-step times are kept (``step_times_s``: compute per step; ``transfer_times_s``; ``allreduce_times_s``) and
+returned by ``describe()`` for the run summary. torch is imported when a ``TorchCompute`` is built, never when
+dlbench is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+import numpy as np
+
+from ..errors import ConfigError, unknown_choice
+from .models import count_parameters, make_task, row_fields, split_rows
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(device: str = "auto"):
+    """``auto``: CUDA when available, else CPU. ``cuda`` without CUDA is a ConfigError (one line)."""
+    import torch
+
+    base = device.split(":")[0]
+    if base not in DEVICES:
+        raise unknown_choice("device", device, DEVICES)
+    if base == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if base == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"--device={device}: CUDA is not available on this machine (torch {torch.__version__}"
+                          f"{', CPU-only build' if torch.version.cuda is None else ''}); use --device cpu or auto")
+    return torch.device(device)
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def device_name(dev) -> str:
+    import torch
+
+    if dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    return f"{cpu_name()} ({torch.get_num_threads()} threads)"
+
+
+class _Sync:
+    def __init__(self, dev):
+        import torch
+
+        self._f = torch.cuda.synchronize if dev.type == "cuda" else None
+        self._dev = dev
+
+    def __call__(self):
+        if self._f is not None:
+            self._f(self._dev)
+
+
+class TorchCompute:
+    """Contract 6 compute object running the real training step.
+
+    ``TorchCompute(workload, batch_size, device="auto", comm=None, seed=0, lr=None, model=None, backend="auto",
+    threads=None)``. ``comm`` with more than one rank forms a torch.distributed group (``distributed.py``) and
+    averages gradients every step; parameters start identical on every rank (same seed, then broadcast from
+    rank 0). ``threads``: torch CPU threads (default: the host's cores divided by the ranks on this node).
+    """
+
+    mode = "torch"
+
+    def __init__(self, workload, batch_size: int, device: str = "auto", comm=None, seed: int = 0,
+                 lr: float | None = None, model: str | None = None, backend: str = "auto",
+                 threads: int | None = None):
+        import torch
+
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ConfigError(f"batch size={batch_size!r}: must be an integer >= 1")
+        self.workload = workload
+        self.batch_size = int(batch_size)
+        self.comm = comm
+        self.world = comm.size if comm is not None else 1
+        self.rank = comm.rank if comm is not None else 0
+        self.device = resolve_device(device)
+        if self.device.type == "cpu":
+            if threads is None and self.world > 1:
+                per_node = len(comm.node_ranks()) if comm is not None else 1
+                threads = max(1, (os.cpu_count() or 1) // per_node)
+            if threads:
+                torch.set_num_threads(int(threads))
+        self.backend = None
+        if self.world > 1:
+            from .distributed import init_process_group_from_comm
+
+            self.backend = init_process_group_from_comm(comm, backend)
+            if self.backend == "nccl" and self.device.type == "cuda" and self.device.index is None:
+                self.device = torch.device("cuda", torch.cuda.current_device())
+        torch.manual_seed(seed)
+        self.task = make_task(workload, model)
+        self.model = self.task.model.to(self.device)
+        self.model.train()
+        self.parameters = count_parameters(self.model)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        # one flat gradient buffer; each parameter's .grad is a view of it (one allreduce bucket, no copies)
+        self._flat = torch.zeros(sum(p.numel() for p in params), device=self.device)
+        off = 0
+        for p in params:
+            p.grad = self._flat[off:off + p.numel()].view_as(p)
+            off += p.numel()
+        if self.world > 1:
+            import torch.distributed as dist
+
+            with torch.no_grad():
+                for t in list(self.model.parameters()) + list(self.model.buffers()):
+                    if t.is_floating_point():
+                        dist.broadcast(t.data, src=0)
+        self.opt = self.task.optimizer(params, lr)
+        self.lr = self.opt.param_groups[0]["lr"]
+        self.fields = row_fields(workload)
+        self.row_nbytes = self.fields[-1].offset + self.fields[-1].nbytes
+        self._pinned = None
+        if self.device.type == "cuda":
+            self._pinned = {f.name: torch.empty((self.batch_size, *f.shape), dtype=_torch_dtype(f.dtype),
+                                                pin_memory=True) for f in self.fields}
+        self._sync = _Sync(self.device)
+        self._phase = None
+        self.step_times_s: list[float] = []
+        self.transfer_times_s: list[float] = []
+        self.allreduce_times_s: list[float] = []
+        self.losses: list[float] = []
+        self.keep_losses = False
+
+    # ----- the step ------------------------------------------------------------------------------------------
+
+    def _phase_ids(self):
+        if self._phase is None:
+            from ..timeline import PHASE_ID
+
+            self._phase = (PHASE_ID["transfer"], PHASE_ID["compute"], PHASE_ID["barrier"])
+        return self._phase
+
+    def step(self, batch: np.ndarray, sample_ids: np.ndarray, n: int, timeline, epoch: int, step: int) -> None:
+        """Train one step on the first ``n`` rows of ``batch`` ((rows, row_nbytes) uint8). ``timeline`` may be
+        None (calibration): the times are still kept in ``step_times_s`` etc."""
+        import torch
+
+        clock = time.perf_counter_ns
+        n = int(n)
+        if n <= 0 and self.world == 1:
+            return  # nothing delivered and no peer to keep in step with
+        if n > self.batch_size and self._pinned is not None:
+            raise ConfigError(f"step {step}: {n} samples delivered, more than the batch size {self.batch_size}")
+        t0 = clock()
+        x = y = None
+        if n > 0:
+            views = split_rows(batch, self.fields, n)
+            if self._pinned is not None:
+                for name, v in views.items():
+                    pin = self._pinned[name][:n]
+                    pin.copy_(torch.from_numpy(v))
+                    views[name] = pin.numpy()
+            x, y = self.task.inputs(views, sample_ids, n, self.device)
+            self._sync()
+        t1 = clock()
+        self._flat.zero_()
+        if n > 0:
+            out = self.model(x)
+            loss = self.task.loss(out, y)
+            loss.backward()
+            if self.keep_losses:
+                self.losses.append(float(loss.detach()))
+        t3 = t2 = t1
+        if self.world > 1:
+            import torch.distributed as dist
+
+            self._sync()
+            t2 = clock()
+            dist.all_reduce(self._flat)
+            self._flat.div_(self.world)
+            self._sync()
+            t3 = clock()
+        self.opt.step()
+        self._sync()
+        t4 = clock()
+        if timeline is not None:
+            p_tr, p_co, p_ba = self._phase_ids()
+            timeline.add(p_tr, t0, t1, epoch, step, nbytes=n * self.row_nbytes)
+            if self.world > 1:
+                timeline.add(p_co, t1, t2, epoch, step)
+                timeline.add(p_ba, t2, t3, epoch, step, nbytes=self._flat.numel() * self._flat.element_size())
+                timeline.add(p_co, t3, t4, epoch, step)
+            else:
+                timeline.add(p_co, t1, t4, epoch, step)
+        self.transfer_times_s.append((t1 - t0) * 1e-9)
+        self.step_times_s.append(((t2 - t1) + (t4 - t3)) * 1e-9 if self.world > 1 else (t4 - t1) * 1e-9)
+        if self.world > 1:
+            self.allreduce_times_s.append((t3 - t2) * 1e-9)
+
+    # ----- reporting -----------------------------------------------------------------------------------------
+
+    def describe(self) -> dict:
+        """For run.json: mode, device, torch version, model and parameters, and the measured per-step times."""
+        import torch
+
+        st = np.asarray(self.step_times_s, dtype=float)
+        return {
+            "mode": "torch",
+            "device": device_name(self.device),
+            "device_type": self.device.type,
+            "torch": str(torch.__version__),
+            "model": self.task.name,
+            "parameters": self.parameters,
+            "batch_size": self.batch_size,
+            "optimizer": type(self.opt).__name__,
+            "lr": self.lr,
+            "world_size": self.world,
+            "backend": self.backend,
+            "threads": torch.get_num_threads() if self.device.type == "cpu" else None,
+            "step_time_s_median": float(np.median(st)) if st.size else None,
+            "step_times_s": [float(v) for v in self.step_times_s],
+            "transfer_times_s": [float(v) for v in self.transfer_times_s],
+            "allreduce_times_s": [float(v) for v in self.allreduce_times_s],
+        }
+
+    def close(self) -> None:
+        """Frees the model; the process group (if any) is left for the process to reuse (see distributed.py)."""
+        self._pinned = None
+        self._flat = None
+        self.model = None
+        self.opt = None
+
+
+def _torch_dtype(dt):
+    import torch
+
+    return {np.dtype(np.uint8): torch.uint8, np.dtype(np.int8): torch.int8, np.dtype(np.int16): torch.int16,
+            np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.float16): torch.float16,
+            np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+            np.dtype(np.uint16): torch.uint16, np.dtype(np.uint32): torch.uint32}[np.dtype(dt)]
