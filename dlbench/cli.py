@@ -121,7 +121,29 @@ def verify(data_dir, check_content):
 
 @main.group("list")
 def list_group():
-    """List what dlbench knows: workloads, ..."""
+    """List what dlbench knows: workloads, strategies."""
+
+
+@list_group.command("strategies")
+@click.option("--verbose", "-v", is_flag=True, help="each strategy's options with defaults, units and help")
+def list_strategies(verbose):
+    """The loading strategies: name, what it does, its sample-order semantics (and options with -v)."""
+    from . import strategies
+    from .config import describe_fields
+
+    for name in strategies.names():
+        st = strategies.get(name)
+        sem = st.semantics
+        click.echo(f"{name:<10} {st.summary}")
+        click.echo(f"{'':<10} order: full permutation each epoch: {sem.full_permutation_each_epoch}; global "
+                   f"batch = global shuffle's: {sem.global_batch_is_global_shuffle}; order changes: "
+                   f"{sem.order_changes}")
+        if verbose:
+            for row in describe_fields(st.Options):
+                unit = f" [{row['unit']}]" if row["unit"] else ""
+                bounds = ", ".join(f"{k} {row[k]}" for k in ("min", "max") if row[k] is not None)
+                click.echo(f"{'':<12}--{row['name'].replace('_', '-'):<22} {row['type']:<6} default "
+                           f"{row['default']!s:<8} {row['help']}{unit}" + (f" ({bounds})" if bounds else ""))
 
 
 @list_group.command("workloads")
@@ -173,8 +195,15 @@ def show(workload_name, scale, samples):
     else:
         click.echo("  compute: none published (dlbench calibrate, or --compute-time)")
     if spec.model is not None:
-        params = f"{spec.model.parameters:,} parameters" if spec.model.parameters else "parameters not listed"
-        click.echo(f"  model: {spec.model.name}, {params} ({spec.model.source})")
+        click.echo(f"  model: {spec.model.name} ({spec.model.source})")
+        try:
+            from .compute.models import model_name_for, parameter_count
+
+            for w in resolved:
+                click.echo(f"    [{w.scale}] {model_name_for(w)}: {parameter_count(w):,} parameters "
+                           f"(counted from dlbench's torch model)")
+        except ImportError:
+            click.echo(f"    {spec.model.parameters:,} parameters (from the workload file; torch not installed)")
     for src in spec.sources:
         click.echo(f"  source: {src}")
 
@@ -231,6 +260,7 @@ def _strategy_options(f):
 @click.option("--compute-stdev", type=float, default=0.0, show_default=True, help="normal jitter of the step time [s], seeded per rank")
 @click.option("--compute-profile", type=click.Path(dir_okay=False), default=None, help="a YAML from `dlbench calibrate`")
 @click.option("--device", default="auto", show_default=True, help="torch compute device: auto|cpu|cuda")
+@click.option("--model", default=None, help="torch compute: another model for the workload (e.g. deepcam_resnet50)")
 @click.option("--barrier/--no-barrier", default=False, show_default=True, help="emulated allreduce barrier after every step (sleep compute)")
 @click.option("--checkpoint-every", type=int, default=0, show_default=True, help="write an fsync'd checkpoint of the model's size every N steps (0: never)")
 @click.option("--ranks-per-node", type=int, default=None, help="emulate nodes of K ranks on one machine [default: MPI's shared-memory split]")
@@ -238,7 +268,7 @@ def _strategy_options(f):
 @click.option("--dry-run", is_flag=True, help="print the plan, bytes per tier and checks; touch nothing")
 @_strategy_options
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
-        compute_stdev, compute_profile, device, barrier, checkpoint_every, ranks_per_node, verify, dry_run,
+        compute_stdev, compute_profile, device, model, barrier, checkpoint_every, ranks_per_node, verify, dry_run,
         **strategy_opts):
     """Run the measured epoch loop for one strategy (serially, or under mpiexec/srun)."""
     import json
@@ -267,7 +297,7 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     cfg = RunConfig(workload=workload, scale=scale, strategy=strategy, options=given, data_dir=data_dir,
                     epochs=epochs, batch_size=batch_size, seed=seed, out=out, compute=compute,
                     accelerator=accelerator, compute_time_s=compute_time, compute_stdev_s=compute_stdev,
-                    compute_profile=compute_profile, device=device, barrier=barrier,
+                    compute_profile=compute_profile, device=device, model=model, barrier=barrier,
                     checkpoint_every=checkpoint_every, verify=verify, ranks_per_node=ranks_per_node,
                     dry_run=dry_run)
     comm = get_comm(ranks_per_node=ranks_per_node)

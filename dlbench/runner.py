@@ -45,6 +45,7 @@ class RunConfig:
     compute_stdev_s: float = 0.0
     compute_profile: str | None = None
     device: str = "auto"
+    model: str | None = None
     barrier: bool = False
     checkpoint_every: int = 0
     verify: bool = False
@@ -128,7 +129,7 @@ class Loop:
             from .compute.torch_step import TorchCompute
 
             return TorchCompute(self.workload, self.local_batch, device=cfg.device,
-                                comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed)
+                                comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed, model=cfg.model)
         from .compute.sleep import SleepCompute
 
         t, _src = self.step_time_s()
