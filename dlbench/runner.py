@@ -308,7 +308,7 @@ def resolve_dataset(cfg: RunConfig, comm, *, generate_if_missing: bool = True):
                         f"pass --seed {manifest.seed} or generate another dataset")
     from .data.verify import workload_of
 
-    return workload_of(manifest), manifest, data_dir
+    return workload_of(manifest, cfg.workload), manifest, data_dir
 
 
 def run(cfg: RunConfig, comm) -> dict:

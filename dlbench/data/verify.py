@@ -101,37 +101,42 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
     return [p for part in allp for p in part]
 
 
-def workload_of(m: Manifest) -> Workload:
-    """The resolved workload a manifest was generated from (by name, scale and samples); DataError if the
-    packaged workload no longer matches the manifest's spec."""
+def workload_of(m: Manifest, source: str | None = None) -> Workload:
+    """The resolved workload a manifest was generated from. ``source`` is the name or YAML path the user
+    gave (default: the manifest's workload name). When the workload file cannot be loaded (a user's YAML
+    that moved) or no longer matches, the data-defining part is rebuilt from the manifest's spec (step
+    times and model then come from the file when it loads, else are empty)."""
     from .. import workload as wl
     from ..errors import ConfigError
     from .manifest import spec_of
 
     scale = m.scale.split("+")[0] if m.scale else None
     try:
-        w = wl.load(m.workload, scale=scale if scale in wl.SCALES else None, samples=m.samples)
-    except ConfigError as e:
-        raise DataError(f"manifest names workload {m.workload!r}, which cannot be loaded: {e}") from None
-    if spec_of(w) != m.spec or w.samples != m.samples:
+        w = wl.load(source or m.workload, scale=scale if scale in wl.SCALES else None, samples=m.samples)
+    except ConfigError:
+        w = None
+    if w is None or spec_of(w) != m.spec or w.samples != m.samples:
         w = _workload_from_spec(m, w)
     return w
 
 
-def _workload_from_spec(m: Manifest, like: Workload) -> Workload:
-    """Rebuild the resolved workload from the manifest's spec (a workload YAML that changed since)."""
+def _workload_from_spec(m: Manifest, like: Workload | None) -> Workload:
+    """Rebuild the resolved workload from the manifest's spec (a workload YAML that changed or moved)."""
     import dataclasses
 
-    from ..workload import ArraySpec
+    from ..workload import ArraySpec, JpegSpec, SizeDistribution
 
     s = m.spec
     arrays = tuple(ArraySpec(name=a["name"], shape=tuple(a["shape"]), dtype=a["dtype"], role=a["role"])
                    for a in s["arrays"])
-    jpeg = like.jpeg
-    if s.get("jpeg") and like.jpeg is not None:
-        from ..workload import JpegSpec, SizeDistribution
-
+    jpeg = None
+    if s.get("jpeg"):
         jpeg = JpegSpec(size=SizeDistribution(**s["jpeg"]["size"]), decoded_shape=tuple(s["jpeg"]["decoded_shape"]))
+    if like is None:
+        return Workload(name=s["name"], layout=s["layout"], arrays=arrays, samples=int(s["samples"]),
+                        batch_size=1, samples_per_file=int(s["samples_per_file"]), shared_file=s["shared_file"],
+                        classes=int(s["classes"]), jpeg=jpeg, compute={}, model=None, scale=m.scale or "",
+                        spec_path="")
     return dataclasses.replace(like, layout=s["layout"], arrays=arrays, samples=int(s["samples"]),
                                samples_per_file=int(s["samples_per_file"]), shared_file=s["shared_file"],
                                classes=int(s["classes"]), jpeg=jpeg)

@@ -3,8 +3,13 @@
 with ``num_workers``, ``prefetch_factor``, ``pin_memory``. The prefetch window is
 num_workers × prefetch_factor batches. Reads still go to the shared tier every epoch.
 
-How a batch travels: a worker reads the step's samples into one uint8 tensor allocated directly in
-shared memory (page-aligned, so no alignment trap and no copy when it is handed to the trainer), and
+How a batch travels: a worker reads the step's samples into one uint8 tensor in shared memory
+(page-aligned, so no alignment trap and no copy when it is handed to the trainer). Each worker keeps a
+ring of prefetch_factor + 2 such buffers, allocated once and reused: a fresh buffer per batch would pay
+first-touch page faults (≈ 1 GB/s here, LIMITS.md) on every byte. A buffer is reused only after the
+worker has produced prefetch_factor + 1 later batches, and the DataLoader never has more than
+prefetch_factor batches of a worker in flight, so the trainer is done with it by then. The worker
+returns the buffer with
 returns it with the (start, end, bytes) of every read and decode, measured in the worker with the same
 monotonic clock; the trainer files those intervals under the worker's thread id. With
 ``num_workers=0`` the DataLoader reads in the trainer's process, exactly as PyTorch does.
@@ -50,15 +55,18 @@ class _StepDataset:
     """Map-style dataset whose index is a whole step (a list of sample ids): one fetch = one batch,
     so IPC is per batch, not per sample."""
 
-    def __init__(self, reader_factory, row_nbytes: int, jpeg: bool, out_nbytes: int, max_raw: int):
+    def __init__(self, reader_factory, row_nbytes: int, jpeg: bool, out_nbytes: int, max_raw: int,
+                 local_batch: int, ring: int):
         self.reader_factory, self.row_nbytes, self.jpeg = reader_factory, row_nbytes, jpeg
         self.out_nbytes, self.max_raw = out_nbytes, max_raw
-        self._pid, self._reader, self._raw = None, None, None
+        self.local_batch, self.ring_size = local_batch, ring
+        self._pid, self._reader, self._raw, self._ring, self._next = None, None, None, None, 0
 
     def _open(self):
         if self._pid != os.getpid():
             self._reader = self.reader_factory()
             self._pid = os.getpid()
+            self._ring = [_shared_rows(self.local_batch, self.out_nbytes) for _ in range(self.ring_size)]
             if self.jpeg:
                 from ..storage import aligned_empty
 
@@ -70,7 +78,8 @@ class _StepDataset:
 
         reader = self._open()
         n = len(ids)
-        rows = _shared_rows(n, self.out_nbytes)
+        rows = self._ring[self._next][:n]
+        self._next = (self._next + 1) % self.ring_size
         view = rows.numpy()
         times = np.empty((n, 4), dtype=np.int64)  # read start, read end (= decode start), decode end, bytes
         clock = perf_counter_ns
@@ -133,7 +142,9 @@ class DataLoaderExecutor(Executor):
         if options.num_workers > 0:
             kw = {"prefetch_factor": options.prefetch_factor, "persistent_workers": options.persistent_workers}
         pin = options.pin_memory and torch.cuda.is_available()
-        self.loader = DataLoader(_StepDataset(ctx.reader_factory, max_raw, jpeg, out_nbytes, max_raw),
+        ring = options.prefetch_factor + 2
+        self.loader = DataLoader(_StepDataset(ctx.reader_factory, max_raw, jpeg, out_nbytes, max_raw,
+                                              plan.local_batch, ring),
                                  sampler=batches, batch_size=None, collate_fn=_identity,
                                  num_workers=options.num_workers, pin_memory=pin, **kw)
         self.worker_timelines = [ctx.timeline] + [Timeline(1 << 14, ctx.rank, thread=w + 1)

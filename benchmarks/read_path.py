@@ -1,0 +1,135 @@
+"""How fast is dlbench's read path, against the bare loops it must not fall behind?
+
+In one run, on 1 MiB float32 samples in one-sample HDF5 files (configs/examples/onemib-hdf5.yaml),
+warm in the page cache, compute 0, 1 rank:
+  (a) a bare h5py loop:       with h5py.File(p) as f: x = f["data"][...]
+  (b) plain os.pread of the same bytes (open, pread at the dataset's offset into a reused buffer, close)
+  (c) dlbench run --strategy naive
+  (d) dlbench run --strategy prefetch with 0, 1, 2 workers
+Goal: naive >= 90 % of the bare h5py loop; bookkeeping <= 5 us per sample, where bookkeeping is
+(epoch time - union of read time) / samples for naive with compute 0 (everything the loop does
+besides reading). Order: the same shuffled order for the bare loops as dlbench's epoch 0.
+
+    python benchmarks/read_path.py [--samples 1024] [--epochs 3] [--dir /tmp/dlbench-readpath]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKLOAD = ROOT / "configs" / "examples" / "onemib-hdf5.yaml"
+
+
+def dlbench(*args, env=None) -> subprocess.CompletedProcess:
+    e = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "dlbench.cli", *map(str, args)], capture_output=True, text=True,
+                          env=e, check=False)
+
+
+def warm(paths):
+    for p in paths:
+        with open(p, "rb") as f:
+            while f.read(1 << 22):
+                pass
+
+
+def bare_h5py(paths, order):
+    t0 = time.perf_counter()
+    for i in order:
+        with h5py.File(paths[i], "r") as f:
+            f["data"][...]
+    return len(order) / (time.perf_counter() - t0)
+
+
+def bare_pread(paths, order, offsets, nbytes):
+    buf = np.empty(nbytes + 4096, np.uint8)
+    off = (-buf.ctypes.data) % 4096
+    view = memoryview(buf[off:off + nbytes])
+    t0 = time.perf_counter()
+    for i in order:
+        fd = os.open(paths[i], os.O_RDONLY)
+        os.preadv(fd, [view], offsets[i])
+        os.close(fd)
+    return len(order) / (time.perf_counter() - t0)
+
+
+def run_strategy(data_dir, out, epochs, strategy, *extra):
+    r = dlbench("run", "--workload", WORKLOAD, "--data-dir", data_dir, "--strategy", strategy, *extra,
+                "--compute-time", "0", "--epochs", epochs, "--out", out)
+    if r.returncode != 0:
+        raise SystemExit(f"dlbench run failed: {r.stderr}")
+    rd = [ln.split("results: ", 1)[1] for ln in r.stdout.splitlines() if ln.startswith("results: ")][-1]
+    run = json.loads((Path(rd) / "run.json").read_text())
+    s = run["summary"]
+    # skip epoch 0 when there are several (it includes worker start-up for prefetch)
+    ep = s["epoch_time_s"][1:] if len(s["epoch_time_s"]) > 1 else s["epoch_time_s"]
+    n = s["samples"] / len(s["epoch_time_s"])
+    sps = n / float(np.mean(ep))
+    read_s = s["phase_time_s"].get("read", 0.0)
+    book_us = (sum(s["epoch_time_s"]) - read_s) / s["samples"] * 1e6
+    return sps, book_us
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=1024)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="bare loops: best of N")
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    base = Path(a.dir or tempfile.mkdtemp(prefix="dlbench-readpath-"))
+    data, out = base / "data", base / "results"
+    r = dlbench("generate", "--workload", WORKLOAD, "--samples", a.samples, "--data-dir", data, "--no-progress")
+    if r.returncode != 0:
+        raise SystemExit(r.stderr)
+    sys.path.insert(0, str(ROOT))
+    from dlbench.data.manifest import Manifest
+    from dlbench.plan import epoch_permutation
+
+    m = Manifest.load(data)
+    paths = [str(data / f.path) for f in m.files]
+    offsets = []
+    for p in paths:
+        with h5py.File(p, "r") as f:
+            offsets.append(f["data"].id.get_offset())
+    order = epoch_permutation(0, 0, len(paths)).tolist()
+    nbytes = int(m.sample_nbytes()[0])
+    warm(paths)
+    rows = []
+    h5 = max(bare_h5py(paths, order) for _ in range(a.repeat))
+    rows.append(("(a) bare h5py loop", h5, None))
+    pr = max(bare_pread(paths, order, offsets, nbytes) for _ in range(a.repeat))
+    rows.append(("(b) os.pread, same bytes", pr, None))
+    sps, book = run_strategy(data, out, a.epochs, "naive")
+    rows.append(("(c) dlbench naive", sps, book))
+    for w in (0, 1, 2):
+        sps, _ = run_strategy(data, out, a.epochs, "prefetch", "--num-workers", w)
+        rows.append((f"(d) dlbench prefetch, {w} workers", sps, None))
+    mb = nbytes / 1e6
+    print(f"{a.samples} samples of {nbytes:,} B, page cache warm, compute 0, 1 rank; cpus={os.cpu_count()}")
+    print(f"{'path':<34} {'samples/s':>10} {'MB/s':>8} {'vs h5py':>8} {'bookkeeping us/sample':>22}")
+    for name, sps, book in rows:
+        bk = f"{book:.1f}" if book is not None else ""
+        print(f"{name:<34} {sps:>10.0f} {sps * mb:>8.0f} {sps / h5:>8.2f} {bk:>22}")
+    naive = rows[2][1]
+    print(f"goal naive >= 0.90 x bare h5py: {'met' if naive >= 0.9 * h5 else 'NOT met'} ({naive / h5:.2f})")
+    if not a.keep:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
