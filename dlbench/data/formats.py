@@ -36,18 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
+from ..storage import PAGE, aligned_empty  # noqa: F401  (re-exported for readers and generate)
 from ..workload import Workload
-
-PAGE = 4096
-
-
-def aligned_empty(nbytes: int, align: int = PAGE) -> np.ndarray:
-    """A uint8 array of ``nbytes`` whose first byte sits on an ``align`` boundary (LIMITS.md's alignment
-    trap: page-cache reads into a buffer at page+16 run 4-5x slower)."""
-    raw = np.empty(int(nbytes) + align, dtype=np.uint8)
-    off = (-raw.ctypes.data) % align
-    return raw[off:off + int(nbytes)]
-
 
 # ---- HDF5 skeletons -----------------------------------------------------------------------------------
 

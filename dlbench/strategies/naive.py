@@ -23,6 +23,13 @@ class NaiveOptions:
                                       "ranks (DistributedSampler drop_last)")
 
 
+def shared_tier_plan(name: str, ctx: RunContext, drop_last: bool, meta: dict | None = None) -> Plan:
+    """The DistributedSampler order with every sample read from the shared tier every epoch."""
+    return global_shuffle_plan(strategy=name, n_samples=ctx.n_samples, world_size=ctx.world_size,
+                               node_map=ctx.node_map, epochs=ctx.epochs, local_batch=ctx.local_batch,
+                               seed=ctx.seed, drop_last=drop_last, tier=SHARED, meta=meta)
+
+
 class SyncReadExecutor(Executor):
     """Reads each step's samples one by one into a reused, page-aligned batch buffer (decoding JPEGs
     into the decoded rows), recording one ``read`` (and ``decode``) interval per sample."""
@@ -79,9 +86,7 @@ class Naive(Strategy):
     Options = NaiveOptions
 
     def plan(self, ctx: RunContext, options: NaiveOptions) -> Plan:
-        return global_shuffle_plan(strategy=self.name, n_samples=ctx.n_samples, world_size=ctx.world_size,
-                                   node_map=ctx.node_map, epochs=ctx.epochs, local_batch=ctx.local_batch,
-                                   seed=ctx.seed, drop_last=options.drop_last, tier=SHARED)
+        return shared_tier_plan(self.name, ctx, options.drop_last)
 
     def executor(self, ctx: RunContext, plan: Plan, options: NaiveOptions) -> Executor:
         return SyncReadExecutor(ctx, plan)

@@ -26,11 +26,11 @@ import numpy as np
 
 from ..config import opt
 from ..errors import ConfigError
-from ..plan import SHARED, Plan, global_shuffle_plan
+from ..plan import SHARED, Plan
 from ..timeline import PHASE_ID, Timeline
 from . import register
 from .base import Batch, Executor, RunContext, Strategy
-from .naive import GLOBAL_SHUFFLE
+from .naive import GLOBAL_SHUFFLE, shared_tier_plan
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,10 +179,8 @@ class Prefetch(Strategy):
     Options = PrefetchOptions
 
     def plan(self, ctx: RunContext, options: PrefetchOptions) -> Plan:
-        return global_shuffle_plan(strategy=self.name, n_samples=ctx.n_samples, world_size=ctx.world_size,
-                                   node_map=ctx.node_map, epochs=ctx.epochs, local_batch=ctx.local_batch,
-                                   seed=ctx.seed, drop_last=options.drop_last, tier=SHARED,
-                                   meta={"prefetch_window_batches": options.num_workers * options.prefetch_factor})
+        return shared_tier_plan(self.name, ctx, options.drop_last,
+                                {"prefetch_window_batches": options.num_workers * options.prefetch_factor})
 
     def executor(self, ctx: RunContext, plan: Plan, options: PrefetchOptions) -> Executor:
         return DataLoaderExecutor(ctx, plan, options)
