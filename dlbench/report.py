@@ -84,7 +84,7 @@ def render_summary(run: dict) -> str:
     return "\n".join(lines)
 
 
-COMPARE_COLUMNS = ("workload", "strategy", "ranks", "epoch_time_s", "exposed_io_share", "read_share", "au",
+COMPARE_COLUMNS = ("workload", "strategy", "compute", "ranks", "epoch_time_s", "exposed_io_share", "read_share", "au",
                    "read_MB_per_s", "samples_per_s", "simulated", "run_dir")
 
 
@@ -96,7 +96,8 @@ def compare_rows(run_dirs: Sequence) -> list[dict]:
         s = r.get("summary") or {}
         ep = s.get("epoch_time_s") or []
         rows.append({
-            "workload": s.get("workload"), "strategy": s.get("strategy"), "ranks": s.get("ranks"),
+            "workload": s.get("workload"), "strategy": s.get("strategy"), "compute": _compute_label(r),
+            "ranks": s.get("ranks"),
             "epoch_time_s": (sum(ep) / len(ep)) if ep else None,
             "exposed_io_share": s.get("exposed_io_share"), "read_share": s.get("read_share"), "au": s.get("au"),
             "read_MB_per_s": (s.get("read_bandwidth_bytes_per_s") or 0) / MB,
@@ -105,6 +106,23 @@ def compare_rows(run_dirs: Sequence) -> list[dict]:
             "status": r.get("status", "ok"),
         })
     return rows
+
+
+def _compute_label(run: dict) -> str:
+    """``sleep a100`` / ``sleep 0.01s`` / ``torch cuda`` / ``model`` (simulated): how steps were computed."""
+    s = run.get("summary") or {}
+    if run.get("simulated") or s.get("simulated"):
+        return "model"
+    c = s.get("compute") or {}
+    cfg = run.get("config") or {}
+    mode = c.get("mode") or cfg.get("compute") or "?"
+    if mode == "torch":
+        return f"torch {c.get('device_type') or c.get('device') or ''}".strip()
+    if cfg.get("compute_time_s") is not None:
+        return f"sleep {cfg['compute_time_s']:g}s"
+    if cfg.get("compute_profile"):
+        return "sleep profile"
+    return f"sleep {cfg.get('accelerator', '')}".strip()
 
 
 def compare(run_dirs: Sequence, fmt: str = "table") -> str:
@@ -122,12 +140,12 @@ def compare(run_dirs: Sequence, fmt: str = "table") -> str:
         w.writeheader()
         w.writerows(rows)
         return buf.getvalue()
-    tab = [(r["workload"], r["strategy"], r["ranks"], _f(r["epoch_time_s"]), _f(r["exposed_io_share"], "{:.1%}"),
+    tab = [(r["workload"], r["strategy"], r["compute"], r["ranks"], _f(r["epoch_time_s"]), _f(r["exposed_io_share"], "{:.1%}"),
             _f(r["read_share"], "{:.1%}"), _f(r["au"], "{:.1%}"), _f(r["read_MB_per_s"], "{:.1f}"),
             _f(r["samples_per_s"], "{:.1f}"), "yes" if r["simulated"] else "no",
             r["status"]) for r in rows]
-    return _table(["workload", "strategy", "ranks", "epoch (s)", "exposed I/O", "read", "AU", "MB/s",
-                   "samples/s", "simulated", "status"], tab, align_left=2)
+    return _table(["workload", "strategy", "compute", "ranks", "epoch (s)", "exposed I/O", "read", "AU", "MB/s",
+                   "samples/s", "simulated", "status"], tab, align_left=3)
 
 
 # ---- TimeLogger import ----------------------------------------------------------------------------

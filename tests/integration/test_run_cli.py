@@ -108,3 +108,17 @@ def test_default_data_dir_generated_on_first_use(tmp_path, cli, monkeypatch):
     r = cli(["run", "--workload", "cosmoflow", "--epochs", 1, "--out", tmp_path / "res"])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "data" / "cosmoflow-tiny-seed0").is_dir()
+
+
+def test_sleep_and_torch_runs_side_by_side(tmp_path, cli):
+    d = tmp_path / "hep"
+    assert cli(["generate", "--workload", "hep_cnn", "--data-dir", d, "--no-progress"]).exit_code == 0
+    dirs = []
+    for extra in (["--compute-time", "0.001"], ["--compute", "torch", "--device", "cpu"]):
+        r = cli(["run", "--workload", "hep_cnn", "--data-dir", d, "--epochs", 1, "--out", tmp_path / "res", *extra])
+        assert r.exit_code == 0, r.output
+        dirs.append(_run_dir(r.output))
+    torch_run = json.loads((dirs[1] / "run.json").read_text())["summary"]["compute"]
+    assert torch_run["mode"] == "torch" and len(torch_run["step_times_s"]) == 8
+    rows = json.loads(cli(["compare", *dirs, "--format", "json"]).output)
+    assert [r["compute"] for r in rows] == ["sleep 0.001s", "torch cpu"]
