@@ -116,7 +116,7 @@ def traffic_table(run_dirs) -> str:
     from .results import read_run
 
     head = ["strategy", "shared MB", "(staging)", "local MB", "peer MB", "stage (s)", "exchange (s)",
-            "seen after E", "global-shuffle E", "order"]
+            "seen after E", "global-shuffle E", "global batch = shuffle's"]
     rows = []
     for d in run_dirs:
         r = read_run(d)
@@ -135,8 +135,7 @@ def traffic_table(run_dirs) -> str:
                      f"{mb(ep, 'local') + mb(ep, 'memory'):.1f}", f"{mb(ep, 'peer') + mb(pro, 'peer'):.1f}",
                      f"{s.get('prologue_time_s', 0.0):.3f}", f"{(s.get('phase_time_s') or {}).get('exchange', 0.0):.3f}",
                      "-" if seen is None else f"{seen:.1%}", "-" if exp is None else f"{exp:.1%}",
-                     sem.get("global_batch_is_global_shuffles", "?") == "yes" and "global shuffle" or
-                     sem.get("order_changes", "?")])
+                     sem.get("global_batch_is_global_shuffles", "?")])
     w = [max(len(h), *(len(str(x[i])) for x in rows)) for i, h in enumerate(head)]
     line = "  ".join(h.ljust(w[i]) if i == 0 else h.rjust(w[i]) for i, h in enumerate(head))
     out = [line, "-" * len(line)]

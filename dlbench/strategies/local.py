@@ -13,7 +13,7 @@ from ..plan import Plan
 from ..plan.shuffles import local_plan, storage_bytes_per_rank
 from . import register
 from .base import Executor, RunContext, Semantics, Strategy
-from .localcopy import TIER_CODES, LocalCopyExecutor, LocalCopyOptions, capacity_per_group, check_capacity, groups_of
+from .localcopy import TIER_CODES, capacity_sizes, LocalCopyExecutor, LocalCopyOptions, capacity_per_group, check_capacity, groups_of
 
 LOCAL_SHUFFLE = Semantics("no (per-rank subsets)", "no", "yes")
 
@@ -32,7 +32,7 @@ class ShardExecutor(LocalCopyExecutor):
 
 def shard_capacity_check(ctx: RunContext, plan: Plan, options, what: str) -> None:
     """Per-rank peak storage from the plan, summed per storage group, against the capacity."""
-    per_rank = storage_bytes_per_rank(plan, ctx.sample_nbytes)
+    per_rank = storage_bytes_per_rank(plan, capacity_sizes(ctx, options.tier))
     groups = groups_of(ctx, options.tier)
     per_group = np.bincount(groups, weights=per_rank.astype(np.float64))
     cap, src = capacity_per_group(ctx, options)

@@ -68,6 +68,16 @@ def capacity_per_group(ctx: RunContext, options) -> tuple[float, str]:
     return cap / ranks_on_node, f"system profile {name}'s memory tier / {ranks_on_node} ranks on the node"
 
 
+def capacity_sizes(ctx: RunContext, tier: str) -> np.ndarray:
+    """Bytes a sample takes in the tier: its size on disk (local), a page-aligned slot of the largest row
+    (memory: MemoryTier's slots)."""
+    sizes = np.broadcast_to(np.asarray(ctx.sample_nbytes, dtype=np.int64), (ctx.n_samples,))
+    if tier == "memory":
+        stride = -(-max(int(sizes.max()) if len(sizes) else 1, 1) // PAGE) * PAGE
+        return np.full(ctx.n_samples, stride, dtype=np.int64)
+    return sizes
+
+
 def fmt_bytes(n: float) -> str:
     return f"{int(n):,} bytes ({n / 1e9:.3g} GB)"
 
@@ -154,7 +164,7 @@ class LocalCopyExecutor(Executor):
         tag = comm.bcast(f"{os.getpid()}-{time.time_ns()}" if comm.rank == 0 else None)
         if self.kind == "memory":
             stride = -(-max(self.max_row, 1) // PAGE) * PAGE
-            slots = max(1, -(-need // max(int(self.sizes.min()), 1)))
+            slots = max(1, -(-need // stride))   # need is in slot bytes (capacity_sizes)
             cap, src = capacity_per_group(ctx, self.options)
             if slots * stride > cap:
                 raise CapacityError(f"{src}: too small: {slots} samples in page-aligned slots need "

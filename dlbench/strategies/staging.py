@@ -18,7 +18,7 @@ from ..plan import Plan
 from ..plan.shuffles import staging_plan, staging_subset_plan
 from . import register
 from .base import Executor, RunContext, Semantics, Strategy
-from .localcopy import TIER_CODES, LocalCopyExecutor, LocalCopyOptions, capacity_per_group, check_capacity, groups_of
+from .localcopy import TIER_CODES, capacity_sizes, LocalCopyExecutor, LocalCopyOptions, capacity_per_group, check_capacity, groups_of
 from .naive import GLOBAL_SHUFFLE
 
 SUBSET = Semantics("no (per-node subsets)", "no", "yes")
@@ -39,7 +39,7 @@ class StagingExecutor(LocalCopyExecutor):
         ids = np.unique(pro.sample[np.isin(pro.rank, np.nonzero(self.groups == g)[0])])
         if self.plan.meta.get("distribute"):
             ids = np.arange(self.plan.n_samples)
-        return int(self.sizes[ids].sum())
+        return int(capacity_sizes(self.ctx, self.kind)[ids].sum())
 
 
 @register
@@ -51,7 +51,7 @@ class Staging(Strategy):
     Options = StagingOptions
 
     def plan(self, ctx: RunContext, options: StagingOptions) -> Plan:
-        sizes = np.broadcast_to(np.asarray(ctx.sample_nbytes, dtype=np.int64), (ctx.n_samples,))
+        sizes = capacity_sizes(ctx, options.tier)
         cap, src = capacity_per_group(ctx, options)
         groups = groups_of(ctx, options.tier)
         total = float(sizes.sum())
