@@ -13,7 +13,15 @@ from ..plan import Plan
 from ..plan.shuffles import local_plan, storage_bytes_per_rank
 from . import register
 from .base import Executor, RunContext, Semantics, Strategy
-from .localcopy import TIER_CODES, capacity_sizes, LocalCopyExecutor, LocalCopyOptions, capacity_per_group, check_capacity, groups_of
+from .localcopy import (
+    TIER_CODES,
+    LocalCopyExecutor,
+    LocalCopyOptions,
+    capacity_per_group,
+    capacity_sizes,
+    check_capacity,
+    groups_of,
+)
 
 LOCAL_SHUFFLE = Semantics("no (per-rank subsets)", "no", "yes")
 

@@ -230,7 +230,7 @@ class LocalCopyExecutor(Executor):
         recvs = [(p, chunks(p)) for p in range(W) if groups[p] != groups[me]
                  and members[int(groups[me])][pos[p] % len(members[int(groups[me])])] == me]
         rounds = max([len(c) for _, c in sends] + [len(c) for _, c in recvs] + [0])
-        tl, clock, add = ctx.timeline, ctx.clock, ctx.timeline.add
+        clock, add = ctx.clock, ctx.timeline.add
         EXCH = PHASE_ID["exchange"]
         written = 0
         for i in range(rounds):

@@ -18,7 +18,15 @@ from ..plan import Plan
 from ..plan.shuffles import staging_plan, staging_subset_plan
 from . import register
 from .base import Executor, RunContext, Semantics, Strategy
-from .localcopy import TIER_CODES, capacity_sizes, LocalCopyExecutor, LocalCopyOptions, capacity_per_group, check_capacity, groups_of
+from .localcopy import (
+    TIER_CODES,
+    LocalCopyExecutor,
+    LocalCopyOptions,
+    capacity_per_group,
+    capacity_sizes,
+    check_capacity,
+    groups_of,
+)
 from .naive import GLOBAL_SHUFFLE
 
 SUBSET = Semantics("no (per-node subsets)", "no", "yes")
