@@ -266,10 +266,16 @@ def _strategy_options(f):
 @click.option("--ranks-per-node", type=int, default=None, help="emulate nodes of K ranks on one machine [default: MPI's shared-memory split]")
 @click.option("--verify", is_flag=True, help="check every delivered sample's bytes and order against the generator and the plan")
 @click.option("--dry-run", is_flag=True, help="print the plan, bytes per tier and checks; touch nothing")
+@click.option("--system", "system", default="local", show_default=True, metavar="PROFILE",
+              help="system profile (configs/systems name or YAML path); one with a pfs section throttles every "
+                   "read of the dataset dir to its modelled time (laptop-pfs); local: no throttling")
+@click.option("--local-dir", type=click.Path(file_okay=False), default=None,
+              help="node-local storage for staging/local/pls (node<k> per node under it) [default: "
+                   "$TMPDIR/dlbench-local]")
 @_strategy_options
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
         compute_stdev, compute_profile, device, model, barrier, checkpoint_every, ranks_per_node, verify, dry_run,
-        **strategy_opts):
+        system, local_dir, **strategy_opts):
     """Run the measured epoch loop for one strategy (serially, or under mpiexec/srun)."""
     import json
 
@@ -299,7 +305,10 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
                     accelerator=accelerator, compute_time_s=compute_time, compute_stdev_s=compute_stdev,
                     compute_profile=compute_profile, device=device, model=model, barrier=barrier,
                     checkpoint_every=checkpoint_every, verify=verify, ranks_per_node=ranks_per_node,
-                    dry_run=dry_run)
+                    dry_run=dry_run, system=system, local_dir=local_dir)
+    from .simulate.profile import load as load_profile
+
+    load_profile(system)  # a bad profile: one line before any MPI work
     comm = get_comm(ranks_per_node=ranks_per_node)
     res = do_run(cfg, comm)
     if comm.rank != 0:
@@ -311,6 +320,9 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     warn = (res["run"].get("summary", {}).get("page_cache") or {}).get("warning")
     if warn:
         click.echo(f"dlbench: warning: {warn}", err=True)
+    plan_warn = res["run"].get("summary", {}).get("plan_warning")
+    if plan_warn:
+        click.echo(f"dlbench: warning: {plan_warn}", err=True)
     click.echo(f"results: {res['run_dir']}")
 
 
@@ -331,6 +343,38 @@ def compare_cmd(run_dirs, fmt):
     from . import report
 
     click.echo(report.compare(list(run_dirs), fmt=fmt))
+
+
+# ===== shuffle strategies: study ============================================================================
+
+
+@main.command("study")
+@click.argument("study_file", metavar="STUDY", type=click.Path(dir_okay=False))
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="the dataset (generated there if missing) [default: $DLBENCH_DATA_DIR/<workload>-study-seed<seed>]")
+@click.option("--local-dir", type=click.Path(file_okay=False), default=None, help="node-local storage root")
+@click.option("--out", "-o", default=None, help="results root [default: the study's, else results]")
+@click.option("--ranks-per-node", type=int, default=None, help="emulate nodes of K ranks on one machine")
+@click.option("--epochs", "-e", type=int, default=None, help="override the study's epochs")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, fmt):
+    """Run every entry of a run study (configs/studies/shuffle-comparison.yaml) on the same data and system,
+    serially or under mpiexec, and print `dlbench compare`'s table plus the tier traffic and order table."""
+    from .comm import get_comm
+    from .runstudy import load_study, run_study
+
+    st = load_study(study_file)
+    comm = get_comm(ranks_per_node=ranks_per_node)
+    res = run_study(st, comm, data_dir=data_dir, local_dir=local_dir, out=out, epochs=epochs,
+                    echo=click.echo if comm.rank == 0 else None)
+    if comm.rank == 0:
+        from . import report
+        from .runstudy import traffic_table
+
+        click.echo(report.compare(res, fmt=fmt))
+        if fmt == "table":
+            click.echo("")
+            click.echo(traffic_table(res))
 
 
 # ===== simulate =============================================================================================

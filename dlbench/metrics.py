@@ -259,3 +259,30 @@ def per_epoch_table(per_rank_arrays: Sequence[dict], epochs=None) -> list[dict]:
                          "bytes_by_tier": d["bytes_by_tier"], "samples": d["samples"],
                          "first_step_stall_s": d["first_step_stall_s"]})
     return rows
+
+
+def tier_io(per_rank_arrays: Sequence[dict], tier_names: Sequence[str] | None = None) -> dict:
+    """Bytes and operations per tier, summed over ranks, for the epochs and for the prologue (epoch < 0)
+    apart: ``read`` intervals count as reads of their tier; ``exchange`` intervals with bytes count as
+    receptions from a peer (tier ``peer``: bytes received, one operation per completed message)."""
+    if tier_names is None:
+        from .plan import TIER_NAMES as tier_names
+    nt = len(tier_names)
+    out = {w: {n: {"ops": 0, "bytes": 0} for n in tier_names} for w in ("epochs", "prologue")}
+    peer = list(tier_names).index("peer") if "peer" in tier_names else None
+    for a in per_rank_arrays:
+        phase, ep = _get(a, "phase", np.uint8), _get(a, "epoch", np.int32)
+        tier = _get(a, "tier", np.uint8).astype(np.int64)
+        nb = _get(a, "nbytes", np.int64).astype(np.int64)
+        for where, m in (("epochs", ep >= 0), ("prologue", ep < 0)):
+            rd = m & (phase == PHASE_ID["read"])
+            ops = np.bincount(tier[rd], minlength=nt)[:nt]
+            byt = np.bincount(tier[rd], weights=nb[rd].astype(np.float64), minlength=nt)[:nt]
+            for i, n in enumerate(tier_names):
+                out[where][n]["ops"] += int(ops[i])
+                out[where][n]["bytes"] += int(byt[i])
+            if peer is not None:
+                ex = m & (phase == PHASE_ID["exchange"]) & (nb > 0)
+                out[where][tier_names[peer]]["ops"] += int(ex.sum())
+                out[where][tier_names[peer]]["bytes"] += int(nb[ex].sum())
+    return out

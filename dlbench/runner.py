@@ -51,6 +51,15 @@ class RunConfig:
     verify: bool = False
     ranks_per_node: int | None = None
     dry_run: bool = False
+    system: str = "local"                  # system profile: name in configs/systems or a YAML path
+    local_dir: str | None = None           # node-local storage root (default: default_local_dir())
+
+
+def default_local_dir() -> Path:
+    """``$TMPDIR/dlbench-local`` (each run uses its own ``run-<tag>/node<k>`` under it)."""
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / "dlbench-local"
 
 
 def default_data_dir(workload: str, scale: str, seed: int) -> Path:
@@ -94,12 +103,20 @@ class Loop:
                               f"({manifest.samples} samples / {comm.size} ranks); use at most {per_rank}")
         self.local_batch = b
         from .data.formats import open_reader
+        from .simulate.profile import load as load_profile
+        from .storage import throttled_factory
 
+        self.system = load_profile(cfg.system)
+        self.pfs_model = self.system.pfs_model()
+        base_factory = reader_factory or (lambda: open_reader(data_dir, manifest, workload))
         self.ctx = strategies.RunContext(
             workload=workload, n_samples=manifest.samples, sample_nbytes=manifest.sample_nbytes(),
             world_size=comm.size, rank=comm.rank, node_map=comm.node_map, seed=cfg.seed, epochs=cfg.epochs,
             local_batch=b, data_dir=data_dir, manifest=manifest, comm=comm,
-            reader_factory=reader_factory or (lambda: open_reader(data_dir, manifest, workload)))
+            # every read of the shared tier goes through the PFS model when the profile has one
+            reader_factory=throttled_factory(base_factory, self.pfs_model),
+            system=self.system, local_dir=Path(cfg.local_dir) if cfg.local_dir else default_local_dir(),
+            memory_budget_bytes=self.system.tier_capacity_bytes("memory"))
         if clock is not None:
             self.ctx.clock = clock
         self.plan = self.strategy.plan(self.ctx, self.options)
@@ -322,7 +339,8 @@ def run(cfg: RunConfig, comm) -> dict:
     loop = Loop(cfg, comm, workload, manifest, data_dir)
     config_echo = {**to_dict(cfg), "data_dir": str(data_dir), "local_batch": loop.local_batch,
                    "options": to_dict(loop.options), "ranks": comm.size, "nodes": comm.nodes,
-                   "workload_spec": manifest.spec}
+                   "workload_spec": manifest.spec, "shared_tier": loop.system.describe_shared_tier(),
+                   "local_dir": str(loop.ctx.local_dir)}
     if cfg.compute == "sleep":
         config_echo["compute_step_time_s"], config_echo["compute_step_time_source"] = loop.step_time_s()
     if cfg.dry_run:
@@ -367,11 +385,18 @@ def _capacity(loop: Loop) -> int:
 
 def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gathered: list) -> dict:
     from . import metrics, results
+    from .plan.quality import order_quality
 
     per_rank = [g["arrays"] for g in gathered]
     summary = metrics.summarize(per_rank, workload=workload.name, strategy=cfg.strategy, ranks=comm.size,
                                 nodes=comm.nodes, epochs=cfg.epochs)
-    summary["semantics"] = loop.strategy.semantics.as_dict()
+    summary["semantics"] = loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict()
+    summary["order"] = loop.plan.meta.get("order")
+    summary["order_quality"] = order_quality(loop.plan)
+    summary["shared_tier"] = loop.system.describe_shared_tier()
+    summary["tier_io"] = metrics.tier_io(per_rank)
+    if loop.plan.meta.get("warning"):
+        summary["plan_warning"] = loop.plan.meta["warning"]
     summary["compute"] = {"mode": cfg.compute, **(gathered[0].get("compute") or {})}
     if cfg.compute == "sleep":
         summary["compute"]["step_time_s"] = config_echo["compute_step_time_s"]
@@ -409,5 +434,8 @@ def dry_run_summary(loop: Loop, config_echo: dict) -> dict:
     plan = loop.plan
     out = {"config": config_echo, "plan": plan.summary(),
            "bytes_by_tier": plan.bytes_by_tier(loop.ctx.sample_nbytes),
-           "semantics": loop.strategy.semantics.as_dict()}
+           "semantics": loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict(),
+           "order": loop.plan.meta.get("order"), "shared_tier": loop.system.describe_shared_tier(),
+           "capacity": {k: loop.plan.meta[k] for k in ("needed_per_node_bytes", "capacity_per_node_bytes",
+                                                         "capacity_source") if k in loop.plan.meta}}
     return out

@@ -172,4 +172,74 @@ def pls_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_ba
                 local_batch=local_batch, seed=seed, build_epoch=build, prologue=pro, meta=meta)
 
 
-__all__ = ["tier_of_sample", "staging_plan", "local_plan", "pls_plan", "shards", "MEMORY", "LOCAL"]
+def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=None, epochs: int,
+                        local_batch: int, seed: int, drop_last: bool = False, drop_last_batch: bool = False,
+                        tier: int = LOCAL) -> Plan:
+    """Staging when the dataset does not fit on a node: the dataset is split once into one subset per
+    storage group (``groups[r]``: the group of rank r, a node for a node-local directory, the rank itself
+    for a per-process memory tier); the ranks of a group read disjoint parts of its subset from the PFS,
+    and every epoch the group's subset is shuffled and dealt to its ranks (DistributedSampler-style). The
+    order is no longer a global shuffle: each group sees only its subset, every epoch."""
+    groups = np.asarray(groups, dtype=np.int64)
+    W = int(world_size)
+    G = int(groups.max()) + 1
+    members = [np.nonzero(groups == g)[0] for g in range(G)]
+    K = len(members[0])
+    if any(len(m) != K for m in members):
+        raise ConfigError(f"staging with a per-node subset needs the same number of ranks in every node; "
+                          f"got {[len(m) for m in members]}")
+    subsets = shards(seed, n_samples, G, drop_last)          # (G, n_group)
+    ranks, samples = [], []
+    for g, mem in enumerate(members):
+        uniq = np.unique(subsets[g])
+        for j, r in enumerate(mem):
+            part = uniq[j::K]
+            ranks.append(np.full(len(part), r, np.int64))
+            samples.append(part)
+    rk, sm = np.concatenate(ranks), np.concatenate(samples)
+    pro = Prologue(rank=rk, sample=sm, src=np.full(len(sm), SHARED, np.uint8), dst=np.full(len(sm), tier, np.uint8),
+                   peer=np.full(len(sm), -1, np.int64))
+
+    def build(e: int) -> EpochPlan:
+        shuffled = _shuffle_rows(subsets, seed, e, 1)
+        per = [distributed_indices(shuffled[g], K, drop_last) for g in range(G)]
+        n = per[0].shape[1]
+        rows = np.empty((W, n), np.int64)
+        for g, mem in enumerate(members):
+            rows[mem] = per[g]
+        return EpochPlan(epoch=e, sample_ids=rows, source=np.full(rows.shape, tier, np.uint8),
+                         bounds=_bounds(W, n, local_batch, drop_last_batch))
+
+    meta = {"order": "staging-subset: the dataset did not fit on a node, so each node trains on its own subset "
+                     "every epoch: NOT a global shuffle",
+            "staged": "a subset per node", "groups": groups.tolist(), "group_samples": int(subsets.shape[1]),
+            "distribute": False, "drop_last": drop_last, "drop_last_batch": drop_last_batch,
+            "warning": "staging: the dataset does not fit in node-local storage; each node trains on its "
+                       "local subset, so the order is no longer a global shuffle"}
+    return Plan(strategy="staging", n_samples=n_samples, world_size=W,
+                node_map=groups if node_map is None else node_map, epochs=epochs, local_batch=local_batch,
+                seed=seed, build_epoch=build, prologue=pro, meta=meta)
+
+
+def storage_bytes_per_rank(plan: Plan, sample_nbytes, *, max_work: float = 2e7) -> np.ndarray:
+    """Peak bytes each rank stores of its shard (local, pls): its shard plus what it receives during an
+    epoch (sent samples are deleted only as they go), maximised over epochs; exact when the plan is small
+    (W·n·E ≤ ``max_work``), else the bound (n + m) × the largest sample. Pad duplicates count once."""
+    sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.int64), (plan.n_samples,))
+    ep0 = plan.epoch(0)
+    W, n = ep0.sample_ids.shape
+    m = int(plan.meta.get("exchange_per_epoch_samples", 0))
+    if W * n * plan.epochs > max_work:
+        return np.full(W, (n + m) * int(sizes.max()), dtype=np.int64)
+    peak = np.zeros(W, dtype=np.int64)
+    for ep in plan:
+        for r in range(W):
+            b = int(sizes[np.unique(ep.rank_samples(r))].sum())
+            if "send_ids" in ep.extras:
+                b += int(sizes[ep.extras["send_ids"][ep.extras["send_to"] == r]].sum())
+            peak[r] = max(peak[r], b)
+    return peak
+
+
+__all__ = ["tier_of_sample", "staging_plan", "staging_subset_plan", "local_plan", "pls_plan", "shards",
+           "storage_bytes_per_rank", "MEMORY", "LOCAL"]

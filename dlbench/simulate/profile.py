@@ -8,7 +8,9 @@ bytes, the unit in each key's name)::
     name: hdmlp-thesis
     compute_mb_per_s: 100            # c: samples are consumed at s / c (optional: a workload step time instead)
     network_mb_per_s: 10000          # b_c: one node's link to a peer
-    pfs:
+    pfs:                             # or ``pfs: null``: the shared tier is not modelled (no throttling at run
+                                     # time; ``dlbench simulate`` refuses such a profile)
+      latency_s: 0.0                 # fixed cost per read request (optional, default 0)
       client_link_mb_per_s: 2000     # b_fs: one client's link to the file system
       aggregate:                     # t(γ): total file-system bandwidth with γ concurrent clients
         - {clients: 1, mb_per_s: 66}
@@ -55,6 +57,7 @@ class ClientPoint:
 
 @dataclass(frozen=True, kw_only=True)
 class PfsSpec:
+    latency_s: float = opt(0.0, help="fixed cost of one read request", unit="s", min=0)
     client_link_mb_per_s: float = opt(help="b_fs: one client's link to the file system", unit="MB/s", min=0)
     aggregate: tuple[ClientPoint, ...] = opt(help="t(γ): aggregate bandwidth by concurrent clients")
 
@@ -84,21 +87,54 @@ class SystemProfile:
     compute_mb_per_s: float | None = opt(None, help="c: compute throughput per rank (None: use the workload step time)",
                                          unit="MB/s", min=0)
     network_mb_per_s: float = opt(help="b_c: network bandwidth of one node to a peer", unit="MB/s", min=0)
-    pfs: PfsSpec = opt(help="the shared (parallel) file system")
+    pfs: PfsSpec | None = opt(help="the shared (parallel) file system; null: not modelled (no run-time "
+                                   "throttling; cannot be simulated)")
     staging: StagingSpec = opt(help="the staging buffer (tier 0)")
     tiers: tuple[TierSpec, ...] = opt((), help="node-local tiers, fastest first")
     sources: tuple[str, ...] = opt((), help="where the figures come from")
 
     # --- derived, in bytes and bytes/s -------------------------------------------------------------------
+    def _need_pfs(self) -> PfsSpec:
+        if self.pfs is None:
+            raise ConfigError(f"system profile {self.name}: pfs is null (the shared tier is not modelled); "
+                              f"the performance model needs a pfs section (e.g. --system hdmlp-thesis)")
+        return self.pfs
+
+    def pfs_model(self):
+        """The run-time PFS emulation of this profile (``dlbench.storage.PfsModel``), or None when the
+        shared tier is not modelled (``pfs: null``: reads are measured as they are)."""
+        if self.pfs is None:
+            return None
+        from ..storage.throttle import PfsModel
+
+        return PfsModel(float(self.pfs.latency_s), float(self.pfs.client_link_mb_per_s),
+                        tuple((int(p.clients), float(p.mb_per_s)) for p in self.pfs.aggregate))
+
+    def tier_capacity_bytes(self, kind: str) -> float | None:
+        """Summed capacity per node of the tiers of ``kind`` (memory|local); None if the profile has none."""
+        caps = [t.capacity_bytes for t in self.tiers if t.kind == kind]
+        return float(sum(caps)) if caps else None
+
+    def describe_shared_tier(self) -> dict:
+        """What run.json records about the shared tier: modelled or measured, and the model's numbers."""
+        if self.pfs is None:
+            return {"profile": self.name, "modelled": False,
+                    "note": "shared tier read as it is (no PFS emulation): figures are measured"}
+        return {"profile": self.name, "modelled": True, "latency_s": self.pfs.latency_s,
+                "client_link_mb_per_s": self.pfs.client_link_mb_per_s,
+                "aggregate_mb_per_s_by_clients": {int(p.clients): p.mb_per_s for p in self.pfs.aggregate},
+                "note": "every shared-tier read really happens, then waits until its modelled time "
+                        "(latency + bytes / min(b_fs, t(γ)/γ)) has passed"}
+
     def pfs_aggregate(self, clients) -> np.ndarray | float:
         """t(γ) in bytes/s, interpolated."""
-        pts = self.pfs.aggregate
+        pts = self._need_pfs().aggregate
         return _interp(clients, [p.clients for p in pts], [p.mb_per_s for p in pts])
 
     def pfs_per_client(self, clients) -> np.ndarray | float:
         """min(b_fs, t(γ)/γ) in bytes/s: one client's bandwidth when γ clients read at once."""
         g = np.maximum(np.asarray(clients, dtype=np.float64), 1.0)
-        out = np.minimum(self.pfs.client_link_mb_per_s * MB, self.pfs_aggregate(g) / g)
+        out = np.minimum(self._need_pfs().client_link_mb_per_s * MB, self.pfs_aggregate(g) / g)
         return float(out) if out.ndim == 0 else out
 
     def tier(self, name_or_kind: str) -> TierSpec:
@@ -151,14 +187,17 @@ def _check_curve(points, key: str, count: str, where: str) -> None:
 def validate(profile: SystemProfile, where: str = "") -> SystemProfile:
     """Checks beyond field types: curves, positive bandwidths, distinct tier names."""
     w = f" (in {where})" if where else ""
-    for key, val in (("network_mb_per_s", profile.network_mb_per_s),
-                     ("pfs.client_link_mb_per_s", profile.pfs.client_link_mb_per_s),
-                     ("staging.write_mb_per_s", profile.staging.write_mb_per_s)):
+    checks = [("network_mb_per_s", profile.network_mb_per_s),
+              ("staging.write_mb_per_s", profile.staging.write_mb_per_s)]
+    if profile.pfs is not None:
+        checks.append(("pfs.client_link_mb_per_s", profile.pfs.client_link_mb_per_s))
+    for key, val in checks:
         if val <= 0:
             raise ConfigError(f"{key}={val}{w}: must be > 0 MB/s")
     if profile.compute_mb_per_s is not None and profile.compute_mb_per_s <= 0:
         raise ConfigError(f"compute_mb_per_s={profile.compute_mb_per_s}{w}: must be > 0 MB/s (or leave it out)")
-    _check_curve(profile.pfs.aggregate, "pfs.aggregate", "clients", w)
+    if profile.pfs is not None:
+        _check_curve(profile.pfs.aggregate, "pfs.aggregate", "clients", w)
     _check_curve(profile.staging.bandwidth, "staging.bandwidth", "threads", w)
     names = [t.name for t in profile.tiers]
     if len(set(names)) != len(names):

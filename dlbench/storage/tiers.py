@@ -94,7 +94,7 @@ class LocalTier:
     name = "local"
 
     def __init__(self, root_dir: str | os.PathLike, node: int, capacity_bytes: int, *,
-                 flag: str = "--local-dir", check_free: bool = True):
+                 flag: str = "--local-dir", check_free: bool = True, subdir: str = ""):
         capacity_bytes = int(capacity_bytes)
         if capacity_bytes <= 0:
             raise ConfigError(f"local tier capacity_bytes={capacity_bytes}: must be > 0")
@@ -102,6 +102,9 @@ class LocalTier:
         self.root, self.flag, self.node = root, flag, int(node)
         self.dir = root / f"node{self.node}"
         self.dir.mkdir(exist_ok=True)
+        if subdir:  # a rank's private part of its node's directory (rows of the same id in two shards)
+            self.dir = self.dir / subdir
+            self.dir.mkdir(parents=True, exist_ok=True)
         self._dirs = str(self.dir) + os.sep
         self.capacity_bytes = capacity_bytes
         self.used_bytes = 0

@@ -19,7 +19,7 @@ def register(cls: type[Strategy]) -> type[Strategy]:
 def _load_builtins() -> None:
     if _REGISTRY:
         return
-    from . import naive, prefetch  # noqa: F401  (each registers itself)
+    from . import local, naive, pls, prefetch, staging  # noqa: F401  (each registers itself)
 
 
 def names() -> list[str]:

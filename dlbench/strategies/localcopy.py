@@ -1,0 +1,360 @@
+"""What staging, local and pls share: options, capacity checks, a rank's store of local copies, and the
+executor that fills it in a prologue (reads of the shared tier, then MPI distribution between storage
+groups) and then delivers every step from it (plus, for pls, a non-blocking exchange per step).
+
+Storage. ``tier=local``: files under ``--local-dir``/run-<tag>/node<k>/ (staging: one copy per node, shared
+by the node's ranks) or node<k>/rank<r>/ (local, pls: a rank's shard). ``tier=memory``: a page-aligned slab
+in the rank's process (every rank its own copy). A ``SampleStore`` counts references per sample id, so a
+sample that sits twice in one shard (DistributedSampler's padding, or received while still held) is stored
+once and removed with its last reference.
+
+Recording. Prologue (epoch −1): one ``read`` per sample from the shared tier (tier SHARED), ``exchange``
+intervals of the distribution between nodes (tier PEER, bytes received), and one ``stage`` interval over
+the whole prologue (bytes written locally); ``mark_epoch(-1, ...)``. Epochs: one ``read`` per sample from
+the store (tier LOCAL or MEMORY) and, for JPEG workloads, a ``decode``; pls adds ``exchange`` intervals
+for the CPU time of posting (packing) and completing (waiting, storing) each step's exchange.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..config import opt
+from ..errors import CapacityError, RunError
+from ..plan import LOCAL, MEMORY, PEER, SHARED, Plan
+from ..storage import PAGE, LocalTier, MemoryTier, aligned_empty, aligned_rows, check_local_dir
+from ..timeline import PHASE_ID
+from .base import Batch, Executor, RunContext
+
+TIER_CODES = {"local": LOCAL, "memory": MEMORY}
+CHUNK_BYTES = 16 << 20  # at most this much per message of the staging distribution
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalCopyOptions:
+    tier: str = opt("local", help="where the local copies live: local (files under --local-dir, per node) or "
+                                  "memory (in each rank's process)", choices=("local", "memory"))
+    local_capacity: float = opt(0.0, help="node-local capacity per node for the copies (0: the system "
+                                          "profile's local or memory tiers)", unit="B", min=0)
+    drop_last: bool = opt(False, help="drop the permutation's tail instead of padding it to a multiple of the "
+                                      "ranks (DistributedSampler drop_last)")
+
+
+def groups_of(ctx: RunContext, tier: str) -> np.ndarray:
+    """Storage group of every rank: its node for a node-local directory, itself for process memory."""
+    return np.asarray(ctx.node_map, dtype=np.int64) if tier == "local" else np.arange(ctx.world_size)
+
+
+def capacity_per_group(ctx: RunContext, options) -> tuple[float, str]:
+    """(bytes a storage group may hold, where that figure comes from)."""
+    if options.local_capacity:
+        return float(options.local_capacity), "--local-capacity"
+    prof = ctx.system
+    name = getattr(prof, "name", "?")
+    if options.tier == "local":
+        cap = prof.tier_capacity_bytes("local") if prof is not None else None
+        return (float("inf"), "unbounded") if cap is None else (cap, f"system profile {name}'s local tier")
+    cap = ctx.memory_budget_bytes
+    if cap is None:
+        return float("inf"), "unbounded"
+    ranks_on_node = int(np.sum(np.asarray(ctx.node_map) == ctx.node_map[ctx.rank])) or 1
+    return cap / ranks_on_node, f"system profile {name}'s memory tier / {ranks_on_node} ranks on the node"
+
+
+def capacity_sizes(ctx: RunContext, tier: str) -> np.ndarray:
+    """Bytes a sample takes in the tier: its size on disk (local), a page-aligned slot of the largest row
+    (memory: MemoryTier's slots)."""
+    sizes = np.broadcast_to(np.asarray(ctx.sample_nbytes, dtype=np.int64), (ctx.n_samples,))
+    if tier == "memory":
+        stride = -(-max(int(sizes.max()) if len(sizes) else 1, 1) // PAGE) * PAGE
+        return np.full(ctx.n_samples, stride, dtype=np.int64)
+    return sizes
+
+
+def fmt_bytes(n: float) -> str:
+    return f"{int(n):,} bytes ({n / 1e9:.3g} GB)"
+
+
+def check_capacity(need_per_group: np.ndarray, cap: float, src: str, what: str) -> None:
+    worst = float(np.max(need_per_group)) if len(need_per_group) else 0.0
+    if worst > cap:
+        raise CapacityError(f"{src}: too small: {what} needs {fmt_bytes(worst)} per node, {fmt_bytes(cap)} "
+                            f"available; pass --local-capacity BYTES, use more nodes, or choose another strategy")
+
+
+class SampleStore:
+    """A rank's local copies with a reference count per sample id."""
+
+    def __init__(self, tier, code: int):
+        self.tier, self.code = tier, code
+        self.refs: dict[int, int] = {}
+        self.reads = 0
+        self.read_bytes = 0
+
+    def put(self, sid: int, row) -> int:
+        r = self.refs.get(sid, 0)
+        n = self.tier.put(sid, row) if r == 0 else 0
+        self.refs[sid] = r + 1
+        return n
+
+    def release(self, sid: int) -> None:
+        r = self.refs[sid] - 1
+        if r:
+            self.refs[sid] = r
+        else:
+            del self.refs[sid]
+            self.tier.delete(sid)
+
+    def read_into(self, sid: int, out: np.ndarray) -> int:
+        n = self.tier.read_into(sid, out)
+        self.reads += 1
+        self.read_bytes += n
+        return n
+
+    def clear(self) -> None:
+        for sid in list(self.refs):
+            self.refs[sid] = 1
+            self.release(sid)
+
+
+class LocalCopyExecutor(Executor):
+    """Prologue: read this rank's prologue samples from the shared tier into the store; if
+    ``plan.meta["distribute"]``, send every piece to one rank of every other storage group (MPI, chunked,
+    non-blocking). Epochs: deliver each step from the store. Subclasses hook ``_before_step`` /
+    ``_after_step`` (pls's exchange)."""
+
+    def __init__(self, ctx: RunContext, plan: Plan, options, *, private: bool):
+        self.ctx, self.plan, self.options = ctx, plan, options
+        self.kind = options.tier
+        self.code = TIER_CODES[self.kind]
+        self.private = private            # a rank-private store (local, pls) or one per group (staging)
+        self.groups = groups_of(ctx, self.kind)
+        self.sizes = np.broadcast_to(np.asarray(ctx.sample_nbytes, dtype=np.int64), (plan.n_samples,))
+        self.reader = ctx.reader_factory()
+        self.max_row = int(self.reader.max_row_nbytes)
+        self.jpeg = ctx.workload.layout == "jpeg_folders"
+        b = plan.local_batch
+        if self.jpeg:
+            self.raw = aligned_rows(1, self.max_row)[0]
+            self.rows = aligned_rows(b, ctx.workload.decoded_nbytes)
+        else:
+            self.rows = aligned_rows(b, self.max_row)
+        self.store: SampleStore | None = None
+        self.root: Path | None = None
+        self.done = False
+        self.shared = {"reads": 0, "bytes": 0}
+        self.peer = {"messages": 0, "bytes_received": 0, "bytes_sent": 0}
+        self.stage_s = 0.0
+
+    # ---- storage -----------------------------------------------------------------------------------
+    def store_need_bytes(self) -> int:
+        """Bytes this rank's store object must be able to hold."""
+        raise NotImplementedError
+
+    def _open_store(self) -> SampleStore:
+        ctx, comm = self.ctx, self.ctx.comm
+        need = int(self.store_need_bytes())
+        tag = comm.bcast(f"{os.getpid()}-{time.time_ns()}" if comm.rank == 0 else None)
+        if self.kind == "memory":
+            stride = -(-max(self.max_row, 1) // PAGE) * PAGE
+            slots = max(1, -(-need // stride))   # need is in slot bytes (capacity_sizes)
+            cap, src = capacity_per_group(ctx, self.options)
+            if slots * stride > cap:
+                raise CapacityError(f"{src}: too small: {slots} samples in page-aligned slots need "
+                                    f"{fmt_bytes(slots * stride)} in rank {ctx.rank}'s memory, {fmt_bytes(cap)} "
+                                    f"available; pass --local-capacity BYTES or use --tier local")
+            return SampleStore(MemoryTier(slots * stride, self.max_row), MEMORY)
+        base = Path(ctx.local_dir) if ctx.local_dir is not None else Path("dlbench-local")
+        # free space for what this node stores (every rank of the node checks the node's total)
+        node = int(ctx.node_map[ctx.rank])
+        node_ranks = int(np.sum(np.asarray(ctx.node_map) == node))
+        check_local_dir(base, need * (node_ranks if self.private else 1))
+        self.root = base / f"run-{tag}"
+        tier = LocalTier(self.root, node, max(need, 1), check_free=False,
+                         subdir=f"rank{ctx.rank}" if self.private else "")
+        return SampleStore(tier, LOCAL)
+
+    # ---- prologue ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        ctx, plan = self.ctx, self.plan
+        tl, clock = ctx.timeline, ctx.clock
+        READ, STAGE = PHASE_ID["read"], PHASE_ID["stage"]
+        self.store = self._open_store()
+        t_start = clock()
+        pro = plan.prologue
+        mine = pro.sample[pro.rank == ctx.rank]
+        buf = aligned_rows(1, self.max_row)[0]
+        written = 0
+        read_into, put, add = self.reader.read_into, self.store.put, tl.add
+        for sid in mine.tolist():
+            t0 = clock()
+            n = read_into(sid, buf)
+            add(READ, t0, clock(), -1, 0, n, SHARED)
+            written += put(sid, buf[:n])
+            self.shared["reads"] += 1
+            self.shared["bytes"] += n
+        if plan.meta.get("distribute"):
+            written += self._distribute()
+        t_end = clock()
+        add(STAGE, t_start, t_end, -1, 0, written, self.code)
+        tl.mark_epoch(-1, t_start, t_end)
+        self.stage_s = (t_end - t_start) * 1e-9
+
+    def _distribute(self) -> int:
+        """Every group must hold every piece: rank p sends its piece to the rank of each other group at
+        position (p's position in its group) mod (group size); chunks of ≤ CHUNK_BYTES, non-blocking,
+        in rounds. Returns bytes stored."""
+        ctx, comm, plan = self.ctx, self.ctx.comm, self.plan
+        W, me = plan.world_size, ctx.rank
+        groups = self.groups
+        members = {int(g): np.nonzero(groups == g)[0] for g in np.unique(groups)}
+        pos = {int(r): int(np.nonzero(members[int(groups[r])] == r)[0][0]) for r in range(W)}
+        pro = plan.prologue
+        pieces = [pro.sample[pro.rank == p] for p in range(W)]
+
+        def chunks(p: int) -> list[np.ndarray]:
+            ids = pieces[p]
+            cum = np.cumsum(self.sizes[ids])
+            cut = (cum - 1) // CHUNK_BYTES if len(ids) else cum
+            return [ids[cut == c] for c in np.unique(cut)]
+
+        sends = [(g_mem[pos[me] % len(g_mem)], c) for g, g_mem in members.items() if g != groups[me]
+                 for c in [chunks(me)]]
+        recvs = [(p, chunks(p)) for p in range(W) if groups[p] != groups[me]
+                 and members[int(groups[me])][pos[p] % len(members[int(groups[me])])] == me]
+        rounds = max([len(c) for _, c in sends] + [len(c) for _, c in recvs] + [0])
+        clock, add = ctx.clock, ctx.timeline.add
+        EXCH = PHASE_ID["exchange"]
+        written = 0
+        for i in range(rounds):
+            t0 = clock()
+            reqs, inbox, keep = [], [], []
+            for src, cs in recvs:
+                if i < len(cs):
+                    ids = cs[i]
+                    buf = aligned_empty(int(self.sizes[ids].sum()))
+                    reqs.append(comm.irecv(buf, src, tag=11))
+                    inbox.append((ids, buf))
+            for dst, cs in sends:
+                if i < len(cs):
+                    ids = cs[i]
+                    buf = aligned_empty(int(self.sizes[ids].sum()))
+                    off = 0
+                    for sid in ids.tolist():
+                        off += self.store.tier.read_into(sid, buf[off:])
+                    keep.append(buf)
+                    reqs.append(comm.isend(buf, int(dst), tag=11))
+                    self.peer["bytes_sent"] += buf.nbytes
+            for r in reqs:
+                r.wait()
+            got = 0
+            for ids, buf in inbox:
+                off = 0
+                for sid in ids.tolist():
+                    n = int(self.sizes[sid])
+                    written += self.store.put(sid, buf[off:off + n])
+                    off += n
+                got += buf.nbytes
+                self.peer["messages"] += 1
+            self.peer["bytes_received"] += got
+            add(EXCH, t0, clock(), -1, 0, got, PEER)
+        return written
+
+    # ---- epochs ------------------------------------------------------------------------------------
+    def _before_step(self, e: int, s: int) -> None:
+        return None
+
+    def _after_step(self, e: int, s: int) -> None:
+        return None
+
+    def epoch(self, e: int) -> Iterator[Batch]:
+        ep = self.plan.epoch(e)
+        r = self.ctx.rank
+        ids_all = ep.rank_samples(r)
+        bounds = ep.bounds[r].tolist()
+        rows, store = self.rows, self.store
+        add, clock = self.ctx.timeline.add, self.ctx.clock
+        READ, DECODE, code = PHASE_ID["read"], PHASE_ID["decode"], self.code
+        read_into = store.read_into
+        for s in range(len(bounds) - 1):
+            self._before_step(e, s)
+            ids = ids_all[bounds[s]:bounds[s + 1]]
+            if self.jpeg:
+                raw, decode = self.raw, self.reader.decode_into
+                for j, i in enumerate(ids.tolist()):
+                    t0 = clock()
+                    n = read_into(i, raw)
+                    t1 = clock()
+                    decode(raw, n, rows[j])
+                    add(READ, t0, t1, e, s, n, code)
+                    add(DECODE, t1, clock(), e, s, 0, code)
+            else:
+                for j, i in enumerate(ids.tolist()):
+                    t0 = clock()
+                    n = read_into(i, rows[j])
+                    add(READ, t0, clock(), e, s, n, code)
+            yield Batch(rows, ids, len(ids))
+            self._after_step(e, s)
+        if e == self.plan.epochs - 1:
+            self.done = True
+
+    # ---- figures and cleanup -----------------------------------------------------------------------
+    def stats(self) -> dict:
+        st = self.store
+        tier_stats = st.tier.stats() if st is not None else {}
+        out = {
+            "tiers": {
+                "shared": {"reads": self.shared["reads"], "bytes": self.shared["bytes"]},
+                self.kind: {"reads": st.reads if st else 0, "bytes": st.read_bytes if st else 0,
+                            "writes": tier_stats.get("writes", 0), "write_bytes": tier_stats.get("write_bytes", 0),
+                            "deletes": tier_stats.get("deletes", 0), "peak_capacity_bytes": tier_stats.get(
+                                "capacity_bytes", 0)},
+                "peer": {"messages": self.peer["messages"], "bytes": self.peer["bytes_received"],
+                         "bytes_sent": self.peer["bytes_sent"]},
+            },
+            "stage_s": self.stage_s,
+        }
+        if hasattr(self.reader, "stats"):
+            out["shared_tier_throttle"] = self.reader.stats()
+        return out
+
+    def close(self) -> None:
+        """After a complete run: wait for the node's ranks, delete this rank's copies and the directories
+        that are then empty. After a failure the copies are left (the job is being aborted)."""
+        try:
+            if self.done and self.store is not None:
+                self.ctx.comm.barrier()      # nobody on the node still reads a shared copy
+                self.store.clear()
+                if self.root is not None:
+                    node_dir = self.root / f"node{int(self.ctx.node_map[self.ctx.rank])}"
+                    if self.private:
+                        shutil.rmtree(node_dir / f"rank{self.ctx.rank}", ignore_errors=True)
+                    for d in (node_dir, self.root):
+                        try:
+                            d.rmdir()
+                        except OSError:
+                            pass
+        finally:
+            self.reader.close()
+
+
+def check_delivery_order(plan: Plan) -> None:
+    """pls invariant: a sample is sent no earlier than the step that trains on it (it is deleted when its
+    exchange completes)."""
+    for ep in plan:
+        if "send_ids" not in ep.extras:
+            continue
+        W = ep.world_size
+        for r in range(W):
+            m = ep.extras["send_ids"].shape[1]
+            cols = np.arange(m)
+            step_of_col = np.searchsorted(ep.bounds[r], cols, side="right") - 1
+            if np.any(ep.extras["send_step"][r] < step_of_col):
+                raise RunError(f"pls plan: rank {r} epoch {ep.epoch} sends a sample before training on it")

@@ -1,0 +1,143 @@
+"""pls: partial local shuffling (STRATEGIES.md). As ``local``, plus: every epoch each rank marks the first
+Q·F/W samples of its freshly shuffled shard for exchange; they travel to peers in per-step chunks with
+non-blocking MPI (Isend/Irecv of the sample bytes posted at step start, completed at step end, so the
+transfer overlaps the step's compute), the peer of each chunk chosen by a seeded cyclic shift so every
+shard keeps its size. When a chunk's exchange completes, its sent samples are deleted from local storage
+and the received ones stored; they belong to the shard from the next epoch on. Local storage ≤ (1+Q)·F/W.
+
+Recorded: ``exchange`` intervals (tier PEER) for posting a step's exchange (packing the bytes from the
+store) and completing it (waiting, storing what came in; bytes received). ``stats()['exchange']`` has
+bytes and messages sent/received and the time spent waiting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import opt
+from ..errors import ConfigError
+from ..plan import PEER, Plan
+from ..plan.shuffles import pls_plan
+from ..storage import aligned_empty
+from ..timeline import PHASE_ID
+from . import register
+from .base import Executor, RunContext, Semantics, Strategy
+from .local import ShardExecutor, shard_capacity_check
+from .localcopy import TIER_CODES, LocalCopyOptions, check_delivery_order
+
+PLS = Semantics("yes (globally)", "no", "per-rank subsets mix slowly")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlsOptions(LocalCopyOptions):
+    exchange_fraction: float = opt(0.1, help="Q: fraction of each rank's shard exchanged with peers per epoch "
+                                             "(0 = local shuffling, 1 approaches a global shuffle)", min=0, max=1)
+
+
+class PlsExecutor(ShardExecutor):
+    TAG = 23
+
+    def __init__(self, ctx, plan, options):
+        super().__init__(ctx, plan, options, private=True)
+        self.xbytes_sent = self.xbytes_recv = self.xmsgs = 0
+        self.wait_s = 0.0
+        self._pending = None
+        self._ep = None
+        # the largest chunk anyone sends or receives in a step: preallocate both buffers once
+        worst = 1
+        for ep in plan:
+            if "send_ids" in ep.extras:
+                ids, steps = ep.extras["send_ids"], ep.extras["send_step"]
+                for s in np.unique(steps[0]):
+                    worst = max(worst, int(self.sizes[ids[:, steps[0] == s]].sum(axis=1).max()))
+        self.sendbuf = aligned_empty(worst)
+        self.recvbuf = aligned_empty(worst)
+
+    def _step_columns(self, ep, s: int) -> np.ndarray:
+        steps = ep.extras["send_step"][0]
+        lo, hi = np.searchsorted(steps, s, side="left"), np.searchsorted(steps, s, side="right")
+        return np.arange(lo, hi)
+
+    def _before_step(self, e: int, s: int) -> None:
+        ep = self.plan.epoch(e)
+        if "send_ids" not in ep.extras:
+            return
+        cols = self._step_columns(ep, s)
+        if not len(cols):
+            return
+        ctx, comm, me = self.ctx, self.ctx.comm, self.ctx.rank
+        clock = ctx.clock
+        t0 = clock()
+        send_ids = ep.extras["send_ids"][me, cols]
+        dest = int(ep.extras["send_to"][me, cols[0]])
+        src = int(np.nonzero(ep.extras["send_to"][:, cols[0]] == me)[0][0])
+        recv_ids = ep.extras["send_ids"][src, cols]
+        nrecv = int(self.sizes[recv_ids].sum())
+        rreq = comm.irecv(self.recvbuf[:nrecv], src, tag=self.TAG)
+        off = 0
+        tier = self.store.tier
+        for sid in send_ids.tolist():
+            off += tier.read_into(sid, self.sendbuf[off:])
+        sreq = comm.isend(self.sendbuf[:off], dest, tag=self.TAG)
+        self._pending = (rreq, sreq, send_ids, recv_ids, off, nrecv)
+        ctx.timeline.add(PHASE_ID["exchange"], t0, clock(), e, s, 0, PEER)
+
+    def _after_step(self, e: int, s: int) -> None:
+        if self._pending is None:
+            return
+        rreq, sreq, send_ids, recv_ids, nsent, nrecv = self._pending
+        self._pending = None
+        clock = self.ctx.clock
+        t0 = clock()
+        rreq.wait()
+        sreq.wait()
+        t1 = clock()
+        off = 0
+        store = self.store
+        for sid in recv_ids.tolist():
+            n = int(self.sizes[sid])
+            store.put(sid, self.recvbuf[off:off + n])
+            off += n
+        for sid in send_ids.tolist():
+            store.release(sid)
+        self.ctx.timeline.add(PHASE_ID["exchange"], t0, clock(), e, s, nrecv, PEER)
+        self.wait_s += (t1 - t0) * 1e-9
+        self.xbytes_sent += nsent
+        self.xbytes_recv += nrecv
+        self.xmsgs += 1
+
+    def stats(self) -> dict:
+        out = super().stats()
+        out["exchange"] = {"bytes_sent": self.xbytes_sent, "bytes_received": self.xbytes_recv,
+                           "messages": self.xmsgs, "wait_s": self.wait_s,
+                           "q": float(self.options.exchange_fraction),
+                           "samples_per_epoch": int(self.plan.meta.get("exchange_per_epoch_samples", 0))}
+        peer = out["tiers"]["peer"]
+        peer["messages"] += self.xmsgs
+        peer["bytes"] += self.xbytes_recv
+        peer["bytes_sent"] += self.xbytes_sent
+        return out
+
+
+@register
+class Pls(Strategy):
+    name = "pls"
+    summary = ("partial local shuffling: local shards plus a fraction Q exchanged with peers every epoch "
+               "(non-blocking MPI overlapping compute)")
+    semantics = PLS
+    Options = PlsOptions
+
+    def plan(self, ctx: RunContext, options: PlsOptions) -> Plan:
+        q = options.exchange_fraction
+        if not 0.0 <= q <= 1.0:
+            raise ConfigError(f"--exchange-fraction={q}: must be from 0 to 1")
+        plan = pls_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
+                        epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, q=q,
+                        drop_last=options.drop_last, tier=TIER_CODES[options.tier])
+        check_delivery_order(plan)
+        shard_capacity_check(ctx, plan, options, f"pls (the node's shards of (1+Q)·F/W samples, Q={q})")
+        return plan
+
+    def executor(self, ctx: RunContext, plan: Plan, options: PlsOptions) -> Executor:
+        return PlsExecutor(ctx, plan, options)

@@ -1,0 +1,86 @@
+"""staging: parallel data staging. Before epoch 0 every rank copies a disjoint piece of the dataset from
+the shared tier into node-local storage; when the whole set fits on a node, the pieces are then sent
+between nodes by MPI so every node holds all of it. Training follows the global shuffle and reads only
+local copies; the staging phase is timed on its own (epoch −1).
+
+If the dataset does not fit (``--if-too-big subset``, the default), each node keeps one subset (F/N) and
+trains on it every epoch: the run says so (plan warning, semantics row "staging-subset": not a global
+shuffle). ``--if-too-big error`` stops instead."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import opt
+from ..plan import Plan
+from ..plan.shuffles import staging_plan, staging_subset_plan
+from . import register
+from .base import Executor, RunContext, Semantics, Strategy
+from .localcopy import (
+    TIER_CODES,
+    LocalCopyExecutor,
+    LocalCopyOptions,
+    capacity_per_group,
+    capacity_sizes,
+    check_capacity,
+    groups_of,
+)
+from .naive import GLOBAL_SHUFFLE
+
+SUBSET = Semantics("no (per-node subsets)", "no", "yes")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StagingOptions(LocalCopyOptions):
+    if_too_big: str = opt("subset", help="when the dataset does not fit on a node: subset (each node trains on "
+                                         "its own subset, not a global shuffle) or error",
+                          choices=("subset", "error"))
+
+
+class StagingExecutor(LocalCopyExecutor):
+    def store_need_bytes(self) -> int:
+        # one store per group: the group's samples (every sample, or the group's subset)
+        pro = self.plan.prologue
+        g = self.groups[self.ctx.rank]
+        ids = np.unique(pro.sample[np.isin(pro.rank, np.nonzero(self.groups == g)[0])])
+        if self.plan.meta.get("distribute"):
+            ids = np.arange(self.plan.n_samples)
+        return int(capacity_sizes(self.ctx, self.kind)[ids].sum())
+
+
+@register
+class Staging(Strategy):
+    name = "staging"
+    summary = ("copy the dataset to node-local storage before epoch 0 (disjoint pieces per rank, MPI between "
+               "nodes), then read local copies in global-shuffle order")
+    semantics = GLOBAL_SHUFFLE
+    Options = StagingOptions
+
+    def plan(self, ctx: RunContext, options: StagingOptions) -> Plan:
+        sizes = capacity_sizes(ctx, options.tier)
+        cap, src = capacity_per_group(ctx, options)
+        groups = groups_of(ctx, options.tier)
+        total = float(sizes.sum())
+        code = TIER_CODES[options.tier]
+        common = dict(n_samples=ctx.n_samples, world_size=ctx.world_size, epochs=ctx.epochs,
+                      local_batch=ctx.local_batch, seed=ctx.seed, drop_last=options.drop_last)
+        if total <= cap:
+            plan = staging_plan(node_map=ctx.node_map, sample_nbytes=sizes, tiers=[(code, cap)], **common)
+            plan.meta.update(distribute=int(groups.max()) > 0, groups=groups.tolist(),
+                             capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=total)
+            return plan
+        if options.if_too_big == "error":
+            check_capacity(np.array([total]), cap, src, "staging the whole dataset")
+        plan = staging_subset_plan(groups=groups, node_map=ctx.node_map, tier=code, **common)
+        pro = plan.prologue
+        need = [float(sizes[np.unique(pro.sample[np.isin(pro.rank, np.nonzero(groups == g)[0])])].sum())
+                for g in np.unique(groups)]
+        check_capacity(np.array(need), cap, src, "staging a per-node subset (F/N samples)")
+        plan.meta.update(capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=max(need),
+                         semantics=SUBSET.as_dict())
+        return plan
+
+    def executor(self, ctx: RunContext, plan: Plan, options: StagingOptions) -> Executor:
+        return StagingExecutor(ctx, plan, options, private=False)
