@@ -392,6 +392,10 @@ def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, fmt)
 @click.option("--epochs", type=int, default=1, show_default=True, help="E: epochs")
 @click.option("--local-batch", type=int, default=None, help="b: local batch (default: the workload's)")
 @click.option("--accelerator", default=None, help="use the workload's step time on this accelerator instead of c")
+@click.option("--compute-time", type=float, default=None, help="seconds per step (as `dlbench run --compute-time`)")
+@click.option("--loader-threads", type=int, default=None,
+              help="p_0: loader I/O threads per node, the node's PFS clients [default: the profile's staging.threads]; "
+                   "to compare with a real run, the ranks per node x DataLoader workers (naive: ranks per node)")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of permutations and sample sizes")
 @click.option("--pls-q", type=float, default=0.1, show_default=True, help="exchange fraction Q of pls")
 @click.option("--serial-write", is_flag=True, help="a loader thread copies into the buffer after (not while) fetching")
@@ -399,7 +403,7 @@ def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, fmt)
 @click.option("--out", default="results", show_default=True, help="results root")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strategies, epochs, local_batch,
-                 accelerator, seed, pls_q, serial_write, study, out, fmt):
+                 accelerator, compute_time, loader_threads, seed, pls_q, serial_write, study, out, fmt):
     """Cost strategies' plans with the HDMLP/NoPFS performance model (no I/O): one results folder per
     strategy (summary.simulated = true) and a comparison table."""
     from .config import to_dict
@@ -426,13 +430,21 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         from .workload import load as load_workload
 
         profile = load_profile(system)
-        wl = from_workload(load_workload(workload, scale=None if samples else scale, samples=samples),
-                           accelerator=accelerator, local_batch=local_batch)
+        wl = from_workload(load_workload(workload, scale=scale, samples=samples),
+                           accelerator=accelerator, local_batch=local_batch, step_time_s=compute_time)
+        if compute_time is not None and compute_time < 0:
+            raise ConfigError(f"--compute-time={compute_time}: must be >= 0 seconds")
         names = [s.strip() for s in strategies.split(",") if s.strip()]
         for s in names:
             if s not in STRATEGIES:
                 raise unknown_choice("strategy for simulate", s, STRATEGIES)
         cfg_extra = {}
+    if loader_threads is not None:
+        import dataclasses
+
+        if loader_threads < 1:
+            raise ConfigError(f"--loader-threads={loader_threads}: must be >= 1")
+        profile = dataclasses.replace(profile, staging=dataclasses.replace(profile.staging, threads=loader_threads))
     results = simulate(names, wl=wl, profile=profile, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs,
                        seed=seed, pls_q=pls_q, write_overlap=not serial_write)
     dirs = []

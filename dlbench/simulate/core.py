@@ -56,10 +56,12 @@ def sample_sizes(kind: str, n: int, mean: float, std: float, seed: int, lo: floa
     return np.clip(x, lo, hi)
 
 
-def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None = None) -> SimWorkload:
-    """A ``SimWorkload`` from a resolved ``dlbench.workload.Workload``."""
+def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None = None,
+                  step_time_s: float | None = None) -> SimWorkload:
+    """A ``SimWorkload`` from a resolved ``dlbench.workload.Workload``; the step time is ``step_time_s``
+    if given, else the workload's for ``accelerator``, else the profile's compute throughput c."""
     b = int(local_batch or wl.batch_size)
-    st = wl.step_time(accelerator, b) if accelerator else None
+    st = step_time_s if step_time_s is not None else (wl.step_time(accelerator, b) if accelerator else None)
     if wl.layout == "jpeg_folders":
         d = wl.jpeg.size
         return SimWorkload(wl.name, wl.samples, b, d.kind, d.mean_bytes, d.std_bytes, d.min_bytes, d.max_bytes, st)

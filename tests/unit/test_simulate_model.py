@@ -105,3 +105,19 @@ def test_access_frequency_matches_binomial_tail():
     measured = int((counts > thr).sum())
     # sd ≈ sqrt(31,635) ≈ 178: a 3 % band is > 5 sd
     assert measured == pytest.approx(closed, rel=0.03)
+
+
+def test_pfs_latency_is_paid_per_request():
+    """laptop-pfs has 0.5 ms per request: naive pays it once per sample read from the PFS."""
+    import dataclasses
+
+    from dlbench.simulate import load_profile, simulate
+    from dlbench.simulate.core import SimWorkload
+
+    prof = load_profile("laptop-pfs")
+    wl = SimWorkload("x", 400, 8, "fixed", 262160.0, 0.0, step_time_s=0.01)
+    with_lat = simulate(["naive"], wl=wl, profile=prof, nodes=2, ranks_per_node=1, epochs=1, seed=0)["naive"]
+    no_lat = dataclasses.replace(prof, pfs=dataclasses.replace(prof.pfs, latency_s=0.0))
+    without = simulate(["naive"], wl=wl, profile=no_lat, nodes=2, ranks_per_node=1, epochs=1, seed=0)["naive"]
+    # 200 samples per rank, each 0.5 ms more; the barrier waits for the slower rank
+    assert with_lat["total_time_s"] - without["total_time_s"] == pytest.approx(200 * 0.0005, rel=1e-6)
