@@ -36,3 +36,58 @@ def test_two_nodes_verify(tiny, tmp_path, run_mpi, strategy, extra):
     if "--local-capacity" in extra:                                   # 600 kB < 64 slots of 16 KiB: per-node subset
         assert "not a global shuffle" in r.stderr.lower() or "no longer" in r.stderr
     assert not any(loc.rglob("*.row"))
+
+
+def _pids_with_env(marker: str, rank: str) -> list[int]:
+    import os
+
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            env = open(f"/proc/{d}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if f"DLBENCH_TEST_MARKER={marker}".encode() in env and f"PMI_RANK={rank}".encode() in env:
+            out.append(int(d))
+    return out
+
+
+def test_peer_dying_during_exchange_aborts_the_job(tiny, tmp_path):
+    """Rank 1 is killed (SIGKILL) while pls exchanges samples every step: the job must end, not hang."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import uuid
+
+    from tests.conftest import ROOT, mpiexec
+
+    exe = mpiexec()
+    if exe is None:
+        pytest.skip("mpiexec not found")
+    marker = uuid.uuid4().hex
+    env = dict(os.environ, DLBENCH_TEST_MARKER=marker,
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [exe, "-n", "2", sys.executable, "-m", "dlbench.cli", "run", "--workload", "hep_cnn", "--strategy", "pls",
+           "--exchange-fraction", "1.0", "--data-dir", str(tiny), "--ranks-per-node", "1", "--epochs", "50",
+           "--compute-time", "0.05", "--out", str(tmp_path / "res"), "--local-dir", str(tmp_path / "loc")]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        # wait until the run is in its epochs (the results folder exists), then kill rank 1
+        deadline = time.time() + 60
+        while time.time() < deadline and not list((tmp_path / "res").rglob("run.json")):
+            time.sleep(0.2)
+        time.sleep(1.5)
+        victims = _pids_with_env(marker, "1")
+        assert victims, "rank 1 not found"
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        out, err = p.communicate(timeout=60)  # a hang fails here
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode != 0
