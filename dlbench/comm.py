@@ -40,13 +40,15 @@ def under_mpi_launcher() -> bool:
 class Request:
     """A pending non-blocking operation; ``wait()`` completes it."""
 
-    def __init__(self, req: Any = None):
+    def __init__(self, req: Any = None, keep: Any = None):
         self._req = req
+        self._keep = keep   # buffers to keep alive until the operation is done
 
     def wait(self) -> None:
         if self._req is not None:
             self._req.Wait()
             self._req = None
+            self._keep = None
 
     def test(self) -> bool:
         if self._req is None:
@@ -54,7 +56,21 @@ class Request:
         done = self._req.Test()
         if done:
             self._req = None
+            self._keep = None
         return bool(done)
+
+
+class _Multi:
+    """Several MPI requests completed together (``Wait`` = Waitall)."""
+
+    def __init__(self, MPI: Any, reqs: list):
+        self._MPI, self._reqs = MPI, reqs
+
+    def Wait(self) -> None:
+        self._MPI.Request.Waitall(self._reqs)
+
+    def Test(self) -> bool:
+        return bool(self._MPI.Request.Testall(self._reqs))
 
 
 class Comm:
@@ -134,6 +150,12 @@ class SerialComm(Comm):
     def irecv(self, buf: np.ndarray, source: int, tag: int = 0) -> Request:
         raise RuntimeError("irecv on a serial Comm: no peer")
 
+    def isend_parts(self, parts: Sequence[np.ndarray], dest: int, tag: int = 0) -> Request:
+        raise RuntimeError("isend on a serial Comm: no peer")
+
+    def irecv_parts(self, parts: Sequence[np.ndarray], source: int, tag: int = 0) -> Request:
+        raise RuntimeError("irecv on a serial Comm: no peer")
+
     def abort(self, message: str, code: int = 1) -> None:
         sys.stderr.write(message.rstrip() + "\n")
         sys.stderr.flush()
@@ -202,6 +224,20 @@ class MPIComm(Comm):
 
     def irecv(self, buf: np.ndarray, source: int, tag: int = 0) -> Request:
         return Request(self.comm.Irecv(buf, source=source, tag=tag))
+
+    # One message per part, each contiguous: measured here (2 ranks, PyPI MPICH, shared memory), 16 × 262 KB
+    # per step run at ~3.7 GB/s this way against ~2 GB/s for one hindexed message gathered from the same
+    # parts (MPICH packs a non-contiguous send slowly) and ~6 GB/s for one contiguous 4 MB message.
+    def isend_parts(self, parts: Sequence[np.ndarray], dest: int, tag: int = 0) -> Request:
+        """Send every buffer of ``parts`` as its own message, in order (match with ``irecv_parts`` of the
+        same sizes: MPI keeps the order of messages between two ranks on one tag)."""
+        Isend = self.comm.Isend
+        return Request(_Multi(self.MPI, [Isend(p, dest=dest, tag=tag) for p in parts]), parts)
+
+    def irecv_parts(self, parts: Sequence[np.ndarray], source: int, tag: int = 0) -> Request:
+        """Receive one message into every buffer of ``parts``, in order (each filled completely)."""
+        Irecv = self.comm.Irecv
+        return Request(_Multi(self.MPI, [Irecv(p, source=source, tag=tag) for p in parts]), parts)
 
     def abort(self, message: str, code: int = 1) -> None:
         sys.stderr.write(message.rstrip() + "\n")

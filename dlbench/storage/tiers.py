@@ -222,7 +222,8 @@ class LocalTier:
 class MemoryTier:
     """Rows in one preallocated slab of ``capacity_bytes // stride`` slots, ``stride`` = ``row_nbytes``
     rounded up to a page (every slot page-aligned). A slot map sends sample id → slot; freed slots are
-    reused. ``reserve(sample_id, nbytes)`` hands out the slot's view so a reader can fill it in place."""
+    reused. ``reserve(sample_id, nbytes)`` hands out the slot's view so a reader (or an MPI receive) can fill it
+in place. The slab's pages are touched at construction (no first-touch cost on the hot path)."""
 
     name = "memory"
 
@@ -239,6 +240,9 @@ class MemoryTier:
         self.capacity_bytes = capacity_bytes
         self.row_nbytes, self.stride, self.slots = row_nbytes, stride, int(slots)
         self.slab = aligned_rows(self.slots, row_nbytes)
+        # fault every page in now: first touch costs ~1 GB/s here (LIMITS.md), and a slot filled by a
+        # receive or a read must run at copy speed, not at page-fault speed
+        self.slab[:, ::PAGE] = 0
         self._slot: dict[int, int] = {}
         self._nbytes = np.zeros(self.slots, dtype=np.int64)
         self._free = list(range(self.slots - 1, -1, -1))

@@ -104,6 +104,27 @@ class SampleStore:
         self.refs[sid] = r + 1
         return n
 
+    def put_many(self, items) -> int:
+        """``put`` for several (sid, row) pairs; a tier with ``put_many`` stores the new ones in one go."""
+        new, total = [], 0
+        for sid, row in items:
+            r = self.refs.get(sid, 0)
+            if r == 0:
+                new.append((sid, row))
+            self.refs[sid] = r + 1
+        many = getattr(self.tier, "put_many", None)
+        if many is not None:
+            return many(new)
+        for sid, row in new:
+            total += self.tier.put(sid, row)
+        return total
+
+    def adopt(self, sid: int) -> None:
+        """Count a sample written into the tier directly (``tier.reserve``) as stored."""
+        if sid in self.refs:
+            raise KeyError(f"sample {sid} adopted twice")
+        self.refs[sid] = 1
+
     def release(self, sid: int) -> None:
         r = self.refs[sid] - 1
         if r:

@@ -5,9 +5,15 @@ transfer overlaps the step's compute), the peer of each chunk chosen by a seeded
 shard keeps its size. When a chunk's exchange completes, its sent samples are deleted from local storage
 and the received ones stored; they belong to the shard from the next epoch on. Local storage ≤ (1+Q)·F/W.
 
-Recorded: ``exchange`` intervals (tier PEER) for posting a step's exchange (packing the bytes from the
-store) and completing it (waiting, storing what came in; bytes received). ``stats()['exchange']`` has
-bytes and messages sent/received and the time spent waiting."""
+Transfer: one MPI message per sample, no packing. Memory tier: sent straight from the tier's slots and
+received straight into slots reserved for the incoming samples (a sample held already is received into a
+scratch row and only counted). Local tier: the files are read into preallocated page-aligned rows and sent
+from there; received into page-aligned rows and written as files when the exchange completes.
+
+Recorded: ``exchange`` intervals (tier PEER) for posting a step's exchange (reserving slots or reading the
+files to send, posting Isend/Irecv) and completing it (waiting, storing what came in, deleting what went;
+bytes received). ``stats()['exchange']`` has bytes sent/received, ``messages`` (exchanges, one per step
+with a chunk) and the time spent waiting."""
 
 from __future__ import annotations
 
@@ -19,7 +25,8 @@ from ..config import opt
 from ..errors import ConfigError
 from ..plan import PEER, Plan
 from ..plan.shuffles import pls_plan
-from ..storage import aligned_empty
+from ..storage import PAGE, aligned_rows
+from ..storage.tiers import MemoryTier
 from ..timeline import PHASE_ID
 from . import register
 from .base import Executor, RunContext, Semantics, Strategy
@@ -44,15 +51,18 @@ class PlsExecutor(ShardExecutor):
         self.wait_s = 0.0
         self._pending = None
         self._ep = None
-        # the largest chunk anyone sends or receives in a step: preallocate both buffers once
+        # the most samples anyone sends or receives in a step: one page-aligned row each, preallocated and
+        # faulted in once (fresh memory costs ~1 GB/s on first touch; a file read into a row that is not
+        # page-aligned runs 4-5x slower: LIMITS.md)
         worst = 1
         for ep in plan:
             if "send_ids" in ep.extras:
-                ids, steps = ep.extras["send_ids"], ep.extras["send_step"]
-                for s in np.unique(steps[0]):
-                    worst = max(worst, int(self.sizes[ids[:, steps[0] == s]].sum(axis=1).max()))
-        self.sendbuf = aligned_empty(worst)
-        self.recvbuf = aligned_empty(worst)
+                worst = max(worst, int(np.unique(ep.extras["send_step"][0], return_counts=True)[1].max()))
+        row = max(int(np.max(self.sizes)) if len(self.sizes) else 1, 1)
+        self.sendrows = aligned_rows(worst, row)
+        self.recvrows = aligned_rows(worst, row)
+        self.sendrows[:, ::PAGE] = 0
+        self.recvrows[:, ::PAGE] = 0
 
     def _step_columns(self, ep, s: int) -> np.ndarray:
         steps = ep.extras["send_step"][0]
@@ -69,37 +79,60 @@ class PlsExecutor(ShardExecutor):
         ctx, comm, me = self.ctx, self.ctx.comm, self.ctx.rank
         clock = ctx.clock
         t0 = clock()
-        send_ids = ep.extras["send_ids"][me, cols]
+        send_ids = ep.extras["send_ids"][me, cols].tolist()
         dest = int(ep.extras["send_to"][me, cols[0]])
         src = int(np.nonzero(ep.extras["send_to"][:, cols[0]] == me)[0][0])
-        recv_ids = ep.extras["send_ids"][src, cols]
-        nrecv = int(self.sizes[recv_ids].sum())
-        rreq = comm.irecv(self.recvbuf[:nrecv], src, tag=self.TAG)
-        off = 0
-        tier = self.store.tier
-        for sid in send_ids.tolist():
-            off += tier.read_into(sid, self.sendbuf[off:])
-        sreq = comm.isend(self.sendbuf[:off], dest, tag=self.TAG)
-        self._pending = (rreq, sreq, send_ids, recv_ids, off, nrecv)
+        recv_ids = ep.extras["send_ids"][src, cols].tolist()
+        sizes = self.sizes
+        store = self.store
+        tier = store.tier
+        # one message per sample (MPI keeps their order): sent straight from the memory tier's slots, or
+        # read from the local tier's files into page-aligned rows; received straight into memory-tier slots
+        # reserved for the incoming samples, or into page-aligned rows stored when the exchange completes
+        direct, scratch, rparts = [], [], []
+        memory = isinstance(tier, MemoryTier)
+        for j, sid in enumerate(recv_ids):
+            n = int(sizes[sid])
+            if memory and sid not in store.refs and sid not in direct:
+                rparts.append(tier.reserve(sid, n))
+                direct.append(sid)
+            else:   # local tier, or held already (the bytes go to scratch, only the reference counts)
+                rparts.append(self.recvrows[j, :n])
+                scratch.append((sid, j, n))
+        rreq = comm.irecv_parts(rparts, src, tag=self.TAG)
+        if memory:
+            sparts = [tier.view(sid) for sid in send_ids]
+            nsent = sum(int(p.nbytes) for p in sparts)
+            c = tier.counters
+            c.reads += len(sparts)
+            c.read_bytes += nsent
+        else:
+            sparts, rows = [], self.sendrows
+            for j, sid in enumerate(send_ids):
+                sparts.append(rows[j, :tier.read_into(sid, rows[j])])
+            nsent = sum(int(p.nbytes) for p in sparts)
+        sreq = comm.isend_parts(sparts, dest, tag=self.TAG)
+        nrecv = sum(int(p.nbytes) for p in rparts)
+        self._pending = (rreq, sreq, send_ids, direct, scratch, nsent, nrecv)
         ctx.timeline.add(PHASE_ID["exchange"], t0, clock(), e, s, 0, PEER)
 
     def _after_step(self, e: int, s: int) -> None:
         if self._pending is None:
             return
-        rreq, sreq, send_ids, recv_ids, nsent, nrecv = self._pending
+        rreq, sreq, send_ids, direct, scratch, nsent, nrecv = self._pending
         self._pending = None
         clock = self.ctx.clock
         t0 = clock()
         rreq.wait()
         sreq.wait()
         t1 = clock()
-        off = 0
         store = self.store
-        for sid in recv_ids.tolist():
-            n = int(self.sizes[sid])
-            store.put(sid, self.recvbuf[off:off + n])
-            off += n
-        for sid in send_ids.tolist():
+        for sid in direct:
+            store.adopt(sid)
+        if scratch:
+            rows = self.recvrows
+            store.put_many([(sid, rows[j, :n]) for sid, j, n in scratch])
+        for sid in send_ids:
             store.release(sid)
         self.ctx.timeline.add(PHASE_ID["exchange"], t0, clock(), e, s, nrecv, PEER)
         self.wait_s += (t1 - t0) * 1e-9
