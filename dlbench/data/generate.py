@@ -225,14 +225,64 @@ class _Progress:
         return out
 
 
+class _Filler:
+    """Makes sample content one chunk ahead of the writes, in a background thread: the rank's chunks
+    (first sample, count) are known up front, so while chunk k is written (``pwrite`` releases the GIL)
+    chunk k+1 is filled (NumPy's copies release it too) into the other of two staging buffer sets."""
+
+    def __init__(self, writer: _Writer, chunks: list[tuple[int, int]]):
+        import queue
+        import threading
+
+        self.w, self.chunks = writer, chunks
+        self.free: queue.Queue = queue.Queue()
+        self.ready: queue.Queue = queue.Queue()
+        for _ in range(2):
+            self.free.put([aligned_empty(writer.per * n) for n in writer.nb])
+        self.thread = threading.Thread(target=self._run, daemon=True, name="dlbench-generate-fill")
+        self.thread.start()
+
+    def _run(self) -> None:
+        w = self.w
+        try:
+            for s0, b in self.chunks:
+                bufs = self.free.get()
+                if bufs is None:
+                    return
+                for k in range(b):
+                    content.fill_arrays(w.w, w.seed, s0 + k, [st[k * n:(k + 1) * n] for st, n in zip(bufs, w.nb)])
+                self.ready.put((s0, b, bufs))
+        except BaseException as e:  # handed to the writer, which re-raises it
+            self.ready.put((None, None, e))
+
+    def get(self, s0: int, b: int) -> list:
+        got0, got_b, bufs = self.ready.get()
+        if got0 is None:
+            raise bufs
+        if (got0, got_b) != (s0, b):  # pragma: no cover - the chunk list and the writes disagree
+            raise RuntimeError(f"generate: filled chunk {(got0, got_b)} but writing {(s0, b)}")
+        return bufs
+
+    def release(self, bufs: list) -> None:
+        self.free.put(bufs)
+
+    def close(self) -> None:
+        self.free.put(None)
+        self.free.put(None)
+        self.thread.join()
+
+
 class _Writer:
     def __init__(self, workload: Workload, seed: int, data_dir: Path, m: Manifest, fsync: bool):
         self.w, self.seed, self.d, self.m, self.fsync = workload, seed, data_dir, m, fsync
         self.templates: dict = {}
+        self.filler: _Filler | None = None
         if workload.layout != "jpeg_folders":
             self.per, _ = _n_chunks(workload)
             self.nb = [a.nbytes for a in workload.arrays]
-            self.stage = [aligned_empty(self.per * n) for n in self.nb]
+
+    def chunks(self, first: int, count: int) -> list[tuple[int, int]]:
+        return [(s0, min(self.per, first + count - s0)) for s0 in range(first, first + count, self.per)]
 
     def template(self, k: int | None, path: Path | None = None) -> H5Template:
         t = self.templates.get(k)
@@ -251,13 +301,13 @@ class _Writer:
     def write_samples(self, fd: int, tpl: H5Template, first: int, count: int, base: int) -> int:
         """Samples first..first+count-1, stored at row ``first - base`` of each dataset."""
         written = 0
-        for s0 in range(first, first + count, self.per):
-            b = min(self.per, first + count - s0)
-            for k in range(b):
-                content.fill_arrays(self.w, self.seed, s0 + k,
-                                    [st[k * n:(k + 1) * n] for st, n in zip(self.stage, self.nb)])
-            for off, st, n in zip(tpl.offsets, self.stage, self.nb):
-                written += _write_all(fd, st[:b * n], off + (s0 - base) * n)
+        for s0, b in self.chunks(first, count):
+            bufs = self.filler.get(s0, b)
+            try:
+                for off, st, n in zip(tpl.offsets, bufs, self.nb):
+                    written += _write_all(fd, st[:b * n], off + (s0 - base) * n)
+            finally:
+                self.filler.release(bufs)
         return written
 
     def write_file(self, f: int) -> int:
@@ -313,6 +363,8 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
         done_path = d / TMP_DIR / (rel + ".done")
         done = np.frombuffer(done_path.read_bytes(), dtype=np.uint8)
         tpl = writer.template(w.samples, part)
+        todo = [c for c in range(comm.rank, nch, comm.size) if not done[c]]
+        writer.filler = _Filler(writer, [ch for c in todo for ch in writer.chunks(c * per, min(per, w.samples - c * per))])
         fd = os.open(part, os.O_WRONLY)
         dfd = os.open(done_path, os.O_WRONLY)
         try:
@@ -330,23 +382,33 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
         finally:
             os.close(fd)
             os.close(dfd)
+            writer.filler.close()
         if comm.rank == 0:  # the skeleton's metadata, written by rank 0 in _prepare
             prog.files = 1
             prog.bytes += int(m.nbytes[0]) - w.samples * w.sample_nbytes
         return
-    for f in range(comm.rank, len(m.paths), comm.size):
-        q = d / m.paths[f]
+    mine = list(range(comm.rank, len(m.paths), comm.size))
+    complete = {}
+    for f in mine:
         try:
-            complete = q.stat().st_size == m.nbytes[f]
+            complete[f] = (d / m.paths[f]).stat().st_size == m.nbytes[f]
         except FileNotFoundError:
-            complete = False
-        if complete:
-            prog.skipped_files += 1
-            prog.skipped_bytes += int(m.nbytes[f])
-        else:
-            prog.bytes += writer.write_file(f)
-            prog.files += 1
-        prog.flush()
+            complete[f] = False
+    if w.layout != "jpeg_folders":
+        writer.filler = _Filler(writer, [ch for f in mine if not complete[f]
+                                         for ch in writer.chunks(int(m.first[f]), int(m.count[f]))])
+    try:
+        for f in mine:
+            if complete[f]:
+                prog.skipped_files += 1
+                prog.skipped_bytes += int(m.nbytes[f])
+            else:
+                prog.bytes += writer.write_file(f)
+                prog.files += 1
+            prog.flush()
+    finally:
+        if writer.filler is not None:
+            writer.filler.close()
 
 
 def _show_progress(data_dir: Path, comm, total_bytes: int, show: bool, own_done) -> None:
