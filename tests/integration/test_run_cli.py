@@ -122,3 +122,22 @@ def test_sleep_and_torch_runs_side_by_side(tmp_path, cli):
     assert torch_run["mode"] == "torch" and len(torch_run["step_times_s"]) == 8
     rows = json.loads(cli(["compare", *dirs, "--format", "json"]).output)
     assert [r["compute"] for r in rows] == ["sleep 0.001s", "torch cpu"]
+
+
+def test_checkpoint_is_its_own_phase(tiny, tmp_path, cli):
+    out = tmp_path / "res"
+    r = cli(["run", "--workload", "cosmoflow", "--data-dir", tiny, "--epochs", 1, "--compute-time", "0",
+             "--checkpoint-every", 4, "--out", out])
+    assert r.exit_code == 0, r.output
+    rd = _run_dir(r.output)
+    s = json.loads((rd / "run.json").read_text())["summary"]
+    assert s["phase_time_s"]["checkpoint"] > 0
+    import numpy as np
+
+    z = np.load(rd / "intervals.npz")
+    from dlbench.timeline import PHASE_ID
+
+    ck = z["r0_phase"] == PHASE_ID["checkpoint"]
+    assert ck.sum() == 2  # 8 steps, every 4th
+    assert (z["r0_nbytes"][ck] == 12 * 5_597_604).all()  # weights + Adam moments of the CosmoFlow model
+    assert not [p for p in rd.rglob("*") if "ckpt" in p.name or "checkpoint" in p.name]
