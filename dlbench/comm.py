@@ -240,8 +240,13 @@ class MPIComm(Comm):
         return Request(_Multi(self.MPI, [Irecv(p, source=source, tag=tag) for p in parts]), parts)
 
     def abort(self, message: str, code: int = 1) -> None:
+        """Print the message and end the whole job. The pause lets the launcher forward this rank's
+        stderr before MPI_Abort kills the job (otherwise the message can be lost)."""
+        import time
+
         sys.stderr.write(message.rstrip() + "\n")
         sys.stderr.flush()
+        time.sleep(0.5)
         self.comm.Abort(code)
 
 

@@ -10,11 +10,12 @@ array's C-contiguous bytes):
 - Each sample has its own generator, ``numpy.random.default_rng([workload_id, seed, i])`` (PCG64 seeded
   through a SeedSequence); arrays draw from it in order.
 - A data array (``role: data``) is a random *block* of ``BLOCK_ELEMS`` = 16,411 elements (a prime, ≈ 64 KiB
-  of float32; ``SMALL_BLOCK_ELEMS`` = 4,093 for arrays of up to 1 Mi elements, so small samples cost
-  little more than their write) tiled over the whole array: float arrays hold uniform values in [0, 1), integer arrays
-  uniform integers in [0, 1024) (clipped to the dtype's range), so every value is finite and usable by a
-  real model. Because the block length is prime, no two 4 KiB pages of a sample up to 64 MiB hold the
-  same bytes (page-level deduplication cannot shortcut the I/O), while filling costs about as much as a
+  of float32; ``SMALL_BLOCK_ELEMS`` = 1,021 for arrays of up to 1 Mi elements, so small samples cost
+  little more than their write) tiled over the whole array: float arrays hold uniform values in [0, 1),
+  integer arrays uniform integers in [0, 1024) (clipped to the dtype's range), so every value is finite
+  and usable by a real model. Because the block length is prime, no two 4 KiB pages of an array hold the
+  same bytes (the small block's phase against the pages repeats only after 4 MiB, the large one's after
+  64 MiB), so page-level deduplication cannot shortcut the I/O, while filling costs about as much as a
   memcpy (LIMITS.md: tiling runs at ≈ 30 GB/s, drawing every value at 1.7 GB/s).
 - A label array (``role: label``) holds floats in [0, 1) or integers in {0, 1} (valid class ids for
   binary and for 3-class segmentation losses); fully random when it is small, and tiled from a random block
@@ -43,7 +44,7 @@ import numpy as np
 from ..workload import Workload, workload_id
 
 BLOCK_ELEMS = 16411          # prime: tiles never line up with 4 KiB pages
-SMALL_BLOCK_ELEMS = 4093     # prime, for arrays of up to 1 Mi elements (cheaper per sample)
+SMALL_BLOCK_ELEMS = 1021     # prime, for arrays of up to 1 Mi elements (cheaper per sample)
 INT_DATA_HIGH = 1024         # integer data arrays: values in [0, 1024)
 JPEG_QUALITY = 90
 JPEG_BYTES_PER_PIXEL = 0.57  # first guess of the encoded size per pixel of the smooth image at quality 90

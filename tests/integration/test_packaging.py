@@ -21,7 +21,7 @@ def test_installed_package_finds_its_workloads_and_configs(tmp_path):
         pytest.skip("dlbench is not installed in this environment (tests run from the source tree)")
     assert r.returncode == 0, r.stderr
     pkg, workloads, configs, names = json.loads(r.stdout)
-    if Path(pkg).resolve().is_relative_to(ROOT):
+    if Path(pkg).resolve().is_relative_to(ROOT / "dlbench"):
         pytest.skip("dlbench is installed in editable mode: the source tree's folders are used")
     assert Path(workloads).parent.name == "_data" and Path(configs).parent.name == "_data"
     assert {"cosmoflow", "deepcam", "imagenet", "ptychonn", "hep_cnn"} <= set(names)
