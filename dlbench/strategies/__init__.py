@@ -17,9 +17,9 @@ def register(cls: type[Strategy]) -> type[Strategy]:
 
 
 def _load_builtins() -> None:
-    if _REGISTRY:
-        return
-    from . import local, naive, pls, prefetch, staging  # noqa: F401  (each registers itself)
+    """Import the built-in strategy modules (each registers itself); idempotent, and independent of
+    which strategy module happened to be imported first."""
+    from . import local, naive, pls, prefetch, staging  # noqa: F401
 
 
 def names() -> list[str]:

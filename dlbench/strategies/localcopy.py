@@ -32,6 +32,7 @@ from ..plan import LOCAL, MEMORY, PEER, SHARED, Plan
 from ..storage import PAGE, LocalTier, MemoryTier, aligned_empty, aligned_rows, check_local_dir
 from ..timeline import PHASE_ID
 from .base import Batch, Executor, RunContext
+from .naive import sync_read_epoch
 
 TIER_CODES = {"local": LOCAL, "memory": MEMORY}
 CHUNK_BYTES = 16 << 20  # at most this much per message of the staging distribution
@@ -296,33 +297,10 @@ class LocalCopyExecutor(Executor):
         return None
 
     def epoch(self, e: int) -> Iterator[Batch]:
-        ep = self.plan.epoch(e)
-        r = self.ctx.rank
-        ids_all = ep.rank_samples(r)
-        bounds = ep.bounds[r].tolist()
-        rows, store = self.rows, self.store
-        add, clock = self.ctx.timeline.add, self.ctx.clock
-        READ, DECODE, code = PHASE_ID["read"], PHASE_ID["decode"], self.code
-        read_into = store.read_into
-        for s in range(len(bounds) - 1):
-            self._before_step(e, s)
-            ids = ids_all[bounds[s]:bounds[s + 1]]
-            if self.jpeg:
-                raw, decode = self.raw, self.reader.decode_into
-                for j, i in enumerate(ids.tolist()):
-                    t0 = clock()
-                    n = read_into(i, raw)
-                    t1 = clock()
-                    decode(raw, n, rows[j])
-                    add(READ, t0, t1, e, s, n, code)
-                    add(DECODE, t1, clock(), e, s, 0, code)
-            else:
-                for j, i in enumerate(ids.tolist()):
-                    t0 = clock()
-                    n = read_into(i, rows[j])
-                    add(READ, t0, clock(), e, s, n, code)
-            yield Batch(rows, ids, len(ids))
-            self._after_step(e, s)
+        yield from sync_read_epoch(self.ctx, self.plan, e, self.rows, self.store.read_into, self.code,
+                                   raw=self.raw if self.jpeg else None,
+                                   decode=self.reader.decode_into if self.jpeg else None,
+                                   before_step=self._before_step, after_step=self._after_step)
         if e == self.plan.epochs - 1:
             self.done = True
 

@@ -30,6 +30,40 @@ def shared_tier_plan(name: str, ctx: RunContext, drop_last: bool, meta: dict | N
                                seed=ctx.seed, drop_last=drop_last, tier=SHARED, meta=meta)
 
 
+def sync_read_epoch(ctx: RunContext, plan: Plan, e: int, rows, read_into, tier: int, *, raw=None, decode=None,
+                    before_step=None, after_step=None) -> Iterator[Batch]:
+    """Yield epoch ``e``'s batches for ``ctx.rank``: each step's samples read one by one with
+    ``read_into`` into the reused ``rows`` (JPEGs: into ``raw``, then ``decode`` into the row), one
+    ``read`` (and ``decode``) interval per sample tagged with ``tier``. The per-sample loop is the hot path:
+    locals only, no allocation."""
+    ep = plan.epoch(e)
+    ids_all = ep.rank_samples(ctx.rank)
+    bounds = ep.bounds[ctx.rank].tolist()
+    add, clock = ctx.timeline.add, ctx.clock
+    READ, DECODE = PHASE_ID["read"], PHASE_ID["decode"]
+    for s in range(len(bounds) - 1):
+        if before_step is not None:
+            before_step(e, s)
+        ids = ids_all[bounds[s]:bounds[s + 1]]
+        if decode is not None:
+            for j, i in enumerate(ids.tolist()):
+                t0 = clock()
+                n = read_into(i, raw)
+                t1 = clock()
+                decode(raw, n, rows[j])
+                t2 = clock()
+                add(READ, t0, t1, e, s, n, tier)
+                add(DECODE, t1, t2, e, s, 0, tier)
+        else:
+            for j, i in enumerate(ids.tolist()):
+                t0 = clock()
+                n = read_into(i, rows[j])
+                add(READ, t0, clock(), e, s, n, tier)
+        yield Batch(rows, ids, len(ids))
+        if after_step is not None:
+            after_step(e, s)
+
+
 class SyncReadExecutor(Executor):
     """Reads each step's samples one by one into a reused, page-aligned batch buffer (decoding JPEGs
     into the decoded rows), recording one ``read`` (and ``decode``) interval per sample."""
@@ -46,33 +80,8 @@ class SyncReadExecutor(Executor):
             self.rows = aligned_rows(b, self.reader.max_row_nbytes)
 
     def epoch(self, e: int) -> Iterator[Batch]:
-        ep = self.plan.epoch(e)
-        r = self.ctx.rank
-        ids_all = ep.rank_samples(r)
-        bounds = ep.bounds[r].tolist()
-        rows = self.rows
-        add = self.ctx.timeline.add
-        read_into = self.reader.read_into
-        READ, DECODE, tier = PHASE_ID["read"], PHASE_ID["decode"], self.tier
-        clock = self.ctx.clock
-        for s in range(len(bounds) - 1):
-            ids = ids_all[bounds[s]:bounds[s + 1]]
-            if self.jpeg:
-                raw, decode = self.raw, self.reader.decode_into
-                for j, i in enumerate(ids.tolist()):
-                    t0 = clock()
-                    n = read_into(i, raw)
-                    t1 = clock()
-                    decode(raw, n, rows[j])
-                    t2 = clock()
-                    add(READ, t0, t1, e, s, n, tier)
-                    add(DECODE, t1, t2, e, s, 0, tier)
-            else:
-                for j, i in enumerate(ids.tolist()):
-                    t0 = clock()
-                    n = read_into(i, rows[j])
-                    add(READ, t0, clock(), e, s, n, tier)
-            yield Batch(rows, ids, len(ids))
+        return sync_read_epoch(self.ctx, self.plan, e, self.rows, self.reader.read_into, self.tier,
+                               raw=getattr(self, "raw", None), decode=self.reader.decode_into if self.jpeg else None)
 
     def close(self) -> None:
         self.reader.close()
