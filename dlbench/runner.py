@@ -102,6 +102,10 @@ class Loop:
             raise ConfigError(f"--batch-size={b}: larger than the per-rank share of {per_rank} samples "
                               f"({manifest.samples} samples / {comm.size} ranks); use at most {per_rank}")
         self.local_batch = b
+        self.checkpoint_nbytes = workload.checkpoint_nbytes()
+        if cfg.checkpoint_every and not self.checkpoint_nbytes:
+            raise ConfigError(f"--checkpoint-every={cfg.checkpoint_every}: workload {workload.name} gives no model "
+                              f"size (model.parameters in its YAML), so the checkpoint size is unknown")
         from .data.formats import open_reader
         from .simulate.profile import load as load_profile
         from .storage import throttled_factory
@@ -154,7 +158,7 @@ class Loop:
                             barrier=self.comm if cfg.barrier else None)
 
     # ---- the loop ---------------------------------------------------------------------------------
-    def run(self, timeline: Timeline, compute=None) -> dict:
+    def run(self, timeline: Timeline, compute=None, checkpoint_dir: Path | None = None) -> dict:
         cfg, comm, plan = self.cfg, self.comm, self.plan
         self.ctx.timeline = timeline
         compute = compute if compute is not None else self.make_compute()
@@ -164,7 +168,7 @@ class Loop:
         clock = self.ctx.clock
         io0 = _proc_io()
         global_step = 0
-        ckpt_dir = Path(cfg.out) if cfg.checkpoint_every else None
+        ckpt_dir = Path(checkpoint_dir if checkpoint_dir is not None else cfg.out)
         delivered = 0
         try:
             comm.barrier()
@@ -192,10 +196,10 @@ class Loop:
                         from .compute.sleep import write_checkpoint
 
                         c0 = clock()
-                        if comm.rank == 0:
-                            write_checkpoint(ckpt_dir, self.workload.checkpoint_nbytes() or (1 << 20), None, e, s)
+                        if comm.rank == 0:  # rank 0 writes; every rank waits for it
+                            write_checkpoint(ckpt_dir, self.checkpoint_nbytes, None, e, s)
                         comm.barrier()
-                        timeline.add(CKPT, c0, clock(), e, s, self.workload.checkpoint_nbytes() if comm.rank == 0 else 0)
+                        timeline.add(CKPT, c0, clock(), e, s, self.checkpoint_nbytes if comm.rank == 0 else 0)
                     s += 1
                 timeline.mark_epoch(e, t_epoch, clock(), samples=epoch_samples)
                 if s != plan.epoch(e).steps:
@@ -351,11 +355,9 @@ def run(cfg: RunConfig, comm) -> dict:
         run_dir = results.new_run_dir(Path(cfg.out), workload.name, cfg.strategy)
         results.write_run(run_dir, config=config_echo, summary={}, error="incomplete: the run did not finish")
     run_dir = comm.bcast(str(run_dir) if run_dir else None)
-    if cfg.checkpoint_every:
-        cfg.out = str(Path(run_dir))
     timeline = Timeline(_capacity(loop), comm.rank)
     try:
-        mine = loop.run(timeline)
+        mine = loop.run(timeline, checkpoint_dir=Path(run_dir))
     except BaseException as exc:  # record the failure, then stop every rank
         msg = str(exc) if isinstance(exc, DlbenchError) else f"{type(exc).__name__}: {exc}"
         tb = traceback.format_exc()

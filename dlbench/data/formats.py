@@ -326,6 +326,11 @@ class MemoryReader(SampleReader):
             self.decoded_nbytes = workload.sample_nbytes
         self.max_row_nbytes = int(self._sizes.max()) if self.n else 0
 
+    @property
+    def samples(self) -> int:
+        """Sample count, so the fake can stand where a Manifest is read (samples, sample_nbytes())."""
+        return self.n
+
     def sample_nbytes(self) -> np.ndarray:
         return self._sizes.copy()
 

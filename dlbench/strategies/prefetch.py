@@ -55,9 +55,8 @@ class _StepDataset:
     """Map-style dataset whose index is a whole step (a list of sample ids): one fetch = one batch,
     so IPC is per batch, not per sample."""
 
-    def __init__(self, reader_factory, row_nbytes: int, jpeg: bool, out_nbytes: int, max_raw: int,
-                 local_batch: int, ring: int):
-        self.reader_factory, self.row_nbytes, self.jpeg = reader_factory, row_nbytes, jpeg
+    def __init__(self, reader_factory, jpeg: bool, out_nbytes: int, max_raw: int, local_batch: int, ring: int):
+        self.reader_factory, self.jpeg = reader_factory, jpeg
         self.out_nbytes, self.max_raw = out_nbytes, max_raw
         self.local_batch, self.ring_size = local_batch, ring
         self._pid, self._reader, self._raw, self._ring, self._next = None, None, None, None, 0
@@ -101,8 +100,6 @@ class _StepDataset:
         info = torch.utils.data.get_worker_info()
         return rows, np.asarray(ids, dtype=np.int64), times, (info.id + 1 if info is not None else 0)
 
-    def __len__(self):  # not used by the batch sampler, but DataLoader may ask
-        return 0
 
 
 def _identity(x):
@@ -143,7 +140,7 @@ class DataLoaderExecutor(Executor):
             kw = {"prefetch_factor": options.prefetch_factor, "persistent_workers": options.persistent_workers}
         pin = options.pin_memory and torch.cuda.is_available()
         ring = options.prefetch_factor + 2
-        self.loader = DataLoader(_StepDataset(ctx.reader_factory, max_raw, jpeg, out_nbytes, max_raw,
+        self.loader = DataLoader(_StepDataset(ctx.reader_factory, jpeg, out_nbytes, max_raw,
                                               plan.local_batch, ring),
                                  sampler=batches, batch_size=None, collate_fn=_identity,
                                  num_workers=options.num_workers, pin_memory=pin, **kw)

@@ -141,3 +141,15 @@ def test_checkpoint_is_its_own_phase(tiny, tmp_path, cli):
     assert ck.sum() == 2  # 8 steps, every 4th
     assert (z["r0_nbytes"][ck] == 12 * 5_597_604).all()  # weights + Adam moments of the CosmoFlow model
     assert not [p for p in rd.rglob("*") if "ckpt" in p.name or "checkpoint" in p.name]
+
+
+def test_checkpoint_needs_a_model_size(tmp_path, cli):
+    """A workload without model.parameters cannot size a checkpoint: say so (no silent default size)."""
+    from pathlib import Path
+
+    yaml_path = Path(__file__).resolve().parents[2] / "configs" / "examples" / "onemib-hdf5.yaml"
+    d = tmp_path / "one"
+    assert cli(["generate", "--workload", yaml_path, "--scale", "tiny", "--data-dir", d, "--no-progress"]).exit_code == 0
+    r = cli(["run", "--workload", yaml_path, "--data-dir", d, "--compute-time", "0", "--checkpoint-every", 2,
+             "--out", tmp_path / "res"])
+    assert r.exit_code == 2 and "checkpoint size is unknown" in r.output

@@ -54,15 +54,6 @@ class FakeCompute:
         pass
 
 
-class _Manifest:
-    def __init__(self, reader):
-        self.samples = reader.n
-        self._sizes = reader.sample_nbytes()
-
-    def sample_nbytes(self):
-        return self._sizes
-
-
 @pytest.mark.parametrize("verify", [False, True])
 def test_naive_phases_add_up_to_wall_time(verify):
     wl = wl_mod.load("cosmoflow", scale="tiny")
@@ -70,7 +61,7 @@ def test_naive_phases_add_up_to_wall_time(verify):
     mem = MemoryReader(wl, seed=0)
     reader = SlowMemoryReader(mem, clock, ns_per_byte=2)
     cfg = RunConfig(workload="cosmoflow", strategy="naive", epochs=2, batch_size=4, verify=verify)
-    loop = Loop(cfg, SerialComm(), wl, _Manifest(mem), None, reader_factory=lambda: reader, clock=clock)
+    loop = Loop(cfg, SerialComm(), wl, mem, None, reader_factory=lambda: reader, clock=clock)
     tl = Timeline(4096, 0)
     compute = FakeCompute(clock, step_ns=3_000_000)
     out = loop.run(tl, compute=compute)
@@ -115,7 +106,7 @@ def test_verify_catches_wrong_bytes():
             pass
 
     cfg = RunConfig(workload="cosmoflow", strategy="naive", epochs=1, batch_size=4, verify=True, compute_time_s=0.0)
-    loop = Loop(cfg, SerialComm(), wl, _Manifest(mem), None, reader_factory=lambda: Corrupt())
+    loop = Loop(cfg, SerialComm(), wl, mem, None, reader_factory=lambda: Corrupt())
     with pytest.raises(RunError, match="sample 7"):
         loop.run(Timeline(1024, 0))
 
@@ -128,7 +119,7 @@ def test_naive_and_prefetch_consume_the_same_order():
     for strat, opts in (("naive", {}), ("prefetch", {"num_workers": 0}), ("prefetch", {"num_workers": 1})):
         cfg = RunConfig(workload="hep_cnn", strategy=strat, options=opts, epochs=2, batch_size=5, seed=3,
                         compute_time_s=0.0, verify=True)
-        loop = Loop(cfg, SerialComm(), wl, _Manifest(mem), None, reader_factory=lambda: MemoryReader(wl, seed=3))
+        loop = Loop(cfg, SerialComm(), wl, mem, None, reader_factory=lambda: MemoryReader(wl, seed=3))
         tl = Timeline(1024, 0)
         got = []
 

@@ -116,15 +116,6 @@ def test_capacity_errors_say_how_much():
         assert set(ep.sample_ids[0]) | set(ep.sample_ids[1]) == set(np.unique(sub.epoch(0).sample_ids[:2]))
 
 
-class _Manifest:
-    def __init__(self, reader):
-        self.samples = reader.n
-        self._sizes = reader.sample_nbytes()
-
-    def sample_nbytes(self):
-        return self._sizes
-
-
 @pytest.mark.parametrize("strategy,opts", [("staging", {}), ("staging", {"tier": "memory"}), ("local", {}),
                                            ("pls", {"exchange_fraction": 0.5}), ("local", {"tier": "memory"})])
 def test_executor_serial_verify(tmp_path, strategy, opts):
@@ -132,7 +123,7 @@ def test_executor_serial_verify(tmp_path, strategy, opts):
     mem = MemoryReader(wl, seed=3)
     cfg = RunConfig(workload="hep_cnn", strategy=strategy, options=opts, epochs=2, batch_size=5, seed=3,
                     compute_time_s=0.0, verify=True, local_dir=str(tmp_path / "loc"))
-    loop = Loop(cfg, SerialComm(), wl, _Manifest(mem), None, reader_factory=lambda: MemoryReader(wl, seed=3))
+    loop = Loop(cfg, SerialComm(), wl, mem, None, reader_factory=lambda: MemoryReader(wl, seed=3))
     out = loop.run(Timeline(1024, 0))
     a = out["arrays"]
     assert out["verified"] == 2 * 64
