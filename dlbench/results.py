@@ -112,8 +112,14 @@ def _jsonable(o):
     return str(o)
 
 
+def _tmp_for(path: Path, suffix: str = ".tmp") -> Path:
+    """A temporary name private to this process: ranks that fail together may write the same run
+    folder at once, and each file must still be whole (write to the private name, then rename)."""
+    return path.with_name(f".{path.name}.{os.getpid()}{suffix}")
+
+
 def _dump_json(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = _tmp_for(path)
     with open(tmp, "w") as f:
         json.dump(obj, f, indent=1, default=_jsonable, allow_nan=True)
         f.write("\n")
@@ -148,7 +154,7 @@ def write_intervals(path: Path, intervals: list[dict]) -> None:
                 continue
             arrs[f"r{r}_{k}"] = np.asarray(v)
     arrs["ranks"] = np.array([int(a.get("rank", 0)) for a in intervals], dtype=np.int64)
-    tmp = path.with_name(path.name + ".tmp.npz")
+    tmp = _tmp_for(path, ".tmp.npz")
     np.savez_compressed(tmp, **arrs)
     os.replace(tmp, path)
 
@@ -223,7 +229,7 @@ def trace_events(intervals: list[dict], max_events: int = 2_000_000) -> dict:
 def write_timelogger_csv(path: Path, intervals: list[dict]) -> None:
     """TimeLogger CSV: header ``Epoch, Rank, Action Name, ...`` (", "-separated as TimeLogger writes it),
     times in Unix seconds, one row per interval, then one ``epoch`` row per marked epoch."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = _tmp_for(path)
     with open(tmp, "w", newline="") as f:
         f.write(", ".join(TIMELOGGER_COLUMNS) + "\n")
         w = csv.writer(f, lineterminator="\n")

@@ -167,3 +167,30 @@ def test_import_darshan_ior_example():
     assert p["POSIX_OPENS"] == 22 and p["POSIX_READS"] == 36 and p["POSIX_BYTES_READ"] == 4202504
     assert sum(p["read_size_histogram"].values()) == p["POSIX_READS"]
     assert p["read_size_histogram"]["100K_1M"] == 16
+
+
+def test_run_json_stays_whole_when_two_processes_write_it(tmp_path):
+    """Regression: two failing ranks wrote run.json through one shared temporary name and left it corrupt."""
+    import json
+    import multiprocessing as mp
+
+    from dlbench.results import read_run
+
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_write_many, args=(tmp_path, k)) for k in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    run = read_run(tmp_path)
+    assert run["error"] in ("rank 0", "rank 1")
+    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+    del json
+
+
+def _write_many(d, k):
+    from dlbench.results import write_run
+
+    for _ in range(100):
+        write_run(d, config={"pad": "x" * (4000 * (k + 1))}, summary={}, error=f"rank {k}")
