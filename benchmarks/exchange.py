@@ -94,14 +94,12 @@ def main() -> None:
     # the per-step messages of the plan, for the bare loop and the write ceiling
     msgs = []
     for ep in plan:
-        steps = ep.extras["send_step"][0]
-        for s in np.unique(steps):
-            cols = steps == s
-            me = comm.rank
-            src = int(np.nonzero(ep.extras["send_to"][:, np.nonzero(cols)[0][0]] == me)[0][0])
-            dst = int(ep.extras["send_to"][me, np.nonzero(cols)[0][0]])
-            msgs.append((dst, src, int(sizes[ep.extras["send_ids"][me, cols]].sum()),
-                         sizes[ep.extras["send_ids"][src, cols]].tolist()))
+        t, me = ep.transfers, comm.rank
+        for s in np.unique(t.step):
+            snd = (t.step == s) & (t.src == me)
+            rcv = (t.step == s) & (t.dst == me)
+            dst, src = int(t.dst[snd][0]), int(t.src[rcv][0])
+            msgs.append((dst, src, int(sizes[t.sample[snd]].sum()), sizes[t.sample[rcv]].tolist()))
     big = max(max(m[2], sum(m[3])) for m in msgs)
     sbuf, rbuf = aligned_empty(big), aligned_empty(big)
     sbuf[:] = 7

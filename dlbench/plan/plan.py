@@ -1,6 +1,23 @@
-"""The Plan: for every epoch, rank and step, which samples a rank consumes and which tier each comes
-from, plus background traffic (staging before epoch 0, exchanges between ranks). Pure: built from
-(manifest size, world layout, seed, epochs, batch, strategy options) with NumPy; no files, MPI or clocks.
+"""The Plan: for every epoch, rank and step, which samples a rank consumes and where each one's bytes come
+from, plus background traffic (staging before epoch 0, moves between ranks, cache fills and evictions).
+Pure: built from (manifest size, world layout, seed, epochs, batch, strategy options) with NumPy; no files,
+MPI or clocks. Executors follow it access by access and ``dlbench simulate`` costs exactly it.
+
+Typed parts (no untyped side dicts):
+
+- per access (``EpochPlan`` arrays of shape (W, n_max)): ``sample_ids``, ``source`` (tier code),
+  ``peer`` (for ``PEER`` accesses: the rank that sends the bytes during that step), ``keep`` (the own tier
+  the rank stores the delivered sample in after the step: a cache fill; ``NO_TIER``: dropped after use);
+- ``Transfers``: background moves between ranks during an epoch (PLS's exchange), step/src/dst/sample;
+- ``Evictions``: a rank drops its copy of a sample after a step;
+- ``Prologue``: moves before epoch 0 (staging), with ``allgather`` when every storage group receives every
+  other group's pieces;
+- ``Plan.pipeline``: how the executor fetches (``sync``: one request at a time, in the trainer; ``prefetch``:
+  loader threads read ahead in access order) and ``Plan.loader_threads``.
+
+Possession rule (checked by ``check_possession``): within a step, deliveries come first, then keeps, then
+transfers land (and moved samples leave the sender), then evictions. An own-tier access or a peer's send at
+step s needs the holder to hold the sample from an earlier step (or epoch, or the prologue).
 
 Epochs are built on demand (``plan.epoch(e)``) so a plan for 1.28 M samples × 2,048 nodes × 90 epochs
 never needs all epochs in memory at once; every process builds the same arrays from the same inputs.
@@ -9,27 +26,86 @@ never needs all epochs in memory at once; every process builds the same arrays f
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 # tier codes used in plans (uint8)
 SHARED, LOCAL, MEMORY, PEER = 0, 1, 2, 3
 TIER_NAMES = ("shared", "local", "memory", "peer")
+NO_TIER = 255          # keep: the delivered sample is not stored
+PIPELINES = ("sync", "prefetch")
+
+
+def _i64(x) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(x, dtype=np.int64).reshape(-1))
+
+
+@dataclass(frozen=True)
+class Transfers:
+    """Background moves between ranks in one epoch: at step ``step[i]`` rank ``src[i]`` sends sample
+    ``sample[i]`` to rank ``dst[i]``, which stores it in its tier ``tier`` when the step ends (it belongs to
+    the receiver's store from the next step on). ``move``: the sender deletes its copy when the send
+    completes (PLS); otherwise both keep one. Rows sorted by (step, src, dst), stable."""
+
+    step: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    sample: np.ndarray
+    tier: int = LOCAL
+    move: bool = False
+
+    @staticmethod
+    def make(step, src, dst, sample, *, tier: int = LOCAL, move: bool = False) -> Transfers:
+        step, src, dst, sample = _i64(step), _i64(src), _i64(dst), _i64(sample)
+        order = np.lexsort((dst, src, step))
+        return Transfers(step[order], src[order], dst[order], sample[order], int(tier), bool(move))
+
+    def __len__(self) -> int:
+        return len(self.sample)
+
+    def sends(self, rank: int) -> np.ndarray:
+        """Row indices rank ``rank`` sends (in step order)."""
+        return np.nonzero(self.src == rank)[0]
+
+    def recvs(self, rank: int) -> np.ndarray:
+        return np.nonzero(self.dst == rank)[0]
+
+
+@dataclass(frozen=True)
+class Evictions:
+    """Rank ``rank[i]`` drops its copy of sample ``sample[i]`` at the end of step ``step[i]``."""
+
+    rank: np.ndarray
+    step: np.ndarray
+    sample: np.ndarray
+
+    @staticmethod
+    def make(rank, step, sample) -> Evictions:
+        rank, step, sample = _i64(rank), _i64(step), _i64(sample)
+        order = np.lexsort((sample, step, rank))
+        return Evictions(rank[order], step[order], sample[order])
+
+    def __len__(self) -> int:
+        return len(self.sample)
 
 
 @dataclass(frozen=True)
 class EpochPlan:
     """One epoch. ``sample_ids[r, bounds[r, s]:bounds[r, s+1]]`` are rank r's samples at step s, in the
-    order it consumes them; ``source`` (same shape, uint8 tier code) says where each comes from. Rows
-    shorter than the widest are padded with -1. ``extras`` holds strategy-specific arrays (exchange
-    lists, ...)."""
+    order it consumes them; ``source`` (same shape, uint8 tier code) says where each comes from; ``peer``
+    (int32, -1 where unused) the sending rank of a PEER access; ``keep`` (uint8, ``NO_TIER`` where unused)
+    the own tier a delivered sample is stored in after its step. Rows shorter than the widest are padded
+    with -1. ``transfers``/``evictions``: background moves and cache drops (module doc)."""
 
     epoch: int
     sample_ids: np.ndarray      # int64 (W, n_max)
     source: np.ndarray          # uint8 (W, n_max)
     bounds: np.ndarray          # int64 (W, steps + 1)
-    extras: dict = field(default_factory=dict)
+    peer: np.ndarray | None = None       # int32 (W, n_max)
+    keep: np.ndarray | None = None       # uint8 (W, n_max)
+    transfers: Transfers | None = None
+    evictions: Evictions | None = None
 
     @property
     def world_size(self) -> int:
@@ -52,17 +128,51 @@ class EpochPlan:
         """Samples consumed per rank this epoch."""
         return self.bounds[:, -1] - self.bounds[:, 0]
 
+    def rank_peers(self, rank: int) -> np.ndarray:
+        n = self.bounds[rank, -1]
+        return self.peer[rank, :n] if self.peer is not None else np.full(n, -1, np.int32)
+
+    def rank_keep(self, rank: int) -> np.ndarray:
+        n = self.bounds[rank, -1]
+        return self.keep[rank, :n] if self.keep is not None else np.full(n, NO_TIER, np.uint8)
+
+    def step_of_columns(self) -> np.ndarray:
+        """(W, n_max) the step of every column (-1 past a rank's row)."""
+        W, n = self.sample_ids.shape
+        out = np.full((W, n), -1, np.int64)
+        col = np.arange(n)
+        for r in range(W):
+            b = self.bounds[r]
+            m = col < b[-1]
+            out[r, m] = np.searchsorted(b, col[m], side="right") - 1
+        return out
+
+    def peer_sends(self, rank: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What ``rank`` sends to serve other ranks' PEER accesses: (step, dst, sample), in step order,
+        within a step in (dst, position) order."""
+        if self.peer is None:
+            z = np.zeros(0, np.int64)
+            return z, z, z
+        dst, col = np.nonzero((self.peer == rank) & (self.source == PEER))
+        steps = self.step_of_columns()[dst, col]
+        order = np.lexsort((col, dst, steps))
+        return steps[order], dst[order].astype(np.int64), self.sample_ids[dst, col][order]
+
 
 @dataclass(frozen=True)
 class Prologue:
     """Background traffic before epoch 0 (staging): rank ``rank[i]`` moves sample ``sample[i]`` from tier
-    ``src[i]`` to tier ``dst[i]`` (PEER as src: received from ``peer[i]``)."""
+    ``src[i]`` to tier ``dst[i]`` (PEER as src: received from ``peer[i]``). ``allgather``: afterwards every
+    storage group (``groups[r]``: a node for node-local files, the rank for process memory) receives every
+    other group's pieces over the network, so each holds the whole set (parallel data staging)."""
 
     rank: np.ndarray
     sample: np.ndarray
     src: np.ndarray
     dst: np.ndarray
     peer: np.ndarray
+    allgather: bool = False
+    groups: np.ndarray | None = None
 
     @staticmethod
     def empty() -> Prologue:
@@ -76,7 +186,10 @@ class Plan:
 
     def __init__(self, *, strategy: str, n_samples: int, world_size: int, node_map: np.ndarray,
                  epochs: int, local_batch: int, seed: int, build_epoch: Callable[[int], EpochPlan],
-                 prologue: Prologue | None = None, meta: dict | None = None, cache_epochs: int = 2):
+                 prologue: Prologue | None = None, meta: dict | None = None, cache_epochs: int = 2,
+                 pipeline: str = "sync", loader_threads: int | None = None):
+        if pipeline not in PIPELINES:
+            raise ValueError(f"pipeline {pipeline!r}: one of {PIPELINES}")
         self.strategy = strategy
         self.n_samples = int(n_samples)
         self.world_size = int(world_size)
@@ -86,6 +199,8 @@ class Plan:
         self.seed = int(seed)
         self.prologue = prologue if prologue is not None else Prologue.empty()
         self.meta = dict(meta or {})
+        self.pipeline = pipeline                  # sync | prefetch (module doc)
+        self.loader_threads = loader_threads      # per rank; None: the system profile's staging threads
         self._build = build_epoch
         self._cache: dict[int, EpochPlan] = {}
         self._cache_epochs = cache_epochs

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from ..errors import CapacityError, ConfigError
-from .plan import LOCAL, MEMORY, SHARED, EpochPlan, Plan, Prologue
+from .plan import LOCAL, MEMORY, SHARED, EpochPlan, Plan, Prologue, Transfers
 from .sampler import batch_bounds, distributed_indices, epoch_permutation, epoch_rng
 
 _SHARD_STREAM = 1 << 30  # the epoch slot of the one-off shard split (independent of every epoch's stream)
@@ -57,16 +57,19 @@ def _bounds(W: int, n: int, local_batch: int, drop_last_batch: bool) -> np.ndarr
 
 def staging_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
                  sample_nbytes, tiers: list[tuple[int, float]], drop_last: bool = False,
-                 drop_last_batch: bool = False) -> Plan:
+                 drop_last_batch: bool = False, groups=None) -> Plan:
     """Parallel data staging (see module doc). ``tiers``: [(MEMORY|LOCAL, capacity_bytes per node)] fastest
-    first; the whole dataset must fit on each node."""
+    first; the whole dataset must fit on each node. ``groups[r]``: rank r's storage group (default: its
+    node); with more than one group the prologue all-gathers the pieces between groups."""
     sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.float64), (n_samples,))
     placement = tier_of_sample(sizes, tiers)
     W = int(world_size)
     # prologue: rank r reads samples r::W from the PFS into the tier the sample lives on; then all-gather
     ids = np.arange(n_samples, dtype=np.int64)
+    groups = np.asarray(node_map if groups is None else groups, dtype=np.int64)
     pro = Prologue(rank=ids % W, sample=ids, src=np.full(n_samples, SHARED, np.uint8), dst=placement[ids],
-                   peer=np.full(n_samples, -1, np.int64))
+                   peer=np.full(n_samples, -1, np.int64), allgather=bool(len(groups) and groups.max() > 0),
+                   groups=groups)
 
     def build(e: int) -> EpochPlan:
         rows = distributed_indices(epoch_permutation(seed, e, n_samples), W, drop_last)
@@ -74,7 +77,6 @@ def staging_plan(*, n_samples: int, world_size: int, node_map, epochs: int, loca
                          bounds=_bounds(W, rows.shape[1], local_batch, drop_last_batch))
 
     meta = {"order": "global shuffle (DistributedSampler)", "staged": "whole dataset on every node",
-            "prologue": "each rank reads its piece (rank = id mod W) from the PFS, then all-gather between nodes",
             "tiers": [[int(c), float(cap)] for c, cap in tiers], "drop_last": drop_last,
             "drop_last_batch": drop_last_batch}
     return Plan(strategy="staging", n_samples=n_samples, world_size=W, node_map=node_map, epochs=epochs,
@@ -113,9 +115,8 @@ def local_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_
 
 def pls_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
              q: float, drop_last: bool = False, drop_last_batch: bool = False, tier: int = LOCAL) -> Plan:
-    """Partial local shuffling with exchange fraction ``q`` in [0, 1] (module doc). Epoch e's extras:
-    ``send_ids`` (W, m) samples rank r sends during epoch e, ``send_to`` (W, m) destination rank,
-    ``send_step`` (W, m) the step whose non-blocking exchange carries it."""
+    """Partial local shuffling with exchange fraction ``q`` in [0, 1] (module doc). Epoch e's
+    ``transfers`` (``move=True``): the samples each rank sends during epoch e, to whom, at which step."""
     if not (0.0 <= float(q) <= 1.0) or isinstance(q, bool):
         raise ConfigError(f"pls q={q!r}: must be a number from 0 to 1")
     base = shards(seed, n_samples, world_size, drop_last)
@@ -158,12 +159,12 @@ def pls_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_ba
 
     def build(e: int) -> EpochPlan:
         rows = _shuffle_rows(shard_at(e), seed, e, 1)
-        extras = {}
+        xfer = None
         if m:
             send, to, step = exchange(e, rows)
-            extras = {"send_ids": send, "send_to": to, "send_step": np.ascontiguousarray(step)}
+            xfer = Transfers.make(step, np.repeat(np.arange(W), m), to, send, tier=tier, move=True)
         return EpochPlan(epoch=e, sample_ids=rows, source=np.full(rows.shape, tier, np.uint8),
-                         bounds=_bounds(W, n, local_batch, drop_last_batch), extras=extras)
+                         bounds=_bounds(W, n, local_batch, drop_last_batch), transfers=xfer)
 
     meta = {"order": f"partial local shuffle (q={q}): each epoch a global permutation, per-rank subsets mix slowly",
             "q": float(q), "exchange_per_epoch_samples": m, "shard_samples": int(n),
@@ -198,7 +199,7 @@ def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=Non
             samples.append(part)
     rk, sm = np.concatenate(ranks), np.concatenate(samples)
     pro = Prologue(rank=rk, sample=sm, src=np.full(len(sm), SHARED, np.uint8), dst=np.full(len(sm), tier, np.uint8),
-                   peer=np.full(len(sm), -1, np.int64))
+                   peer=np.full(len(sm), -1, np.int64), groups=groups)
 
     def build(e: int) -> EpochPlan:
         shuffled = _shuffle_rows(subsets, seed, e, 1)
@@ -213,7 +214,7 @@ def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=Non
     meta = {"order": "staging-subset: the dataset did not fit on a node, so each node trains on its own subset "
                      "every epoch: NOT a global shuffle",
             "staged": "a subset per node", "groups": groups.tolist(), "group_samples": int(subsets.shape[1]),
-            "distribute": False, "drop_last": drop_last, "drop_last_batch": drop_last_batch,
+            "drop_last": drop_last, "drop_last_batch": drop_last_batch,
             "warning": "staging: the dataset does not fit in node-local storage; each node trains on its "
                        "local subset, so the order is no longer a global shuffle"}
     return Plan(strategy="staging", n_samples=n_samples, world_size=W,
@@ -235,8 +236,9 @@ def storage_bytes_per_rank(plan: Plan, sample_nbytes, *, max_work: float = 2e7) 
     for ep in plan:
         for r in range(W):
             b = int(sizes[np.unique(ep.rank_samples(r))].sum())
-            if "send_ids" in ep.extras:
-                b += int(sizes[ep.extras["send_ids"][ep.extras["send_to"] == r]].sum())
+            if ep.transfers is not None:
+                t = ep.transfers
+                b += int(sizes[t.sample[t.dst == r]].sum())
             peak[r] = max(peak[r], b)
     return peak
 

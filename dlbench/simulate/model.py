@@ -115,7 +115,7 @@ class Model:
         per_thread = p.pfs_per_client(nodes * tier_threads)
         from_pfs = pro.src == SHARED
         read_s = np.bincount(node[from_pfs], weights=s[from_pfs], minlength=nodes) / (per_thread * tier_threads)
-        gather = "all-gather" in str(plan.meta.get("prologue", ""))
+        gather = bool(pro.allgather)
         total_b = float(s.sum())
         own_b = np.bincount(node, weights=s, minlength=nodes)
         stored_b = {}
@@ -204,11 +204,10 @@ class Model:
                 M = np.full((W, steps), -np.inf)
             # exchange (pls): bytes sent per step; a step lasts at least its exchange
             xs = np.zeros((W, steps))
-            if "send_ids" in ep.extras and steps:
-                sid, sst = ep.extras["send_ids"], ep.extras["send_step"]
+            tr = ep.transfers
+            if tr is not None and len(tr) and steps:
                 xb = np.zeros((W, steps))
-                np.add.at(xb, (np.broadcast_to(np.arange(W)[:, None], sid.shape), np.minimum(sst, steps - 1)),
-                          sizes[sid])
+                np.add.at(xb, (tr.src, np.minimum(tr.step, steps - 1)), sizes[tr.sample])
                 xs = xb / self.p.network_bytes_per_s
             # barrier recurrence over steps (relative to the epoch's start, B_{-1} = 0)
             a = Cb.max(axis=0) if W else np.zeros(steps)

@@ -148,7 +148,7 @@ class SampleStore:
 
 class LocalCopyExecutor(Executor):
     """Prologue: read this rank's prologue samples from the shared tier into the store; if
-    ``plan.meta["distribute"]``, send every piece to one rank of every other storage group (MPI, chunked,
+    ``plan.prologue.allgather``, send every piece to one rank of every other storage group (MPI, chunked,
     non-blocking). Epochs: deliver each step from the store. Subclasses hook ``_before_step`` /
     ``_after_step`` (pls's exchange)."""
 
@@ -222,7 +222,7 @@ class LocalCopyExecutor(Executor):
             written += put(sid, buf[:n])
             self.shared["reads"] += 1
             self.shared["bytes"] += n
-        if plan.meta.get("distribute"):
+        if pro.allgather:
             written += self._distribute()
         t_end = clock()
         add(STAGE, t_start, t_end, -1, 0, written, self.code)
@@ -345,15 +345,20 @@ class LocalCopyExecutor(Executor):
 
 
 def check_delivery_order(plan: Plan) -> None:
-    """pls invariant: a sample is sent no earlier than the step that trains on it (it is deleted when its
-    exchange completes)."""
+    """Invariant of moving transfers (pls): a sample is sent no earlier than the step in which its sender
+    trains on it (the sender deletes it when the exchange completes)."""
     for ep in plan:
-        if "send_ids" not in ep.extras:
+        t = ep.transfers
+        if t is None or not t.move:
             continue
-        W = ep.world_size
-        for r in range(W):
-            m = ep.extras["send_ids"].shape[1]
-            cols = np.arange(m)
-            step_of_col = np.searchsorted(ep.bounds[r], cols, side="right") - 1
-            if np.any(ep.extras["send_step"][r] < step_of_col):
-                raise RunError(f"pls plan: rank {r} epoch {ep.epoch} sends a sample before training on it")
+        steps = ep.step_of_columns()
+        for r in range(ep.world_size):
+            rows = t.sends(r)
+            if not len(rows):
+                continue
+            n = ep.bounds[r, -1]
+            ids = ep.sample_ids[r, :n]
+            order = np.argsort(ids, kind="stable")
+            pos = order[np.searchsorted(ids[order], t.sample[rows])]
+            if np.any(t.step[rows] < steps[r, pos]):
+                raise RunError(f"{plan.strategy} plan: rank {r} epoch {ep.epoch} sends a sample before training on it")

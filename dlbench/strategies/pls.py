@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import opt
-from ..errors import ConfigError
+from ..errors import ConfigError, RunError
 from ..plan import PEER, Plan
 from ..plan.shuffles import pls_plan
 from ..storage import PAGE, aligned_rows
@@ -56,33 +56,45 @@ class PlsExecutor(ShardExecutor):
         # page-aligned runs 4-5x slower: LIMITS.md)
         worst = 1
         for ep in plan:
-            if "send_ids" in ep.extras:
-                worst = max(worst, int(np.unique(ep.extras["send_step"][0], return_counts=True)[1].max()))
+            t = ep.transfers
+            if t is not None and len(t):
+                worst = max(worst, int(np.unique(t.step[t.src == 0], return_counts=True)[1].max()))
         row = max(int(np.max(self.sizes)) if len(self.sizes) else 1, 1)
         self.sendrows = aligned_rows(worst, row)
         self.recvrows = aligned_rows(worst, row)
         self.sendrows[:, ::PAGE] = 0
         self.recvrows[:, ::PAGE] = 0
 
-    def _step_columns(self, ep, s: int) -> np.ndarray:
-        steps = ep.extras["send_step"][0]
-        lo, hi = np.searchsorted(steps, s, side="left"), np.searchsorted(steps, s, side="right")
-        return np.arange(lo, hi)
+    def _epoch_rows(self, e: int):
+        """This rank's send and receive rows of epoch e's transfers, with their steps (cached per epoch)."""
+        if self._ep is None or self._ep[0] != e:
+            t = self.plan.epoch(e).transfers
+            if t is None or not len(t):
+                self._ep = (e, None)
+            else:
+                me = self.ctx.rank
+                snd, rcv = t.sends(me), t.recvs(me)
+                self._ep = (e, (t, snd, t.step[snd], rcv, t.step[rcv]))
+        return self._ep[1]
 
     def _before_step(self, e: int, s: int) -> None:
-        ep = self.plan.epoch(e)
-        if "send_ids" not in ep.extras:
+        rows = self._epoch_rows(e)
+        if rows is None:
             return
-        cols = self._step_columns(ep, s)
-        if not len(cols):
+        t, snd, snd_step, rcv, rcv_step = rows
+        a, b = np.searchsorted(snd_step, s, side="left"), np.searchsorted(snd_step, s, side="right")
+        c, d = np.searchsorted(rcv_step, s, side="left"), np.searchsorted(rcv_step, s, side="right")
+        if a == b and c == d:
             return
-        ctx, comm, me = self.ctx, self.ctx.comm, self.ctx.rank
+        ctx, comm = self.ctx, self.ctx.comm
         clock = ctx.clock
         t0 = clock()
-        send_ids = ep.extras["send_ids"][me, cols].tolist()
-        dest = int(ep.extras["send_to"][me, cols[0]])
-        src = int(np.nonzero(ep.extras["send_to"][:, cols[0]] == me)[0][0])
-        recv_ids = ep.extras["send_ids"][src, cols].tolist()
+        send_ids = t.sample[snd[a:b]].tolist()
+        recv_ids = t.sample[rcv[c:d]].tolist()
+        if len({int(x) for x in t.dst[snd[a:b]]}) > 1 or len({int(x) for x in t.src[rcv[c:d]]}) > 1:
+            raise RunError(f"pls plan: epoch {e} step {s}: a rank exchanges with more than one peer in a step")
+        dest = int(t.dst[snd[a]]) if b > a else -1
+        src = int(t.src[rcv[c]]) if d > c else -1
         sizes = self.sizes
         store = self.store
         tier = store.tier
@@ -99,7 +111,7 @@ class PlsExecutor(ShardExecutor):
             else:   # local tier, or held already (the bytes go to scratch, only the reference counts)
                 rparts.append(self.recvrows[j, :n])
                 scratch.append((sid, j, n))
-        rreq = comm.irecv_parts(rparts, src, tag=self.TAG)
+        rreq = comm.irecv_parts(rparts, src, tag=self.TAG) if rparts else None
         if memory:
             sparts = [tier.view(sid) for sid in send_ids]
             nsent = sum(int(p.nbytes) for p in sparts)
@@ -111,7 +123,7 @@ class PlsExecutor(ShardExecutor):
             for j, sid in enumerate(send_ids):
                 sparts.append(rows[j, :tier.read_into(sid, rows[j])])
             nsent = sum(int(p.nbytes) for p in sparts)
-        sreq = comm.isend_parts(sparts, dest, tag=self.TAG)
+        sreq = comm.isend_parts(sparts, dest, tag=self.TAG) if sparts else None
         nrecv = sum(int(p.nbytes) for p in rparts)
         self._pending = (rreq, sreq, send_ids, direct, scratch, nsent, nrecv)
         ctx.timeline.add(PHASE_ID["exchange"], t0, clock(), e, s, 0, PEER)
@@ -123,8 +135,10 @@ class PlsExecutor(ShardExecutor):
         self._pending = None
         clock = self.ctx.clock
         t0 = clock()
-        rreq.wait()
-        sreq.wait()
+        if rreq is not None:
+            rreq.wait()
+        if sreq is not None:
+            sreq.wait()
         t1 = clock()
         store = self.store
         for sid in direct:

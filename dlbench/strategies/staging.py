@@ -45,7 +45,7 @@ class StagingExecutor(LocalCopyExecutor):
         pro = self.plan.prologue
         g = self.groups[self.ctx.rank]
         ids = np.unique(pro.sample[np.isin(pro.rank, np.nonzero(self.groups == g)[0])])
-        if self.plan.meta.get("distribute"):
+        if pro.allgather:
             ids = np.arange(self.plan.n_samples)
         return int(capacity_sizes(self.ctx, self.kind)[ids].sum())
 
@@ -67,9 +67,9 @@ class Staging(Strategy):
         common = dict(n_samples=ctx.n_samples, world_size=ctx.world_size, epochs=ctx.epochs,
                       local_batch=ctx.local_batch, seed=ctx.seed, drop_last=options.drop_last)
         if total <= cap:
-            plan = staging_plan(node_map=ctx.node_map, sample_nbytes=sizes, tiers=[(code, cap)], **common)
-            plan.meta.update(distribute=int(groups.max()) > 0, groups=groups.tolist(),
-                             capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=total)
+            plan = staging_plan(node_map=ctx.node_map, sample_nbytes=sizes, tiers=[(code, cap)], groups=groups,
+                                **common)
+            plan.meta.update(capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=total)
             return plan
         if options.if_too_big == "error":
             check_capacity(np.array([total]), cap, src, "staging the whole dataset")

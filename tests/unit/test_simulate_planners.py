@@ -20,10 +20,11 @@ def test_pls_conservation_and_storage(q):
     assert plan.meta["storage_samples_per_rank"] <= (1 + q) * n
     if q:
         ep = plan.epoch(1)
-        to = ep.extras["send_to"]
-        assert (to != np.arange(4)[:, None]).all()       # never to itself
-        for j in range(to.shape[1]):                     # each column: a permutation (balanced receive)
-            assert sorted(to[:, j]) == [0, 1, 2, 3]
+        t = ep.transfers
+        assert (t.src != t.dst).all()                    # never to itself
+        for s in np.unique(t.step):                      # each step: every rank sends and receives as much
+            m = t.step == s
+            assert (np.bincount(t.src[m], minlength=4) == np.bincount(t.dst[m], minlength=4)).all()
 
 
 def test_pls_same_inputs_same_plan_and_mixes():
