@@ -306,7 +306,7 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
                     compute_profile=compute_profile, device=device, model=model, barrier=barrier,
                     checkpoint_every=checkpoint_every, verify=verify, ranks_per_node=ranks_per_node,
                     dry_run=dry_run, system=system, local_dir=local_dir)
-    from .simulate.profile import load as load_profile
+    from .system import load as load_profile
 
     load_profile(system)  # a bad profile: one line before any MPI work
     comm = get_comm(ranks_per_node=ranks_per_node)

@@ -107,7 +107,7 @@ class Loop:
             raise ConfigError(f"--checkpoint-every={cfg.checkpoint_every}: workload {workload.name} gives no model "
                               f"size (model.parameters in its YAML), so the checkpoint size is unknown")
         from .data.formats import open_reader
-        from .simulate.profile import load as load_profile
+        from .system import load as load_profile
         from .storage import throttled_factory
 
         self.system = load_profile(cfg.system)

@@ -2,8 +2,8 @@
 
 from .core import DISPLAY, STRATEGIES, SimWorkload, build_plan, from_workload, sample_sizes, simulate, summarize
 from .model import Costing, Model
-from .profile import SystemProfile
-from .profile import load as load_profile
+from ..system import SystemProfile
+from ..system import load as load_profile
 
 __all__ = ["DISPLAY", "STRATEGIES", "SimWorkload", "build_plan", "from_workload", "sample_sizes", "simulate",
            "summarize", "Costing", "Model", "SystemProfile", "load_profile"]

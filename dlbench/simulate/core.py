@@ -11,7 +11,7 @@ from ..errors import CapacityError, ConfigError, unknown_choice
 from ..plan import LOCAL, MEMORY, TIER_NAMES, Plan, global_shuffle_plan
 from ..plan.shuffles import local_plan, pls_plan, staging_plan
 from .model import Costing, Model
-from .profile import SystemProfile
+from ..system import SystemProfile
 
 # strategy name -> model policy; the planner is chosen in build_plan
 STRATEGIES = {"lowerbound": "lowerbound", "naive": "ondemand", "prefetch": "prefetch",

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..plan import LOCAL, MEMORY, PEER, SHARED, TIER_NAMES, Plan
-from .profile import SystemProfile
+from ..system import SystemProfile
 
 POLICIES = ("lowerbound", "ondemand", "prefetch")
 

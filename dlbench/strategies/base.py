@@ -60,7 +60,7 @@ class RunContext:
     comm: Any = None
     timeline: Any = None
     reader_factory: Any = None     # () -> SampleReader of the shared tier (throttled when the profile models it)
-    system: Any = None             # dlbench.simulate.profile.SystemProfile (--system)
+    system: Any = None             # dlbench.system.SystemProfile (--system)
     local_dir: Path | None = None  # --local-dir: node-local storage root (node<k> under it per node)
     memory_budget_bytes: float | None = None   # memory tier per node (the profile's), None: unbounded
     clock: Callable[[], int] = perf_counter_ns   # injectable (a fake clock in tests)

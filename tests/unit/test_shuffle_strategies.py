@@ -12,7 +12,7 @@ from dlbench.plan import LOCAL
 from dlbench.plan.quality import order_quality
 from dlbench.plan.shuffles import local_plan, pls_plan, staging_plan, staging_subset_plan, storage_bytes_per_rank
 from dlbench.runner import Loop, RunConfig
-from dlbench.simulate.profile import builtin_names, load
+from dlbench.system import builtin_names, load
 from dlbench.strategies.localcopy import check_delivery_order
 from dlbench.timeline import PHASE_ID, Timeline
 

@@ -5,7 +5,7 @@ import pytest
 
 from dlbench.plan import global_shuffle_plan
 from dlbench.simulate import Model, SimWorkload, load_profile, simulate
-from dlbench.simulate.profile import from_dict
+from dlbench.system import from_dict
 
 S2 = SimWorkload("s2", 150000, 25, "normal", 1e6, 1e5)
 

@@ -1,7 +1,7 @@
 import pytest
 
 from dlbench.errors import ConfigError
-from dlbench.simulate.profile import from_dict, load
+from dlbench.system import from_dict, load
 
 BASE = {
     "name": "t", "compute_mb_per_s": 100, "network_mb_per_s": 10000,

@@ -1,5 +1,6 @@
-"""System profiles: the storage tiers, file system, network and compute of a machine, as the performance
-model (and, later, the single-machine PFS emulation) needs them. Pure: reads a YAML mapping, no I/O beyond
+"""System profiles (a run-time concept: `dlbench run --system` and `dlbench simulate` read the same file):
+the storage tiers, file system, network and compute of a machine, as the performance
+model and the single-machine PFS emulation need them. Pure: reads a YAML mapping, no I/O beyond
 that, no clocks.
 
 A profile (``configs/systems/*.yaml``; every bandwidth in MB/s with 1 MB = 10^6 bytes, every capacity in
@@ -36,8 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import from_mapping, load_yaml, opt, resource_dir
-from ..errors import ConfigError, unknown_choice
+from .config import from_mapping, load_yaml, opt, resource_dir
+from .errors import ConfigError, unknown_choice
 
 MB = 1e6  # the thesis' and the profile's MB: 10^6 bytes
 TIER_KINDS = ("memory", "local")
@@ -105,7 +106,7 @@ class SystemProfile:
         shared tier is not modelled (``pfs: null``: reads are measured as they are)."""
         if self.pfs is None:
             return None
-        from ..storage.throttle import PfsModel
+        from .storage.throttle import PfsModel
 
         return PfsModel(float(self.pfs.latency_s), float(self.pfs.client_link_mb_per_s),
                         tuple((int(p.clients), float(p.mb_per_s)) for p in self.pfs.aggregate))
