@@ -220,10 +220,10 @@ class MPIComm(Comm):
         self.comm.Alltoallv([send, (sc, sd)], [recv, (rc, rd)])
 
     def isend(self, buf: np.ndarray, dest: int, tag: int = 0) -> Request:
-        return Request(self.comm.Isend(buf, dest=dest, tag=tag))
+        return Request(self.comm.Isend(buf, dest=dest, tag=tag), keep=buf)
 
     def irecv(self, buf: np.ndarray, source: int, tag: int = 0) -> Request:
-        return Request(self.comm.Irecv(buf, source=source, tag=tag))
+        return Request(self.comm.Irecv(buf, source=source, tag=tag), keep=buf)
 
     # One message per part, each contiguous: measured here (2 ranks, PyPI MPICH, shared memory), 16 × 262 KB
     # per step run at ~3.7 GB/s this way against ~2 GB/s for one hindexed message gathered from the same

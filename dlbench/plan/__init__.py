@@ -1,9 +1,23 @@
 """Pure planning: permutations, rank slices, batches and the Plan type (no files, MPI or clocks)."""
 
-from .plan import LOCAL, MEMORY, PEER, SHARED, TIER_NAMES, EpochPlan, Plan, Prologue
+from .plan import (
+    LOCAL,
+    MEMORY,
+    NO_TIER,
+    PEER,
+    PIPELINES,
+    SHARED,
+    TIER_NAMES,
+    EpochPlan,
+    Evictions,
+    Plan,
+    Prologue,
+    Transfers,
+)
 from .sampler import batch_bounds, distributed_indices, epoch_permutation, epoch_rng, samples_per_rank
 
-__all__ = ["SHARED", "LOCAL", "MEMORY", "PEER", "TIER_NAMES", "EpochPlan", "Plan", "Prologue",
+__all__ = ["SHARED", "LOCAL", "MEMORY", "PEER", "NO_TIER", "PIPELINES", "TIER_NAMES", "EpochPlan", "Evictions",
+           "Plan", "Prologue", "Transfers",
            "batch_bounds", "distributed_indices", "epoch_permutation", "epoch_rng", "samples_per_rank",
            "global_shuffle_plan"]
 

@@ -147,16 +147,17 @@ class EpochPlan:
             out[r, m] = np.searchsorted(b, col[m], side="right") - 1
         return out
 
-    def peer_sends(self, rank: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """What ``rank`` sends to serve other ranks' PEER accesses: (step, dst, sample), in step order,
-        within a step in (dst, position) order."""
+    def peer_sends(self, rank: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What ``rank`` sends to serve other ranks' PEER accesses: (step, dst, column in dst's row,
+        sample), in step order, within a step in (dst, column) order."""
         if self.peer is None:
             z = np.zeros(0, np.int64)
-            return z, z, z
+            return z, z, z, z
         dst, col = np.nonzero((self.peer == rank) & (self.source == PEER))
         steps = self.step_of_columns()[dst, col]
         order = np.lexsort((col, dst, steps))
-        return steps[order], dst[order].astype(np.int64), self.sample_ids[dst, col][order]
+        return (steps[order], dst[order].astype(np.int64), col[order].astype(np.int64),
+                self.sample_ids[dst, col][order])
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,252 @@
+"""The planned executor: carries out any plan whose accesses name their source (shared tier, an own tier,
+or a peer), with cache fills (``keep``) and evictions, by gluing the stages of ``stages.py``. The cache
+family (clairvoyant, locality, lbann, deepio) and surrogatetrain are planners plus this executor.
+
+Per epoch, for this rank: the loader reads step t's non-peer accesses into ring buffer t mod depth (inline,
+or by loader threads up to depth − 1 steps ahead), the peer stage posts Irecvs into the same buffer for the
+PEER accesses and Isends for the samples this rank serves; ``next()`` waits for both, yields the batch,
+and on the following ``next()`` (after the trainer's compute) stores what the plan keeps (``stage``
+interval: bytes written), drops what it evicts, and posts the sends that became possible. That work sits
+inside the trainer's next ``next()`` call, so the runner counts it as stall: it is I/O the trainer waits
+for.
+
+Prologue: rows from the shared tier into an own tier (a preload) are read before epoch 0 (epoch −1,
+``read`` per sample and one ``stage`` interval), as ``local``'s staging is.
+
+Capacity: each own tier is sized by the strategy (``capacity_bytes`` per tier code, computed from the plan's
+peak holdings); a tier that overflows raises CapacityError naming the option to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import RunError
+from ..plan import LOCAL, MEMORY, NO_TIER, SHARED, Plan
+from ..storage import LocalTier, MemoryTier, aligned_rows, check_local_dir
+from ..timeline import PHASE_ID
+from .base import Batch, Executor, RunContext
+from .stages import EpochView, Loader, PeerPush, Ring, SampleStore, Stores
+
+
+def peak_holdings(plan: Plan, rank: int, sample_nbytes) -> dict[int, int]:
+    """Peak bytes ``rank`` holds in each own tier over the plan (prologue, keeps, evictions), counting a
+    sample once per tier. Pure; used by planners for capacity checks and by the executor to size tiers."""
+    sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.int64), (plan.n_samples,))
+    held: dict[int, dict[int, int]] = {MEMORY: {}, LOCAL: {}}
+    cur = {MEMORY: 0, LOCAL: 0}
+    peak = dict(cur)
+    pro = plan.prologue
+    for sid, dst in zip(pro.sample[pro.rank == rank].tolist(), pro.dst[pro.rank == rank].tolist()):
+        if dst in held and sid not in held[dst]:
+            held[dst][sid] = 1
+            cur[dst] += int(sizes[sid])
+    peak = dict(cur)
+    for ep in plan:
+        n = ep.bounds[rank, -1]
+        keep = ep.rank_keep(rank)
+        ids = ep.sample_ids[rank, :n]
+        steps = np.searchsorted(ep.bounds[rank], np.arange(n), side="right") - 1
+        ev = ep.evictions
+        ev_rows = np.nonzero(ev.rank == rank)[0] if ev is not None and len(ev) else np.zeros(0, np.int64)
+        kept = np.nonzero(keep != NO_TIER)[0]
+        ki = ei = 0
+        for s in range(ep.steps):
+            while ki < len(kept) and steps[kept[ki]] == s:
+                c = int(kept[ki])
+                code, sid = int(keep[c]), int(ids[c])
+                if sid not in held[code]:
+                    held[code][sid] = 1
+                    cur[code] += int(sizes[sid])
+                ki += 1
+            for code in cur:
+                peak[code] = max(peak[code], cur[code])
+            while ei < len(ev_rows) and ev.step[ev_rows[ei]] == s:
+                sid = int(ev.sample[ev_rows[ei]])
+                for code in held:
+                    if held[code].pop(sid, None) is not None:
+                        cur[code] -= int(sizes[sid])
+                ei += 1
+    return peak
+
+
+class PlannedExecutor(Executor):
+    """Executes ``plan`` for ``ctx.rank`` (module doc). ``capacity_bytes``: {tier code: bytes this rank's
+    tier may hold}; ``threads``: loader threads (0: inline, synchronous); ``window``: steps read ahead
+    (ring depth = window + 1)."""
+
+    def __init__(self, ctx: RunContext, plan: Plan, *, capacity_bytes: dict[int, float], threads: int = 0,
+                 window: int = 1, capacity_flag: str = "--cache-capacity"):
+        self.ctx, self.plan = ctx, plan
+        self.threads, self.window = int(threads), max(0, int(window))
+        self.jpeg = ctx.workload.layout == "jpeg_folders"
+        probe = ctx.reader_factory()
+        self.max_row = int(probe.max_row_nbytes)
+        probe.close()
+        self.row_nbytes = ctx.workload.decoded_nbytes if self.jpeg else self.max_row
+        self.capacity = dict(capacity_bytes)
+        self.capacity_flag = capacity_flag
+        self.root: Path | None = None
+        self.stores = Stores({})
+        rows = int(plan.meta.get("max_step_samples", plan.local_batch))
+        self.ring = Ring(self.window + 1, rows, self.row_nbytes)
+        # JPEG: the stored bytes (what tiers hold and peers send) in a ring of their own, decoded into ``ring``
+        self.raw_ring = Ring(self.window + 1, rows, self.max_row) if self.jpeg else None
+        self.loader: Loader | None = None
+        self.peers: PeerPush | None = None
+        self.stage_s = 0.0
+        self.stage_bytes = 0
+        self.done = False
+
+    # ---- set-up ------------------------------------------------------------------------------------
+    def _open_stores(self) -> None:
+        ctx = self.ctx
+        stores = {}
+        for code, cap in self.capacity.items():
+            if cap <= 0:
+                continue
+            if code == MEMORY:
+                tier = MemoryTier(int(cap), self.max_row, flag=self.capacity_flag)
+            elif code == LOCAL:
+                base = Path(ctx.local_dir) if ctx.local_dir is not None else Path("dlbench-local")
+                check_local_dir(base, int(cap))
+                tag = ctx.comm.bcast(f"{__import__('os').getpid()}-{__import__('time').time_ns()}"
+                                     if ctx.comm.rank == 0 else None)
+                self.root = base / f"run-{tag}"
+                tier = LocalTier(self.root, int(ctx.node_map[ctx.rank]), max(int(cap), 1), check_free=False,
+                                 subdir=f"rank{ctx.rank}")
+            else:
+                raise RunError(f"tier code {code}: not an own tier")
+            stores[code] = SampleStore(tier, code)
+        self.stores = Stores(stores)
+
+    def start(self) -> None:
+        ctx, plan = self.ctx, self.plan
+        self._open_stores()
+        tl = ctx.timeline
+        self.loader = Loader(ctx, self.stores, self.ring, self.threads, self.raw_ring, tl)
+        self.peers = PeerPush(ctx, self.stores, self.max_row, tl)
+        pro = plan.prologue
+        mine = np.nonzero(pro.rank == ctx.rank)[0]
+        if pro.allgather:
+            raise RunError(f"plan of {plan.strategy}: an all-gather prologue is carried out by the staging executor")
+        if not len(mine):
+            return
+        if np.any(pro.src[mine] != SHARED):
+            raise RunError(f"plan of {plan.strategy}: the planned executor preloads from the shared tier only")
+        clock, add = ctx.clock, tl.add
+        READ, STAGE = PHASE_ID["read"], PHASE_ID["stage"]
+        reader = self.loader.readers[0]
+        buf = aligned_rows(1, self.max_row)[0]
+        t_start = clock()
+        written = 0
+        for sid, dst in zip(pro.sample[mine].tolist(), pro.dst[mine].tolist()):
+            t0 = clock()
+            n = reader.read_into(sid, buf)
+            add(READ, t0, clock(), -1, 0, n, SHARED)
+            written += self.stores[dst].put(sid, buf[:n])
+        t_end = clock()
+        add(STAGE, t_start, t_end, -1, 0, written, MEMORY if MEMORY in self.stores.by_code else LOCAL)
+        tl.mark_epoch(-1, t_start, t_end)
+        self.stage_s = (t_end - t_start) * 1e-9
+
+    # ---- epochs ------------------------------------------------------------------------------------
+    def epoch(self, e: int) -> Iterator[Batch]:
+        ctx = self.ctx
+        view = EpochView(self.plan, e, ctx.rank)
+        loader, peers, ring = self.loader, self.peers, self.ring
+        D = ring.depth
+        peers.begin(view)
+        recv_ring = self.raw_ring if self.jpeg else ring
+        reader0 = loader.readers[0]
+        for t in range(min(D, view.steps)):
+            peers.post_recvs(view, t, recv_ring[t])
+        peers.post_sends(view, D - 1)
+        if self.threads:
+            loader.begin(view)
+        tl, clock = ctx.timeline, ctx.clock
+        STAGE = PHASE_ID["stage"]
+        keep, ids, bounds = view.keep, view.ids, view.bounds
+        try:
+            for t in range(view.steps):
+                if self.threads:
+                    loader.wait(t)
+                else:
+                    loader.fill(view, t)
+                if self.jpeg:   # received bytes are stored JPEGs: decode them into the batch rows
+                    raw_t, out_t = self.raw_ring[t], ring[t]
+                    peers.wait_recvs(view, t, lambda j, n: reader0.decode_into(raw_t[j], n, out_t[j]))
+                else:
+                    peers.wait_recvs(view, t)
+                b0, b1 = int(bounds[t]), int(bounds[t + 1])
+                buf = ring[t]
+                kept_rows = self.raw_ring[t] if self.jpeg else buf
+                yield Batch(buf, ids[b0:b1], b1 - b0)
+                # after the trainer's step: fills, evictions, the buffer back to the loader, sends and receives
+                kc = np.nonzero(keep[b0:b1] != NO_TIER)[0]
+                if len(kc):
+                    t0 = clock()
+                    written = 0
+                    for j in kc.tolist():
+                        sid = int(ids[b0 + j])
+                        st = self.stores[int(keep[b0 + j])]
+                        written += st.put(sid, kept_rows[j, :int(ctx.sample_nbytes[sid])])
+                    self.stage_bytes += written
+                    tl.add(STAGE, t0, clock(), e, t, written, int(keep[b0 + kc[0]]))
+                if len(view.evict_ids):
+                    lo, hi = np.searchsorted(view.evict_step, [t, t + 1])
+                    for sid in view.evict_ids[lo:hi].tolist():
+                        self.stores.release(sid)
+                if self.threads:
+                    loader.release(t)
+                if t + D < view.steps:
+                    peers.post_recvs(view, t + D, recv_ring[t + D])
+                peers.post_sends(view, t + D)
+            peers.finish(view)
+        finally:
+            if self.threads:
+                loader.end()
+        if e == self.plan.epochs - 1:
+            self.done = True
+
+    # ---- figures and cleanup -----------------------------------------------------------------------
+    def extra_timelines(self) -> list:
+        return self.loader.timelines if (self.loader is not None and self.threads) else []
+
+    def stats(self) -> dict:
+        out = {"tiers": {"shared": {"reads": self.loader.shared_reads if self.loader else 0,
+                                    "bytes": self.loader.shared_bytes if self.loader else 0}},
+               "stage_s": self.stage_s, "cache_fill_bytes": self.stage_bytes,
+               "loader": {"threads": self.threads, "window_steps": self.window}}
+        for code, st in self.stores.by_code.items():
+            ts = st.tier.stats()
+            out["tiers"][("shared", "local", "memory")[code]] = {
+                "reads": st.reads, "bytes": st.read_bytes, "writes": ts.get("writes", 0),
+                "write_bytes": ts.get("write_bytes", 0), "deletes": ts.get("deletes", 0),
+                "capacity_bytes": ts.get("capacity_bytes", 0)}
+        p = self.peers
+        out["tiers"]["peer"] = {"messages": p.messages if p else 0, "bytes": p.bytes_received if p else 0,
+                                "bytes_sent": p.bytes_sent if p else 0}
+        reader = self.loader.readers[0] if self.loader else None
+        if reader is not None and hasattr(reader, "stats"):
+            out["shared_tier_throttle"] = reader.stats()
+        return out
+
+    def close(self) -> None:
+        try:
+            if self.loader is not None:
+                self.loader.close()
+        finally:
+            try:
+                self.stores.clear()
+            finally:
+                if self.root is not None:
+                    import shutil
+
+                    shutil.rmtree(self.root, ignore_errors=True)
+
+
+__all__ = ["PlannedExecutor", "peak_holdings"]

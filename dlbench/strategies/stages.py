@@ -1,0 +1,446 @@
+"""Small executor stages that carry out any plan access by access (CONVENTIONS 8: sampler → source → cache
+→ prefetch → batch). ``PlannedExecutor`` (planned.py) glues them; each is testable alone with a fake
+reader, a serial comm and a fake clock.
+
+- ``SampleStore``: one own tier (memory slab or node-local files) with a reference count per sample id, so
+  a sample held twice (DistributedSampler padding, a pinned send) is stored once and removed with its last
+  reference; a condition lets a loader thread wait for a sample the trainer is about to store.
+- ``Stores``: the rank's own tiers by plan tier code, and where each held sample lives.
+- ``Ring``: ``depth`` page-aligned batch buffers; step t uses buffer t mod depth.
+- ``Loader``: reads a step's non-peer accesses from their planned source (shared tier through the reader,
+  throttled when the system profile models a PFS, or an own tier) into the step's ring buffer: inline in
+  the trainer (``threads=0``: one request at a time) or by loader threads that run up to the ring's depth
+  ahead in exact access order (the staging buffer of HDMLP; each thread has its own reader and timeline).
+- ``PeerPush``: a plan's peer reads as non-blocking MPI on the plan's schedule. Every PEER access names its
+  sender, so nothing is requested on demand: the receiver posts an Irecv into the batch buffer as soon as
+  the step's ring buffer is assigned (up to ``depth - 1`` steps ahead); the sender posts the Isend as soon as
+  it holds the sample (at the latest right after the step that stores it), from the memory slot itself
+  (pinned by a reference until the send completes) or from a page-aligned row read from its local tier.
+  All MPI calls are made by the trainer's thread (no MPI_THREAD_MULTIPLE progress assumptions, no service
+  thread, no passive-target RMA whose progress MPICH only makes when the target calls MPI). A message is
+  tagged with the receiver's position in its epoch row, so messages can never cross.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+
+import numpy as np
+
+from ..errors import RunError
+from ..plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED
+from ..storage import aligned_rows
+from ..timeline import PHASE_ID, Timeline
+
+WAIT_TIMEOUT_S = 120.0   # a loader waiting this long for a sample the plan says is held: a plan/executor bug
+TAG_BASE = 1 << 12
+
+
+class SampleStore:
+    """One own tier with a reference count per sample id."""
+
+    def __init__(self, tier, code: int, cond: threading.Condition | None = None):
+        self.tier, self.code = tier, code
+        self.refs: dict[int, int] = {}
+        self.reads = 0
+        self.read_bytes = 0
+        self.cond = cond or threading.Condition()
+
+    def __contains__(self, sid) -> bool:
+        return int(sid) in self.refs
+
+    def put(self, sid: int, row) -> int:
+        r = self.refs.get(sid, 0)
+        n = self.tier.put(sid, row) if r == 0 else 0
+        with self.cond:
+            self.refs[sid] = r + 1
+            if r == 0:
+                self.cond.notify_all()
+        return n
+
+    def put_many(self, items) -> int:
+        """``put`` for several (sid, row) pairs; a tier with ``put_many`` stores the new ones in one go."""
+        new, total = [], 0
+        for sid, row in items:
+            r = self.refs.get(sid, 0)
+            if r == 0:
+                new.append((sid, row))
+            self.refs[sid] = r + 1
+        many = getattr(self.tier, "put_many", None)
+        if many is not None:
+            return many(new)
+        for sid, row in new:
+            total += self.tier.put(sid, row)
+        return total
+
+    def pin(self, sid: int) -> None:
+        """One more reference to a held sample (a send in flight from its slot)."""
+        self.refs[sid] += 1
+
+    def adopt(self, sid: int) -> None:
+        """Count a sample written into the tier directly (``tier.reserve``) as stored."""
+        if sid in self.refs:
+            raise KeyError(f"sample {sid} adopted twice")
+        self.refs[sid] = 1
+
+    def release(self, sid: int) -> None:
+        r = self.refs[sid] - 1
+        if r:
+            self.refs[sid] = r
+        else:
+            with self.cond:
+                del self.refs[sid]
+            self.tier.delete(sid)
+
+    def read_into(self, sid: int, out: np.ndarray) -> int:
+        n = self.tier.read_into(sid, out)
+        self.reads += 1
+        self.read_bytes += n
+        return n
+
+    def wait_present(self, sid: int, timeout: float = WAIT_TIMEOUT_S) -> None:
+        if sid in self.refs:
+            return
+        with self.cond:
+            if not self.cond.wait_for(lambda: sid in self.refs, timeout):
+                raise RunError(f"sample {sid} never reached the {('shared', 'local', 'memory')[self.code]} tier "
+                               f"although the plan reads it from there (waited {timeout:.0f} s)")
+
+    def clear(self) -> None:
+        for sid in list(self.refs):
+            self.refs[sid] = 1
+            self.release(sid)
+
+
+class Stores:
+    """The rank's own tiers by plan tier code (MEMORY, LOCAL)."""
+
+    def __init__(self, stores: dict[int, SampleStore]):
+        self.by_code = dict(stores)
+
+    def __getitem__(self, code: int) -> SampleStore:
+        st = self.by_code.get(int(code))
+        if st is None:
+            raise RunError(f"the plan uses tier {('shared', 'local', 'memory', 'peer')[int(code)]} but this rank "
+                           f"has no store for it")
+        return st
+
+    def holder(self, sid: int) -> SampleStore | None:
+        for st in self.by_code.values():
+            if sid in st.refs:
+                return st
+        return None
+
+    def release(self, sid: int) -> None:
+        st = self.holder(sid)
+        if st is None:
+            raise RunError(f"the plan evicts sample {sid}, which this rank does not hold")
+        st.release(sid)
+
+    def clear(self) -> None:
+        for st in self.by_code.values():
+            st.clear()
+
+
+class Ring:
+    """``depth`` page-aligned batch buffers of ``rows`` rows of ``row_nbytes``."""
+
+    def __init__(self, depth: int, rows: int, row_nbytes: int):
+        self.depth = int(depth)
+        block = aligned_rows(self.depth * max(rows, 1), row_nbytes)
+        self.bufs = [block[i * rows:(i + 1) * rows] for i in range(self.depth)]
+        block[:, ::4096] = 0   # fault the pages in now, not on the hot path
+
+    def __getitem__(self, step: int) -> np.ndarray:
+        return self.bufs[step % self.depth]
+
+
+class EpochView:
+    """One rank's epoch of a plan as flat arrays: ids, sources, peers, keeps, step bounds, step of each
+    access, and the accesses the loader reads (everything but PEER)."""
+
+    def __init__(self, plan, e: int, rank: int):
+        ep = plan.epoch(e)
+        self.epoch = e
+        self.ids = ep.rank_samples(rank)
+        self.src = ep.rank_sources(rank)
+        self.peer = ep.rank_peers(rank)
+        self.keep = ep.rank_keep(rank)
+        self.bounds = ep.bounds[rank]
+        self.steps = len(self.bounds) - 1
+        n = len(self.ids)
+        self.step_of = np.searchsorted(self.bounds, np.arange(n), side="right") - 1
+        self.local = np.nonzero(self.src != PEER)[0]                   # what the loader reads
+        self.need = np.bincount(self.step_of[self.local], minlength=self.steps) if n else np.zeros(self.steps, int)
+        ev = ep.evictions
+        if ev is not None and len(ev):
+            m = ev.rank == rank
+            self.evict_step, self.evict_ids = ev.step[m], ev.sample[m]
+        else:
+            self.evict_step = self.evict_ids = np.zeros(0, np.int64)
+        if ep.transfers is not None and len(ep.transfers):
+            raise RunError(f"plan of {plan.strategy}: background transfers are carried out by that strategy's own "
+                           f"executor, not the planned executor")
+        self.plan_epoch = ep
+
+
+class Loader:
+    """Reads the non-PEER accesses of each step into its ring buffer, from the planned source.
+
+    ``threads == 0``: ``fill(t)`` reads step t in the calling (trainer) thread. ``threads > 0``: ``begin``
+    starts the threads for an epoch; they take accesses in order (a shared counter), wait until step t's
+    buffer is free (``release(t)``), read, and count the step done; ``wait(t)`` blocks until it is."""
+
+    def __init__(self, ctx, stores: Stores, ring: Ring, threads: int, raw_ring: Ring | None, timeline):
+        self.ctx, self.stores, self.ring, self.threads = ctx, stores, ring, int(threads)
+        self.raw_ring = raw_ring          # JPEG: stored bytes land here, decoded rows in ``ring``
+        self.jpeg = raw_ring is not None
+        self.cond = threading.Condition()
+        n = max(1, self.threads)
+        self.readers = [ctx.reader_factory() for _ in range(n)]
+        self.timelines = [timeline] if self.threads == 0 else [Timeline(1 << 14, ctx.rank, thread=100 + k)
+                                                              for k in range(self.threads)]
+        self.shared_reads = self.shared_bytes = 0
+        self._threads: list[threading.Thread] = []
+        self._error: BaseException | None = None
+        self._stop = False
+
+    # ---- one access ---------------------------------------------------------------------------------
+    def _read(self, k: int, view: EpochView, col: int) -> None:
+        sid = int(view.ids[col])
+        code = int(view.src[col])
+        t = int(view.step_of[col])
+        j = col - int(view.bounds[t])
+        tl, clock = self.timelines[k], self.ctx.clock
+        out = self.ring[t][j]
+        raw = self.raw_ring[t][j] if self.jpeg else None
+        dst = raw if self.jpeg else out
+        if code == SHARED:
+            t0 = clock()
+            n = self.readers[k].read_into(sid, dst)
+            t1 = clock()
+            self.shared_reads += 1
+            self.shared_bytes += n
+        else:
+            st = self.stores[code]
+            if self.threads:
+                st.wait_present(sid)
+            elif sid not in st.refs:
+                raise RunError(f"plan of {self.ctx.workload.name}: rank {self.ctx.rank} reads sample {sid} from its "
+                               f"{('shared', 'local', 'memory')[code]} tier at epoch {view.epoch} step {t}, "
+                               f"but does not hold it")
+            t0 = clock()
+            n = st.read_into(sid, dst)
+            t1 = clock()
+        tl.add(PHASE_ID["read"], t0, t1, view.epoch, t, n, code)
+        if self.jpeg:
+            self.readers[k].decode_into(raw, n, out)
+            tl.add(PHASE_ID["decode"], t1, clock(), view.epoch, t, 0, code)
+
+    # ---- inline -------------------------------------------------------------------------------------
+    def fill(self, view: EpochView, t: int) -> None:
+        b0, b1 = int(view.bounds[t]), int(view.bounds[t + 1])
+        src = view.src
+        for col in range(b0, b1):
+            if src[col] != PEER:
+                self._read(0, view, col)
+
+    # ---- threads ------------------------------------------------------------------------------------
+    def begin(self, view: EpochView) -> None:
+        self._view = view
+        self._done = np.zeros(view.steps, dtype=np.int64)
+        self._free_upto = self.ring.depth      # steps < this may be written
+        self._counter = itertools.count()
+        self._stop = False
+        self._threads = [threading.Thread(target=self._work, args=(k,), daemon=True, name=f"dlbench-loader-{k}")
+                         for k in range(self.threads)]
+        for th in self._threads:
+            th.start()
+
+    def _work(self, k: int) -> None:
+        view, cond = self._view, self.cond
+        local, step_of = view.local, view.step_of
+        try:
+            while True:
+                i = next(self._counter)
+                if i >= len(local) or self._stop:
+                    return
+                col = int(local[i])
+                t = int(step_of[col])
+                if t >= self._free_upto:
+                    with cond:
+                        cond.wait_for(lambda: t < self._free_upto or self._stop)
+                    if self._stop:
+                        return
+                self._read(k, view, col)
+                with cond:
+                    self._done[t] += 1
+                    if self._done[t] == view.need[t]:
+                        cond.notify_all()
+        except BaseException as exc:  # handed to the trainer at its next wait
+            with cond:
+                self._error = exc
+                cond.notify_all()
+
+    def wait(self, t: int) -> None:
+        view = self._view
+        if self._done[t] < view.need[t] or self._error is not None:
+            with self.cond:
+                self.cond.wait_for(lambda: self._done[t] >= view.need[t] or self._error is not None)
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+    def release(self, t: int) -> None:
+        """Step t's buffer may be reused (for step t + depth)."""
+        with self.cond:
+            self._free_upto = t + 1 + self.ring.depth
+            self.cond.notify_all()
+
+    def end(self) -> None:
+        with self.cond:
+            self._stop = True
+            self.cond.notify_all()
+        for th in self._threads:
+            th.join()
+        self._threads = []
+
+    def close(self) -> None:
+        self.end()
+        for r in self.readers:
+            r.close()
+
+
+class PeerPush:
+    """The plan's PEER accesses as non-blocking MPI on the plan's schedule (module doc)."""
+
+    def __init__(self, ctx, stores: Stores, max_row: int, timeline):
+        self.ctx, self.stores, self.comm = ctx, stores, ctx.comm
+        self.timeline = timeline
+        self.max_row = max_row
+        self.recvs: dict[int, list] = {}          # step -> [(request, nbytes)]
+        self.pending: deque = deque()             # sends not posted yet: (step, dst, col, sid)
+        self.inflight: list = []                  # (request, pinned store or None, row index or None)
+        self.free_rows: list[int] = []
+        self.rows = None
+        self.messages = self.bytes_received = self.bytes_sent = 0
+        self.sizes = np.broadcast_to(np.asarray(ctx.sample_nbytes, dtype=np.int64), (ctx.n_samples,))
+
+    def begin(self, view: EpochView) -> None:
+        ep = view.plan_epoch
+        steps, dst, cols, samples = ep.peer_sends(self.ctx.rank)
+        if len(steps):
+            self.pending.extend(zip(steps.tolist(), dst.tolist(), cols.tolist(), samples.tolist()))
+
+    def post_recvs(self, view: EpochView, t: int, buf: np.ndarray) -> None:
+        """Irecv straight into step t's batch buffer for its PEER accesses."""
+        b0, b1 = int(view.bounds[t]), int(view.bounds[t + 1])
+        cols = np.nonzero(view.src[b0:b1] == PEER)[0]
+        if not len(cols):
+            return
+        clock = self.ctx.clock
+        t0 = clock()
+        reqs = []
+        for j in cols.tolist():
+            col = b0 + j
+            sid = int(view.ids[col])
+            n = int(self.sizes[sid])
+            reqs.append((self.comm.irecv(buf[j, :n], int(view.peer[col]), tag=TAG_BASE + col), n, j))
+        self.recvs[t] = reqs
+        self.timeline.add(PHASE_ID["exchange"], t0, clock(), view.epoch, t, 0, PEER)
+
+    def wait_recvs(self, view: EpochView, t: int, decode=None) -> None:
+        """Complete step t's receives; ``decode(j, n)``: JPEG rows decoded from the received bytes."""
+        reqs = self.recvs.pop(t, None)
+        if not reqs:
+            return
+        clock = self.ctx.clock
+        t0 = clock()
+        got = 0
+        for req, n, _j in reqs:
+            req.wait()
+            got += n
+        t1 = clock()
+        self.messages += len(reqs)
+        self.bytes_received += got
+        # the trainer's read of this step's peer samples: a ``read`` of the peer tier (bytes received)
+        self.timeline.add(PHASE_ID["read"], t0, t1, view.epoch, t, got, PEER)
+        if decode is not None:
+            for _req, n, j in reqs:
+                decode(j, n)
+            self.timeline.add(PHASE_ID["decode"], t1, clock(), view.epoch, t, 0, PEER)
+
+    def post_sends(self, view: EpochView, upto_step: int) -> None:
+        """Post, in plan order, every pending send of a step ≤ ``upto_step`` whose sample this rank holds."""
+        if not self.pending and not self.inflight:
+            return
+        clock = self.ctx.clock
+        t0 = clock()
+        posted = 0
+        self._reap()
+        while self.pending and self.pending[0][0] <= upto_step:
+            step, dst, col, sid = self.pending[0]
+            st = self.stores.holder(sid)
+            if st is None:     # not held yet: it is stored at the end of an earlier step (plan order is kept)
+                break
+            self.pending.popleft()
+            if st.code == MEMORY:
+                buf = st.tier.view(sid)
+                st.pin(sid)
+                req = self.comm.isend(buf, dst, tag=TAG_BASE + col)
+                self.inflight.append((req, st, sid, None))
+            else:
+                k = self._row()
+                n = st.read_into(sid, self.rows[k])
+                req = self.comm.isend(self.rows[k, :n], dst, tag=TAG_BASE + col)
+                self.inflight.append((req, None, sid, k))
+            self.bytes_sent += int(self.sizes[sid])
+            posted += 1
+        if posted:
+            self.timeline.add(PHASE_ID["exchange"], t0, clock(), view.epoch, max(upto_step, 0), 0, PEER)
+
+    def _row(self) -> int:
+        if not self.free_rows:
+            # a bigger pool; rows in flight keep the old block alive through their requests
+            old = 0 if self.rows is None else len(self.rows)
+            self.rows = aligned_rows(max(4, 2 * old), self.max_row)
+            self.free_rows = list(range(len(self.rows) - 1, -1, -1))
+            self.free_rows = [k for k in self.free_rows if k not in self._busy()]
+        return self.free_rows.pop()
+
+    def _busy(self) -> set:
+        return {k for _r, _s, _i, k in self.inflight if k is not None}
+
+    def _reap(self) -> None:
+        keep = []
+        for item in self.inflight:
+            req, st, sid, k = item
+            if req.test():
+                self._done(st, sid, k)
+            else:
+                keep.append(item)
+        self.inflight = keep
+
+    def _done(self, st, sid, k) -> None:
+        if st is not None:
+            st.release(sid)
+        if k is not None:
+            self.free_rows.append(k)
+
+    def finish(self, view: EpochView) -> None:
+        """End of epoch: every send posted and completed (receivers post all their receives this epoch)."""
+        if self.pending:
+            self.post_sends(view, 1 << 62)
+        if self.pending:
+            step, dst, _col, sid = self.pending[0]
+            raise RunError(f"plan of epoch {view.epoch}: rank {self.ctx.rank} must send sample {sid} to rank {dst} "
+                           f"at step {step} but never held it")
+        for req, st, sid, k in self.inflight:
+            req.wait()
+            self._done(st, sid, k)
+        self.inflight = []
+
+
+__all__ = ["SampleStore", "Stores", "Ring", "EpochView", "Loader", "PeerPush", "NO_TIER", "LOCAL", "MEMORY"]
