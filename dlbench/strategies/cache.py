@@ -89,7 +89,8 @@ def planned_executor(ctx: RunContext, plan: Plan, options) -> Executor:
 
 
 def pipeline_of(options) -> dict:
-    """Plan keywords for the loader the executor will run (what ``dlbench simulate`` costs)."""
+    """Plan keywords for the loader the executor will run (what ``dlbench simulate`` costs): loader threads
+    reading ahead, or the trainer reading synchronously (``localcopy.set_pipeline`` for built plans)."""
     t = int(options.loader_threads)
     return {"pipeline": "prefetch" if t > 0 else "sync", "loader_threads": t if t > 0 else 1}
 

@@ -21,6 +21,7 @@ from .localcopy import (
     capacity_sizes,
     check_capacity,
     groups_of,
+    set_pipeline,
 )
 
 LOCAL_SHUFFLE = Semantics("no (per-rank subsets)", "no", "yes")
@@ -61,7 +62,7 @@ class Local(Strategy):
                           epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed,
                           drop_last=options.drop_last, tier=TIER_CODES[options.tier])
         shard_capacity_check(ctx, plan, options, "local shuffling (the node's shards of F/W samples)")
-        return plan
+        return set_pipeline(plan, options.loader_threads)
 
     def executor(self, ctx: RunContext, plan: Plan, options: LocalOptions) -> Executor:
         return ShardExecutor(ctx, plan, options, private=True)

@@ -46,6 +46,17 @@ class LocalCopyOptions:
                                           "profile's local or memory tiers)", unit="B", min=0)
     drop_last: bool = opt(False, help="drop the permutation's tail instead of padding it to a multiple of the "
                                       "ranks (DistributedSampler drop_last)")
+    loader_threads: int = opt(0, help="loader threads per rank reading the local copies ahead in access order (0: "
+                                      "the trainer reads each step itself, synchronously)", min=0, max=64)
+    window: int = opt(2, help="steps the loader threads read ahead", min=0, max=1024)
+
+
+def set_pipeline(plan: Plan, threads: int) -> Plan:
+    """Record on the plan the loader its executor runs (what ``dlbench simulate`` costs): ``threads``
+    loader threads per rank reading ahead, or 0: the trainer reads synchronously."""
+    t = int(threads)
+    plan.pipeline, plan.loader_threads = ("prefetch", t) if t > 0 else ("sync", 1)
+    return plan
 
 
 def groups_of(ctx: RunContext, tier: str) -> np.ndarray:
@@ -174,6 +185,7 @@ class LocalCopyExecutor(Executor):
         self.shared = {"reads": 0, "bytes": 0}
         self.peer = {"messages": 0, "bytes_received": 0, "bytes_sent": 0}
         self.stage_s = 0.0
+        self._loader = None
 
     # ---- storage -----------------------------------------------------------------------------------
     def store_need_bytes(self) -> int:
@@ -297,12 +309,44 @@ class LocalCopyExecutor(Executor):
         return None
 
     def epoch(self, e: int) -> Iterator[Batch]:
-        yield from sync_read_epoch(self.ctx, self.plan, e, self.rows, self.store.read_into, self.code,
-                                   raw=self.raw if self.jpeg else None,
-                                   decode=self.reader.decode_into if self.jpeg else None,
-                                   before_step=self._before_step, after_step=self._after_step)
+        if self.options.loader_threads:
+            yield from self._threaded_epoch(e)
+        else:
+            yield from sync_read_epoch(self.ctx, self.plan, e, self.rows, self.store.read_into, self.code,
+                                       raw=self.raw if self.jpeg else None,
+                                       decode=self.reader.decode_into if self.jpeg else None,
+                                       before_step=self._before_step, after_step=self._after_step)
         if e == self.plan.epochs - 1:
             self.done = True
+
+    def _threaded_epoch(self, e: int) -> Iterator[Batch]:
+        """Loader threads (stages.Loader) read the local copies up to ``window`` steps ahead into a ring."""
+        from .stages import EpochView, Loader, Ring, Stores
+
+        if self._loader is None:
+            b = int(self.plan.local_batch)
+            depth = self.options.window + 1
+            self._ring = Ring(depth, b, self.rows.shape[1])
+            self._raw_ring = Ring(depth, b, self.max_row) if self.jpeg else None
+            # the copies are in place before epoch 0 (prologue + barrier): no waiting for samples
+            self._loader = Loader(self.ctx, Stores({self.code: self.store}), self._ring, self.options.loader_threads,
+                                  self._raw_ring, self.ctx.timeline, wait_for_samples=False)
+        view = EpochView(self.plan, e, self.ctx.rank, transfers_handled=True)   # pls's hooks move them
+        loader = self._loader
+        loader.begin(view)
+        try:
+            for s in range(view.steps):
+                self._before_step(e, s)
+                loader.wait(s)
+                b0, b1 = int(view.bounds[s]), int(view.bounds[s + 1])
+                yield Batch(self._ring[s], view.ids[b0:b1], b1 - b0)
+                self._after_step(e, s)
+                loader.release(s)
+        finally:
+            loader.end()
+
+    def extra_timelines(self) -> list:
+        return self._loader.timelines if self._loader is not None else []
 
     # ---- figures and cleanup -----------------------------------------------------------------------
     def stats(self) -> dict:
@@ -341,6 +385,8 @@ class LocalCopyExecutor(Executor):
                         except OSError:
                             pass
         finally:
+            if self._loader is not None:
+                self._loader.close()
             self.reader.close()
 
 

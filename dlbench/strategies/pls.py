@@ -31,7 +31,7 @@ from ..timeline import PHASE_ID
 from . import register
 from .base import Executor, RunContext, Semantics, Strategy
 from .local import ShardExecutor, shard_capacity_check
-from .localcopy import TIER_CODES, LocalCopyOptions, check_delivery_order
+from .localcopy import TIER_CODES, LocalCopyOptions, check_delivery_order, set_pipeline
 
 PLS = Semantics("yes (globally)", "no", "per-rank subsets mix slowly")
 
@@ -184,7 +184,7 @@ class Pls(Strategy):
                         drop_last=options.drop_last, tier=TIER_CODES[options.tier])
         check_delivery_order(plan)
         shard_capacity_check(ctx, plan, options, f"pls (the node's shards of (1+Q)·F/W samples, Q={q})")
-        return plan
+        return set_pipeline(plan, options.loader_threads)
 
     def executor(self, ctx: RunContext, plan: Plan, options: PlsOptions) -> Executor:
         return PlsExecutor(ctx, plan, options)

@@ -176,8 +176,12 @@ class Prefetch(Strategy):
     Options = PrefetchOptions
 
     def plan(self, ctx: RunContext, options: PrefetchOptions) -> Plan:
-        return shared_tier_plan(self.name, ctx, options.drop_last,
+        plan = shared_tier_plan(self.name, ctx, options.drop_last,
                                 {"prefetch_window_batches": options.num_workers * options.prefetch_factor})
+        # num_workers processes read ahead (0: the DataLoader reads in the trainer, synchronously)
+        w = int(options.num_workers)
+        plan.pipeline, plan.loader_threads = ("prefetch", w) if w else ("sync", 1)
+        return plan
 
     def executor(self, ctx: RunContext, plan: Plan, options: PrefetchOptions) -> Executor:
         return DataLoaderExecutor(ctx, plan, options)

@@ -161,7 +161,7 @@ class EpochView:
     """One rank's epoch of a plan as flat arrays: ids, sources, peers, keeps, step bounds, step of each
     access, and the accesses the loader reads (everything but PEER)."""
 
-    def __init__(self, plan, e: int, rank: int):
+    def __init__(self, plan, e: int, rank: int, *, transfers_handled: bool = False):
         ep = plan.epoch(e)
         self.epoch = e
         self.ids = ep.rank_samples(rank)
@@ -180,7 +180,7 @@ class EpochView:
             self.evict_step, self.evict_ids = ev.step[m], ev.sample[m]
         else:
             self.evict_step = self.evict_ids = np.zeros(0, np.int64)
-        if ep.transfers is not None and len(ep.transfers):
+        if ep.transfers is not None and len(ep.transfers) and not transfers_handled:
             raise RunError(f"plan of {plan.strategy}: background transfers are carried out by that strategy's own "
                            f"executor, not the planned executor")
         self.plan_epoch = ep
@@ -193,8 +193,10 @@ class Loader:
     starts the threads for an epoch; they take accesses in order (a shared counter), wait until step t's
     buffer is free (``release(t)``), read, and count the step done; ``wait(t)`` blocks until it is."""
 
-    def __init__(self, ctx, stores: Stores, ring: Ring, threads: int, raw_ring: Ring | None, timeline):
+    def __init__(self, ctx, stores: Stores, ring: Ring, threads: int, raw_ring: Ring | None, timeline, *,
+                 wait_for_samples: bool = True):
         self.ctx, self.stores, self.ring, self.threads = ctx, stores, ring, int(threads)
+        self.wait_for_samples = wait_for_samples
         self.raw_ring = raw_ring          # JPEG: stored bytes land here, decoded rows in ``ring``
         self.jpeg = raw_ring is not None
         self.cond = threading.Condition()
@@ -225,7 +227,9 @@ class Loader:
             self.shared_bytes += n
         else:
             st = self.stores[code]
-            if self.threads:
+            if not self.wait_for_samples:
+                pass
+            elif self.threads:
                 st.wait_present(sid)
             elif sid not in st.refs:
                 raise RunError(f"plan of {self.ctx.workload.name}: rank {self.ctx.rank} reads sample {sid} from its "

@@ -26,6 +26,7 @@ from .localcopy import (
     capacity_sizes,
     check_capacity,
     groups_of,
+    set_pipeline,
 )
 from .naive import GLOBAL_SHUFFLE
 
@@ -70,7 +71,7 @@ class Staging(Strategy):
             plan = staging_plan(node_map=ctx.node_map, sample_nbytes=sizes, tiers=[(code, cap)], groups=groups,
                                 **common)
             plan.meta.update(capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=total)
-            return plan
+            return set_pipeline(plan, options.loader_threads)
         if options.if_too_big == "error":
             check_capacity(np.array([total]), cap, src, "staging the whole dataset")
         plan = staging_subset_plan(groups=groups, node_map=ctx.node_map, tier=code, **common)
@@ -80,7 +81,7 @@ class Staging(Strategy):
         check_capacity(np.array(need), cap, src, "staging a per-node subset (F/N samples)")
         plan.meta.update(capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=max(need),
                          semantics=SUBSET.as_dict())
-        return plan
+        return set_pipeline(plan, options.loader_threads)
 
     def executor(self, ctx: RunContext, plan: Plan, options: StagingOptions) -> Executor:
         return StagingExecutor(ctx, plan, options, private=False)
