@@ -380,6 +380,24 @@ def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, fmt)
 # ===== simulate =============================================================================================
 
 
+def _parse_strategy_options(items) -> dict:
+    """``STRATEGY.KEY=VALUE`` pairs into {strategy: {key: value}} (values read as YAML scalars)."""
+    import yaml
+
+    out: dict = {}
+    for it in items:
+        head, eq, val = it.partition("=")
+        strat, dot, key = head.partition(".")
+        if not (eq and dot and strat and key):
+            raise ConfigError(f"--option {it!r}: expected STRATEGY.KEY=VALUE, e.g. staging.loader_threads=2")
+        try:
+            v = yaml.safe_load(val)
+        except yaml.YAMLError:
+            v = val
+        out.setdefault(strat.strip(), {})[key.strip().replace("-", "_")] = v
+    return out
+
+
 @main.command("simulate")
 @click.option("--system", "system", metavar="PROFILE", help="system profile: a name in configs/systems or a YAML path")
 @click.option("--workload", metavar="W", help="built-in workload name or YAML path (sample sizes and batch)")
@@ -397,29 +415,31 @@ def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, fmt)
               help="p_0: loader I/O threads per node, the node's PFS clients [default: the profile's staging.threads]; "
                    "to compare with a real run, the ranks per node x DataLoader workers (naive: ranks per node)")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of permutations and sample sizes")
-@click.option("--pls-q", type=float, default=0.1, show_default=True, help="exchange fraction Q of pls")
+@click.option("--pls-q", type=float, default=None, help="exchange fraction Q of pls [default: pls's, 0.1]")
+@click.option("--option", "options", multiple=True, metavar="STRATEGY.KEY=VALUE",
+              help="a strategy option as `dlbench run` takes it, e.g. staging.loader_threads=2 (repeatable)")
 @click.option("--serial-write", is_flag=True, help="a loader thread copies into the buffer after (not while) fetching")
 @click.option("--study", metavar="YAML", default=None, help="a study file (configs/studies/*.yaml) instead of the flags")
 @click.option("--out", default="results", show_default=True, help="results root")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strategies, epochs, local_batch,
-                 accelerator, compute_time, loader_threads, seed, pls_q, serial_write, study, out, fmt):
-    """Cost strategies' plans with the HDMLP/NoPFS performance model (no I/O): one results folder per
-    strategy (summary.simulated = true) and a comparison table."""
+                 accelerator, compute_time, loader_threads, seed, pls_q, options, serial_write, study, out, fmt):
+    """Cost strategies' plans with the HDMLP/NoPFS performance model (no I/O): exactly the plans `dlbench run`
+    builds (Strategy.plan), one results folder per row (summary.simulated = true) and a comparison table."""
     from .config import to_dict
     from .errors import unknown_choice
-    from .simulate import STRATEGIES, load_profile, simulate
+    from .simulate import load_profile, simulate, strategy_names
     from .simulate.output import compare_table, write_simulated_run
 
     reference = None
+    opt_map = _parse_strategy_options(options)
     if study:
         from .simulate import study as study_mod
 
         st = study_mod.load(study)
         profile = load_profile(st.system)
         wl = study_mod.workload_of(st, where=study)
-        names, nodes, ranks_per_node, epochs, seed, pls_q = (list(st.strategies), st.nodes, st.ranks_per_node,
-                                                            st.epochs, st.seed, st.pls_q)
+        names, nodes, ranks_per_node, epochs, seed = (st.entries(), st.nodes, st.ranks_per_node, st.epochs, st.seed)
         reference = dict(st.published_runtime_s) or None
         cfg_extra = {"study": study, "study_config": to_dict(st)}
     else:
@@ -436,8 +456,11 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
             raise ConfigError(f"--compute-time={compute_time}: must be >= 0 seconds")
         names = [s.strip() for s in strategies.split(",") if s.strip()]
         for s in names:
-            if s not in STRATEGIES:
-                raise unknown_choice("strategy for simulate", s, STRATEGIES)
+            if s not in strategy_names():
+                raise unknown_choice("strategy for simulate", s, strategy_names())
+        for name, val in (("--nodes", nodes), ("--epochs", epochs), ("--local-batch", local_batch)):
+            if val is not None and val < 1:
+                raise ConfigError(f"{name}={val}: must be >= 1")
         cfg_extra = {}
     if loader_threads is not None:
         import dataclasses
@@ -445,13 +468,20 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         if loader_threads < 1:
             raise ConfigError(f"--loader-threads={loader_threads}: must be >= 1")
         profile = dataclasses.replace(profile, staging=dataclasses.replace(profile.staging, threads=loader_threads))
+    if ranks_per_node < 1:
+        raise ConfigError(f"--ranks-per-node={ranks_per_node}: must be >= 1")
+    from .simulate.core import check_size
+
+    check_size(wl, nodes, ranks_per_node)
     results = simulate(names, wl=wl, profile=profile, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs,
-                       seed=seed, pls_q=pls_q, write_overlap=not serial_write)
+                       seed=seed, pls_q=pls_q, write_overlap=not serial_write, options=opt_map,
+                       loader_threads=loader_threads)
     dirs = []
-    for name, summary in results.items():
-        config = {"command": "simulate", "system": to_dict(profile), "workload": to_dict(wl), "strategy": name,
+    for label, summary in results.items():
+        config = {"command": "simulate", "system": to_dict(profile), "workload": to_dict(wl),
+                  "strategy": summary["strategy"], "label": label, "options": summary.get("options", {}),
                   "nodes": nodes, "ranks_per_node": ranks_per_node, "epochs": epochs, "seed": seed,
-                  "pls_q": pls_q, "write_overlap": not serial_write, **cfg_extra}
+                  "loader_threads": loader_threads, "write_overlap": not serial_write, **cfg_extra}
         dirs.append(write_simulated_run(out, config=config, summary=summary))
     click.echo(compare_table(dirs, fmt=fmt, reference_s=reference))
 

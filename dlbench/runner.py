@@ -107,8 +107,8 @@ class Loop:
             raise ConfigError(f"--checkpoint-every={cfg.checkpoint_every}: workload {workload.name} gives no model "
                               f"size (model.parameters in its YAML), so the checkpoint size is unknown")
         from .data.formats import open_reader
-        from .system import load as load_profile
         from .storage import throttled_factory
+        from .system import load as load_profile
 
         self.system = load_profile(cfg.system)
         self.pfs_model = self.system.pfs_model()

@@ -7,17 +7,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CapacityError, ConfigError, unknown_choice
-from ..plan import LOCAL, MEMORY, TIER_NAMES, Plan, global_shuffle_plan
-from ..plan.shuffles import local_plan, pls_plan, staging_plan
-from .model import Costing, Model
+from ..errors import ConfigError, unknown_choice
+from ..plan import TIER_NAMES, Plan
 from ..system import SystemProfile
+from .model import Costing, Model
 
-# strategy name -> model policy; the planner is chosen in build_plan
-STRATEGIES = {"lowerbound": "lowerbound", "naive": "ondemand", "prefetch": "prefetch",
-              "staging": "prefetch", "local": "prefetch", "pls": "prefetch"}
+LOWERBOUND = "lowerbound"   # not a strategy: everything in memory at t = 0 (costed on naive's plan)
 DISPLAY = {"lowerbound": "Lower Bound", "naive": "Naive", "prefetch": "StagingPool (prefetch)",
-           "staging": "Parallel Data Staging", "local": "Local shuffling", "pls": "Partial local shuffling"}
+           "staging": "Parallel Data Staging", "local": "Local shuffling", "pls": "Partial local shuffling",
+           "clairvoyant": "HDMLP (clairvoyant)", "lbann": "LBANN", "deepio": "DeepIO", "locality": "Locality-aware",
+           "surrogatetrain": "SurrogateTrain"}
+
+
+def strategy_names() -> list[str]:
+    """What ``simulate`` can cost: the lower bound and every registered strategy."""
+    from .. import strategies
+
+    return [LOWERBOUND, *strategies.names()]
 
 
 @dataclass(frozen=True)
@@ -68,39 +74,74 @@ def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None
     return SimWorkload(wl.name, wl.samples, b, "fixed", float(wl.sample_nbytes), 0.0, step_time_s=st)
 
 
-def build_plan(strategy: str, *, wl: SimWorkload, nodes: int, ranks_per_node: int, epochs: int, seed: int,
-               profile: SystemProfile, sizes: np.ndarray, pls_q: float = 0.1) -> Plan:
-    """The strategy's plan from the pure planners (dlbench.plan)."""
-    if strategy not in STRATEGIES:
-        raise unknown_choice("strategy for simulate", strategy, STRATEGIES)
+BYTES_PER_ACCESS = 200   # the model's working set per access of one epoch (ids, tiers, sizes, times: ~25 arrays)
+
+
+def check_size(wl: SimWorkload, nodes: int, ranks_per_node: int, *, available: int | None = None) -> int:
+    """Refuse worlds the model cannot cost here: more ranks than samples, or an estimated working set (one
+    epoch's plan and costing arrays, about ``BYTES_PER_ACCESS`` per access, plus per-rank vectors) beyond
+    this machine's available memory. Returns the estimate in bytes."""
+    W = int(nodes) * int(ranks_per_node)
+    if W > wl.samples:
+        raise ConfigError(f"--nodes {nodes} x --ranks-per-node {ranks_per_node} = {W:,} ranks: more than the "
+                          f"{wl.samples:,} samples of workload {wl.name}; use fewer nodes or more samples")
+    n = -(-wl.samples // W)
+    est = BYTES_PER_ACCESS * W * n + 64 * 8 * W
+    if available is None:
+        available = _mem_available()
+    if available and est > 0.8 * available:
+        raise ConfigError(f"--nodes {nodes}: costing {W:,} ranks x {n:,} samples per epoch needs about "
+                          f"{est / 2**30:.1f} GiB; {available / 2**30:.1f} GiB available here; simulate fewer "
+                          f"nodes or samples")
+    return est
+
+
+def _mem_available() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def sim_context(*, wl: SimWorkload, nodes: int, ranks_per_node: int, epochs: int, seed: int,
+                profile: SystemProfile, sizes: np.ndarray):
+    """The planner's view of a simulated run (``RunContext``'s pure fields): the same inputs a run's ranks
+    give ``Strategy.plan``, with the system profile's memory tier as the memory budget."""
+    from ..strategies import RunContext
+
     W = nodes * ranks_per_node
-    node_map = np.repeat(np.arange(nodes), ranks_per_node)
-    common = dict(n_samples=wl.samples, world_size=W, node_map=node_map, epochs=epochs,
-                  local_batch=wl.local_batch, seed=seed)
-    if strategy in ("lowerbound", "naive", "prefetch"):
-        return global_shuffle_plan(strategy=strategy, **common)
-    kinds = {"memory": MEMORY, "local": LOCAL}
-    tiers = [(kinds[t.kind], float(t.capacity_bytes)) for t in profile.tiers]
-    if not tiers:
-        raise CapacityError(f"strategy {strategy}: system profile {profile.name} has no node-local tiers")
-    if strategy == "staging":
-        try:
-            return staging_plan(sample_nbytes=sizes, tiers=tiers, **common)
-        except CapacityError as e:
-            raise CapacityError(f"staging on {profile.name}: {e}; the per-node-subset variant is 'local'") from None
-    # local / pls: a rank's shard (plus the pls exchange) on the fastest tier that holds a node's shards
-    q = pls_q if strategy == "pls" else 0.0
-    need = (1 + q) * float(sizes.mean()) * np.ceil(wl.samples / W) * ranks_per_node
-    for code, cap in tiers:
-        if need <= cap:
-            tier = code
-            break
-    else:
-        raise CapacityError(f"strategy {strategy}: a node needs {need:.4g} B for its shards "
-                            f"((1+Q)·F/W per rank) but its largest tier holds {max(c for _, c in tiers):.4g} B")
-    if strategy == "local":
-        return local_plan(tier=tier, **common)
-    return pls_plan(q=q, tier=tier, **common)
+    return RunContext(workload=wl, n_samples=wl.samples, sample_nbytes=np.round(sizes).astype(np.int64),
+                      world_size=W, rank=0, node_map=np.repeat(np.arange(nodes), ranks_per_node), seed=seed,
+                      epochs=epochs, local_batch=wl.local_batch, system=profile,
+                      memory_budget_bytes=profile.tier_capacity_bytes("memory"))
+
+
+def build_plan(strategy: str, *, wl: SimWorkload, nodes: int, ranks_per_node: int, epochs: int, seed: int,
+               profile: SystemProfile, sizes: np.ndarray, options: dict | None = None) -> Plan:
+    """Exactly the plan ``dlbench run --strategy NAME`` builds (``Strategy.plan``) for this world; the lower
+    bound costs naive's plan."""
+    from .. import strategies
+
+    name = "naive" if strategy == LOWERBOUND else strategy
+    if strategy not in strategy_names():
+        raise unknown_choice("strategy for simulate", strategy, strategy_names())
+    st = strategies.get(name)
+    opts = strategies.parse_options(st, dict(options or {}), where=f"options of {strategy}")
+    ctx = sim_context(wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs, seed=seed, profile=profile,
+                      sizes=sizes)
+    return st.plan(ctx, opts)
+
+
+def policy_of(strategy: str, plan: Plan) -> str:
+    """The model policy of a plan: the lower bound, one request at a time (``sync``), or loader threads
+    reading ahead (``prefetch``)."""
+    if strategy == LOWERBOUND:
+        return "lowerbound"
+    return "ondemand" if plan.pipeline == "sync" else "prefetch"
 
 
 def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict | None = None) -> dict:
@@ -158,8 +199,12 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
 
 
 def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int, ranks_per_node: int = 1,
-             epochs: int = 1, seed: int = 0, pls_q: float = 0.1, write_overlap: bool = True) -> dict[str, dict]:
-    """Cost each strategy; returns {strategy: summary}."""
+             epochs: int = 1, seed: int = 0, pls_q: float | None = None, write_overlap: bool = True,
+             options: dict | None = None, loader_threads: int | None = None) -> dict[str, dict]:
+    """Cost each strategy's plan (``Strategy.plan``); returns {strategy: summary}. ``strategies``: names,
+    or (label, strategy, options) rows (the result is keyed by label). ``options``: {strategy: {option:
+    value}} as ``dlbench run`` takes them; ``pls_q`` is pls's exchange_fraction. ``loader_threads``
+    (``--loader-threads``): the loader threads of every prefetching plan, to match a run."""
     if nodes < 1 or ranks_per_node < 1 or epochs < 1:
         raise ConfigError(f"nodes={nodes}, ranks_per_node={ranks_per_node}, epochs={epochs}: each must be >= 1")
     sizes = wl.sizes(seed)
@@ -167,11 +212,24 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
         model = Model(profile, step_time_s=wl.step_time_s, write_overlap=write_overlap)
     else:
         model = Model(profile, write_overlap=write_overlap)
+    opts = {k: dict(v) for k, v in (options or {}).items()}
+    if pls_q is not None:
+        opts.setdefault("pls", {}).setdefault("exchange_fraction", pls_q)
     out = {}
-    for name in strategies:
+    rows = [(x, x, opts.get(x)) if isinstance(x, str) else (x[0], x[1], {**opts.get(x[1], {}), **(x[2] or {})})
+            for x in strategies]
+    for label, name, o in rows:
         plan = build_plan(name, wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs, seed=seed,
-                          profile=profile, sizes=sizes, pls_q=pls_q)
-        c = model.cost(plan, sizes, STRATEGIES[name])
-        out[name] = summarize(c, workload=wl.name, profile=profile,
-                              extra={"plan_order": plan.meta.get("order", "")})
+                          profile=profile, sizes=sizes, options=o)
+        policy = policy_of(name, plan)
+        threads = None
+        if policy == "prefetch":
+            threads = float(loader_threads) / ranks_per_node if loader_threads else float(plan.loader_threads or 1)
+        c = model.cost(plan, sizes, policy, threads_per_rank=threads)
+        c.strategy = name
+        out[label] = summarize(c, workload=wl.name, profile=profile,
+                               extra={"label": label, "plan_order": plan.meta.get("order", ""),
+                                      "plan_pipeline": plan.pipeline, "plan_loader_threads_per_rank": threads,
+                                      "options": o or {},
+                                      **({"plan_warning": plan.meta["warning"]} if plan.meta.get("warning") else {})})
     return out

@@ -138,7 +138,9 @@ class Model:
         return float(np.max(np.maximum(np.maximum(read_s, recv_s), write_s)))
 
     # ----- one epoch ---------------------------------------------------------------------------------
-    def cost(self, plan: Plan, sizes: np.ndarray, policy: str) -> Costing:
+    def cost(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None = None) -> Costing:
+        """``threads_per_rank``: loader threads of a prefetching plan (default: the profile's p_0 over the
+        node's ranks)."""
         if policy not in POLICIES:
             raise ConfigError(f"policy {policy!r}: choose one of {', '.join(POLICIES)}")
         sizes = np.asarray(sizes, dtype=np.float64)
@@ -147,7 +149,8 @@ class Model:
         p0 = self.p.staging.threads
         spb = self.fetch_s_per_byte(nodes, p0)
         w_spb = self.p.staging_write_s_per_byte()
-        threads_per_rank = p0 / K
+        if threads_per_rank is None:
+            threads_per_rank = p0 / K
         z = np.zeros(W)
         compute = z.copy()
         stall = z.copy()

@@ -72,13 +72,14 @@ def compare_table(run_dirs: list[Path], fmt: str = "table", reference_s: dict | 
     for d in run_dirs:
         s = json.loads((Path(d) / "run.json").read_text())["summary"]
         b = s.get("modelled_breakdown", {})
-        row = {"strategy": s["strategy"], "name": DISPLAY.get(s["strategy"], s["strategy"]),
+        label = s.get("label", s["strategy"])
+        row = {"strategy": s["strategy"], "name": DISPLAY.get(label, label),
                "total_time_s": s["total_time_s"], "exposed_io_share": s["exposed_io_share"], "au": s["au"],
                "stage_s": b.get("prologue_s", 0.0), "pfs_s": b.get("pfs_s", 0.0), "local_s": b.get("local_s", 0.0),
                "peer_s": b.get("peer_s", 0.0), "compute_s": b.get("compute_s", 0.0), "stall_s": b.get("stall_s", 0.0),
                "barrier_s": b.get("barrier_s", 0.0), "run_dir": str(d)}
-        if reference_s and s["strategy"] in reference_s:
-            ref = float(reference_s[s["strategy"]])
+        if reference_s and label in reference_s:
+            ref = float(reference_s[label])
             row["published_s"] = ref
             row["gap_pct"] = 100.0 * (s["total_time_s"] / ref - 1.0)
         rows.append(row)

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..config import from_mapping, load_yaml, opt, resource_dir
 from ..errors import ConfigError
 from ..workload import SizeDistribution
-from .core import STRATEGIES, SimWorkload
+from .core import SimWorkload, strategy_names
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,6 +20,13 @@ class InlineWorkload:
     global_batch: int | None = opt(None, help="B: global batch (split evenly over ranks)", min=1)
     local_batch: int | None = opt(None, help="b: local batch per rank", min=1)
     size: SizeDistribution = opt(help="sample size distribution (seeded)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyRun:
+    label: str = opt(help="the row's name (e.g. 'LBANN dynamic'); key of published_runtime_s")
+    strategy: str = opt(help="strategy (dlbench list strategies) or lowerbound")
+    options: dict = opt(factory=dict, help="the strategy's options, as dlbench run takes them")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,9 +40,23 @@ class Study:
     ranks_per_node: int = opt(1, help="ranks per node", min=1)
     epochs: int = opt(1, help="E", min=1)
     seed: int = opt(0, help="seed of permutations and sample sizes", min=0)
-    strategies: tuple[str, ...] = opt(help="strategies to cost", choices=tuple(STRATEGIES))
+    strategies: tuple[str, ...] = opt((), help="strategies to cost (each with its default options)")
+    runs: tuple[StudyRun, ...] = opt((), help="labelled rows: {label, strategy, options}")
+    options: dict = opt(factory=dict, help="{strategy: {option: value}} for the strategies list")
     pls_q: float = opt(0.1, help="exchange fraction of pls", min=0, max=1)
-    published_runtime_s: dict[str, float] = opt(factory=dict, help="published runtimes to compare with")
+    published_runtime_s: dict[str, float] = opt(factory=dict, help="published runtimes to compare with, by "
+                                                                    "strategy or row label")
+
+    def entries(self) -> list[tuple[str, str, dict]]:
+        """(label, strategy, options) of every row: the strategies list, then the labelled runs."""
+        out = []
+        for name in self.strategies:
+            o = dict(self.options.get(name, {}))
+            if name == "pls":
+                o.setdefault("exchange_fraction", self.pls_q)
+            out.append((name, name, o))
+        out += [(r.label, r.strategy, dict(r.options)) for r in self.runs]
+        return out
 
 
 def load(path: str | Path) -> Study:
@@ -45,9 +66,20 @@ def load(path: str | Path) -> Study:
         if cand.is_file():
             p = cand
     st = from_mapping(Study, load_yaml(p, "study file"), where=str(p))
+    known = strategy_names()
+    for name in [*st.strategies, *(r.strategy for r in st.runs), *st.options]:
+        if name not in known:
+            from ..errors import unknown_choice
+
+            raise unknown_choice(f"strategy (in {p})", name, known)
+    labels = [e[0] for e in st.entries()]
+    if not labels:
+        raise ConfigError(f"study {p}: give strategies: [...] or runs: [{{label, strategy, options}}]")
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"study {p}: row labels repeat: {labels}")
     for k in st.published_runtime_s:
-        if k not in STRATEGIES:
-            raise ConfigError(f"published_runtime_s.{k} (in {p}): not a strategy; choose from {', '.join(STRATEGIES)}")
+        if k not in labels:
+            raise ConfigError(f"published_runtime_s.{k} (in {p}): not a row of the study; rows: {', '.join(labels)}")
     return st
 
 

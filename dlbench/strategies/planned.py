@@ -178,7 +178,7 @@ class PlannedExecutor(Executor):
                     loader.fill(view, t)
                 if self.jpeg:   # received bytes are stored JPEGs: decode them into the batch rows
                     raw_t, out_t = self.raw_ring[t], ring[t]
-                    peers.wait_recvs(view, t, lambda j, n: reader0.decode_into(raw_t[j], n, out_t[j]))
+                    peers.wait_recvs(view, t, lambda j, n, a=raw_t, b=out_t: reader0.decode_into(a[j], n, b[j]))
                 else:
                     peers.wait_recvs(view, t)
                 b0, b1 = int(bounds[t]), int(bounds[t + 1])

@@ -275,7 +275,7 @@ class Loader:
                 t = int(step_of[col])
                 if t >= self._free_upto:
                     with cond:
-                        cond.wait_for(lambda: t < self._free_upto or self._stop)
+                        cond.wait_for(lambda t=t: t < self._free_upto or self._stop)
                     if self._stop:
                         return
                 self._read(k, view, col)

@@ -12,8 +12,8 @@ from dlbench.plan import LOCAL
 from dlbench.plan.quality import order_quality
 from dlbench.plan.shuffles import local_plan, pls_plan, staging_plan, staging_subset_plan, storage_bytes_per_rank
 from dlbench.runner import Loop, RunConfig
-from dlbench.system import builtin_names, load
 from dlbench.strategies.localcopy import check_delivery_order
+from dlbench.system import builtin_names, load
 from dlbench.timeline import PHASE_ID, Timeline
 
 KW = dict(n_samples=103, world_size=4, node_map=np.arange(4) // 2, epochs=4, local_batch=5, seed=5)

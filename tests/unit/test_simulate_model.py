@@ -13,7 +13,7 @@ S2 = SimWorkload("s2", 150000, 25, "normal", 1e6, 1e5)
 @pytest.fixture(scope="module")
 def s2():
     return simulate(["lowerbound", "naive", "prefetch", "staging"], wl=S2, profile=load_profile("hdmlp-thesis"),
-                    nodes=4, epochs=10, seed=0)
+                    nodes=4, epochs=10, seed=0, options={"staging": {"loader_threads": 2}})
 
 
 @pytest.mark.parametrize("name,published,tol", [("lowerbound", 3825.66, 0.01), ("naive", 15130.54, 0.01),

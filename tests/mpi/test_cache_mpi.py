@@ -1,0 +1,54 @@
+"""The cache family on 2 ranks as 2 emulated nodes (--ranks-per-node 1), with --verify: every access
+follows its planned source (shared tier, own cache, a peer's cache over MPI)."""
+
+import json
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cache") / "hep"
+    from dlbench.data.generate import generate
+    from dlbench.workload import load
+
+    generate(load("hep_cnn", scale="tiny"), d, seed=0, progress=False)
+    return d
+
+
+def _plan_bytes(strategy, opts, tiny):
+    """Bytes by tier the plan promises (the same planner the ranks ran)."""
+    from dlbench import strategies
+    from dlbench.data.manifest import Manifest
+    from dlbench.strategies import RunContext
+    from dlbench.system import load as load_profile
+    from dlbench.workload import load
+
+    m = Manifest.load(tiny)
+    st = strategies.get(strategy)
+    ctx = RunContext(workload=load("hep_cnn", scale="tiny"), n_samples=m.samples, sample_nbytes=m.sample_nbytes(),
+                     world_size=2, rank=0, node_map=np.array([0, 1]), seed=0, epochs=3, local_batch=8,
+                     system=load_profile("laptop-pfs"), memory_budget_bytes=None)
+    return st.plan(ctx, strategies.parse_options(st, opts)).bytes_by_tier(m.sample_nbytes())
+
+
+@pytest.mark.parametrize("strategy,extra,opts", [
+    ("lbann", ["--mode", "preload"], {"mode": "preload"}),
+    ("lbann", ["--mode", "dynamic", "--loader-threads", "2"], {"mode": "dynamic", "loader_threads": 2}),
+])
+def test_two_nodes_verify_and_bytes_follow_the_plan(tiny, tmp_path, run_mpi, strategy, extra, opts):
+    out = tmp_path / "res"
+    r = run_mpi(["run", "--workload", "hep_cnn", "--strategy", strategy, *extra, "--data-dir", tiny,
+                 "--ranks-per-node", 1, "--epochs", 3, "--batch-size", 8, "--compute-time", "0.001", "--verify",
+                 "--out", out, "--system", "laptop-pfs"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.loads(next(out.rglob("run.json")).read_text())["summary"]
+    assert s["nodes"] == 2 and s["verified_samples"] == 3 * 64
+    want = _plan_bytes(strategy, opts, tiny)
+    got = s["bytes_by_tier"]
+    for tier in ("shared", "memory", "peer"):
+        assert got.get(tier, 0) == want[tier], (tier, got, want)
+    assert want["peer"] > 0
