@@ -177,6 +177,7 @@ class MPIComm(Comm):
         self.MPI = MPI
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.tag_ub = int(self.comm.Get_attr(MPI.TAG_UB) or 32767)
         if ranks_per_node:
             if ranks_per_node < 1:
                 raise ConfigError(f"--ranks-per-node={ranks_per_node}: must be >= 1")

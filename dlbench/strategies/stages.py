@@ -331,6 +331,12 @@ class PeerPush:
         self.rows = None
         self.messages = self.bytes_received = self.bytes_sent = 0
         self.sizes = np.broadcast_to(np.asarray(ctx.sample_nbytes, dtype=np.int64), (ctx.n_samples,))
+        # tags wrap below the MPI's MPI_TAG_UB (>= 32767 by the standard): messages between two ranks keep
+        # their order, so a wrapped tag never matches the wrong sample
+        self.tag_span = int(getattr(self.comm, "tag_ub", 32767)) - TAG_BASE
+
+    def tag(self, col: int) -> int:
+        return TAG_BASE + col % self.tag_span
 
     def begin(self, view: EpochView) -> None:
         ep = view.plan_epoch
@@ -351,7 +357,7 @@ class PeerPush:
             col = b0 + j
             sid = int(view.ids[col])
             n = int(self.sizes[sid])
-            reqs.append((self.comm.irecv(buf[j, :n], int(view.peer[col]), tag=TAG_BASE + col), n, j))
+            reqs.append((self.comm.irecv(buf[j, :n], int(view.peer[col]), tag=self.tag(col)), n, j))
         self.recvs[t] = reqs
         self.timeline.add(PHASE_ID["exchange"], t0, clock(), view.epoch, t, 0, PEER)
 
@@ -393,12 +399,12 @@ class PeerPush:
             if st.code == MEMORY:
                 buf = st.tier.view(sid)
                 st.pin(sid)
-                req = self.comm.isend(buf, dst, tag=TAG_BASE + col)
+                req = self.comm.isend(buf, dst, tag=self.tag(col))
                 self.inflight.append((req, st, sid, None))
             else:
                 k = self._row()
                 n = st.read_into(sid, self.rows[k])
-                req = self.comm.isend(self.rows[k, :n], dst, tag=TAG_BASE + col)
+                req = self.comm.isend(self.rows[k, :n], dst, tag=self.tag(col))
                 self.inflight.append((req, None, sid, k))
             self.bytes_sent += int(self.sizes[sid])
             posted += 1
