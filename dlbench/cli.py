@@ -345,6 +345,30 @@ def compare_cmd(run_dirs, fmt):
     click.echo(report.compare(list(run_dirs), fmt=fmt))
 
 
+@main.command("plot")
+@click.argument("run_dirs", metavar="RUN_DIR...", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--out", "-o", "out_dir", default="plots", show_default=True, type=click.Path(file_okay=False),
+              help="folder for the figures (PNG and SVG)")
+@click.option("--kind", "kinds", multiple=True, default=("all",), show_default=True,
+              type=click.Choice(["bars", "timeline", "sizes", "scaling", "all"]),
+              help="which figures (repeatable): stacked phase bars, per-rank timeline of one epoch, access-size "
+                   "histogram, scaling over ranks/nodes")
+@click.option("--epoch", type=int, default=None, help="timeline: the epoch to draw [default: 1, or 0 with one epoch]")
+@click.option("--x", "x_axis", type=click.Choice(["ranks", "nodes"]), default="ranks", show_default=True,
+              help="scaling: x axis")
+def plot_cmd(run_dirs, out_dir, kinds, epoch, x_axis):
+    """Figures from results folders (a run folder, or a results root searched for runs): matplotlib, PNG + SVG.
+    Needs the plot extra: pip install 'dlbench[plot]'."""
+    from .plots import make_plots
+
+    if epoch is not None and epoch < 0:
+        raise ConfigError(f"--epoch={epoch}: must be >= 0")
+    files = make_plots(list(run_dirs), out_dir, kinds=kinds, epoch=epoch, x=x_axis,
+                       echo=lambda m: click.echo(f"dlbench: {m}", err=True))
+    for f in files:
+        click.echo(str(f))
+
+
 # ===== shuffle strategies: study ============================================================================
 
 
