@@ -266,6 +266,8 @@ def _strategy_options(f):
 @click.option("--ranks-per-node", type=int, default=None, help="emulate nodes of K ranks on one machine [default: MPI's shared-memory split]")
 @click.option("--verify", is_flag=True, help="check every delivered sample's bytes and order against the generator and the plan")
 @click.option("--dry-run", is_flag=True, help="print the plan, bytes per tier and checks; touch nothing")
+@click.option("--progress/--no-progress", default=None,
+              help="live line on rank 0: epoch, step, exposed I/O so far, samples/s (default: on a terminal)")
 @click.option("--system", "system", default="local", show_default=True, metavar="PROFILE",
               help="system profile (configs/systems name or YAML path); one with a pfs section throttles every "
                    "read of the dataset dir to its modelled time (laptop-pfs); local: no throttling")
@@ -275,7 +277,7 @@ def _strategy_options(f):
 @_strategy_options
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
         compute_stdev, compute_profile, device, model, barrier, checkpoint_every, ranks_per_node, verify, dry_run,
-        system, local_dir, **strategy_opts):
+        progress, system, local_dir, **strategy_opts):
     """Run the measured epoch loop for one strategy (serially, or under mpiexec/srun)."""
     import json
 
@@ -310,7 +312,15 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
 
     load_profile(system)  # a bad profile: one line before any MPI work
     comm = get_comm(ranks_per_node=ranks_per_node)
-    res = do_run(cfg, comm)
+    from .progress import StepProgress, wanted
+
+    hook = StepProgress(epochs, force_terminal=True if progress else None) if (
+        comm.rank == 0 and not dry_run and wanted(progress)) else None
+    try:
+        res = do_run(cfg, comm, progress=hook)
+    finally:
+        if hook is not None:
+            hook.close()
     if comm.rank != 0:
         return
     if dry_run:
