@@ -349,10 +349,12 @@ def report_cmd(run_dir):
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 def compare_cmd(run_dirs, fmt):
-    """Put runs side by side: strategy, ranks, epoch time, exposed I/O share, read share, AU, MB/s."""
+    """Put runs side by side: strategy, ranks, epoch time, exposed I/O share, read share, AU, MB/s.
+    A folder without run.json (a results root) stands for every run below it."""
     from . import report
+    from .plots import find_run_dirs
 
-    click.echo(report.compare(list(run_dirs), fmt=fmt))
+    click.echo(report.compare([str(d) for d in find_run_dirs(run_dirs)], fmt=fmt))
 
 
 @main.command("plot")
@@ -390,17 +392,43 @@ def plot_cmd(run_dirs, out_dir, kinds, epoch, x_axis):
 @click.option("--out", "-o", default=None, help="results root [default: the study's, else results]")
 @click.option("--ranks-per-node", type=int, default=None, help="emulate nodes of K ranks on one machine")
 @click.option("--epochs", "-e", type=int, default=None, help="override the study's epochs")
+@click.option("--simulate", "simulate_part", is_flag=True,
+              help="scaling study: run its simulate: part (the model, no I/O) instead of the measured runs")
+@click.option("--generate-only", is_flag=True,
+              help="scaling study: generate every dataset of the sweep under --data-dir and stop")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
-def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, fmt):
+def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, simulate_part, generate_only, fmt):
     """Run every entry of a run study (configs/studies/shuffle-comparison.yaml) on the same data and system,
-    serially or under mpiexec, and print `dlbench compare`'s table plus the tier traffic and order table."""
+    serially or under mpiexec, and print `dlbench compare`'s table plus the tier traffic and order table.
+
+    A scaling study (a sweep: section, configs/studies/scaling-*.yaml) runs the points whose world size is
+    this launch's, each on its own dataset under --data-dir (a root then); --simulate runs its modelled part."""
     from .comm import get_comm
-    from .runstudy import load_study, run_study
+    from .runstudy import generate_sweep, load_study, run_simulate, run_study, run_sweep
 
     st = load_study(study_file)
+    if epochs is not None and epochs < 1:
+        raise ConfigError(f"--epochs={epochs}: must be >= 1")
+    if (simulate_part or generate_only) and st.sweep is None and st.simulate is None:
+        raise ConfigError(f"--{'simulate' if simulate_part else 'generate-only'}: study {st.name} has no sweep: "
+                          f"or simulate: part (see configs/studies/scaling-weak.yaml)")
+    if simulate_part:
+        from . import report
+
+        res = run_simulate(st, out=out, epochs=epochs, echo=click.echo)
+        click.echo(report.compare(res, fmt=fmt))
+        return
     comm = get_comm(ranks_per_node=ranks_per_node)
-    res = run_study(st, comm, data_dir=data_dir, local_dir=local_dir, out=out, epochs=epochs,
-                    echo=click.echo if comm.rank == 0 else None)
+    echo = click.echo if comm.rank == 0 else None
+    if generate_only:
+        for d in generate_sweep(st, comm, data_root=data_dir, echo=echo):
+            if echo:
+                echo(f"ready: {d}")
+        return
+    if st.sweep is not None:
+        res = run_sweep(st, comm, data_root=data_dir, local_dir=local_dir, out=out, epochs=epochs, echo=echo)
+    else:
+        res = run_study(st, comm, data_dir=data_dir, local_dir=local_dir, out=out, epochs=epochs, echo=echo)
     if comm.rank == 0:
         from . import report
         from .runstudy import traffic_table

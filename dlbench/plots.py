@@ -486,9 +486,8 @@ def plot_scaling(runs: Sequence[dict], out_dir: Path, *, x: str = "ranks") -> li
             ax.tick_params(axis="x", labelrotation=45)
         if logy:
             ax.set_yscale("log")
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.4g}"))
-            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _p: f"{v:,.3g}" if str(f"{v:.0e}")[0] in "25"
-                                                       else ""))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: _num(v)))
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _p: _num(v) if f"{v:.0e}"[0] in "25" else ""))
         else:
             ax.yaxis.set_major_formatter(PercentFormatter(1.0))
             ax.set_ylim(bottom=0)
@@ -508,6 +507,11 @@ def plot_scaling(runs: Sequence[dict], out_dir: Path, *, x: str = "ranks") -> li
     fig.suptitle(f"Scaling: {', '.join(wls)} on {', '.join(systems)} (epoch time: mean over epochs and ranks)")
     fig.tight_layout()
     return _save(fig, out_dir, f"scaling-{x}")
+
+
+def _num(v: float) -> str:
+    """Axis numbers without exponents: 1,000 / 20 / 0.5 / 0.002."""
+    return f"{v:,.0f}" if v >= 10 else f"{v:.3g}"
 
 
 def _system_name(r: dict) -> str:
