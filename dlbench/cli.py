@@ -439,6 +439,40 @@ def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, simu
             click.echo(traffic_table(res))
 
 
+@main.command("jobscript")
+@click.argument("study_file", metavar="STUDY", type=click.Path(dir_okay=False))
+@click.option("--scheduler", required=True, type=click.Choice(["slurm", "pbs", "flux"]), help="batch system")
+@click.option("--nodes-list", default=None, help="node counts, comma-separated [default: the study's sweep]")
+@click.option("--ranks-per-node", type=int, default=None, help="tasks per node [default: the sweep's, else 1]")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="shared dataset root on the cluster's file system [default: $DLBENCH_DATA_DIR/sweeps]")
+@click.option("--results", type=click.Path(file_okay=False), default=None,
+              help="the one results root every job writes into [default: the study's out]")
+@click.option("--time", "walltime", default="01:00:00", show_default=True, help="wall time per job (HH:MM:SS)")
+@click.option("--account", default=None, help="account / project / bank (a commented line when not given)")
+@click.option("--partition", default=None, help="partition / queue (a commented line when not given)")
+@click.option("--env", "env_line", default=None,
+              help="the line that loads the environment [default: activate this Python's venv]")
+@click.option("--dlbench", "dlbench_cmd", default="dlbench", show_default=True, help="how the jobs call dlbench")
+@click.option("--generate-nodes", type=int, default=1, show_default=True, help="nodes of the generate job")
+@click.option("--out", "-o", "out_dir", default="jobs", show_default=True, type=click.Path(file_okay=False),
+              help="folder for the scripts")
+def jobscript_cmd(study_file, scheduler, nodes_list, ranks_per_node, data_dir, results, walltime, account, partition,
+                  env_line, dlbench_cmd, generate_nodes, out_dir):
+    """Batch scripts for a scaling study: one job per node count (srun / mpiexec -ppn / flux run), a
+    generate job, and submit-all.sh; every job shares --data-dir and writes into one results root."""
+    from .jobscript import parse_nodes_list, write_jobscripts
+
+    files = write_jobscripts(study_file, out_dir, scheduler=scheduler,
+                             nodes_list=parse_nodes_list(nodes_list) if nodes_list else None,
+                             ranks_per_node=ranks_per_node, data_dir=data_dir, results=results, time=walltime,
+                             account=account, partition=partition, env_line=env_line, dlbench=dlbench_cmd,
+                             generate_nodes=generate_nodes)
+    for f in files:
+        click.echo(str(f))
+    click.echo(f"submit: {files[-1]}")
+
+
 # ===== simulate =============================================================================================
 
 
