@@ -403,19 +403,25 @@ def plot_sizes(run: dict, out_dir: Path, *, label: str | None = None) -> list[Pa
     for k, cls in enumerate(classes):
         v = np.asarray(hist[cls])
         pos = x - 0.4 + w * (k + 0.5)
-        ax.bar(pos, v, w, color=colors[k % len(colors)], label=f"{cls} ({int(v.sum()):,} reads)")
+        nr = int(v.sum())
+        ax.bar(pos, v, w, color=colors[k % len(colors)], label=f"{cls} ({nr:,} read{'s' if nr != 1 else ''})")
         for xx, vv in zip(pos, v):
             if vv:
                 ax.text(xx, vv, f"{vv:,}", ha="center", va="bottom", fontsize=6.5)
     ax.set_xticks(x)
-    ax.set_xticklabels(SIZE_LABELS)
+    ax.set_xticklabels(SIZE_LABELS, rotation=30, ha="right")
     ax.set_xlabel("read size (bytes; Darshan's POSIX_SIZE_READ_* buckets, K = 1024)")
     ax.set_ylabel("reads (all ranks)")
     if vmax > 0 and vmax / max(1, min(vv for v in hist.values() for vv in v if vv) if any(
             vv for v in hist.values() for vv in v) else 1) > 100:
         ax.set_yscale("log")
-    ax.set_ylim(bottom=0.8 if ax.get_yscale() == "log" else 0, top=(vmax * 3 if ax.get_yscale() == "log"
-                                                                    else vmax * 1.15 + 1))
+    if ax.get_yscale() == "log":
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_ylim(bottom=0.8, top=vmax * 3)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: _num(v)))
+    else:
+        ax.set_ylim(bottom=0, top=vmax * 1.15 + 1)
     s = run.get("summary") or {}
     ax.set_title(f"{s.get('workload')} / {label or s.get('strategy')}: access sizes of reads, per file class")
     ax.legend(frameon=False)
