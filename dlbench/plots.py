@@ -209,7 +209,7 @@ def bar_segments(run: dict) -> dict:
             "exposed_io_share": s.get("exposed_io_share")}
 
 
-def plot_bars(runs: Sequence[dict], out_dir: Path) -> list[Path]:
+def plot_bars(runs: Sequence[dict], out_dir: Path, stem: str = "bars") -> list[Path]:
     plt = _plt()
     from matplotlib.patches import Patch
 
@@ -263,7 +263,7 @@ def plot_bars(runs: Sequence[dict], out_dir: Path) -> list[Path]:
     if any(is_simulated(r) for r in runs):
         handles.append(Patch(facecolor="white", edgecolor="white", label="[sim] = modelled, not measured"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    return _save(fig, out_dir, "bars")
+    return _save(fig, out_dir, stem)
 
 
 # ---- timeline --------------------------------------------------------------------------------------
@@ -274,11 +274,12 @@ def default_epoch(run: dict) -> int:
     return 1 if n > 1 else 0
 
 
-def timeline_lanes(intervals: list[dict], epoch: int) -> dict:
+def timeline_lanes(intervals: list[dict], epoch: int, max_ranks: int = 32) -> dict:
     """What the timeline draws: ``{"t0_ns", "lanes": [(rank, thread)], "bars": {(lane, phase): [(x0_s, w_s)]},
-    "epoch_spans": {rank: (x0_s, x1_s)}}``; x in seconds from the earliest start of the epoch over ranks
-    (wall-clock aligned). Intervals of a (lane, phase) are merged (their union), which changes nothing
-    drawn and keeps large runs cheap."""
+    "epoch_spans": {rank: (x0_s, x1_s)}, "ranks_total", "ranks_shown"}``; x in seconds from the earliest
+    start of the epoch over ranks (wall-clock aligned). Intervals of a (lane, phase) are merged (their
+    union), which changes nothing drawn and keeps large runs cheap. More than ``max_ranks`` ranks: that
+    many, evenly spread, always with rank 0 and the rank whose epoch was longest."""
     from .metrics import merge_intervals
 
     starts = []
@@ -303,8 +304,14 @@ def timeline_lanes(intervals: list[dict], epoch: int) -> dict:
     if not starts:
         raise DataError(f"--epoch {epoch}: no intervals of that epoch in the run")
     t0 = min(starts)
+    per.sort(key=lambda x: x[0])
+    total = len(per)
+    if total > max_ranks:
+        slowest = max(range(total), key=lambda i: (per[i][1][1] - per[i][1][0]) if per[i][1] else -1)
+        keep = set(np.linspace(0, total - 1, max_ranks - 1).round().astype(int).tolist()) | {0, slowest}
+        per = [x for i, x in enumerate(per) if i in keep]
     lanes, bars, spans = [], {}, {}
-    for r, span, s, e, ph, th in sorted(per, key=lambda x: x[0]):
+    for r, span, s, e, ph, th in per:
         if span is not None:
             spans[r] = ((span[0] - t0) / 1e9, (span[1] - t0) / 1e9)
         for t in sorted(set(th.tolist()) | {0}):
@@ -317,7 +324,8 @@ def timeline_lanes(intervals: list[dict], epoch: int) -> dict:
                     continue
                 ms, me = merge_intervals(s[mm], e[mm])
                 bars[(lane, name)] = list(zip(((ms - t0) / 1e9).tolist(), ((me - ms) / 1e9).tolist()))
-    return {"t0_ns": t0, "lanes": lanes, "bars": bars, "epoch_spans": spans}
+    return {"t0_ns": t0, "lanes": lanes, "bars": bars, "epoch_spans": spans, "ranks_total": total,
+            "ranks_shown": len(per)}
 
 
 def plot_timeline(run: dict, out_dir: Path, *, epoch: int | None = None, label: str | None = None) -> list[Path]:
@@ -364,7 +372,9 @@ def plot_timeline(run: dict, out_dir: Path, *, epoch: int | None = None, label: 
     ax.set_xlim(0, xmax * scale * 1.01)
     ax.set_xlabel(f"time since the epoch's first event ({unit}; ranks aligned by wall clock)")
     s = run.get("summary") or {}
-    ax.set_title(f"{s.get('workload')} / {label or s.get('strategy')}: epoch {ep}, {s.get('ranks')} rank(s); "
+    shown = (f"{tl['ranks_shown']} of {tl['ranks_total']} ranks shown (incl. the slowest)"
+             if tl["ranks_shown"] < tl["ranks_total"] else f"{tl['ranks_total']} rank(s)")
+    ax.set_title(f"{s.get('workload')} / {label or s.get('strategy')}: epoch {ep}, {shown}; "
                  f"grey band = the rank's epoch, start to end", fontsize=9)
     names = {"stall": "stall (exposed I/O)"}
     ax.legend(handles=[Patch(facecolor=PHASE_COLOR[p], hatch="////" if p == "stall" else None,
@@ -577,7 +587,13 @@ def make_plots(paths: Sequence, out_dir, *, kinds: Sequence[str] = ("all",), epo
     written: list[Path] = []
     labs = labels(runs)
     if "bars" in want:
-        written += plot_bars(runs, out)
+        ranks = sorted({int((r.get("summary") or {}).get("ranks") or 0) for r in runs})
+        if len(runs) > 12 and len(ranks) > 1:  # a scaling root: one comparison per scale
+            for w in ranks:
+                written += plot_bars([r for r in runs if int((r.get("summary") or {}).get("ranks") or 0) == w],
+                                     out, stem=f"bars-{w}r")
+        else:
+            written += plot_bars(runs, out)
     if "timeline" in want:
         no_iv = [r for r in runs if is_simulated(r) or not (Path(r["run_dir"]) / "intervals.npz").is_file()]
         if no_iv:

@@ -115,6 +115,16 @@ def test_timeline_lanes_one_per_rank_and_thread(tmp_path):
         plots.timeline_lanes(ivs, 5)
 
 
+def test_timeline_many_ranks_keeps_rank0_and_the_slowest():
+    ivs = _timelines(ranks=40, epochs=1)
+    slow = ivs[23]
+    slow["epoch_end_ns"] = slow["epoch_end_ns"] + 50_000_000
+    tl = plots.timeline_lanes(ivs, 0, max_ranks=8)
+    ranks = [r for r, _ in tl["lanes"]]
+    assert tl["ranks_total"] == 40 and tl["ranks_shown"] == len(ranks) <= 9
+    assert 0 in ranks and 23 in ranks and 39 in ranks and ranks == sorted(ranks)
+
+
 def test_timeline_bad_epoch_is_one_line(tmp_path, cli):
     d = _run(tmp_path / "res", "naive")
     res = cli(["plot", d, "-o", tmp_path / "fig", "--kind", "timeline", "--epoch", "4"])
