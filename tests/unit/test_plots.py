@@ -169,7 +169,9 @@ def test_scaling_points_measured_and_simulated(tmp_path):
     pts = plots.scaling_points(runs, x="ranks")
     assert set(pts) == {("naive", False), ("naive", True)}
     assert sorted(pts[("naive", True)]) == [1, 2, 1024]
-    assert pts[("naive", True)][1024]["samples_per_s"] == pytest.approx(102400.0)
+    # simulated: summary rates include the 0.5 s staging; the figure's are over the epochs only
+    assert pts[("naive", True)][1024]["samples_per_s"] == pytest.approx(102400.0 * 0.51 / 0.01)
+    assert pts[("naive", True)][1024]["exposed_io_share"] == pytest.approx(0.5)
     assert pts[("naive", False)][2]["epoch_time_s"] == pytest.approx(3.3e-3)
     assert pts[("naive", False)][1]["exposed_io_share"] == pytest.approx(0.1 / 1.1, rel=1e-3)
     files = plots.make_plots([root], tmp_path / "fig", kinds=["scaling"], x="nodes")
@@ -184,6 +186,17 @@ def test_scaling_averages_repeats(tmp_path):
     runs, _ = plots.load_runs([tmp_path])
     p = plots.scaling_points(runs)[("naive", True)][4]
     assert p["n"] == 2 and p["epoch_time_s"] == pytest.approx(2.0) and p["exposed_io_share"] == pytest.approx(0.3)
+    assert p["samples_per_s"] == pytest.approx((10.0 * 1.5 / 1.0 + 30.0 * 3.5 / 3.0) / 2)
+
+
+def test_simulated_figures_leave_staging_out_like_measured_ones(tmp_path):
+    """Regression: the scaling figure drew simulated samples/s and exposed share over total time (staging
+    included) beside measured ones over the epochs only, so staging strategies looked slower in the model."""
+    r = read_run(_sim(tmp_path, "pls", 8, 2.0, 0.25, 100.0))  # total 2.5 s = 0.5 s staging + 2 s epoch
+    t, share, sps = plots.epoch_figures(r)
+    assert t == 2.0 and share == pytest.approx(0.25) and sps == pytest.approx(100.0 * 2.5 / 2.0)
+    m = read_run(_run(tmp_path, "naive"))
+    assert plots.epoch_figures(m)[1:] == (m["summary"]["exposed_io_share"], m["summary"]["samples_per_s"])
 
 
 def test_labels_distinguish_options_and_mark_simulated(tmp_path):
