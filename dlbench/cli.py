@@ -354,7 +354,7 @@ def compare_cmd(run_dirs, fmt):
     from . import report
     from .plots import find_run_dirs
 
-    click.echo(report.compare([str(d) for d in find_run_dirs(run_dirs)], fmt=fmt))
+    click.echo(report.compare([str(d) for d in find_run_dirs(run_dirs, dedup=False)], fmt=fmt))
 
 
 @main.command("plot")

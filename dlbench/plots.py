@@ -49,10 +49,10 @@ OPTION_ABBREV = {"exchange_fraction": "Q", "num_workers": "workers", "prefetch_f
 
 
 # ---- loading ---------------------------------------------------------------------------------------
-def find_run_dirs(paths: Sequence) -> list[Path]:
+def find_run_dirs(paths: Sequence, dedup: bool = True) -> list[Path]:
     """Run folders from the arguments: a folder holding ``run.json`` is a run; any other folder is
     searched for run folders below it (a results root). Sorted within each argument, order of the
-    arguments kept, duplicates dropped. A path with no run below it is an error."""
+    arguments kept, duplicates dropped unless ``dedup`` is false. A path with no run below it is an error."""
     out: list[Path] = []
     seen: set[Path] = set()
     for p in map(Path, paths):
@@ -68,7 +68,7 @@ def find_run_dirs(paths: Sequence) -> list[Path]:
             raise DataError(f"RUN_DIR {p}: no run.json in it or below it (not a dlbench results folder)")
         for d in found:
             r = d.resolve()
-            if r not in seen:
+            if r not in seen or not dedup:
                 seen.add(r)
                 out.append(d)
     return out
