@@ -1,5 +1,6 @@
 """dlbench plot: figures from result folders (bars, timeline, sizes, scaling) and the numbers behind them."""
 
+import importlib.util
 import json
 import sys
 import xml.etree.ElementTree as ET
@@ -13,7 +14,8 @@ from dlbench.metrics import summarize
 from dlbench.results import new_run_dir, read_run, write_run
 from dlbench.timeline import PHASE_ID, Timeline
 
-pytest.importorskip("matplotlib")
+needs_mpl = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
+                               reason="matplotlib not installed (pip install 'dlbench[plot]')")
 
 
 def _timelines(ranks=2, epochs=2, prefetch_thread=False):
@@ -62,6 +64,7 @@ def _png(p):
     return p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@needs_mpl
 def test_bars_timeline_png_and_svg(tmp_path):
     _run(tmp_path / "res", "naive")
     _run(tmp_path / "res", "prefetch", prefetch_thread=True)
@@ -125,6 +128,7 @@ def test_timeline_many_ranks_keeps_rank0_and_the_slowest():
     assert 0 in ranks and 23 in ranks and 39 in ranks and ranks == sorted(ranks)
 
 
+@needs_mpl
 def test_timeline_bad_epoch_is_one_line(tmp_path, cli):
     d = _run(tmp_path / "res", "naive")
     res = cli(["plot", d, "-o", tmp_path / "fig", "--kind", "timeline", "--epoch", "4"])
@@ -135,6 +139,7 @@ def test_timeline_bad_epoch_is_one_line(tmp_path, cli):
 SIZES = {f"POSIX_SIZE_READ_{b}": 0 for b in plots.SIZE_BUCKETS}
 
 
+@needs_mpl
 def test_sizes_histogram_from_io_counters(tmp_path):
     ioc = {"by_class": {"dataset": {**SIZES, "POSIX_SIZE_READ_100K_1M": 48, "POSIX_SIZE_READ_1K_10K": 2,
                                     "POSIX_READS": 50},
@@ -159,6 +164,7 @@ def test_sizes_without_counters_is_one_note(tmp_path, cli):
     assert not (tmp_path / "fig").exists() or not list((tmp_path / "fig").iterdir())
 
 
+@needs_mpl
 def test_scaling_points_measured_and_simulated(tmp_path):
     root = tmp_path / "res"
     _run(root, "naive", ranks=1)
@@ -216,6 +222,7 @@ def test_find_run_dirs_root_and_errors(tmp_path):
         plots.find_run_dirs([tmp_path / "empty"])
 
 
+@needs_mpl
 def test_failed_runs_are_skipped_with_a_note(tmp_path):
     d = new_run_dir(tmp_path, "tiny", "naive")
     write_run(d, config={}, summary={}, error="incomplete: the run did not finish")
@@ -238,6 +245,7 @@ def test_without_matplotlib_one_line(tmp_path, cli, monkeypatch):
     assert "matplotlib" in res.output and not (tmp_path / "fig2").exists()
 
 
+@needs_mpl
 def test_cli_plot_writes_and_lists_files(tmp_path, cli):
     _run(tmp_path / "res", "naive", ranks=1)
     _run(tmp_path / "res", "naive", ranks=2)
