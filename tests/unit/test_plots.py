@@ -155,6 +155,7 @@ def test_sizes_histogram_from_io_counters(tmp_path):
     assert "100K–1M" in svg and "dataset (50 reads)" in svg
 
 
+@needs_mpl
 def test_sizes_without_counters_is_one_note(tmp_path, cli):
     d = _run(tmp_path / "res", "naive")
     assert plots.size_histogram(read_run(d)) is None
