@@ -314,7 +314,9 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     comm = get_comm(ranks_per_node=ranks_per_node)
     from .progress import StepProgress, wanted
 
-    hook = StepProgress(epochs, force_terminal=True if progress else None) if (
+    # rank 0's own figures (its stall, its samples); under MPI the line says so
+    hook = StepProgress(epochs, force_terminal=True if progress else None,
+                        label=f"rank 0 of {comm.size}: " if comm.size > 1 else "") if (
         comm.rank == 0 and not dry_run and wanted(progress)) else None
     try:
         res = do_run(cfg, comm, progress=hook)
