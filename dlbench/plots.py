@@ -138,7 +138,9 @@ def labels(runs: Sequence[dict], *, ranks: bool | None = None) -> list[str]:
         if len(wls) > 1:
             parts.append(str((r.get("summary") or {}).get("workload")))
         if show_ranks:
-            parts.append(f"{(r.get('summary') or {}).get('ranks')}r")
+            n = (r.get("summary") or {}).get("ranks")
+            parts[-1] += ","
+            parts.append(f"{n} rank{'' if n == 1 else 's'}")
         lab = " ".join(parts)
         if is_simulated(r):
             lab += " [sim]"

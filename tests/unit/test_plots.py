@@ -253,7 +253,7 @@ def test_cli_plot_writes_and_lists_files(tmp_path, cli):
     res = cli(["plot", tmp_path / "res", "-o", tmp_path / "fig"])
     assert res.exit_code == 0, res.output
     listed = [line for line in res.output.splitlines() if line.endswith((".png", ".svg"))]
-    assert {p.rsplit("/", 1)[1] for p in listed} >= {"bars.png", "scaling-ranks.png", "timeline-naive-1r-epoch1.png",
-                                                     "timeline-naive-2r-epoch1.svg"}
+    assert {p.rsplit("/", 1)[1] for p in listed} >= {"bars.png", "scaling-ranks.png", "timeline-naive-1-rank-epoch1.png",
+                                                     "timeline-naive-2-ranks-epoch1.svg"}
     json.dumps(listed)
     assert np.all([(tmp_path / "fig" / p.rsplit("/", 1)[1]).is_file() for p in listed])
