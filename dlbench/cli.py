@@ -266,6 +266,8 @@ def _strategy_options(f):
 @click.option("--ranks-per-node", type=int, default=None, help="emulate nodes of K ranks on one machine [default: MPI's shared-memory split]")
 @click.option("--verify", is_flag=True, help="check every delivered sample's bytes and order against the generator and the plan")
 @click.option("--dry-run", is_flag=True, help="print the plan, bytes per tier and checks; touch nothing")
+@click.option("--progress/--no-progress", default=None,
+              help="live line on rank 0: epoch, step, exposed I/O so far, samples/s (default: on a terminal)")
 @click.option("--system", "system", default="local", show_default=True, metavar="PROFILE",
               help="system profile (configs/systems name or YAML path); one with a pfs section throttles every "
                    "read of the dataset dir to its modelled time (laptop-pfs); local: no throttling")
@@ -275,7 +277,7 @@ def _strategy_options(f):
 @_strategy_options
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
         compute_stdev, compute_profile, device, model, barrier, checkpoint_every, ranks_per_node, verify, dry_run,
-        system, local_dir, **strategy_opts):
+        progress, system, local_dir, **strategy_opts):
     """Run the measured epoch loop for one strategy (serially, or under mpiexec/srun)."""
     import json
 
@@ -310,7 +312,17 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
 
     load_profile(system)  # a bad profile: one line before any MPI work
     comm = get_comm(ranks_per_node=ranks_per_node)
-    res = do_run(cfg, comm)
+    from .progress import StepProgress, wanted
+
+    # rank 0's own figures (its stall, its samples); under MPI the line says so
+    hook = StepProgress(epochs, force_terminal=True if progress else None,
+                        label=f"rank 0 of {comm.size}: " if comm.size > 1 else "") if (
+        comm.rank == 0 and not dry_run and wanted(progress)) else None
+    try:
+        res = do_run(cfg, comm, progress=hook)
+    finally:
+        if hook is not None:
+            hook.close()
     if comm.rank != 0:
         return
     if dry_run:
@@ -339,10 +351,36 @@ def report_cmd(run_dir):
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 def compare_cmd(run_dirs, fmt):
-    """Put runs side by side: strategy, ranks, epoch time, exposed I/O share, read share, AU, MB/s."""
+    """Put runs side by side: strategy, ranks, epoch time, exposed I/O share, read share, AU, MB/s.
+    A folder without run.json (a results root) stands for every run below it."""
     from . import report
+    from .plots import find_run_dirs
 
-    click.echo(report.compare(list(run_dirs), fmt=fmt))
+    click.echo(report.compare([str(d) for d in find_run_dirs(run_dirs, dedup=False)], fmt=fmt))
+
+
+@main.command("plot")
+@click.argument("run_dirs", metavar="RUN_DIR...", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--out", "-o", "out_dir", default="plots", show_default=True, type=click.Path(file_okay=False),
+              help="folder for the figures (PNG and SVG)")
+@click.option("--kind", "kinds", multiple=True, default=("all",), show_default=True,
+              type=click.Choice(["bars", "timeline", "sizes", "scaling", "all"]),
+              help="which figures (repeatable): stacked phase bars, per-rank timeline of one epoch, access-size "
+                   "histogram, scaling over ranks/nodes")
+@click.option("--epoch", type=int, default=None, help="timeline: the epoch to draw [default: 1, or 0 with one epoch]")
+@click.option("--x", "x_axis", type=click.Choice(["ranks", "nodes"]), default="ranks", show_default=True,
+              help="scaling: x axis")
+def plot_cmd(run_dirs, out_dir, kinds, epoch, x_axis):
+    """Figures from results folders (a run folder, or a results root searched for runs): matplotlib, PNG + SVG.
+    Needs the plot extra: pip install 'dlbench[plot]'."""
+    from .plots import make_plots
+
+    if epoch is not None and epoch < 0:
+        raise ConfigError(f"--epoch={epoch}: must be >= 0")
+    files = make_plots(list(run_dirs), out_dir, kinds=kinds, epoch=epoch, x=x_axis,
+                       echo=lambda m: click.echo(f"dlbench: {m}", err=True))
+    for f in files:
+        click.echo(str(f))
 
 
 # ===== shuffle strategies: study ============================================================================
@@ -356,17 +394,43 @@ def compare_cmd(run_dirs, fmt):
 @click.option("--out", "-o", default=None, help="results root [default: the study's, else results]")
 @click.option("--ranks-per-node", type=int, default=None, help="emulate nodes of K ranks on one machine")
 @click.option("--epochs", "-e", type=int, default=None, help="override the study's epochs")
+@click.option("--simulate", "simulate_part", is_flag=True,
+              help="scaling study: run its simulate: part (the model, no I/O) instead of the measured runs")
+@click.option("--generate-only", is_flag=True,
+              help="scaling study: generate every dataset of the sweep under --data-dir and stop")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
-def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, fmt):
+def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, simulate_part, generate_only, fmt):
     """Run every entry of a run study (configs/studies/shuffle-comparison.yaml) on the same data and system,
-    serially or under mpiexec, and print `dlbench compare`'s table plus the tier traffic and order table."""
+    serially or under mpiexec, and print `dlbench compare`'s table plus the tier traffic and order table.
+
+    A scaling study (a sweep: section, configs/studies/scaling-*.yaml) runs the points whose world size is
+    this launch's, each on its own dataset under --data-dir (a root then); --simulate runs its modelled part."""
     from .comm import get_comm
-    from .runstudy import load_study, run_study
+    from .runstudy import generate_sweep, load_study, run_simulate, run_study, run_sweep
 
     st = load_study(study_file)
+    if epochs is not None and epochs < 1:
+        raise ConfigError(f"--epochs={epochs}: must be >= 1")
+    if (simulate_part or generate_only) and st.sweep is None and st.simulate is None:
+        raise ConfigError(f"--{'simulate' if simulate_part else 'generate-only'}: study {st.name} has no sweep: "
+                          f"or simulate: part (see configs/studies/scaling-weak.yaml)")
+    if simulate_part:
+        from . import report
+
+        res = run_simulate(st, out=out, epochs=epochs, echo=click.echo)
+        click.echo(report.compare(res, fmt=fmt))
+        return
     comm = get_comm(ranks_per_node=ranks_per_node)
-    res = run_study(st, comm, data_dir=data_dir, local_dir=local_dir, out=out, epochs=epochs,
-                    echo=click.echo if comm.rank == 0 else None)
+    echo = click.echo if comm.rank == 0 else None
+    if generate_only:
+        for d in generate_sweep(st, comm, data_root=data_dir, echo=echo):
+            if echo:
+                echo(f"ready: {d}")
+        return
+    if st.sweep is not None:
+        res = run_sweep(st, comm, data_root=data_dir, local_dir=local_dir, out=out, epochs=epochs, echo=echo)
+    else:
+        res = run_study(st, comm, data_dir=data_dir, local_dir=local_dir, out=out, epochs=epochs, echo=echo)
     if comm.rank == 0:
         from . import report
         from .runstudy import traffic_table
@@ -375,6 +439,40 @@ def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, fmt)
         if fmt == "table":
             click.echo("")
             click.echo(traffic_table(res))
+
+
+@main.command("jobscript")
+@click.argument("study_file", metavar="STUDY", type=click.Path(dir_okay=False))
+@click.option("--scheduler", required=True, type=click.Choice(["slurm", "pbs", "flux"]), help="batch system")
+@click.option("--nodes-list", default=None, help="node counts, comma-separated [default: the study's sweep]")
+@click.option("--ranks-per-node", type=int, default=None, help="tasks per node [default: the sweep's, else 1]")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="shared dataset root on the cluster's file system [default: $DLBENCH_DATA_DIR/sweeps]")
+@click.option("--results", type=click.Path(file_okay=False), default=None,
+              help="the one results root every job writes into [default: the study's out]")
+@click.option("--time", "walltime", default="01:00:00", show_default=True, help="wall time per job (HH:MM:SS)")
+@click.option("--account", default=None, help="account / project / bank (a commented line when not given)")
+@click.option("--partition", default=None, help="partition / queue (a commented line when not given)")
+@click.option("--env", "env_line", default=None,
+              help="the line that loads the environment [default: activate this Python's venv]")
+@click.option("--dlbench", "dlbench_cmd", default="dlbench", show_default=True, help="how the jobs call dlbench")
+@click.option("--generate-nodes", type=int, default=1, show_default=True, help="nodes of the generate job")
+@click.option("--out", "-o", "out_dir", default="jobs", show_default=True, type=click.Path(file_okay=False),
+              help="folder for the scripts")
+def jobscript_cmd(study_file, scheduler, nodes_list, ranks_per_node, data_dir, results, walltime, account, partition,
+                  env_line, dlbench_cmd, generate_nodes, out_dir):
+    """Batch scripts for a scaling study: one job per node count (srun / mpiexec -ppn / flux run), a
+    generate job, and submit-all.sh; every job shares --data-dir and writes into one results root."""
+    from .jobscript import parse_nodes_list, write_jobscripts
+
+    files = write_jobscripts(study_file, out_dir, scheduler=scheduler,
+                             nodes_list=parse_nodes_list(nodes_list) if nodes_list else None,
+                             ranks_per_node=ranks_per_node, data_dir=data_dir, results=results, time=walltime,
+                             account=account, partition=partition, env_line=env_line, dlbench=dlbench_cmd,
+                             generate_nodes=generate_nodes)
+    for f in files:
+        click.echo(str(f))
+    click.echo(f"submit: {files[-1]}")
 
 
 # ===== simulate =============================================================================================

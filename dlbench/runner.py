@@ -158,7 +158,9 @@ class Loop:
                             barrier=self.comm if cfg.barrier else None)
 
     # ---- the loop ---------------------------------------------------------------------------------
-    def run(self, timeline: Timeline, compute=None, checkpoint_dir: Path | None = None) -> dict:
+    def run(self, timeline: Timeline, compute=None, checkpoint_dir: Path | None = None, progress=None) -> dict:
+        """``progress``: None, or a hook (``dlbench.progress.StepProgress``) called with the clock values
+        the loop already took: ``epoch_start(e, steps, t)``, ``step(s, t0, t1, n)``, ``epoch_end(e, t)``."""
         cfg, comm, plan = self.cfg, self.comm, self.plan
         self.ctx.timeline = timeline
         compute = compute if compute is not None else self.make_compute()
@@ -177,6 +179,8 @@ class Loop:
                 comm.barrier()
                 t_epoch = clock()
                 it = executor.epoch(e)
+                if progress is not None:
+                    progress.epoch_start(e, plan.epoch(e).steps, t_epoch)
                 s = 0
                 epoch_samples = 0
                 while True:
@@ -186,6 +190,8 @@ class Loop:
                     if batch is None:
                         break
                     timeline.add(STALL, t0, t1, e, s)
+                    if progress is not None:
+                        progress.step(s, t0, t1, batch.n)
                     if verifier is not None:
                         verifier.check(plan, e, s, batch)
                     compute.step(batch.rows, batch.ids, batch.n, timeline, e, s)
@@ -201,7 +207,10 @@ class Loop:
                         comm.barrier()
                         timeline.add(CKPT, c0, clock(), e, s, self.checkpoint_nbytes if comm.rank == 0 else 0)
                     s += 1
-                timeline.mark_epoch(e, t_epoch, clock(), samples=epoch_samples)
+                t_end = clock()
+                timeline.mark_epoch(e, t_epoch, t_end, samples=epoch_samples)
+                if progress is not None:
+                    progress.epoch_end(e, t_end)
                 if s != plan.epoch(e).steps:
                     raise RunError(f"strategy {cfg.strategy} delivered {s} steps in epoch {e}; "
                                    f"its plan has {plan.epoch(e).steps}")
@@ -332,8 +341,9 @@ def resolve_dataset(cfg: RunConfig, comm, *, generate_if_missing: bool = True):
     return workload_of(manifest, cfg.workload), manifest, data_dir
 
 
-def run(cfg: RunConfig, comm) -> dict:
-    """Execute one run on every rank; rank 0 returns ``{"run_dir", "run"}``, others ``{}``."""
+def run(cfg: RunConfig, comm, progress=None) -> dict:
+    """Execute one run on every rank; rank 0 returns ``{"run_dir", "run"}``, others ``{}``. ``progress``:
+    this rank's per-step hook (``Loop.run``), None for none."""
     from . import results
     from .config import to_dict
 
@@ -357,7 +367,7 @@ def run(cfg: RunConfig, comm) -> dict:
     run_dir = comm.bcast(str(run_dir) if run_dir else None)
     timeline = Timeline(_capacity(loop), comm.rank)
     try:
-        mine = loop.run(timeline, checkpoint_dir=Path(run_dir))
+        mine = loop.run(timeline, checkpoint_dir=Path(run_dir), progress=progress)
     except BaseException as exc:  # record the failure, then stop every rank
         msg = str(exc) if isinstance(exc, DlbenchError) else f"{type(exc).__name__}: {exc}"
         tb = traceback.format_exc()
