@@ -126,13 +126,14 @@ def load_study(path_or_name: str) -> RunStudy:
             raise ConfigError(f"sweep.samples_per_rank (in {p}): only with scaling: weak (strong scaling keeps "
                               f"samples: fixed)")
     if st.simulate is not None:
-        from .simulate import STRATEGIES
+        from .simulate import strategy_names
 
+        known = strategy_names()
         for s in simulate_strategies(st):
-            if s not in STRATEGIES:
+            if s not in known:
                 from .errors import unknown_choice
 
-                raise unknown_choice("strategy for simulate", s, STRATEGIES, where=f"{p} simulate.strategies")
+                raise unknown_choice("strategy for simulate", s, known, where=f"{p} simulate.strategies")
     return st
 
 
@@ -252,6 +253,21 @@ def simulate_strategies(st: RunStudy) -> list[str]:
     return list(dict.fromkeys(r.strategy for r in st.runs))
 
 
+def simulate_rows(st: RunStudy, pls_q: float) -> list[tuple[str, str, dict]]:
+    """(label, strategy, options) to cost: the simulate part's strategies with their defaults, else every
+    measured run with its own options (the same plans the runs executed)."""
+    sp = st.simulate
+    if sp is not None and sp.strategies:
+        return [(s, s, {"exchange_fraction": pls_q} if s == "pls" else {}) for s in sp.strategies]
+    rows, seen = [], set()
+    for r in st.runs:
+        label = r.strategy + "".join(f" {k}={v}" for k, v in r.options.items())
+        if label not in seen:
+            seen.add(label)
+            rows.append((label, r.strategy, dict(r.options)))
+    return rows
+
+
 def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None) -> list[str]:
     """The study's ``simulate`` part: every node count x workload x strategy through the performance model
     (``dlbench.simulate.simulate``), one results folder each, marked simulated, in the study's results root.
@@ -287,19 +303,19 @@ def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None) -> list[str]
                          f"one local batch of {b} per rank on {W} ranks")
                 continue
             swl = from_workload(base, local_batch=b, step_time_s=st.compute_time_s)
-            for strat in simulate_strategies(st):
+            for label, strat, opts in simulate_rows(st, pls_q):
                 try:
-                    res = simulate([strat], wl=swl, profile=profile, nodes=n, ranks_per_node=rpn, epochs=E,
-                                   seed=st.seed, pls_q=pls_q)
+                    res = simulate([(label, strat, opts)], wl=swl, profile=profile, nodes=n, ranks_per_node=rpn,
+                                   epochs=E, seed=st.seed)
                 except CapacityError as exc:
                     if echo:
-                        echo(f"simulate {wname} {strat} on {n} node(s): left out: {exc}")
+                        echo(f"simulate {wname} {label} on {n} node(s): left out: {exc}")
                     continue
                 config = {"command": "simulate", "study": st.name, "system": to_dict(profile), "workload": to_dict(swl),
-                          "strategy": strat, "nodes": n, "ranks_per_node": rpn, "epochs": E, "seed": st.seed,
-                          "pls_q": pls_q, "write_overlap": True,
+                          "strategy": strat, "label": label, "options": opts, "nodes": n, "ranks_per_node": rpn,
+                          "epochs": E, "seed": st.seed, "write_overlap": True,
                           "scaling": sw.scaling if sw is not None else None}
-                dirs.append(str(write_simulated_run(out or st.out, config=config, summary=res[strat])))
+                dirs.append(str(write_simulated_run(out or st.out, config=config, summary=res[label])))
         if echo:
             echo(f"simulated {wname}: {len(sp.nodes)} node counts x {len(simulate_strategies(st))} strategies")
     return dirs
