@@ -40,7 +40,8 @@ class RunConfig:
     seed: int = 0
     out: str = "results"
     compute: str = "sleep"                 # sleep | torch
-    accelerator: str = "a100"
+    accelerator: str | None = None         # None: a100 where published, else a measured entry (Workload.choose_step_time)
+    precision: str = "fp32"                # torch compute: fp32 | bf16 | fp16
     compute_time_s: float | None = None
     compute_stdev_s: float = 0.0
     compute_profile: str | None = None
@@ -127,22 +128,8 @@ class Loop:
 
     # ---- compute ----------------------------------------------------------------------------------
     def step_time_s(self) -> tuple[float, str]:
-        cfg, wl = self.cfg, self.workload
-        if cfg.compute_time_s is not None:
-            return cfg.compute_time_s, f"--compute-time {cfg.compute_time_s}"
-        if cfg.compute_profile:
-            from .compute.calibrate import load_compute_profile
-
-            t, b, _meta = load_compute_profile(cfg.compute_profile)
-            return t * self.local_batch / b, f"profile {cfg.compute_profile} ({t} s at batch {b}, scaled linearly)"
-        if cfg.accelerator not in wl.compute:
-            raise ConfigError(
-                f"--accelerator={cfg.accelerator}: workload {wl.name} has no published step time for it"
-                f" (known: {', '.join(sorted(wl.compute)) or 'none'}); pass --compute-time SECONDS or "
-                f"--compute-profile FILE (from `dlbench calibrate --workload {wl.name}`)")
-        st = wl.compute[cfg.accelerator]
-        return wl.step_time(cfg.accelerator, self.local_batch), (
-            f"{cfg.accelerator}: {st.step_time_s} s at batch {st.batch_size} ({st.source}), scaled linearly")
+        """(seconds per step at the local batch, where the figure comes from) for sleep compute."""
+        return sleep_step_time(self.cfg, self.workload, self.local_batch)[:2]
 
     def make_compute(self):
         cfg = self.cfg
@@ -150,7 +137,8 @@ class Loop:
             from .compute.torch_step import TorchCompute
 
             return TorchCompute(self.workload, self.local_batch, device=cfg.device,
-                                comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed, model=cfg.model)
+                                comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed, model=cfg.model,
+                                precision=cfg.precision)
         from .compute.sleep import SleepCompute
 
         t, _src = self.step_time_s()
@@ -222,6 +210,60 @@ class Loop:
             "delivered_samples": delivered,
             "verified": verifier.count if verifier is not None else 0,
         }
+
+
+MAX_STEP_TIME_S = 86400.0
+
+
+def check_seconds(name: str, value, *, lo: float = 0.0, hi: float = MAX_STEP_TIME_S) -> float:
+    """A finite number of seconds in [lo, hi] (``inf``, ``nan`` and ``1e308`` are one-line errors)."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not lo <= value <= hi:
+        raise ConfigError(f"{name}={value}: must be a finite number of seconds from {lo:g} to {hi:g}")
+    return float(value)
+
+
+def sleep_step_time(cfg: RunConfig, workload, local_batch: int) -> tuple[float, str, dict]:
+    """Sleep compute's step time at ``local_batch``: ``(seconds, source line, record)``. ``--compute-time``
+    first, then ``--compute-profile``, then the workload's figure for ``--accelerator`` (default: a100 where
+    published, else a measured entry; see ``Workload.choose_step_time``)."""
+    if cfg.compute_time_s is not None:
+        t = check_seconds("--compute-time", cfg.compute_time_s)
+        return t, f"--compute-time {t:g}", {"kind": "flag"}
+    if cfg.compute_profile:
+        from .compute.calibrate import load_compute_profile
+
+        t, b, meta = load_compute_profile(cfg.compute_profile)
+        return t * local_batch / b, (f"profile {cfg.compute_profile} ({t:g} s at batch {b}, scaled linearly to "
+                                     f"batch {local_batch})"), {"kind": "profile", "device": meta.get("device")}
+    ch = workload.choose_step_time(cfg.accelerator, cfg.model)
+    return ch.scaled(local_batch), ch.describe(local_batch), {
+        "kind": ch.kind, "accelerator": ch.accelerator, "model": ch.model, "reference_step_time_s": ch.step_time_s,
+        "reference_batch_size": ch.batch_size, "default": cfg.accelerator is None}
+
+
+def check_compute(cfg: RunConfig) -> None:
+    """Every compute option checked before anything is generated or written: the step-time source of sleep
+    compute (accelerator, profile, --compute-time), or torch's device, model and precision."""
+    from . import workload as wl_mod
+
+    if cfg.compute not in ("sleep", "torch"):
+        raise ConfigError(f"--compute={cfg.compute}: choose one of sleep, torch")
+    check_seconds("--compute-stdev", cfg.compute_stdev_s)
+    if cfg.compute_time_s is not None:
+        check_seconds("--compute-time", cfg.compute_time_s)
+    spec, path = wl_mod.load_spec(cfg.workload)
+    workload = wl_mod.resolve(spec, spec_path=path)
+    if cfg.compute == "sleep":
+        sleep_step_time(cfg, workload, cfg.batch_size or workload.batch_size)
+        return
+    from .compute.models import model_name_for
+    from .compute.torch_step import check_precision
+
+    model_name_for(workload, cfg.model)
+    check_precision(cfg.precision, cfg.device)
 
 
 class _Verifier:
@@ -337,16 +379,16 @@ def run(cfg: RunConfig, comm) -> dict:
     from . import results
     from .config import to_dict
 
+    check_compute(cfg)  # before any dataset is generated
     workload, manifest, data_dir = resolve_dataset(cfg, comm, generate_if_missing=not cfg.dry_run)
-    if cfg.compute not in ("sleep", "torch"):
-        raise ConfigError(f"--compute={cfg.compute}: choose one of sleep, torch")
     loop = Loop(cfg, comm, workload, manifest, data_dir)
     config_echo = {**to_dict(cfg), "data_dir": str(data_dir), "local_batch": loop.local_batch,
                    "options": to_dict(loop.options), "ranks": comm.size, "nodes": comm.nodes,
                    "workload_spec": manifest.spec, "shared_tier": loop.system.describe_shared_tier(),
                    "local_dir": str(loop.ctx.local_dir)}
     if cfg.compute == "sleep":
-        config_echo["compute_step_time_s"], config_echo["compute_step_time_source"] = loop.step_time_s()
+        (config_echo["compute_step_time_s"], config_echo["compute_step_time_source"],
+         config_echo["compute_step_time"]) = sleep_step_time(cfg, workload, loop.local_batch)
     if cfg.dry_run:
         return {"dry_run": dry_run_summary(loop, config_echo)}
 
@@ -403,6 +445,7 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
     if cfg.compute == "sleep":
         summary["compute"]["step_time_s"] = config_echo["compute_step_time_s"]
         summary["compute"]["source"] = config_echo["compute_step_time_source"]
+        summary["compute"].update(config_echo["compute_step_time"])
     summary["strategy_stats"] = [g["strategy_stats"] for g in gathered]
     summary["verified_samples"] = int(sum(g["verified"] for g in gathered)) if cfg.verify else None
     summary["page_cache"] = page_cache_check(manifest, gathered)
