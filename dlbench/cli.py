@@ -12,7 +12,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import ConfigError, DlbenchError
+from .errors import ConfigError, DlbenchError, Interrupted
 
 
 def _launcher_rank() -> int:
@@ -34,12 +34,15 @@ class DlbenchGroup(click.Group):
         except DlbenchError as e:
             # a config error is the same on every rank: say it once
             if not (isinstance(e, ConfigError) and _launcher_rank() != 0):
-                click.echo(f"dlbench: error: {e}", err=True)
+                kind = "" if isinstance(e, Interrupted) else "error: "
+                click.echo(f"dlbench: {kind}{e}", err=True)
             sys.stdout.flush()
             ctx.exit(e.exit_code)
-        except KeyboardInterrupt:
-            click.echo("dlbench: interrupted", err=True)
-            ctx.exit(130)
+        except KeyboardInterrupt as e:
+            sig = getattr(e, "signal_name", "SIGINT")
+            if _launcher_rank() == 0:  # every rank gets Ctrl-C: say it once
+                click.echo(f"dlbench: interrupted by {sig}", err=True)
+            ctx.exit(143 if sig == "SIGTERM" else 130)
 
     def resolve_command(self, ctx, args):
         try:
@@ -317,7 +320,8 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
 
     load_profile(system)  # a bad profile: one line before any MPI work
     comm = get_comm(ranks_per_node=ranks_per_node)
-    res = do_run(cfg, comm)
+    with _sigterm_as_interrupt():
+        res = do_run(cfg, comm)
     if comm.rank != 0:
         return
     if dry_run:
@@ -330,7 +334,37 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     plan_warn = res["run"].get("summary", {}).get("plan_warning")
     if plan_warn:
         click.echo(f"dlbench: warning: {plan_warn}", err=True)
+    if res.get("write_error"):
+        from .errors import OutputError
+
+        raise OutputError(res["write_error"])
     click.echo(f"results: {res['run_dir']}")
+
+
+class _sigterm_as_interrupt:
+    """SIGTERM (a scheduler's cancel, `kill`) raised as an interrupt in the main thread, so the run records
+    itself and removes its local copies as on Ctrl-C."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        from .runner import Terminated
+
+        def handler(signum, frame):
+            raise Terminated()
+
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGTERM, handler)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)
+        return False
 
 
 @main.command("report")
