@@ -60,6 +60,11 @@ def check_out_dir(out) -> None:
     and removed. One-line ConfigError otherwise (a file path, no permission, a read-only or full file
     system)."""
     p = Path(out)
+    created = []  # removed again: the check leaves nothing behind if the run stops before writing
+    q = p
+    while not q.exists() and q != q.parent:
+        created.append(q)
+        q = q.parent
     try:
         p.mkdir(parents=True, exist_ok=True)
         probe = p / f".dlbench-write-test.{os.getpid()}"
@@ -70,6 +75,12 @@ def check_out_dir(out) -> None:
             probe.unlink(missing_ok=True)
     except OSError as e:
         raise _out_error(out, e) from None
+    finally:
+        for d in created:
+            try:
+                d.rmdir()
+            except OSError:
+                break
 
 
 def new_run_dir(out, workload: str, strategy: str) -> Path:
