@@ -270,7 +270,8 @@ def _strategy_options(f):
 @click.option("--device", default="auto", show_default=True, help="torch compute device: auto|cpu|cuda")
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
               help="torch compute: fp32; bf16 (autocast, CPU or CUDA); fp16 (CUDA: autocast + gradient scaler)")
-@click.option("--model", default=None, help="torch compute: another model for the workload (e.g. deepcam_resnet50)")
+@click.option("--model", default=None, help="another model for the workload (e.g. deepcam_resnet50): torch compute "
+                                            "trains it, sleep compute uses its measured step time")
 @click.option("--barrier/--no-barrier", default=False, show_default=True, help="emulated allreduce barrier after every step (sleep compute)")
 @click.option("--checkpoint-every", type=int, default=0, show_default=True, help="write an fsync'd checkpoint of the model's size every N steps (0: never)")
 @click.option("--ranks-per-node", type=int, default=None, help="emulate nodes of K ranks on one machine [default: MPI's shared-memory split]")

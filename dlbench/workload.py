@@ -188,11 +188,14 @@ class Workload:
         entry (a100, h100, v100 in that order). Published figures are for the workload's reference model: with
         ``model`` naming another variant only measured entries of that model qualify. No match: ConfigError
         naming what exists and what to pass instead."""
-        ref = self.model_name()
-        variant = model if model and model != ref else None
+        from .compute.models import _ALIASES, model_name_for  # no torch import
+
+        ref = _ALIASES.get(self.model_name(), self.model_name())
+        chosen = model_name_for(self, model) if model else ref   # an unknown --model: one line
+        variant = chosen if chosen != ref else None
         want = ref if variant is None else variant
         published = {} if variant else dict(self.compute)
-        measured = {m.accelerator: m for m in self.measured if (m.model or ref) == want}
+        measured = {m.accelerator: m for m in self.measured if _ALIASES.get(m.model, m.model or ref) == want}
         order = (accelerator,) if accelerator else ACCELERATORS_BY_PREFERENCE
         for kind, table in (("published", published), ("measured", measured)):
             for acc in order:
