@@ -266,6 +266,10 @@ def check_compute(cfg: RunConfig) -> None:
     spec, path = wl_mod.load_spec(cfg.workload)
     workload = wl_mod.resolve(spec, spec_path=path)
     if cfg.compute == "sleep":
+        if cfg.precision != "fp32":
+            raise ConfigError(f"--precision={cfg.precision}: applies to --compute torch; sleep compute sleeps a "
+                              f"measured or published step time (use --compute-profile FILE from `dlbench "
+                              f"calibrate --precision {cfg.precision}` for a {cfg.precision} step time)")
         sleep_step_time(cfg, workload, cfg.batch_size or workload.batch_size)
         return
     from .compute.models import model_name_for

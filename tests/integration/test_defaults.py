@@ -75,6 +75,8 @@ def test_user_workload_without_step_time_fails_before_generating(cli, tmp_path, 
     (["--compute-time", "1e308"], "--compute-time=1e+308: must be a finite number"),
     (["--compute-stdev", "inf"], "--compute-stdev=inf: must be a finite number"),
     (["--compute", "torch", "--model", "vgg"], "unknown model 'vgg'"),
+    (["--model", "vgg"], "unknown model 'vgg'"),
+    (["--precision", "bf16"], "--precision=bf16: applies to --compute torch"),
 ])
 def test_compute_options_checked_before_generating(args, needle, cli, tmp_path, monkeypatch):
     """Regression: --compute-time inf|nan|1e308 raised OverflowError/ValueError inside the run; every compute
