@@ -86,3 +86,28 @@ def test_compute_options_checked_before_generating(args, needle, cli, tmp_path, 
     assert r.exit_code == 2, r.output
     assert needle in r.output and len(r.output.strip().splitlines()) == 1, r.output
     assert not (tmp_path / "data").exists() and not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize("measured,needle", [
+    ("  - {accelerator: h100, step_time_s: 0.1, batch_size: 2, source: a}\n"
+     "  - {accelerator: h100, step_time_s: 0.2, batch_size: 2, source: b}\n", "two entries for accelerator h100"),
+    ("  - {accelerator: h100, model: vgg, step_time_s: 0.1, batch_size: 2, source: a}\n", "unknown model in measured"),
+    ("  - {accelerator: tpu, step_time_s: 0.1, batch_size: 2, source: a}\n", "tpu"),
+    ("  - {accelerator: h100, step_time_s: 0.1, batch_size: 2}\n", "source"),
+])
+def test_measured_entries_are_validated(tmp_path, measured, needle):
+    y = tmp_path / "mine.yaml"
+    y.write_text("name: mine\nlayout: hdf5_per_sample\narrays:\n  - {name: x, shape: [64], dtype: float32}\n"
+                 "samples: 8\nbatch_size: 2\nmeasured:\n" + measured)
+    with pytest.raises(W.ConfigError, match=needle):
+        W.load(str(y))
+
+
+def test_a_measured_entry_makes_a_user_workload_run_with_defaults(tmp_path):
+    y = tmp_path / "mine.yaml"
+    y.write_text("name: mine\nlayout: hdf5_per_sample\narrays:\n  - {name: x, shape: [64], dtype: float32}\n"
+                 "samples: 8\nbatch_size: 2\nmeasured:\n"
+                 "  - {accelerator: v100, step_time_s: 0.01, batch_size: 2, source: my lab}\n")
+    ch = W.load(str(y)).choose_step_time(None)
+    assert (ch.accelerator, ch.kind, ch.scaled(4)) == ("v100", "measured", 0.02)
+    assert "default: no published a100 step time for mine" in ch.describe(4) and "my lab" in ch.describe(4)
