@@ -12,7 +12,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import ConfigError, DlbenchError
+from .errors import ConfigError, DlbenchError, Interrupted
 
 
 def _launcher_rank() -> int:
@@ -34,12 +34,15 @@ class DlbenchGroup(click.Group):
         except DlbenchError as e:
             # a config error is the same on every rank: say it once
             if not (isinstance(e, ConfigError) and _launcher_rank() != 0):
-                click.echo(f"dlbench: error: {e}", err=True)
+                kind = "" if isinstance(e, Interrupted) else "error: "
+                click.echo(f"dlbench: {kind}{e}", err=True)
             sys.stdout.flush()
             ctx.exit(e.exit_code)
-        except KeyboardInterrupt:
-            click.echo("dlbench: interrupted", err=True)
-            ctx.exit(130)
+        except KeyboardInterrupt as e:
+            sig = getattr(e, "signal_name", "SIGINT")
+            if _launcher_rank() == 0:  # every rank gets Ctrl-C: say it once
+                click.echo(f"dlbench: interrupted by {sig}", err=True)
+            ctx.exit(143 if sig == "SIGTERM" else 130)
 
     def resolve_command(self, ctx, args):
         try:
@@ -194,6 +197,9 @@ def show(workload_name, scale, samples):
             click.echo(f"    {acc}: {st.step_time_s} s at batch {st.batch_size} ({st.source})")
     else:
         click.echo("  compute: none published (dlbench calibrate, or --compute-time)")
+    for m in spec.measured:
+        click.echo(f"    {m.accelerator} measured{' (model ' + m.model + ')' if m.model else ''}: {m.step_time_s} s "
+                   f"at batch {m.batch_size} ({m.source})")
     if spec.model is not None:
         click.echo(f"  model: {spec.model.name} ({spec.model.source})")
         try:
@@ -255,12 +261,17 @@ def _strategy_options(f):
 @click.option("--out", "-o", default="results", show_default=True, help="results root: <out>/<workload>/<strategy>/<UTC stamp>/")
 @click.option("--compute", type=click.Choice(["sleep", "torch"]), default="sleep", show_default=True,
               help="sleep: emulated step time; torch: the real model's training step")
-@click.option("--accelerator", default="a100", show_default=True, help="sleep step time from the workload's profile: v100|a100|h100")
+@click.option("--accelerator", default=None,
+              help="sleep step time from the workload's figures: v100|a100|h100 [default: a100 where published, "
+                   "else the workload's measured entry; the summary names the source]")
 @click.option("--compute-time", type=float, default=None, help="sleep this many seconds per step instead of the profile")
 @click.option("--compute-stdev", type=float, default=0.0, show_default=True, help="normal jitter of the step time [s], seeded per rank")
 @click.option("--compute-profile", type=click.Path(dir_okay=False), default=None, help="a YAML from `dlbench calibrate`")
 @click.option("--device", default="auto", show_default=True, help="torch compute device: auto|cpu|cuda")
-@click.option("--model", default=None, help="torch compute: another model for the workload (e.g. deepcam_resnet50)")
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
+              help="torch compute: fp32; bf16 (autocast, CPU or CUDA); fp16 (CUDA: autocast + gradient scaler)")
+@click.option("--model", default=None, help="another model for the workload (e.g. deepcam_resnet50): torch compute "
+                                            "trains it, sleep compute uses its measured step time")
 @click.option("--barrier/--no-barrier", default=False, show_default=True, help="emulated allreduce barrier after every step (sleep compute)")
 @click.option("--checkpoint-every", type=int, default=0, show_default=True, help="write an fsync'd checkpoint of the model's size every N steps (0: never)")
 @click.option("--ranks-per-node", type=int, default=None, help="emulate nodes of K ranks on one machine [default: MPI's shared-memory split]")
@@ -276,15 +287,15 @@ def _strategy_options(f):
                    "$TMPDIR/dlbench-local]")
 @_strategy_options
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
-        compute_stdev, compute_profile, device, model, barrier, checkpoint_every, ranks_per_node, verify, dry_run,
-        progress, system, local_dir, **strategy_opts):
+        compute_stdev, compute_profile, device, precision, model, barrier, checkpoint_every, ranks_per_node, verify,
+        dry_run, progress, system, local_dir, **strategy_opts):
     """Run the measured epoch loop for one strategy (serially, or under mpiexec/srun)."""
     import json
 
     from . import report, strategies
     from .comm import get_comm
     from .errors import unknown_choice
-    from .runner import ACCELERATORS, RunConfig
+    from .runner import ACCELERATORS, RunConfig, check_seconds
     from .runner import run as do_run
 
     strategies.get(strategy)  # unknown strategy: one line with the choices
@@ -294,18 +305,18 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
         if strategy not in fields[k]["owners"]:
             raise ConfigError(f"--{k.replace('_', '-')} is an option of {', '.join(fields[k]['owners'])}, "
                               f"not of strategy {strategy}")
-    if accelerator not in ACCELERATORS:
+    if accelerator is not None and accelerator not in ACCELERATORS:
         raise unknown_choice("accelerator", accelerator, ACCELERATORS)
     for name, val, lo in (("--epochs", epochs, 1), ("--batch-size", batch_size, 1), ("--checkpoint-every", checkpoint_every, 0)):
         if val is not None and val < lo:
             raise ConfigError(f"{name}={val}: must be >= {lo}")
     for name, val in (("--compute-time", compute_time), ("--compute-stdev", compute_stdev)):
-        if val is not None and val < 0:
-            raise ConfigError(f"{name}={val}: must be >= 0 seconds")
+        if val is not None:
+            check_seconds(name, val)  # inf, nan, 1e308, < 0: one line
     cfg = RunConfig(workload=workload, scale=scale, strategy=strategy, options=given, data_dir=data_dir,
                     epochs=epochs, batch_size=batch_size, seed=seed, out=out, compute=compute,
                     accelerator=accelerator, compute_time_s=compute_time, compute_stdev_s=compute_stdev,
-                    compute_profile=compute_profile, device=device, model=model, barrier=barrier,
+                    compute_profile=compute_profile, device=device, precision=precision, model=model, barrier=barrier,
                     checkpoint_every=checkpoint_every, verify=verify, ranks_per_node=ranks_per_node,
                     dry_run=dry_run, system=system, local_dir=local_dir)
     from .system import load as load_profile
@@ -319,7 +330,8 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
                         label=f"rank 0 of {comm.size}: " if comm.size > 1 else "") if (
         comm.rank == 0 and not dry_run and wanted(progress)) else None
     try:
-        res = do_run(cfg, comm, progress=hook)
+        with _sigterm_as_interrupt():
+            res = do_run(cfg, comm, progress=hook)
     finally:
         if hook is not None:
             hook.close()
@@ -335,7 +347,37 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     plan_warn = res["run"].get("summary", {}).get("plan_warning")
     if plan_warn:
         click.echo(f"dlbench: warning: {plan_warn}", err=True)
+    if res.get("write_error"):
+        from .errors import OutputError
+
+        raise OutputError(res["write_error"])
     click.echo(f"results: {res['run_dir']}")
+
+
+class _sigterm_as_interrupt:
+    """SIGTERM (a scheduler's cancel, `kill`) raised as an interrupt in the main thread, so the run records
+    itself and removes its local copies as on Ctrl-C."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        from .runner import Terminated
+
+        def handler(signum, frame):
+            raise Terminated()
+
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGTERM, handler)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)
+        return False
 
 
 @main.command("report")
@@ -599,9 +641,12 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
               help="auto: CUDA when available, else CPU")
 @click.option("--model", default=None, help="model variant (e.g. deepcam_resnet50) [default: the workload's]")
 @click.option("--threads", type=int, default=None, help="torch CPU threads [default: torch's]")
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
+              help="fp32; bf16 (autocast, CPU or CUDA); fp16 (CUDA: autocast + gradient scaler)")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="profile file [default: ./<workload>[-<scale>]-<device>-b<B>.compute.yaml, scale named unless full]")
-def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, threads, out):
+              help="profile file [default: results/calibrate/<workload>[-<scale>]-<device>-b<B>[-<precision>]"
+                   ".compute.yaml]")
+def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, threads, precision, out):
     """Measure the real training-step time (torch) on this machine and write a compute profile YAML
     (use it with --compute-profile FILE, or merge it into the workload file)."""
     from .compute.calibrate import calibrate as run_calibrate
@@ -610,9 +655,14 @@ def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, th
 
     wl = load(workload_name, scale=scale)
     prof = run_calibrate(wl, batch_size=batch_size, steps=steps, warmup=warmup, device=device, model=model,
-                         threads=threads)
-    path = write_profile(prof, out or default_profile_path(prof))
+                         threads=threads, precision=precision)
     click.echo(format_profile(prof))
+    path = out or default_profile_path(prof)
+    try:
+        path = write_profile(prof, path)
+    except OSError as e:
+        raise ConfigError(f"--out {path}: cannot write the profile ({e.strerror or e}); the figures above are "
+                          f"not saved") from None
     click.echo(f"  wrote {path}")
 
 

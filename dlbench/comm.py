@@ -249,6 +249,10 @@ class MPIComm(Comm):
         sys.stderr.flush()
         time.sleep(0.5)
         self.comm.Abort(code)
+        # MPI_Abort can return when the launcher is already ending the job (Ctrl-C reached mpiexec too):
+        # end here, or the caller would go on and say it all again
+        sys.stdout.flush()
+        os._exit(code)
 
 
 def get_comm(ranks_per_node: int | None = None) -> Comm:

@@ -185,7 +185,12 @@ def load_yaml(path: str | Path, what: str = "file") -> dict:
     if not p.is_file():
         raise ConfigError(f"{what} '{path}' not found")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what} '{path}' is not a text YAML file (byte {e.start} is not UTF-8: "
+                          f"{e.object[e.start:e.start + 1]!r})") from None
+    except OSError as e:
+        raise ConfigError(f"{what} '{path}' cannot be read ({e.strerror or e})") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" line {mark.line + 1}" if mark else ""

@@ -66,6 +66,12 @@ def render_summary(run: dict) -> str:
          or "-"),
         ("imbalance (max/mean - 1)", _f(s.get("imbalance"), "{:.1%}")),
     ]
+    comp = s.get("compute") or {}
+    if comp.get("mode") == "sleep" and comp.get("source"):
+        key.append(("compute: sleep (s/step)", f"{_f(comp.get('step_time_s'), '{:.4g}')}  {comp['source']}"))
+    elif comp.get("mode") == "torch":
+        key.append(("compute: torch (s/step, median)", f"{_f(comp.get('step_time_s_median'), '{:.4g}')}  "
+                    f"{comp.get('model', '?')} on {comp.get('device', '?')}, {comp.get('precision', 'fp32')}"))
     bt = s.get("bytes_by_tier") or {}
     if bt:
         key.append(("bytes by tier (MB)", ", ".join(f"{k} {v / MB:.1f}" for k, v in bt.items() if v) or "0"))
@@ -117,12 +123,14 @@ def _compute_label(run: dict) -> str:
     cfg = run.get("config") or {}
     mode = c.get("mode") or cfg.get("compute") or "?"
     if mode == "torch":
-        return f"torch {c.get('device_type') or c.get('device') or ''}".strip()
+        prec = c.get("precision") or cfg.get("precision") or "fp32"
+        return f"torch {c.get('device_type') or c.get('device') or ''}{'' if prec == 'fp32' else ' ' + prec}".strip()
     if cfg.get("compute_time_s") is not None:
         return f"sleep {cfg['compute_time_s']:g}s"
     if cfg.get("compute_profile"):
         return "sleep profile"
-    return f"sleep {cfg.get('accelerator', '')}".strip()
+    acc = c.get("accelerator") or cfg.get("accelerator") or ""
+    return f"sleep {acc}{' measured' if c.get('kind') == 'measured' else ''}".strip()
 
 
 def compare(run_dirs: Sequence, fmt: str = "table") -> str:

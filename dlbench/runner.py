@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import strategies
-from .errors import ConfigError, DataError, DlbenchError, RunError
+from .errors import CapacityError, ConfigError, DataError, DlbenchError, Interrupted, RunError
 from .timeline import PHASE_ID, Timeline
 
 ACCELERATORS = ("v100", "a100", "h100")
@@ -40,7 +40,8 @@ class RunConfig:
     seed: int = 0
     out: str = "results"
     compute: str = "sleep"                 # sleep | torch
-    accelerator: str = "a100"
+    accelerator: str | None = None         # None: a100 where published, else a measured entry (Workload.choose_step_time)
+    precision: str = "fp32"                # torch compute: fp32 | bf16 | fp16
     compute_time_s: float | None = None
     compute_stdev_s: float = 0.0
     compute_profile: str | None = None
@@ -124,25 +125,13 @@ class Loop:
         if clock is not None:
             self.ctx.clock = clock
         self.plan = self.strategy.plan(self.ctx, self.options)
+        self.executor = None
+        self.started = False
 
     # ---- compute ----------------------------------------------------------------------------------
     def step_time_s(self) -> tuple[float, str]:
-        cfg, wl = self.cfg, self.workload
-        if cfg.compute_time_s is not None:
-            return cfg.compute_time_s, f"--compute-time {cfg.compute_time_s}"
-        if cfg.compute_profile:
-            from .compute.calibrate import load_compute_profile
-
-            t, b, _meta = load_compute_profile(cfg.compute_profile)
-            return t * self.local_batch / b, f"profile {cfg.compute_profile} ({t} s at batch {b}, scaled linearly)"
-        if cfg.accelerator not in wl.compute:
-            raise ConfigError(
-                f"--accelerator={cfg.accelerator}: workload {wl.name} has no published step time for it"
-                f" (known: {', '.join(sorted(wl.compute)) or 'none'}); pass --compute-time SECONDS or "
-                f"--compute-profile FILE (from `dlbench calibrate --workload {wl.name}`)")
-        st = wl.compute[cfg.accelerator]
-        return wl.step_time(cfg.accelerator, self.local_batch), (
-            f"{cfg.accelerator}: {st.step_time_s} s at batch {st.batch_size} ({st.source}), scaled linearly")
+        """(seconds per step at the local batch, where the figure comes from) for sleep compute."""
+        return sleep_step_time(self.cfg, self.workload, self.local_batch)[:2]
 
     def make_compute(self):
         cfg = self.cfg
@@ -150,7 +139,8 @@ class Loop:
             from .compute.torch_step import TorchCompute
 
             return TorchCompute(self.workload, self.local_batch, device=cfg.device,
-                                comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed, model=cfg.model)
+                                comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed, model=cfg.model,
+                                precision=cfg.precision)
         from .compute.sleep import SleepCompute
 
         t, _src = self.step_time_s()
@@ -164,7 +154,7 @@ class Loop:
         cfg, comm, plan = self.cfg, self.comm, self.plan
         self.ctx.timeline = timeline
         compute = compute if compute is not None else self.make_compute()
-        executor = self.strategy.executor(self.ctx, plan, self.options)
+        executor = self.executor = self.strategy.executor(self.ctx, plan, self.options)
         verifier = _Verifier(self.workload, cfg.seed, self.ctx) if cfg.verify else None
         STALL, CKPT = PHASE_ID["stall"], PHASE_ID["checkpoint"]
         clock = self.ctx.clock
@@ -175,6 +165,7 @@ class Loop:
         try:
             comm.barrier()
             executor.start()
+            self.started = True                # past the prologue: a failure from here on is a measured run's
             for e in range(cfg.epochs):
                 comm.barrier()
                 t_epoch = clock()
@@ -231,6 +222,70 @@ class Loop:
             "delivered_samples": delivered,
             "verified": verifier.count if verifier is not None else 0,
         }
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread by the CLI's handler: handled as an interrupt (exit 143)."""
+
+    signal_name = "SIGTERM"
+
+
+MAX_STEP_TIME_S = 86400.0
+
+
+def check_seconds(name: str, value, *, lo: float = 0.0, hi: float = MAX_STEP_TIME_S) -> float:
+    """A finite number of seconds in [lo, hi] (``inf``, ``nan`` and ``1e308`` are one-line errors)."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not lo <= value <= hi:
+        raise ConfigError(f"{name}={value}: must be a finite number of seconds from {lo:g} to {hi:g}")
+    return float(value)
+
+
+def sleep_step_time(cfg: RunConfig, workload, local_batch: int) -> tuple[float, str, dict]:
+    """Sleep compute's step time at ``local_batch``: ``(seconds, source line, record)``. ``--compute-time``
+    first, then ``--compute-profile``, then the workload's figure for ``--accelerator`` (default: a100 where
+    published, else a measured entry; see ``Workload.choose_step_time``)."""
+    if cfg.compute_time_s is not None:
+        t = check_seconds("--compute-time", cfg.compute_time_s)
+        return t, f"--compute-time {t:g}", {"kind": "flag"}
+    if cfg.compute_profile:
+        from .compute.calibrate import load_compute_profile
+
+        t, b, meta = load_compute_profile(cfg.compute_profile)
+        return t * local_batch / b, (f"profile {cfg.compute_profile} ({t:g} s at batch {b}, scaled linearly to "
+                                     f"batch {local_batch})"), {"kind": "profile", "device": meta.get("device")}
+    ch = workload.choose_step_time(cfg.accelerator, cfg.model)
+    return ch.scaled(local_batch), ch.describe(local_batch), {
+        "kind": ch.kind, "accelerator": ch.accelerator, "model": ch.model, "reference_step_time_s": ch.step_time_s,
+        "reference_batch_size": ch.batch_size, "default": cfg.accelerator is None}
+
+
+def check_compute(cfg: RunConfig) -> None:
+    """Every compute option checked before anything is generated or written: the step-time source of sleep
+    compute (accelerator, profile, --compute-time), or torch's device, model and precision."""
+    from . import workload as wl_mod
+
+    if cfg.compute not in ("sleep", "torch"):
+        raise ConfigError(f"--compute={cfg.compute}: choose one of sleep, torch")
+    check_seconds("--compute-stdev", cfg.compute_stdev_s)
+    if cfg.compute_time_s is not None:
+        check_seconds("--compute-time", cfg.compute_time_s)
+    spec, path = wl_mod.load_spec(cfg.workload)
+    workload = wl_mod.resolve(spec, spec_path=path)
+    if cfg.compute == "sleep":
+        if cfg.precision != "fp32":
+            raise ConfigError(f"--precision={cfg.precision}: applies to --compute torch; sleep compute sleeps a "
+                              f"measured or published step time (use --compute-profile FILE from `dlbench "
+                              f"calibrate --precision {cfg.precision}` for a {cfg.precision} step time)")
+        sleep_step_time(cfg, workload, cfg.batch_size or workload.batch_size)
+        return
+    from .compute.models import model_name_for
+    from .compute.torch_step import check_precision
+
+    model_name_for(workload, cfg.model)
+    check_precision(cfg.precision, cfg.device)
 
 
 class _Verifier:
@@ -347,46 +402,124 @@ def run(cfg: RunConfig, comm, progress=None) -> dict:
     from . import results
     from .config import to_dict
 
+    check_compute(cfg)  # before any dataset is generated
+    if not cfg.dry_run:
+        err = None
+        if comm.rank == 0:
+            try:
+                results.check_out_dir(cfg.out)
+            except ConfigError as e:
+                err = str(e)
+        err = comm.bcast(err)
+        if err:
+            raise ConfigError(err)
     workload, manifest, data_dir = resolve_dataset(cfg, comm, generate_if_missing=not cfg.dry_run)
-    if cfg.compute not in ("sleep", "torch"):
-        raise ConfigError(f"--compute={cfg.compute}: choose one of sleep, torch")
     loop = Loop(cfg, comm, workload, manifest, data_dir)
     config_echo = {**to_dict(cfg), "data_dir": str(data_dir), "local_batch": loop.local_batch,
                    "options": to_dict(loop.options), "ranks": comm.size, "nodes": comm.nodes,
                    "workload_spec": manifest.spec, "shared_tier": loop.system.describe_shared_tier(),
                    "local_dir": str(loop.ctx.local_dir)}
     if cfg.compute == "sleep":
-        config_echo["compute_step_time_s"], config_echo["compute_step_time_source"] = loop.step_time_s()
+        (config_echo["compute_step_time_s"], config_echo["compute_step_time_source"],
+         config_echo["compute_step_time"]) = sleep_step_time(cfg, workload, loop.local_batch)
     if cfg.dry_run:
         return {"dry_run": dry_run_summary(loop, config_echo)}
 
+    err = None
     run_dir = None
     if comm.rank == 0:
-        run_dir = results.new_run_dir(Path(cfg.out), workload.name, cfg.strategy)
-        results.write_run(run_dir, config=config_echo, summary={}, error="incomplete: the run did not finish")
-    run_dir = comm.bcast(str(run_dir) if run_dir else None)
+        try:
+            run_dir = results.new_run_dir(Path(cfg.out), workload.name, cfg.strategy)
+            results.write_run(run_dir, config=config_echo, summary={}, error="incomplete: the run did not finish")
+        except ConfigError as e:
+            err = str(e)
+        except OSError as e:
+            if run_dir is not None:
+                results.remove_run_dir(run_dir)
+            err = f"--out {cfg.out}: cannot write results there: {e.strerror or e}; pass --out DIR with space"
+    run_dir, err = comm.bcast((str(run_dir) if run_dir else None, err))
+    if err:
+        raise ConfigError(err)  # every rank: nothing has run yet
     timeline = Timeline(_capacity(loop), comm.rank)
     try:
         mine = loop.run(timeline, checkpoint_dir=Path(run_dir), progress=progress)
     except BaseException as exc:  # record the failure, then stop every rank
-        msg = str(exc) if isinstance(exc, DlbenchError) else f"{type(exc).__name__}: {exc}"
-        tb = traceback.format_exc()
-        try:
-            results.write_run(Path(run_dir), config=config_echo, summary={},
-                              intervals=[timeline.arrays()], error=f"rank {comm.rank}: {msg}",
-                              extra={"traceback": tb, "failed_rank": comm.rank})
-        except Exception:  # pragma: no cover - never mask the original error
-            pass
-        if comm.size > 1:
-            comm.abort(f"dlbench: error: rank {comm.rank}: {msg}\nresults (with the error): {run_dir}",
-                       getattr(exc, "exit_code", 5))
-        if isinstance(exc, DlbenchError):
-            raise
-        raise RunError(f"run failed: {msg} (results with the error: {run_dir})") from exc
+        _failed(cfg, comm, loop, Path(run_dir), config_echo, timeline, exc)
+        raise  # pragma: no cover - _failed always raises or ends the process
     gathered = comm.gather(mine, root=0)
     if comm.rank != 0:
         return {}
     return _finish(cfg, comm, workload, manifest, loop, config_echo, Path(run_dir), gathered)
+
+
+def _signal_name(exc: BaseException) -> str:
+    return getattr(exc, "signal_name", "SIGINT")
+
+
+def _failed(cfg, comm, loop: Loop, run_dir: Path, config_echo: dict, timeline, exc: BaseException) -> None:
+    """A rank's run stopped: the executor has closed (its local copies are removed, ``cleanup_note``).
+
+    - An early check (ConfigError or CapacityError before the prologue finished: nothing was measured):
+      the results folder is removed, the error is the message.
+    - An interrupt (SIGINT, SIGTERM): rank 0 records ``status: interrupted`` and says so once; under MPI a
+      rank other than 0 gives rank 0 two seconds to do that and end the job, and only then (rank 0 not
+      interrupted) records and ends it itself. Exit code 130 (SIGINT) or 143 (SIGTERM).
+    - Anything else: the folder records the error and the traceback; under MPI the job is aborted with the
+      rank's message so no rank hangs in a collective."""
+    from . import results
+
+    note = getattr(loop.executor, "cleanup_note", "") or ""
+    tail = f"; {note}" if note else ""
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    if interrupted:
+        sig = _signal_name(exc)
+        code = 143 if sig == "SIGTERM" else 130
+        if comm.size > 1 and comm.rank != 0:
+            import time
+
+            time.sleep(2.0)  # rank 0 (interrupted too, as under Ctrl-C) records the run and ends the job
+        where = f" on rank {comm.rank}" if comm.size > 1 else ""
+        try:
+            results.write_run(run_dir, config=config_echo, summary={}, intervals=[timeline.arrays()],
+                              error=f"interrupted by {sig}{where}", status="interrupted",
+                              extra={"interrupted_rank": comm.rank})
+            rec = f"results (status interrupted): {run_dir}"
+        except Exception:  # noqa: BLE001 - never mask the interrupt
+            rec = f"the results folder {run_dir} could not be updated"
+        msg = f"interrupted by {sig}{where}; {rec}{tail}"
+        if comm.size > 1:
+            comm.abort(f"dlbench: {msg}", code)
+        raise Interrupted(msg, exit_code=code) from None
+    early = isinstance(exc, (ConfigError, CapacityError)) and not loop.started
+    msg = str(exc) if isinstance(exc, DlbenchError) else f"{type(exc).__name__}: {exc}"
+    if early:
+        results.remove_run_dir(run_dir)
+        if comm.size > 1:
+            comm.abort(f"dlbench: error: rank {comm.rank}: {msg}{tail}", exc.exit_code)
+        raise _with_message(exc, f"{msg}{tail}") from None
+    tb = traceback.format_exc()
+    try:
+        results.write_run(run_dir, config=config_echo, summary={}, intervals=[timeline.arrays()],
+                          error=f"rank {comm.rank}: {msg}", extra={"traceback": tb, "failed_rank": comm.rank,
+                                                                   "cleanup": note or None})
+        rec = f"results with the error: {run_dir}"
+    except Exception:  # noqa: BLE001 - never mask the original error
+        rec = f"the results folder {run_dir} could not be updated"
+    if comm.size > 1:
+        comm.abort(f"dlbench: error: rank {comm.rank}: {msg}\n{rec}{tail}", getattr(exc, "exit_code", 5))
+    if isinstance(exc, DlbenchError):
+        raise _with_message(exc, f"{msg} ({rec}{tail})") from None
+    raise RunError(f"run failed: {msg} ({rec}{tail})") from exc
+
+
+def _with_message(exc: DlbenchError, message: str) -> DlbenchError:
+    """The same error type with a longer message (where the results and the local copies went)."""
+    try:
+        new = type(exc)(message)
+    except TypeError:  # pragma: no cover - a subclass with another signature
+        return exc
+    new.exit_code = exc.exit_code
+    return new
 
 
 def _capacity(loop: Loop) -> int:
@@ -413,10 +546,21 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
     if cfg.compute == "sleep":
         summary["compute"]["step_time_s"] = config_echo["compute_step_time_s"]
         summary["compute"]["source"] = config_echo["compute_step_time_source"]
+        summary["compute"].update(config_echo["compute_step_time"])
     summary["strategy_stats"] = [g["strategy_stats"] for g in gathered]
     summary["verified_samples"] = int(sum(g["verified"] for g in gathered)) if cfg.verify else None
     summary["page_cache"] = page_cache_check(manifest, gathered)
-    results.write_run(run_dir, config=config_echo, summary=summary, intervals=per_rank, error=None)
+    try:
+        results.write_run(run_dir, config=config_echo, summary=summary, intervals=per_rank, error=None)
+    except OSError as e:
+        # a full disk (or the folder gone): the figures are measured, keep them on stdout; nothing half-written
+        results.remove_run_dir(run_dir)
+        doc = {"schema": results.SCHEMA, "status": "ok", "config": config_echo, "summary": summary,
+               "error": None, "run_dir": None}
+        return {"run_dir": None, "run": doc,
+                "write_error": f"--out {cfg.out}: the results could not be written to {run_dir} "
+                               f"({e.strerror or e}); nothing was kept there: the summary above is the only "
+                               f"record of this run"}
     return {"run_dir": str(run_dir), "run": results.read_run(run_dir)}
 
 

@@ -348,6 +348,10 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
             echo(f"[{i + 1}/{len(st.runs)}] {r.strategy} {opts}".rstrip())
         res = run(cfg, comm)
         if comm.rank == 0:
+            if res.get("write_error"):  # a full disk: the study cannot go on to its table
+                from .errors import OutputError
+
+                raise OutputError(res["write_error"])
             dirs.append(res["run_dir"])
     return dirs
 

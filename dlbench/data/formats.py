@@ -152,13 +152,23 @@ class PerSampleReader(_ArraysMixin, SampleReader):
 
     def read_into(self, i: int, out: np.ndarray) -> int:
         views = self._views_of(out)
-        fid = self._h5f.open(self._paths[i], self._h5f.ACC_RDONLY, self._fapl)
         try:
-            for name, v in zip(self._names, views):
-                self._h5d.open(fid, name).read(self._h5s.ALL, self._h5s.ALL, v)
-        finally:
-            fid.close()
+            fid = self._h5f.open(self._paths[i], self._h5f.ACC_RDONLY, self._fapl)
+            try:
+                for name, v in zip(self._names, views):
+                    self._h5d.open(fid, name).read(self._h5s.ALL, self._h5s.ALL, v)
+            finally:
+                fid.close()
+        except (OSError, KeyError) as e:
+            raise hdf5_error(self._paths[i], e, f"sample {i}") from None
         return self.max_row_nbytes
+
+
+def hdf5_error(path: bytes | str, e: Exception, what: str) -> DataError:
+    """A one-line DataError naming the file (h5py's messages do not: "truncated file: eof = ...")."""
+    p = os.fsdecode(path)
+    return DataError(f"{p}: cannot read {what}: {e}; the file is damaged or truncated (check the dataset with "
+                     f"`dlbench verify --data-dir {os.path.dirname(p) or '.'}`)")
 
 
 class _OpenFile:
@@ -170,8 +180,16 @@ class _OpenFile:
     def __init__(self, path: bytes, names, shapes, nbytes, fapl, via: str):
         import h5py
 
-        self.fid = h5py.h5f.open(path, h5py.h5f.ACC_RDONLY, fapl)
-        self.ds = [h5py.h5d.open(self.fid, n) for n in names]
+        self.path = path
+        try:
+            self.fid = h5py.h5f.open(path, h5py.h5f.ACC_RDONLY, fapl)
+        except OSError as e:
+            raise hdf5_error(path, e, "the file") from None
+        try:
+            self.ds = [h5py.h5d.open(self.fid, n) for n in names]
+        except (OSError, KeyError) as e:
+            self.fid.close()
+            raise hdf5_error(path, e, "its datasets") from None
         self.nbytes = nbytes
         self.fd = -1
         if via != "hdf5":
@@ -194,11 +212,15 @@ class _OpenFile:
         if self.fd >= 0:
             for off, n, r in zip(self.offsets, self.nbytes, raw):
                 if os.preadv(self.fd, [r], off + j * n) != n:
-                    raise DataError(f"short read of row {j}: the file is truncated")
+                    raise DataError(f"{os.fsdecode(self.path)}: short read of row {j}: the file is truncated "
+                                    f"(check the dataset with `dlbench verify`)")
             return
-        for d, fs, ms, cnt, z, v in zip(self.ds, self.fspaces, self.mspaces, self.counts, self.zeros, views):
-            fs.select_hyperslab((j, *z), cnt)
-            d.read(ms, fs, v)
+        try:
+            for d, fs, ms, cnt, z, v in zip(self.ds, self.fspaces, self.mspaces, self.counts, self.zeros, views):
+                fs.select_hyperslab((j, *z), cnt)
+                d.read(ms, fs, v)
+        except OSError as e:
+            raise hdf5_error(self.path, e, f"row {j}") from None
 
     def close(self) -> None:
         if self.fd >= 0:
