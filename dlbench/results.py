@@ -46,7 +46,15 @@ def utc_stamp() -> str:
 
 
 def new_run_dir(out, workload: str, strategy: str) -> Path:
-    """Create and return a fresh ``<out>/<workload>/<strategy>/<UTC stamp>/`` (a suffix keeps it unique)."""
+    """Create and return a fresh ``<out>/<workload>/<strategy>/<UTC stamp>/`` (a suffix keeps it unique).
+    ``workload`` and ``strategy`` must be plain folder names (no separator, no ``..``, not hidden): the run
+    folder never lands outside ``out``."""
+    from .errors import ConfigError
+
+    for what, comp in (("workload", str(workload)), ("strategy", str(strategy))):
+        if not comp or comp != Path(comp).name or comp.startswith(".") or "/" in comp or "\\" in comp:
+            raise ConfigError(f"{what} name={comp!r}: not a plain folder name; the run folder "
+                              f"<out>/<workload>/<strategy>/ must stay inside {out}")
     base = Path(out) / str(workload) / str(strategy)
     base.mkdir(parents=True, exist_ok=True)
     stamp = utc_stamp()

@@ -62,11 +62,58 @@ def default_local_dir() -> Path:
     return Path(tempfile.gettempdir()) / "dlbench-local"
 
 
-def default_data_dir(workload: str, scale: str, seed: int) -> Path:
-    """``$DLBENCH_DATA_DIR/<workload>-<scale>-seed<seed>``; ``$DLBENCH_DATA_DIR`` defaults to
-    ``~/.cache/dlbench/data``."""
+def default_data_dir(workload: str, scale: str, seed: int, tag: str = "") -> Path:
+    """``$DLBENCH_DATA_DIR/<workload>[-<tag>]-<scale>-seed<seed>``; ``$DLBENCH_DATA_DIR`` defaults to
+    ``~/.cache/dlbench/data``. ``tag`` (``data_dir_tag``) tells a user's YAML apart from a built-in of the
+    same name."""
     root = Path(os.environ.get("DLBENCH_DATA_DIR") or Path.home() / ".cache" / "dlbench" / "data")
-    return root / f"{Path(workload).stem}-{scale}-seed{seed}"
+    return root / f"{Path(workload).name}{'-' + tag if tag else ''}-{scale}-seed{seed}"
+
+
+def data_dir_tag(spec_path: str, workload) -> str:
+    """'' for a built-in workload file; for a user's YAML ``user-<hash>``, the hash (12 hex digits of
+    SHA-256) taken over the resolved data-defining spec (``manifest.spec_of``): a user YAML whose ``name:``
+    equals a built-in's never lands on the built-in's default dataset, and editing its shapes gives a new
+    dataset while editing its step times does not."""
+    import hashlib
+    import json
+
+    from .config import resource_dir
+    from .data.manifest import spec_of
+
+    try:
+        builtin = Path(spec_path).resolve() == (resource_dir("workloads") / f"{workload.name}.yaml").resolve()
+    except OSError:
+        builtin = False
+    if builtin:
+        return ""
+    h = hashlib.sha256(json.dumps(spec_of(workload), sort_keys=True, default=str).encode()).hexdigest()
+    return f"user-{h[:12]}"
+
+
+def check_compute_options(cfg: RunConfig, workload_name: str | None = None) -> None:
+    """Compute options that would be ignored or contradict each other are errors (before any data is
+    generated): --compute-time/--compute-profile/--compute-stdev with --compute torch (the real step is
+    measured, not emulated), --compute-time with --compute-profile, and a profile calibrated for another
+    workload."""
+    if cfg.compute == "torch":
+        for flag, val in (("--compute-time", cfg.compute_time_s), ("--compute-profile", cfg.compute_profile),
+                          ("--compute-stdev", cfg.compute_stdev_s or None)):
+            if val is not None:
+                raise ConfigError(f"{flag}={val}: conflicts with --compute torch (the real model's step is "
+                                  f"measured, not emulated); drop {flag} or use --compute sleep")
+    if cfg.compute_time_s is not None and cfg.compute_profile:
+        raise ConfigError(f"--compute-time={cfg.compute_time_s} and --compute-profile={cfg.compute_profile} "
+                          f"conflict: both set the sleep step time; pass one of them")
+    if cfg.compute_profile and workload_name is not None:
+        from .compute.calibrate import load_compute_profile
+
+        _t, _b, meta = load_compute_profile(cfg.compute_profile)
+        prof_wl = meta.get("workload")
+        if prof_wl is not None and str(prof_wl) != workload_name:
+            raise ConfigError(f"--compute-profile={cfg.compute_profile}: calibrated for workload '{prof_wl}', "
+                              f"not '{workload_name}'; calibrate this one with `dlbench calibrate --workload "
+                              f"{workload_name}`")
 
 
 def _proc_io() -> dict:
@@ -95,7 +142,8 @@ class Loop:
                  clock=None):
         self.cfg, self.comm, self.workload, self.manifest, self.data_dir = cfg, comm, workload, manifest, data_dir
         self.strategy = strategies.get(cfg.strategy)
-        self.options = strategies.parse_options(self.strategy, cfg.options, where=f"--opt for {cfg.strategy}")
+        self.options = strategies.parse_options(self.strategy, cfg.options, where=f"strategy {cfg.strategy}",
+                                               flags=True)
         b = cfg.batch_size or workload.batch_size
         per_rank = -(-manifest.samples // comm.size)
         if b > per_rank:
@@ -133,6 +181,7 @@ class Loop:
         if cfg.compute_profile:
             from .compute.calibrate import load_compute_profile
 
+            check_compute_options(cfg, wl.name)
             t, b, _meta = load_compute_profile(cfg.compute_profile)
             return t * self.local_batch / b, f"profile {cfg.compute_profile} ({t} s at batch {b}, scaled linearly)"
         if cfg.accelerator not in wl.compute:
@@ -301,7 +350,11 @@ def resolve_dataset(cfg: RunConfig, comm, *, generate_if_missing: bool = True):
     explicit = cfg.data_dir is not None
     spec, path = wl_mod.load_spec(cfg.workload)
     scale = cfg.scale or ("tiny" if not explicit and cfg.samples is None else None)
-    data_dir = Path(cfg.data_dir) if explicit else default_data_dir(spec.name, scale or "custom", cfg.seed)
+    if explicit:
+        data_dir = Path(cfg.data_dir)
+    else:
+        tag = data_dir_tag(path, wl_mod.resolve(spec, scale=scale, samples=cfg.samples, spec_path=path))
+        data_dir = default_data_dir(spec.name, scale or "custom", cfg.seed, tag)
     if not Manifest.exists(data_dir) and cfg.dry_run:
         workload = wl_mod.resolve(spec, scale=scale, samples=cfg.samples, spec_path=path)
         return workload, _VirtualManifest(workload, cfg.seed), data_dir
@@ -327,16 +380,43 @@ def resolve_dataset(cfg: RunConfig, comm, *, generate_if_missing: bool = True):
     if cfg.seed != manifest.seed:
         raise DataError(f"--seed={cfg.seed}: the dataset at {data_dir} was generated with seed {manifest.seed}; "
                         f"pass --seed {manifest.seed} or generate another dataset")
+    _check_spec_matches(cfg, spec, path, manifest, data_dir)
     from .data.verify import workload_of
 
     return workload_of(manifest, cfg.workload), manifest, data_dir
 
 
+def _check_spec_matches(cfg: RunConfig, spec, path: str, manifest, data_dir: Path) -> None:
+    """The workload the user named must describe the dataset found: same data-defining spec (arrays,
+    shapes, dtypes, layout, counts) at the manifest's scale. Before, a user YAML named like a built-in ran
+    on the built-in's data with the built-in's shapes, silently."""
+    from . import workload as wl_mod
+    from .data.manifest import spec_of
+
+    scale = manifest.scale.split("+")[0] if manifest.scale else None
+    try:
+        w = wl_mod.resolve(spec, scale=scale if scale in wl_mod.SCALES else None, samples=manifest.samples,
+                           spec_path=path)
+        want = spec_of(w)
+    except ConfigError as e:
+        raise DataError(f"--workload {cfg.workload} ({path}) does not describe the dataset at {data_dir}: "
+                        f"{e}") from None
+    have = manifest.spec or {}
+    diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
+    if diff:
+        raise DataError(f"--workload {cfg.workload} ({path}) does not describe the dataset at {data_dir}: "
+                        f"{', '.join(diff)} differ from what it was generated with; generate this workload's "
+                        f"dataset with `dlbench generate --workload {cfg.workload} --data-dir NEW_DIR` (or leave "
+                        f"--data-dir out: a user YAML gets its own default dataset)")
+
+
 def run(cfg: RunConfig, comm) -> dict:
     """Execute one run on every rank; rank 0 returns ``{"run_dir", "run"}``, others ``{}``."""
     from . import results
+    from . import workload as wl_mod
     from .config import to_dict
 
+    check_compute_options(cfg, wl_mod.load_spec(cfg.workload)[0].name)
     workload, manifest, data_dir = resolve_dataset(cfg, comm, generate_if_missing=not cfg.dry_run)
     if cfg.compute not in ("sleep", "torch"):
         raise ConfigError(f"--compute={cfg.compute}: choose one of sleep, torch")
