@@ -53,6 +53,7 @@ class RunConfig:
     dry_run: bool = False
     system: str = "local"                  # system profile: name in configs/systems or a YAML path
     local_dir: str | None = None           # node-local storage root (default: default_local_dir())
+    inject: tuple = ()                     # --inject KIND=VALUE (dlbench.storage.inject)
 
 
 def default_local_dir() -> Path:
@@ -160,13 +161,21 @@ class Loop:
 
         self.system = load_profile(cfg.system)
         self.pfs_model = self.system.pfs_model()
+        from .storage.inject import injecting_factory
+        from .storage.inject import parse as parse_injection
+
+        self.injection = parse_injection(cfg.inject, comm.size)
+        self._injected_readers: list = []
         base_factory = reader_factory or (lambda: open_reader(data_dir, manifest, workload))
         self.ctx = strategies.RunContext(
             workload=workload, n_samples=manifest.samples, sample_nbytes=manifest.sample_nbytes(),
             world_size=comm.size, rank=comm.rank, node_map=comm.node_map, seed=cfg.seed, epochs=cfg.epochs,
             local_batch=b, data_dir=data_dir, manifest=manifest, comm=comm,
             # every read of the shared tier goes through the PFS model when the profile has one
-            reader_factory=throttled_factory(base_factory, self.pfs_model),
+            reader_factory=injecting_factory(throttled_factory(base_factory, self.pfs_model), self.injection,
+                                             seed=cfg.seed, rank=comm.rank, n_samples=manifest.samples,
+                                             where=getattr(manifest, "file_of", None),
+                                             registry=self._injected_readers),
             system=self.system, local_dir=Path(cfg.local_dir) if cfg.local_dir else default_local_dir(),
             memory_budget_bytes=self.system.tier_capacity_bytes("memory"))
         if clock is not None:
@@ -198,13 +207,19 @@ class Loop:
         if cfg.compute == "torch":
             from .compute.torch_step import TorchCompute
 
-            return TorchCompute(self.workload, self.local_batch, device=cfg.device,
-                                comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed, model=cfg.model)
+            tc = TorchCompute(self.workload, self.local_batch, device=cfg.device,
+                              comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed, model=cfg.model)
+            factor = self.injection.factor_for(self.comm.rank)
+            if factor > 1:
+                from .storage.inject import SlowCompute
+
+                return SlowCompute(tc, factor)
+            return tc
         from .compute.sleep import SleepCompute
 
         t, _src = self.step_time_s()
-        return SleepCompute(t, stdev_s=cfg.compute_stdev_s, seed=cfg.seed, rank=self.comm.rank,
-                            barrier=self.comm if cfg.barrier else None)
+        return SleepCompute(t * self.injection.factor_for(self.comm.rank), stdev_s=cfg.compute_stdev_s,
+                            seed=cfg.seed, rank=self.comm.rank, barrier=self.comm if cfg.barrier else None)
 
     # ---- the loop ---------------------------------------------------------------------------------
     def run(self, timeline: Timeline, compute=None, checkpoint_dir: Path | None = None) -> dict:
@@ -277,6 +292,7 @@ class Loop:
             "strategy_stats": executor.stats(),
             "delivered_samples": delivered,
             "verified": verifier.count if verifier is not None else 0,
+            "read_retries": int(sum(r.retries for r in self._injected_readers)),
         }
 
 
@@ -494,6 +510,11 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
     summary["strategy_stats"] = [g["strategy_stats"] for g in gathered]
     summary["verified_samples"] = int(sum(g["verified"] for g in gathered)) if cfg.verify else None
     summary["page_cache"] = page_cache_check(manifest, gathered)
+    if loop.injection.active:
+        worker_retries = sum(((g.get("strategy_stats") or {}).get("worker_io") or {}).get("read_retries", 0)
+                             for g in gathered)
+        summary["injected"] = {**loop.injection.describe(),
+                               "read_retries": int(sum(g.get("read_retries", 0) for g in gathered) + worker_retries)}
     results.write_run(run_dir, config=config_echo, summary=summary, intervals=per_rank, error=None)
     return {"run_dir": str(run_dir), "run": results.read_run(run_dir)}
 

@@ -107,7 +107,7 @@ class _StepDataset:
             return rows, np.asarray(ids, dtype=np.int64), times, 0, None
         rc, rb = _proc_io_pair()  # ≈ 10 µs per batch, against ≈ 700 µs of IPC per batch (LIMITS.md)
         return (rows, np.asarray(ids, dtype=np.int64), times, info.id + 1,
-                (self._pid, rc - self._io0[0], rb - self._io0[1]))
+                (self._pid, rc - self._io0[0], rb - self._io0[1], getattr(reader, "retries", 0)))
 
 
 
@@ -168,7 +168,7 @@ class DataLoaderExecutor(Executor):
                                               plan.local_batch, ring),
                                  sampler=batches, batch_size=None, collate_fn=_identity,
                                  num_workers=options.num_workers, pin_memory=pin, **kw)
-        self.worker_io: dict[int, tuple[int, int]] = {}  # worker pid -> (rchar, read_bytes) since it started
+        self.worker_io: dict[int, tuple] = {}  # worker pid -> (rchar, read_bytes, read retries) since it started
         self.worker_timelines = [ctx.timeline] + [Timeline(1 << 14, ctx.rank, thread=w + 1)
                                                   for w in range(options.num_workers)]
 
@@ -190,7 +190,9 @@ class DataLoaderExecutor(Executor):
     def stats(self) -> dict:
         rc = sum(v[0] for v in self.worker_io.values())
         rb = sum(v[1] for v in self.worker_io.values())
-        return {"worker_io": {"rchar": int(rc), "read_bytes": int(rb), "processes": len(self.worker_io)}}
+        rt = sum(v[2] for v in self.worker_io.values())  # --inject fail-read retries in the workers
+        return {"worker_io": {"rchar": int(rc), "read_bytes": int(rb), "processes": len(self.worker_io),
+                              "read_retries": int(rt)}}
 
     def extra_timelines(self) -> list:
         return self.worker_timelines[1:]

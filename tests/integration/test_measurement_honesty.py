@@ -46,3 +46,51 @@ def test_page_cache_check_sums_worker_io():
           "strategy_stats": {"worker_io": {"rchar": 10_000, "read_bytes": 5_000}}}]
     pc = page_cache_check(M(), g)
     assert pc["rchar_bytes"] == 10_100 and pc["device_read_bytes"] == 5_000 and pc["workers_rchar_bytes"] == 10_000
+
+
+def _summary(r):
+    return json.loads((_run_dir(r.output) / "run.json").read_text())["summary"]
+
+
+@pytest.mark.parametrize("strategy,extra", [("naive", []), ("prefetch", ["--num-workers", "1"])])
+def test_inject_fail_read_retries_are_counted_and_seeded(tmp_path, cli, tiny, strategy, extra):
+    runs = []
+    for _ in range(2):
+        r = cli(["run", "--data-dir", tiny, "-s", strategy, *extra, "-e", "2", "--compute-time", "0", "--verify",
+                 "--inject", "fail-read=0.25", "-o", tmp_path / "res"])
+        assert r.exit_code == 0, r.output
+        assert "faults injected" in r.output
+        runs.append(_summary(r))
+    for s in runs:
+        assert s["verified_samples"] == 64 and s["injected"]["fail_read_p"] == 0.25
+        assert s["injected"]["read_retries"] > 0
+    assert runs[0]["injected"]["read_retries"] == runs[1]["injected"]["read_retries"]  # seeded
+
+
+def test_inject_fail_read_certain_failure_is_one_line(tmp_path, cli, tiny):
+    r = cli(["run", "--data-dir", tiny, "-e", "1", "--compute-time", "0", "--inject", "fail-read=1",
+             "-o", tmp_path / "res"])
+    assert r.exit_code != 0
+    err = [ln for ln in r.output.splitlines() if ln.startswith("dlbench: error:")]
+    assert len(err) == 1 and "sample" in err[0] and "data-0000" in err[0] and "--inject fail-read=1" in err[0]
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("spec,needle", [("slow-rank=1:2", "rank 1 is not in this job"),
+                                         ("slow-rank=0:0.5", "FACTOR"), ("slow-rank=x", "R:FACTOR"),
+                                         ("fail-read=2", "from 0 to 1"), ("explode=1", "unknown kind"),
+                                         ("fail-read", "KIND=VALUE")])
+def test_inject_bad_values(tmp_path, cli, tiny, spec, needle):
+    out = tmp_path / "res"
+    r = cli(["run", "--data-dir", tiny, "-e", "1", "--compute-time", "0", "--inject", spec, "-o", out])
+    assert r.exit_code != 0 and needle in r.output and "Traceback" not in r.output, r.output
+    assert not out.exists()
+
+
+def test_inject_slow_rank_serial_slows_reads_and_compute(tmp_path, cli, tiny):
+    r = cli(["run", "--data-dir", tiny, "-e", "1", "--compute-time", "0.002", "--inject", "slow-rank=0:5",
+             "-o", tmp_path / "res"])
+    assert r.exit_code == 0, r.output
+    s = _summary(r)
+    assert s["compute"]["step_time_s"] == 0.002          # the configured figure is echoed unchanged...
+    assert s["phase_time_s"]["compute"] > 8 * 0.002 * 4  # ...and rank 0's 8 steps took 5x (10 ms each)
