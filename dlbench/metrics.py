@@ -175,6 +175,42 @@ def summarize(per_rank_arrays: Sequence[dict], *, workload: str, strategy: str, 
                 if not d["samples"]:
                     d["samples"] = n / max(len(bds), 1)
 
+    return summarize_breakdowns(bds, eps, workload=workload, strategy=strategy, ranks=ranks, nodes=nodes,
+                                tier_names=tier_names, simulated=simulated)
+
+
+def rank_reduce(a: dict, epochs, *, tier_names: Sequence[str] | None = None) -> dict:
+    """What one rank sends to rank 0 instead of its intervals: its ``rank_breakdown`` and ``tier_io``
+    (small: a few numbers per epoch and phase), computed where the intervals are."""
+    if tier_names is None:
+        from .plan import TIER_NAMES as tier_names
+    eps = _epoch_list([a], epochs)
+    return {"rank": int(a.get("rank", 0)), "epoch_ids": eps,
+            "breakdown": rank_breakdown(a, eps, n_tiers=len(tier_names)),
+            "tier_io": tier_io([a], tier_names), "records": int(len(a.get("start_ns", ())))}
+
+
+def merge_tier_io(parts: Sequence[dict]) -> dict:
+    """Sum of ``tier_io`` results (one per rank)."""
+    out: dict = {}
+    for t in parts:
+        for where, tiers in t.items():
+            for name, d in tiers.items():
+                cur = out.setdefault(where, {}).setdefault(name, {"ops": 0, "bytes": 0})
+                cur["ops"] += int(d["ops"])
+                cur["bytes"] += int(d["bytes"])
+    return out
+
+
+def summarize_breakdowns(bds: Sequence[dict], eps: Sequence[int], *, workload: str, strategy: str,
+                         ranks: int | None = None, nodes: int = 1, tier_names: Sequence[str] | None = None,
+                         simulated: bool = False) -> dict:
+    """``summarize`` from every rank's ``rank_breakdown`` (what ranks send when their intervals stay in
+    their own files). Same formulas (module docstring)."""
+    if tier_names is None:
+        from .plan import TIER_NAMES as tier_names
+    nt = len(tier_names)
+    ranks = len(bds) if ranks is None else int(ranks)
     R = len(bds)
     E = len(eps)
     T = np.array([[d["time_s"] for d in b["epochs"]] for b in bds], dtype=np.float64).reshape(R, E)

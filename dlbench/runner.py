@@ -283,8 +283,16 @@ class Loop:
             compute_info = compute.describe() if hasattr(compute, "describe") else {}
             compute.close()
         io1 = _proc_io()
-        extra = [t.arrays() for t in getattr(executor, "extra_timelines", lambda: [])()]
-        arrays = Timeline.merge([timeline.arrays(), *extra]) if extra else timeline.arrays()
+        extra_tl = list(getattr(executor, "extra_timelines", lambda: [])())
+        if timeline.spill_path is not None:
+            # bounded memory: every timeline's records are in its own file in the run folder; the caller
+            # reduces them (metrics.rank_reduce) where they are, and rank 0 never gathers intervals
+            for t in (timeline, *extra_tl):
+                t.finish()
+            arrays = None
+        else:
+            extra = [t.arrays() for t in extra_tl]
+            arrays = Timeline.merge([timeline.arrays(), *extra]) if extra else timeline.arrays()
         return {
             "arrays": arrays,
             "io": {k: io1.get(k, 0) - io0.get(k, 0) for k in ("rchar", "read_bytes")},
@@ -458,9 +466,17 @@ def run(cfg: RunConfig, comm) -> dict:
         run_dir = results.new_run_dir(Path(cfg.out), workload.name, cfg.strategy)
         results.write_run(run_dir, config=config_echo, summary={}, error="incomplete: the run did not finish")
     run_dir = comm.bcast(str(run_dir) if run_dir else None)
-    timeline = Timeline(_capacity(loop), comm.rank)
+    # each rank writes its own interval files into the run folder as its buffer fills (bounded memory);
+    # a rank that cannot see the folder (not a shared file system) keeps its intervals and sends them
+    spill = Path(run_dir) if Path(run_dir).is_dir() else None
+    timeline = Timeline(TIMELINE_BUFFER if spill is not None else _capacity(loop), comm.rank, spill_dir=spill)
     try:
         mine = loop.run(timeline, checkpoint_dir=Path(run_dir))
+        if mine["arrays"] is None:
+            from . import metrics
+            from .timeline import load_spilled
+
+            mine["reduced"] = metrics.rank_reduce(load_spilled(spill, comm.rank)[0], cfg.epochs)
     except BaseException as exc:  # record the failure, then stop every rank
         msg = str(exc) if isinstance(exc, DlbenchError) else f"{type(exc).__name__}: {exc}"
         tb = traceback.format_exc()
@@ -482,6 +498,9 @@ def run(cfg: RunConfig, comm) -> dict:
     return _finish(cfg, comm, workload, manifest, loop, config_echo, Path(run_dir), gathered)
 
 
+TIMELINE_BUFFER = 1 << 16   # records a rank's timeline holds before writing them out (≈ 2 × 2.3 MB)
+
+
 def _capacity(loop: Loop) -> int:
     # an estimate from the sizes (building epoch 0's plan here would hide its cost from the ``plan`` phase)
     steps = -(-loop.manifest.samples // max(loop.comm.size * loop.local_batch, 1)) + 1
@@ -493,14 +512,30 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
     from . import metrics, results
     from .plan.quality import order_quality
 
-    per_rank = [g["arrays"] for g in gathered]
-    summary = metrics.summarize(per_rank, workload=workload.name, strategy=cfg.strategy, ranks=comm.size,
-                                nodes=comm.nodes, epochs=cfg.epochs)
+    if all(g.get("reduced") is not None for g in gathered):
+        # every rank reduced its own interval files: summary from the small per-rank figures
+        red = sorted((g["reduced"] for g in gathered), key=lambda x: x["rank"])
+        summary = metrics.summarize_breakdowns([x["breakdown"] for x in red], red[0]["epoch_ids"],
+                                               workload=workload.name, strategy=cfg.strategy, ranks=comm.size,
+                                               nodes=comm.nodes)
+        tier_io = metrics.merge_tier_io([x["tier_io"] for x in red])
+        per_rank = results.SpilledIntervals(run_dir)
+    else:
+        if any(g.get("reduced") is not None for g in gathered):  # mixed: some ranks could not see the folder
+            from .timeline import load_spilled
+
+            for g in gathered:
+                if g.get("arrays") is None:
+                    g["arrays"] = load_spilled(run_dir, g["reduced"]["rank"])[0]
+        per_rank = [g["arrays"] for g in gathered]
+        summary = metrics.summarize(per_rank, workload=workload.name, strategy=cfg.strategy, ranks=comm.size,
+                                    nodes=comm.nodes, epochs=cfg.epochs)
+        tier_io = metrics.tier_io(per_rank)
     summary["semantics"] = loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict()
     summary["order"] = loop.plan.meta.get("order")
     summary["order_quality"] = order_quality(loop.plan)
     summary["shared_tier"] = loop.system.describe_shared_tier()
-    summary["tier_io"] = metrics.tier_io(per_rank)
+    summary["tier_io"] = tier_io
     if loop.plan.meta.get("warning"):
         summary["plan_warning"] = loop.plan.meta["warning"]
     summary["compute"] = {"mode": cfg.compute, **(gathered[0].get("compute") or {})}

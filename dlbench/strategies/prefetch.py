@@ -169,8 +169,10 @@ class DataLoaderExecutor(Executor):
                                  sampler=batches, batch_size=None, collate_fn=_identity,
                                  num_workers=options.num_workers, pin_memory=pin, **kw)
         self.worker_io: dict[int, tuple] = {}  # worker pid -> (rchar, read_bytes, read retries) since it started
-        self.worker_timelines = [ctx.timeline] + [Timeline(1 << 14, ctx.rank, thread=w + 1)
-                                                  for w in range(options.num_workers)]
+        # the workers' intervals are filed in the trainer under thread w+1 (spilling with the trainer's)
+        self.worker_timelines = [ctx.timeline] + [
+            ctx.timeline.sibling(w + 1, 1 << 14) if isinstance(ctx.timeline, Timeline)
+            else Timeline(1 << 14, ctx.rank, thread=w + 1) for w in range(options.num_workers)]
 
     def epoch(self, e: int) -> Iterator[Batch]:
         self.sampler.set_epoch(e)

@@ -94,3 +94,30 @@ def test_inject_slow_rank_serial_slows_reads_and_compute(tmp_path, cli, tiny):
     s = _summary(r)
     assert s["compute"]["step_time_s"] == 0.002          # the configured figure is echoed unchanged...
     assert s["phase_time_s"]["compute"] > 8 * 0.002 * 4  # ...and rank 0's 8 steps took 5x (10 ms each)
+
+
+@pytest.mark.parametrize("npz_limit", [None, 0])
+def test_intervals_written_per_rank_and_summary_rebuilds_from_folder(tmp_path, cli, tiny, monkeypatch, npz_limit):
+    """Each rank writes its own interval files while it runs; the summary (and `dlbench report`) can be
+    rebuilt from the folder, with or without the combined intervals.npz (left out above NPZ_MAX_RECORDS)."""
+    import dlbench.results as results
+    from dlbench.metrics import summarize
+
+    if npz_limit is not None:
+        monkeypatch.setattr(results, "NPZ_MAX_RECORDS", npz_limit)
+    r = cli(["run", "--data-dir", tiny, "-s", "prefetch", "--num-workers", "1", "-e", "2", "--compute-time", "0",
+             "-o", tmp_path / "res"])
+    assert r.exit_code == 0, r.output
+    rd = _run_dir(r.output)
+    names = sorted(p.name for p in rd.iterdir())
+    assert any(n.startswith("intervals-rank0-") and n.endswith("-t0.rec") for n in names)
+    assert any(n.startswith("intervals-rank0-") and n.endswith("-t1.rec") for n in names)  # the worker's
+    assert ("intervals.npz" in names) == (npz_limit is None)
+    run = json.loads((rd / "run.json").read_text())
+    s = run["summary"]
+    again = summarize(results.read_intervals(rd), workload="cosmoflow", strategy="prefetch", epochs=2)
+    assert again["epoch_time_s"] == pytest.approx(s["epoch_time_s"])
+    assert again["phase_time_s"] == pytest.approx(s["phase_time_s"])
+    assert again["read_bytes"] == s["read_bytes"] == 2 * 32 * 262160
+    r2 = cli(["report", rd])
+    assert r2.exit_code == 0 and "exposed I/O share" in r2.output
