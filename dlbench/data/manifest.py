@@ -72,7 +72,7 @@ class Manifest:
     content: str = CONTENT_VERSION
     provenance: dict = field(default_factory=dict)
     _row_nbytes: int = 0     # stored bytes per sample for HDF5 layouts
-    crc32: list | None = None  # per file: zlib.crc32 of the whole file as written (None: not recorded)
+    sum64: list | None = None  # per file: generate.file_checksum of the file as written (None: not recorded)
 
     # ---- queries -----------------------------------------------------------------------------------
     @property
@@ -119,8 +119,8 @@ class Manifest:
         rows = ",\n  ".join(json.dumps([p, int(f), int(c), int(b)])
                             for p, f, c, b in zip(self.paths, self.first, self.count, self.nbytes))
         text += ',\n "files": [\n  ' + rows + "\n ],\n"
-        if self.crc32 is not None:
-            text += ' "crc32": ' + json.dumps([None if c is None else int(c) for c in self.crc32]) + ",\n"
+        if self.sum64 is not None:
+            text += ' "sum64": ' + json.dumps([None if c is None else int(c) for c in self.sum64]) + ",\n"
         text += ' "provenance": ' + json.dumps(self.provenance, sort_keys=True) + "\n}\n"
         return text
 
@@ -146,7 +146,7 @@ class Manifest:
                        scale=str(d.get("scale", "")), complete=bool(d.get("complete", False)),
                        content=str(d.get("content", "")), provenance=dict(d.get("provenance", {})),
                        _row_nbytes=int(d.get("row_nbytes", 0)),
-                       crc32=_crc_list(d.get("crc32"), len(paths)))
+                       sum64=_sum_list(d.get("sum64"), len(paths)))
         except DataError:
             raise
         except (KeyError, TypeError, ValueError, IndexError) as e:
@@ -177,7 +177,7 @@ class Manifest:
         return (Path(data_dir) / MANIFEST_NAME).is_file()
 
 
-def _crc_list(v, n: int) -> list | None:
+def _sum_list(v, n: int) -> list | None:
     """The optional per-file checksums: a list of n ints (or nulls); anything else is ignored (None)."""
     if not isinstance(v, list) or len(v) != n:
         return None

@@ -139,7 +139,7 @@ def test_generate_resume_rewrites_a_file_with_flipped_bytes(tmp_path):
         d = tmp_path / name
         res = G.generate(wl, d, seed=1, progress=False)
         m = res.manifest
-        assert m.crc32 is not None and None not in m.crc32
+        assert m.sum64 is not None and None not in m.sum64
         victim = d / m.paths[-1]
         b = bytearray(victim.read_bytes())
         b[len(b) - 100] ^= 0xFF
@@ -160,11 +160,11 @@ def test_generate_resume_without_checksum_record_rewrites(tmp_path):
     d = tmp_path / "d"
     G.generate(wl, d, seed=0, progress=False)
     m = Manifest.load(d)
-    m.crc32 = [None] + m.crc32[1:]
+    m.sum64 = [None] + m.sum64[1:]
     m.save(d)
     res = G.generate(wl, d, seed=0, progress=False)
     assert res.files_written == 1
-    assert Manifest.load(d).crc32[0] is not None
+    assert Manifest.load(d).sum64[0] is not None
 
 
 def test_launcher_world_size_reads_launcher_env_only():
