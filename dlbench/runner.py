@@ -301,6 +301,7 @@ class Loop:
             "delivered_samples": delivered,
             "verified": verifier.count if verifier is not None else 0,
             "read_retries": int(sum(r.retries for r in self._injected_readers)),
+            "timeline_flush_s": sum(t.hot_flush_ns for t in (timeline, *extra_tl)) * 1e-9,
         }
 
 
@@ -545,6 +546,8 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
     summary["strategy_stats"] = [g["strategy_stats"] for g in gathered]
     summary["verified_samples"] = int(sum(g["verified"] for g in gathered)) if cfg.verify else None
     summary["page_cache"] = page_cache_check(manifest, gathered)
+    # bookkeeping inside the timed loop: moving >= FLUSH_RECORDS pending records into arrays mid-epoch
+    summary["timeline_flush_s"] = [float(g.get("timeline_flush_s", 0.0)) for g in gathered]
     if loop.injection.active:
         worker_retries = sum(((g.get("strategy_stats") or {}).get("worker_io") or {}).get("read_retries", 0)
                              for g in gathered)

@@ -293,7 +293,7 @@ def test_spilling_timeline_memory_is_bounded(tmp_path):
 
     peaks = {}
     for mode in ("spill", "memory"):
-        tl = Timeline(cap, rank=3, spill_dir=tmp_path if mode == "spill" else None)
+        tl = Timeline(cap, rank=3, spill_dir=tmp_path if mode == "spill" else None, flush_records=cap)
         tracemalloc.start()
         fill(tl)
         peaks[mode] = tracemalloc.get_traced_memory()[1]
@@ -343,7 +343,7 @@ def test_long_fake_clock_run_spills_every_interval(tmp_path):
         loop = Loop(cfg, SerialComm(), wl, mem, None, reader_factory=lambda mem=mem: mem, clock=clock)
         d = tmp_path / mode
         d.mkdir()
-        tl = Timeline(64, 0, spill_dir=d if mode == "spill" else None)
+        tl = Timeline(64, 0, spill_dir=d if mode == "spill" else None, flush_records=64)
         out = loop.run(tl, compute=Compute(clock))
         if mode == "spill":
             assert out["arrays"] is None and tl._cap == 64
@@ -359,3 +359,20 @@ def test_long_fake_clock_run_spills_every_interval(tmp_path):
     s1 = summarize([outs["spill"]], workload="hep_cnn", strategy="naive", epochs=40)
     s2 = summarize([outs["memory"]], workload="hep_cnn", strategy="naive", epochs=40)
     assert s1["epoch_time_s"] == s2["epoch_time_s"] and s1["phase_time_s"] == s2["phase_time_s"]
+
+
+def test_spill_with_more_pending_than_the_store_holds(tmp_path):
+    """The runner's timelines hold up to FLUSH_RECORDS pending records over a smaller store: a flush then
+    writes them out in store-sized parts, in order, none lost."""
+    from dlbench.timeline import load_spilled
+
+    tl = Timeline(16, rank=0, spill_dir=tmp_path, flush_records=100)
+    for i in range(1_005):
+        tl.add(i % 9, 1_000 + i, 1_001 + i, i // 500, i, i, i % 4)
+        if i == 700:
+            tl.mark_epoch(1, 0, 1)   # a flush between epochs too
+    tl.finish()
+    assert tl._cap == 16 and tl.hot_flush_ns > 0
+    (a,) = load_spilled(tmp_path)
+    assert np.array_equal(a["step"], np.arange(1_005)) and np.array_equal(a["tier"], np.arange(1_005) % 4)
+    assert np.array_equal(a["start_ns"], 1_000 + np.arange(1_005))
