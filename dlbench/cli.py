@@ -285,10 +285,14 @@ def _strategy_options(f):
 @click.option("--local-dir", type=click.Path(file_okay=False), default=None,
               help="node-local storage for staging/local/pls (node<k> per node under it) [default: "
                    "$TMPDIR/dlbench-local]")
+@click.option("--inject", multiple=True, metavar="KIND=VALUE",
+              help="fault injection (repeatable): slow-rank=R:FACTOR (rank R's reads and compute take FACTOR x), "
+                   "fail-read=P (each shared-tier read fails with probability P, seeded, and is retried; retries "
+                   "in the summary)")
 @_strategy_options
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
         compute_stdev, compute_profile, device, precision, model, barrier, checkpoint_every, ranks_per_node, verify,
-        dry_run, progress, system, local_dir, **strategy_opts):
+        dry_run, progress, system, local_dir, inject, **strategy_opts):
     """Run the measured epoch loop for one strategy (serially, or under mpiexec/srun)."""
     import json
 
@@ -318,7 +322,10 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
                     accelerator=accelerator, compute_time_s=compute_time, compute_stdev_s=compute_stdev,
                     compute_profile=compute_profile, device=device, precision=precision, model=model, barrier=barrier,
                     checkpoint_every=checkpoint_every, verify=verify, ranks_per_node=ranks_per_node,
-                    dry_run=dry_run, system=system, local_dir=local_dir)
+                    dry_run=dry_run, system=system, local_dir=local_dir, inject=tuple(inject))
+    from .storage.inject import parse as parse_injection
+
+    parse_injection(inject)  # a bad --inject: one line before any MPI work
     from .system import load as load_profile
 
     load_profile(system)  # a bad profile: one line before any MPI work
@@ -344,6 +351,9 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     warn = (res["run"].get("summary", {}).get("page_cache") or {}).get("warning")
     if warn:
         click.echo(f"dlbench: warning: {warn}", err=True)
+    inj = res["run"].get("summary", {}).get("injected")
+    if inj:
+        click.echo(f"dlbench: warning: faults injected (--inject): {inj}", err=True)
     plan_warn = res["run"].get("summary", {}).get("plan_warning")
     if plan_warn:
         click.echo(f"dlbench: warning: {plan_warn}", err=True)

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from .timeline import PHASES
+from .timeline import OUTSIDE_EPOCH, PHASES
 
 MB = 1e6
 
@@ -57,6 +57,7 @@ def render_summary(run: dict) -> str:
         ("prologue / stage (s)", _f(s.get("prologue_time_s"))),
         ("epoch time (s), mean over ranks", ", ".join(_f(x) for x in ep) or "-"),
         ("exposed I/O share (stall/epoch)", _f(s.get("exposed_io_share"), "{:.1%}")),
+        ("end-to-end exposed share (with prologue)", _f(s.get("e2e_exposed_io_share"), "{:.1%}")),
         ("read share (read/epoch)", _f(s.get("read_share"), "{:.1%}")),
         ("AU (compute/epoch)", _f(s.get("au"), "{:.1%}")),
         ("samples/s", _f(s.get("samples_per_s"), "{:.1f}")),
@@ -72,6 +73,9 @@ def render_summary(run: dict) -> str:
     elif comp.get("mode") == "torch":
         key.append(("compute: torch (s/step, median)", f"{_f(comp.get('step_time_s_median'), '{:.4g}')}  "
                     f"{comp.get('model', '?')} on {comp.get('device', '?')}, {comp.get('precision', 'fp32')}"))
+    if s.get("plan_time_s"):
+        key.append(("plan build per epoch (s), outside epoch time",
+                    ", ".join(_f(x, "{:.4f}") for x in s["plan_time_s"])))
     bt = s.get("bytes_by_tier") or {}
     if bt:
         key.append(("bytes by tier (MB)", ", ".join(f"{k} {v / MB:.1f}" for k, v in bt.items() if v) or "0"))
@@ -79,7 +83,7 @@ def render_summary(run: dict) -> str:
     pt = s.get("phase_time_s") or {}
     ps = s.get("phase_share") or {}
     if pt:
-        rows = [(p, _f(pt.get(p)), _f(ps.get(p), "{:.1%}")) for p in PHASES if pt.get(p)]
+        rows = [(p, _f(pt.get(p)), _f(ps.get(p), "{:.1%}")) for p in PHASES if pt.get(p) and p not in OUTSIDE_EPOCH]
         lines.append("")
         lines.append(_table(["phase", "time (s)", "share"], rows))
     sp = s.get("spread") or {}
@@ -90,8 +94,8 @@ def render_summary(run: dict) -> str:
     return "\n".join(lines)
 
 
-COMPARE_COLUMNS = ("workload", "strategy", "compute", "ranks", "epoch_time_s", "exposed_io_share", "read_share", "au",
-                   "read_MB_per_s", "samples_per_s", "simulated", "run_dir")
+COMPARE_COLUMNS = ("workload", "strategy", "compute", "ranks", "epoch_time_s", "exposed_io_share",
+                   "e2e_exposed_io_share", "read_share", "au", "read_MB_per_s", "samples_per_s", "simulated", "run_dir")
 
 
 def compare_rows(run_dirs: Sequence) -> list[dict]:
@@ -105,7 +109,10 @@ def compare_rows(run_dirs: Sequence) -> list[dict]:
             "workload": s.get("workload"), "strategy": s.get("strategy"), "compute": _compute_label(r),
             "ranks": s.get("ranks"),
             "epoch_time_s": (sum(ep) / len(ep)) if ep else None,
-            "exposed_io_share": s.get("exposed_io_share"), "read_share": s.get("read_share"), "au": s.get("au"),
+            "exposed_io_share": s.get("exposed_io_share"),
+            # older run folders (before the figure existed) have no prologue share: shown as "-"
+            "e2e_exposed_io_share": s.get("e2e_exposed_io_share"),
+            "read_share": s.get("read_share"), "au": s.get("au"),
             "read_MB_per_s": (s.get("read_bandwidth_bytes_per_s") or 0) / MB,
             "samples_per_s": s.get("samples_per_s"),
             "simulated": bool(r.get("simulated") or s.get("simulated")), "run_dir": r.get("run_dir"),
@@ -149,10 +156,11 @@ def compare(run_dirs: Sequence, fmt: str = "table") -> str:
         w.writerows(rows)
         return buf.getvalue()
     tab = [(r["workload"], r["strategy"], r["compute"], r["ranks"], _f(r["epoch_time_s"]), _f(r["exposed_io_share"], "{:.1%}"),
-            _f(r["read_share"], "{:.1%}"), _f(r["au"], "{:.1%}"), _f(r["read_MB_per_s"], "{:.1f}"),
+            _f(r["e2e_exposed_io_share"], "{:.1%}"), _f(r["read_share"], "{:.1%}"), _f(r["au"], "{:.1%}"), _f(r["read_MB_per_s"], "{:.1f}"),
             _f(r["samples_per_s"], "{:.1f}"), "yes" if r["simulated"] else "no",
             r["status"]) for r in rows]
-    return _table(["workload", "strategy", "compute", "ranks", "epoch (s)", "exposed I/O", "read", "AU", "MB/s",
+    return _table(["workload", "strategy", "compute", "ranks", "epoch (s)", "exposed I/O", "e2e exposed", "read",
+                   "AU", "MB/s",
                    "samples/s", "simulated", "status"], tab, align_left=3)
 
 

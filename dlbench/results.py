@@ -1,8 +1,11 @@
 """The run folder: ``<out>/<workload>/<strategy>/<UTC stamp>/`` with
 
 - ``run.json``      ``{"schema": "dlbench.run/1", config, environment, summary, per_epoch, error, ...}``
+- ``intervals-rank<r>-p<pid>-t<thread>.rec`` + ``.json``: every timeline's raw records, written by its own
+                    rank while it runs (bounded memory per rank; ``timeline.load_spilled`` reads them)
 - ``intervals.npz`` every rank's raw ``Timeline.arrays()`` (keys ``r<rank>_<field>``), so every summary
-                    can be recomputed from the folder
+                    can be recomputed from the folder: written by rank 0 from the per-rank files when the
+                    run has at most ``NPZ_MAX_RECORDS`` records (``read_intervals`` reads either form)
 - ``trace.json``    Chrome trace format (opens in Perfetto / chrome://tracing): one process per rank,
                     one track per thread, an ``X`` event per interval (``ts``/``dur`` in µs)
 - ``timelogger.csv`` TimeLogger's columns plus ``Process ID, Current Thread``
@@ -38,6 +41,7 @@ PHASE_DESCRIPTION = {
     "read": "Read From Storage", "decode": "Decode And Collate", "transfer": "Host To Device",
     "exchange": "Exchange Between Ranks", "stage": "Stage To Local Tier", "compute": "Compute Step",
     "checkpoint": "Checkpoint", "stall": "Wait For Next Batch", "barrier": "Barrier",
+    "plan": "Build Epoch Plan", "verify": "Verify Batch",
 }
 PACKAGES = ("dlbench", "numpy", "h5py", "torch", "mpi4py", "mpich", "click", "pyyaml", "pillow", "darshan")
 
@@ -85,7 +89,12 @@ def check_out_dir(out) -> None:
 
 def new_run_dir(out, workload: str, strategy: str) -> Path:
     """Create and return a fresh ``<out>/<workload>/<strategy>/<UTC stamp>/`` (a suffix keeps it unique).
-    ConfigError (one line) when ``out`` cannot hold it."""
+    ``workload`` and ``strategy`` must be plain folder names (no separator, no ``..``, not hidden): the run
+    folder never lands outside ``out``. ConfigError (one line) when ``out`` cannot hold it."""
+    for what, comp in (("workload", str(workload)), ("strategy", str(strategy))):
+        if not comp or comp != Path(comp).name or comp.startswith(".") or "/" in comp or "\\" in comp:
+            raise ConfigError(f"{what} name={comp!r}: not a plain folder name; the run folder "
+                              f"<out>/<workload>/<strategy>/ must stay inside {out}")
     base = Path(out) / str(workload) / str(strategy)
     try:
         base.mkdir(parents=True, exist_ok=True)
@@ -205,6 +214,34 @@ def _clean(intervals) -> list[dict]:
 
 
 # ---- artefacts -----------------------------------------------------------------------------------
+NPZ_MAX_RECORDS = 4_000_000   # above this, the per-rank files are the only copy of the intervals
+
+
+class SpilledIntervals:
+    """The per-rank interval files of a run folder as a re-iterable sequence of per-rank arrays dicts,
+    loaded one rank at a time (rank 0 never holds every rank's intervals at once)."""
+
+    def __init__(self, folder):
+        from .timeline import spilled_ranks
+
+        self.folder = Path(folder)
+        self.ranks = spilled_ranks(self.folder)
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def __iter__(self):
+        from .timeline import load_spilled
+
+        for r in self.ranks:
+            yield from load_spilled(self.folder, r)
+
+    def records(self) -> int:
+        import json
+
+        return sum(int(json.loads(p.read_text())["records"]) for p in self.folder.glob("intervals-rank*.json"))
+
+
 def write_intervals(path: Path, intervals: list[dict]) -> None:
     arrs = {}
     for a in intervals:
@@ -224,7 +261,15 @@ def write_intervals(path: Path, intervals: list[dict]) -> None:
 
 
 def read_intervals(path) -> list[dict]:
-    """``intervals.npz`` back into a list of per-rank arrays dicts (ordered by rank)."""
+    """``intervals.npz`` (or, given a run folder, its ``intervals.npz`` or else its per-rank interval files)
+    back into a list of per-rank arrays dicts (ordered by rank)."""
+    p = Path(path)
+    if p.is_dir():
+        if (p / "intervals.npz").is_file():
+            p = p / "intervals.npz"
+        else:
+            return list(SpilledIntervals(p))
+    path = p
     out = []
     with np.load(path) as z:
         for r in z["ranks"].tolist():
@@ -333,13 +378,19 @@ def write_run(run_dir, *, config, summary, per_epoch=None, intervals=None, error
     run_dir.mkdir(parents=True, exist_ok=True)
     write_errors: dict[str, str] = {}
     files: list[str] = []
+    spilled = isinstance(intervals, SpilledIntervals)
     try:
-        ivs = _clean(intervals)
+        ivs = intervals if spilled else _clean(intervals)
     except Exception as exc:  # noqa: BLE001
         ivs = []
         write_errors["intervals"] = f"{type(exc).__name__}: {exc}"
+    if spilled:
+        files += sorted(p.name for p in run_dir.glob("intervals-rank*"))
     if ivs:
-        for name, fn in (("intervals.npz", write_intervals),
+        artefacts = [("intervals.npz", write_intervals)]
+        if spilled and intervals.records() > NPZ_MAX_RECORDS:
+            artefacts = []  # the per-rank files are the raw data; one npz would hold every rank at once
+        for name, fn in (*artefacts,
                          ("trace.json", lambda p, iv: _dump_json(p, trace_events(iv))),
                          ("timelogger.csv", write_timelogger_csv)):
             try:

@@ -326,10 +326,11 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
     from . import workload as wl_mod
     from .data.generate import generate
     from .data.manifest import Manifest
-    from .runner import RunConfig, default_data_dir, run
+    from .runner import RunConfig, data_dir_tag, default_data_dir, run
 
     wl = wl_mod.load(st.workload, scale=st.scale, samples=st.samples)
-    d = Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed)
+    d = Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed,
+                                                         data_dir_tag(wl.spec_path, wl))
     if not Manifest.exists(d):
         if echo:
             echo(f"generating {wl.name} ({wl.samples} samples, {wl.dataset_nbytes / 1e6:.0f} MB) in {d}")

@@ -264,7 +264,24 @@ def load_spec(name_or_path: str) -> tuple[WorkloadSpec, str]:
     return spec, str(path)
 
 
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}"
+
+
+def _check_name(name: str, where: str) -> None:
+    """A workload name becomes a path component (results/<workload>/..., the default data dir): letters,
+    digits, ``_ . + -``, starting with a letter or digit, so no ``/``, ``..`` or hidden names can escape
+    the results or data root. Refused rather than slugified: two names slugifying alike would share a
+    folder silently."""
+    import re
+
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name) or ".." in name:
+        raise ConfigError(f"workload name={name!r} ({where}): must be 1-100 characters of letters, digits, "
+                          f"'_', '.', '+', '-', start with a letter or digit and hold no '..' (it names "
+                          f"folders under the results and data roots)")
+
+
 def _check_spec(spec: WorkloadSpec, where: str) -> None:
+    _check_name(spec.name, where)
     if spec.layout == "jpeg_folders":
         if spec.jpeg is None:
             raise ConfigError(f"workload {spec.name} ({where}): layout jpeg_folders needs a 'jpeg' section")

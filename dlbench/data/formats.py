@@ -115,20 +115,20 @@ class _ArraysMixin:
         self._nbytes = [a.nbytes for a in workload.arrays]
         self._starts = list(np.cumsum([0] + self._nbytes[:-1]))
         self.max_row_nbytes = self.decoded_nbytes = int(sum(self._nbytes))
-        self._views: dict = {}
+
+    # No cache of views: the executors pass a fresh row view ``rows[j]`` at every call, so a cache keyed by
+    # the buffer object (``id(out)``) never hit and cost ~5 us per sample rebuilding views and churning the
+    # dict (issue 12; benchmarks/reader_rows.py). Raw uint8 slices cost ~0.1 us per array and are all the
+    # default pread path needs; typed views are built only for HDF5 reads, whose own cost dwarfs them.
+    def _check_out(self, out: np.ndarray) -> None:
+        if out.size < self.max_row_nbytes:
+            raise ValueError(f"read_into: out holds {out.size} B, a row needs {self.max_row_nbytes}")
 
     def _views_of(self, out: np.ndarray) -> list[np.ndarray]:
-        e = self._views.get(id(out))  # keyed by the buffer object (kept alive by the entry): ~0.1 us
-        v = e[1] if e is not None and e[0] is out else None
-        if v is None:
-            if out.size < self.max_row_nbytes:
-                raise ValueError(f"read_into: out holds {out.size} B, a row needs {self.max_row_nbytes}")
-            v = [out[s:s + n].view(dt).reshape(sh)
-                 for s, n, dt, sh in zip(self._starts, self._nbytes, self._dtypes, self._shapes)]
-            if len(self._views) > 256:
-                self._views.clear()
-            self._views[id(out)] = (out, v)
-        return v
+        """Typed views of ``out`` (one per array, shaped like the sample's array)."""
+        self._check_out(out)
+        return [out[s:s + n].view(dt).reshape(sh)
+                for s, n, dt, sh in zip(self._starts, self._nbytes, self._dtypes, self._shapes)]
 
 
 def _fapl():
@@ -191,6 +191,8 @@ class _OpenFile:
             self.fid.close()
             raise hdf5_error(path, e, "its datasets") from None
         self.nbytes = nbytes
+        self.single = len(nbytes) == 1
+        self.parts: list = []
         self.fd = -1
         if via != "hdf5":
             offs = [d.get_offset() for d in self.ds]
@@ -208,19 +210,32 @@ class _OpenFile:
         self.counts = [(1, *sh) for sh in shapes]
         self.zeros = [(0,) * len(sh) for sh in shapes]
 
-    def read_row(self, j: int, views, raw) -> None:
+    def read_row(self, j: int, out: np.ndarray, reader) -> None:
+        """Row ``j`` of every array into ``out`` (laid out as ``reader``'s arrays, back to back)."""
         if self.fd >= 0:
-            for off, n, r in zip(self.offsets, self.nbytes, raw):
-                if os.preadv(self.fd, [r], off + j * n) != n:
+            fd = self.fd
+            if self.single:  # one array: the row is out[:n]
+                n = self.nbytes[0]
+                if os.preadv(fd, [out[:n]], self.offsets[0] + j * n) != n:
+                    raise DataError(f"{os.fsdecode(self.path)}: short read of row {j}: the file is truncated "
+                                    f"(check the dataset with `dlbench verify`)")
+                return
+            for off, s, n in self.parts or self._make_parts(reader):
+                if os.preadv(fd, [out[s:s + n]], off + j * n) != n:
                     raise DataError(f"{os.fsdecode(self.path)}: short read of row {j}: the file is truncated "
                                     f"(check the dataset with `dlbench verify`)")
             return
+        views = [v.reshape((1, *v.shape)) for v in reader._views_of(out)]
         try:
             for d, fs, ms, cnt, z, v in zip(self.ds, self.fspaces, self.mspaces, self.counts, self.zeros, views):
                 fs.select_hyperslab((j, *z), cnt)
                 d.read(ms, fs, v)
         except OSError as e:
             raise hdf5_error(self.path, e, f"row {j}") from None
+
+    def _make_parts(self, reader) -> list:
+        self.parts = list(zip(self.offsets, reader._starts, self.nbytes))
+        return self.parts
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -245,7 +260,6 @@ class BlockReader(_ArraysMixin, SampleReader):
         self._max_open = max(1, int(max_open_files))
         self._open: OrderedDict[int, _OpenFile] = OrderedDict()
         self._fapl = _fapl()
-        self._row_views: dict = {}
         if workload.layout == "hdf5_shared":
             self._shared = self._get(0)
 
@@ -260,26 +274,14 @@ class BlockReader(_ArraysMixin, SampleReader):
             self._open.move_to_end(f)
         return h
 
-    def _views_of(self, out):
-        """(typed views shaped (1, *shape) for H5Dread, raw uint8 slices for preadv) of ``out``."""
-        e = self._row_views.get(id(out))
-        v = e[1] if e is not None and e[0] is out else None
-        if v is None:
-            typed = [x.reshape((1, *x.shape)) for x in _ArraysMixin._views_of(self, out)]
-            raw = [out[s:s + n] for s, n in zip(self._starts, self._nbytes)]
-            v = (typed, raw)
-            if len(self._row_views) > 256:
-                self._row_views.clear()
-            self._row_views[id(out)] = (out, v)
-        return v
-
     def read_into(self, i: int, out: np.ndarray) -> int:
-        typed, raw = self._views_of(out)
+        if out.size < self.max_row_nbytes:
+            self._check_out(out)
         if self._spf:
             f, j = divmod(i, self._spf)
-            self._get(f).read_row(j, typed, raw)
+            self._get(f).read_row(j, out, self)
         else:
-            self._shared.read_row(i, typed, raw)
+            self._shared.read_row(i, out, self)
         return self.max_row_nbytes
 
     def close(self) -> None:

@@ -72,6 +72,7 @@ class Manifest:
     content: str = CONTENT_VERSION
     provenance: dict = field(default_factory=dict)
     _row_nbytes: int = 0     # stored bytes per sample for HDF5 layouts
+    sum64: list | None = None  # per file: generate.file_checksum of the file as written (None: not recorded)
 
     # ---- queries -----------------------------------------------------------------------------------
     @property
@@ -118,6 +119,8 @@ class Manifest:
         rows = ",\n  ".join(json.dumps([p, int(f), int(c), int(b)])
                             for p, f, c, b in zip(self.paths, self.first, self.count, self.nbytes))
         text += ',\n "files": [\n  ' + rows + "\n ],\n"
+        if self.sum64 is not None:
+            text += ' "sum64": ' + json.dumps([None if c is None else int(c) for c in self.sum64]) + ",\n"
         text += ' "provenance": ' + json.dumps(self.provenance, sort_keys=True) + "\n}\n"
         return text
 
@@ -142,7 +145,8 @@ class Manifest:
                        first=arr[:, 0].copy(), count=arr[:, 1].copy(), nbytes=arr[:, 2].copy(),
                        scale=str(d.get("scale", "")), complete=bool(d.get("complete", False)),
                        content=str(d.get("content", "")), provenance=dict(d.get("provenance", {})),
-                       _row_nbytes=int(d.get("row_nbytes", 0)))
+                       _row_nbytes=int(d.get("row_nbytes", 0)),
+                       sum64=_sum_list(d.get("sum64"), len(paths)))
         except DataError:
             raise
         except (KeyError, TypeError, ValueError, IndexError) as e:
@@ -194,6 +198,13 @@ class Manifest:
     @classmethod
     def exists(cls, data_dir: str | Path) -> bool:
         return (Path(data_dir) / MANIFEST_NAME).is_file()
+
+
+def _sum_list(v, n: int) -> list | None:
+    """The optional per-file checksums: a list of n ints (or nulls); anything else is ignored (None)."""
+    if not isinstance(v, list) or len(v) != n:
+        return None
+    return [int(c) if isinstance(c, int) and not isinstance(c, bool) else None for c in v]
 
 
 # ---- planning (pure) ----------------------------------------------------------------------------------

@@ -34,9 +34,10 @@ def get(name: str) -> Strategy:
     return _REGISTRY[name]()
 
 
-def parse_options(strategy: Strategy, values: dict[str, Any], where: str = "--opt") -> Any:
-    """The strategy's Options from ``KEY=VALUE`` pairs (strict: unknown keys and bounds checked)."""
-    return from_mapping(strategy.Options, values, where=where)
+def parse_options(strategy: Strategy, values: dict[str, Any], where: str = "", flags: bool = False) -> Any:
+    """The strategy's Options from ``{field: value}`` (strict: unknown keys and bounds checked); ``flags``:
+    the values came from the CLI's one flag per option, so messages name the flag (``--exchange-fraction``)."""
+    return from_mapping(strategy.Options, values, where=where, flags=flags)
 
 
 __all__ = ["Batch", "Executor", "RunContext", "Semantics", "Strategy", "get", "names", "parse_options",

@@ -78,7 +78,10 @@ class Batch:
 
 class Executor:
     """Carries a plan out. ``start()`` runs the prologue (staging), ``epoch(e)`` yields one Batch per
-    step, ``close()`` releases threads, processes and files. ``stats()`` may add strategy figures."""
+    step, ``close()`` releases threads, processes and files. ``stats()`` may add strategy figures.
+    ``interrupted`` is set by the runner when the run is being interrupted on every rank (Ctrl-C, SIGTERM)."""
+
+    interrupted = False
 
     def start(self) -> None:
         return None

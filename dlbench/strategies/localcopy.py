@@ -323,7 +323,8 @@ class LocalCopyExecutor(Executor):
         """Delete the local copies on every exit path. After a complete run: wait for the node's ranks, delete
         this rank's copies and the directories that are then empty. After a failure or an interrupt (no
         barrier: other ranks may be gone): remove this rank's directory (rank-private stores) or the node's
-        (staging), then this rank's owner marker and the run directory if empty. A rank killed before it gets
+        (staging), then this rank's owner marker and the run directory if empty; after an interrupt (every
+        rank stops) the whole run directory of this host. A rank killed before it gets
         here leaves its copies to ``remove_stale_run_dirs`` of the next run. ``cleanup_note`` says what was
         done."""
         try:
@@ -335,7 +336,11 @@ class LocalCopyExecutor(Executor):
                 self.store.clear()
                 if self.private:
                     shutil.rmtree(node_dir / f"rank{self.ctx.rank}", ignore_errors=True)
-            else:
+            elif self.interrupted:
+                # every rank is being interrupted: whichever gets here first removes the whole run directory of
+                # this host (the rank MPI_Abort kills next may never reach its own clean-up)
+                shutil.rmtree(self.root, ignore_errors=True)
+            else:   # a failure: this rank's copies (the others still run until the abort reaches them)
                 shutil.rmtree(node_dir / f"rank{self.ctx.rank}" if self.private else node_dir, ignore_errors=True)
             (self.root / owner_marker()).unlink(missing_ok=True)
             for d in (node_dir, self.root):

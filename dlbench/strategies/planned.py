@@ -252,7 +252,9 @@ class PlannedExecutor(Executor):
             try:
                 self.stores.clear()
             finally:
-                if self.root is not None:
+                if self.root is not None and self.interrupted:   # every rank stops: the whole run dir of the host
+                    shutil.rmtree(self.root, ignore_errors=True)
+                elif self.root is not None:
                     node_dir = self.root / f"node{int(self.ctx.node_map[self.ctx.rank])}"
                     shutil.rmtree(node_dir / f"rank{self.ctx.rank}", ignore_errors=True)
                     (self.root / owner_marker()).unlink(missing_ok=True)

@@ -202,8 +202,11 @@ class Loader:
         self.cond = threading.Condition()
         n = max(1, self.threads)
         self.readers = [ctx.reader_factory() for _ in range(n)]
-        self.timelines = [timeline] if self.threads == 0 else [Timeline(1 << 14, ctx.rank, thread=100 + k)
-                                                              for k in range(self.threads)]
+        # each loader thread records into its own timeline (spilling with the trainer's when it spills)
+        self.timelines = [timeline] if self.threads == 0 else [
+            timeline.sibling(100 + k, 1 << 14) if hasattr(timeline, "sibling") else Timeline(1 << 14, ctx.rank,
+                                                                                            thread=100 + k)
+            for k in range(self.threads)]
         self.shared_reads = self.shared_bytes = 0
         self._threads: list[threading.Thread] = []
         self._error: BaseException | None = None
