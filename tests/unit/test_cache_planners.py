@@ -1,0 +1,93 @@
+"""Pure planners of clairvoyant, locality and deepio: possession, cover, what each caches, and their rules."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+from dlbench import strategies
+from dlbench.plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED
+from dlbench.plan.caches import global_rows
+from dlbench.plan.clairvoyant import access_frequencies, clairvoyant_plan
+from dlbench.plan.invariants import check_epoch_cover, check_possession
+from dlbench.strategies import RunContext
+
+
+def _ctx(F=60, W=2, b=4, E=3, seed=0, sizes=1000, budget=None):
+    from dlbench.simulate import SimWorkload
+
+    return RunContext(workload=SimWorkload("t", F, W * b), n_samples=F,
+                      sample_nbytes=np.broadcast_to(np.asarray(sizes, np.int64), (F,)).copy(), world_size=W,
+                      rank=0, node_map=np.arange(W), seed=seed, epochs=E, local_batch=b,
+                      memory_budget_bytes=budget)
+
+
+def _plan(name, ctx, **opts):
+    st = strategies.get(name)
+    return st.plan(ctx, strategies.parse_options(st, opts))
+
+
+def _cplan(F, W, b, E, seed, slots, local_bytes=0.0, sizes=100):
+    return clairvoyant_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=E, local_batch=b, seed=seed,
+                            sample_nbytes=sizes, memory_slots=slots, local_bytes=local_bytes)
+
+
+# ---- clairvoyant --------------------------------------------------------------------------------------------
+@settings(max_examples=25, deadline=None)
+@given(F=hs.integers(5, 70), W=hs.integers(1, 4), b=hs.integers(1, 6), E=hs.integers(1, 4),
+       seed=hs.integers(0, 99), slots=hs.integers(0, 30), local=hs.sampled_from([0.0, 350.0, 1e9]))
+def test_clairvoyant_possession_and_cover(F, W, b, E, seed, slots, local):
+    if W > F:
+        return
+    plan = _cplan(F, W, b, E, seed, slots, local)
+    check_possession(plan)
+    check_epoch_cover(plan)
+    for e in range(E):        # exact global shuffle order
+        rows, _ = global_rows(seed, e, F, W, b, False, False)
+        assert np.array_equal(plan.epoch(e).sample_ids, rows)
+
+
+def test_clairvoyant_caches_the_most_accessed_samples_memory_first():
+    F, W, b, E, seed, slots = 40, 2, 3, 6, 4, 5
+    plan = _cplan(F, W, b, E, seed, slots, local_bytes=7 * 100.0)
+    counts, first, _ = access_frequencies(n_samples=F, world_size=W, epochs=E, local_batch=b, seed=seed)
+    for r in range(W):
+        kept = {}
+        for ep in plan:
+            k = ep.rank_keep(r)
+            for sid, code in zip(ep.rank_samples(r)[k != NO_TIER].tolist(), k[k != NO_TIER].tolist()):
+                assert sid not in kept, "a sample is stored twice"
+                kept[sid] = code
+        mem = [s for s, c in kept.items() if c == MEMORY]
+        loc = [s for s, c in kept.items() if c == LOCAL]
+        assert len(mem) == slots and len(loc) == 7
+        c = counts[r]
+        # nothing outside the cache is accessed more often than the least-accessed cached sample
+        assert c[[s for s in range(F) if s not in kept]].max() <= c[list(kept)].min()
+        assert c[mem].min() >= c[loc].max()            # fastest tier gets the most accessed
+        # every access after the first of a cached sample reads the own tier
+        for ep in plan:
+            ids, src = ep.rank_samples(r), ep.rank_sources(r)
+            keep = ep.rank_keep(r)
+            for sid, s, k in zip(ids.tolist(), src.tolist(), keep.tolist()):
+                if sid in kept and k == NO_TIER:
+                    assert s == kept[sid]
+
+
+def test_clairvoyant_reads_peers_only_after_they_stored_it_and_spreads_them():
+    plan = _cplan(48, 3, 4, 4, 1, slots=48)       # everything cached: after epoch 0 nothing from the shared FS
+    check_possession(plan)
+    e1 = plan.epoch(1)
+    assert (plan.epoch(0).source == SHARED).sum() == 48
+    assert not (e1.source == SHARED).any()
+    peers = e1.peer[e1.source == PEER]
+    assert set(np.unique(peers).tolist()) == {0, 1, 2}
+    total = plan.bytes_by_tier(100)
+    assert total["shared"] == 48 * 100                # each sample read once from the shared FS in all
+
+
+def test_clairvoyant_strategy_capacity_and_threads():
+    ctx = _ctx(F=60, sizes=1000)
+    plan = _plan("clairvoyant", ctx, cache_capacity=10 * 4096)
+    assert plan.pipeline == "prefetch" and plan.loader_threads == 2
+    assert max(plan.meta["cache_peak_samples"]) == 10
+    assert _plan("clairvoyant", ctx, loader_threads=0).pipeline == "sync"
