@@ -41,6 +41,9 @@ def _plan_bytes(strategy, opts, tiny):
     ("clairvoyant", [], {}),
     ("clairvoyant", ["--cache-capacity", 8 * 16384, "--local-cache-capacity", 150_000, "--local-dir", "LOCAL"],
      {"cache_capacity": 8 * 16384, "local_cache_capacity": 150_000}),
+    ("locality", [], {}),
+    ("locality", ["--cache-capacity", 28 * 16384, "--loader-threads", "2"],
+     {"cache_capacity": 28 * 16384, "loader_threads": 2}),
 ])
 def test_two_nodes_verify_and_bytes_follow_the_plan(tiny, tmp_path, run_mpi, strategy, extra, opts):
     out = tmp_path / "res"

@@ -1,10 +1,12 @@
 """Pure planners of clairvoyant, locality and deepio: possession, cover, what each caches, and their rules."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from dlbench import strategies
+from dlbench.errors import CapacityError
 from dlbench.plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED
 from dlbench.plan.caches import global_rows
 from dlbench.plan.clairvoyant import access_frequencies, clairvoyant_plan
@@ -91,3 +93,78 @@ def test_clairvoyant_strategy_capacity_and_threads():
     assert plan.pipeline == "prefetch" and plan.loader_threads == 2
     assert max(plan.meta["cache_peak_samples"]) == 10
     assert _plan("clairvoyant", ctx, loader_threads=0).pipeline == "sync"
+
+
+# ---- locality -----------------------------------------------------------------------------------------------
+def _lplan(F, W, b, E, seed, cap, drop_last=False):
+    from dlbench.plan.locality import locality_plan
+
+    return locality_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=E, local_batch=b, seed=seed,
+                         capacity=cap, drop_last=drop_last)
+
+
+@settings(max_examples=25, deadline=None)
+@given(F=hs.integers(4, 70), W=hs.integers(1, 4), b=hs.integers(1, 6), E=hs.integers(1, 4),
+       seed=hs.integers(0, 99), cap=hs.integers(1, 30), drop_last=hs.booleans())
+def test_locality_possession_cover_batches_and_b_per_rank(F, W, b, E, seed, cap, drop_last):
+    if W > F:
+        return
+    plan = _lplan(F, W, b, E, seed, cap, drop_last)
+    check_possession(plan)
+    if not drop_last:
+        check_epoch_cover(plan)
+    for e in range(E):
+        rows, bounds = global_rows(seed, e, F, W, b, drop_last, False)
+        ep = plan.epoch(e)
+        assert np.array_equal(ep.bounds, bounds)                         # every rank gets b per step
+        for s in range(ep.steps):
+            want = np.sort(rows[:, bounds[0, s]:bounds[0, s + 1]].reshape(-1))
+            got = np.sort(np.concatenate([ep.step_samples(r, s) for r in range(W)]))
+            assert np.array_equal(got, want)                              # global batch membership unchanged
+        if e == 0:
+            assert (ep.source == SHARED).all()
+    kept = np.asarray(plan.meta["cache_peak_samples"])
+    assert (kept <= cap).all()
+
+
+def test_locality_holders_train_on_what_they_hold_and_first_reads_are_kept():
+    F, W, b, cap = 48, 2, 4, 10
+    plan = _lplan(F, W, b, 3, 7, cap)
+    ep0 = plan.epoch(0)
+    for r in range(W):   # each rank keeps its first `cap` reads
+        assert ep0.rank_keep(r)[:cap].tolist() == [MEMORY] * cap and (ep0.rank_keep(r)[cap:] == NO_TIER).all()
+    held = {r: set(ep0.rank_samples(r)[:cap].tolist()) for r in range(W)}
+    ep1 = plan.epoch(1)
+    for r in range(W):
+        src, ids = ep1.rank_sources(r), ep1.rank_samples(r)
+        assert {int(i) for i, s in zip(ids, src) if s == MEMORY} <= held[r]
+        for i, s, p in zip(ids.tolist(), src.tolist(), ep1.rank_peers(r).tolist()):
+            if s == PEER:
+                assert i in held[p]
+            if s == SHARED:
+                assert not any(i in h for h in held.values())
+
+
+def test_locality_greedy_pairs_largest_surplus_with_largest_deficit():
+    from dlbench.plan.locality import rebalance_batch
+
+    W, b = 4, 3
+    owner = np.full(20, -1, np.int64)
+    owner[[0, 1, 2, 3, 4, 5]] = 0          # rank 0 holds 6: surplus 3
+    owner[[6, 7, 8, 9]] = 1                # rank 1 holds 4: surplus 1
+    owner[[10]] = 2                        # rank 2 holds 1: deficit 2
+    samples = np.array([0, 6, 1, 7, 2, 8, 3, 9, 4, 10, 5, 11])   # 11 held by nobody; rank 3 deficit 3
+    ids, src, peer, stats = rebalance_batch(samples, owner, W, b)
+    assert ids.shape == (W, b) and sorted(ids.reshape(-1).tolist()) == sorted(samples.tolist())
+    # round 1: rank 0 (surplus 3) -> rank 3 (deficit 3): samples 3, 4, 5; round 2: rank 1 (1) -> rank 2 (2): 9
+    assert ids[3].tolist() == [3, 4, 5] and (src[3] == PEER).all() and (peer[3] == 0).all()
+    assert ids[2].tolist() == [9, 10, 11] and src[2].tolist() == [PEER, MEMORY, SHARED] and peer[2, 0] == 1
+    assert ids[0].tolist() == [0, 1, 2] and (src[0] == MEMORY).all()
+    assert stats.tolist() == [4, 1]
+
+
+def test_locality_cache_too_small_names_the_option():
+    ctx = _ctx(sizes=1000)
+    with pytest.raises(CapacityError, match="--cache-capacity"):
+        _plan("locality", ctx, cache_capacity=100)
+    assert _plan("locality", ctx, cache_capacity=4096).meta["cache_peak_samples"] == [1, 1]
