@@ -44,6 +44,9 @@ def _plan_bytes(strategy, opts, tiny):
     ("locality", [], {}),
     ("locality", ["--cache-capacity", 28 * 16384, "--loader-threads", "2"],
      {"cache_capacity": 28 * 16384, "loader_threads": 2}),
+    ("deepio", ["--mode", "ordered", "--cache-capacity", 20 * 16384], {"mode": "ordered", "cache_capacity": 20 * 16384}),
+    ("deepio", ["--mode", "opportunistic", "--cache-capacity", 20 * 16384, "--loader-threads", "2"],
+     {"mode": "opportunistic", "cache_capacity": 20 * 16384, "loader_threads": 2}),
 ])
 def test_two_nodes_verify_and_bytes_follow_the_plan(tiny, tmp_path, run_mpi, strategy, extra, opts):
     out = tmp_path / "res"
@@ -54,6 +57,8 @@ def test_two_nodes_verify_and_bytes_follow_the_plan(tiny, tmp_path, run_mpi, str
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads(next(out.rglob("run.json")).read_text())["summary"]
     assert s["nodes"] == 2 and s["verified_samples"] == 3 * 64
+    if opts.get("mode") == "opportunistic":   # only the 40 samples in memory are trained on
+        assert s["order_quality"]["max_after_E"] <= 40 / 64 and s["semantics"]["order_changes"] == "yes"
     want = _plan_bytes(strategy, opts, tiny)
     got = s["bytes_by_tier"]
     for tier in ("shared", "local", "memory", "peer"):

@@ -168,3 +168,59 @@ def test_locality_cache_too_small_names_the_option():
     with pytest.raises(CapacityError, match="--cache-capacity"):
         _plan("locality", ctx, cache_capacity=100)
     assert _plan("locality", ctx, cache_capacity=4096).meta["cache_peak_samples"] == [1, 1]
+
+
+# ---- deepio -------------------------------------------------------------------------------------------------
+def _dplan(F, W, b, E, seed, cap, mode):
+    from dlbench.plan.deepio import deepio_plan
+
+    return deepio_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=E, local_batch=b, seed=seed,
+                       capacity=cap, mode=mode)
+
+
+@settings(max_examples=25, deadline=None)
+@given(F=hs.integers(4, 70), W=hs.integers(1, 4), b=hs.integers(1, 6), E=hs.integers(1, 3),
+       seed=hs.integers(0, 99), cap=hs.integers(1, 30), mode=hs.sampled_from(["ordered", "opportunistic"]))
+def test_deepio_possession_counts_and_memory_only_draws(F, W, b, E, seed, cap, mode):
+    if W > F:
+        return
+    plan = _dplan(F, W, b, E, seed, cap, mode)
+    check_possession(plan)
+    in_mem = set(plan.prologue.sample.tolist())
+    ranges = np.bincount(np.arange(F) * W // F, minlength=W)
+    assert len(in_mem) == np.minimum(ranges, cap).sum()
+    for e in range(E):
+        rows, bounds = global_rows(seed, e, F, W, b, False, False)
+        ep = plan.epoch(e)
+        assert np.array_equal(ep.bounds, bounds)                 # the global shuffle's count and steps
+        if mode == "ordered":
+            assert np.array_equal(ep.sample_ids, rows)
+        else:
+            assert set(ep.sample_ids.reshape(-1).tolist()) <= in_mem   # only what is in memory
+            assert not (ep.source == SHARED).any()
+    if mode == "ordered":
+        check_epoch_cover(plan)
+
+
+def test_deepio_opportunistic_prefers_holders_and_reports_its_order_quality():
+    from dlbench.plan.quality import order_quality
+
+    plan = _dplan(64, 2, 4, 4, 3, 32, "opportunistic")       # memory holds the dataset
+    check_epoch_cover(plan)                                    # then each epoch is a full permutation
+    ep = plan.epoch(1)
+    own = (ep.source == MEMORY).mean()
+    assert own > 0.75, own                                     # uniform dealing would give about 1/2
+    small = _dplan(64, 2, 4, 4, 3, 8, "opportunistic")
+    q = order_quality(small)
+    assert q["max_after_E"] <= 16 / 64                        # never more than the 16 samples in memory
+    assert not set(small.epoch(2).sample_ids.reshape(-1).tolist()) - set(range(8)) - set(range(32, 40))
+
+
+def test_deepio_strategy_semantics_and_capacity():
+    ctx = _ctx(F=60, sizes=1000)
+    p = _plan("deepio", ctx, mode="opportunistic", cache_capacity=10 * 4096)
+    assert p.meta["semantics"]["each_epoch_a_full_permutation"].startswith("no")
+    assert p.meta["cache_peak_samples"] == [10, 10]
+    assert _plan("deepio", ctx).meta["semantics"]["order_changes"] == "no"
+    with pytest.raises(CapacityError, match="--cache-capacity"):
+        _plan("deepio", ctx, cache_capacity=10)
