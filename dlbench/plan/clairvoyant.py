@@ -14,8 +14,9 @@ What the plan says, for every rank r:
   background fill, without a prologue: the fill overlaps training.
 - **Where every other access comes from (cheapest source).** An access at (epoch e, step s) whose sample
   r does not hold yet reads a peer's tier when some other rank holds it from an earlier step (possession
-  rule), else the shared FS. Peer choice: among the ranks holding k then (sorted by when they stored it,
-  then rank), the one at index (r + t) mod count, t = e·steps + s — deterministic and spread over the
+  rule), else the shared FS. Peer choice: ranks holding k in memory then are preferred to ranks holding
+  it on disk (a disk holder reads it before sending); among the preferred ones (sorted by when they stored
+  it, then rank), the one at index (r + t) mod count, t = e·steps + s — deterministic and spread over the
   holders so no single early holder serves everyone.
 - The staging buffer of HDMLP is the executor's loader ring, filled in exact access order by
   ``loader_threads`` threads (``pipeline="prefetch"``).
@@ -84,13 +85,14 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
     counts, first, steps = access_frequencies(n_samples=F, world_size=W, epochs=epochs, local_batch=local_batch,
                                               seed=seed, drop_last=drop_last, drop_last_batch=drop_last_batch)
     tier = assign_tiers(counts, first, sizes, memory_slots, local_bytes)
-    # cached (rank, sample) pairs sorted by (sample, time stored, rank): the holders of a sample at a time
-    pr, pk = np.nonzero(tier != NO_TIER)
-    pt = first[pr, pk]
+    # per tier, cached (rank, sample) pairs sorted by (sample, time stored, rank): the holders of a sample
     span = epochs * max(steps, 1) + 1
-    pkey = pk.astype(np.int64) * span + pt
-    order = np.lexsort((pr, pkey))
-    pkey, pair_rank = pkey[order], pr[order].astype(np.int32)
+    holders = []
+    for code in (MEMORY, LOCAL):     # a peer's memory before a peer's disk
+        pr, pk = np.nonzero(tier == code)
+        pkey = pk.astype(np.int64) * span + first[pr, pk]
+        order = np.lexsort((pr, pkey))
+        holders.append((pkey[order], pr[order].astype(np.int32)))
     flat_tier, flat_first = tier.reshape(-1), first.reshape(-1)
 
     def build(e: int) -> EpochPlan:
@@ -112,7 +114,9 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
             fill = fill[i1]
             keep[a.rank[fill], a.col[fill]] = tr[fill]
         rest = np.nonzero(~own)[0]
-        if len(rest) and len(pkey):
+        for pkey, pair_rank in holders:
+            if not len(rest) or not len(pkey):
+                continue
             base = a.sample[rest] * span
             lo = np.searchsorted(pkey, base, side="left")
             hi = np.searchsorted(pkey, base + t[rest], side="left")   # holders stored at a time < t
@@ -122,6 +126,7 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
             pick = lo[has] + (a.rank[rr] + t[rr]) % cnt[has]
             source[a.rank[rr], a.col[rr]] = PEER
             peer[a.rank[rr], a.col[rr]] = pair_rank[pick]
+            rest = rest[~has]
         return EpochPlan(epoch=e, sample_ids=rows, source=source, bounds=bounds, peer=peer, keep=keep)
 
     mem_peak = (tier == MEMORY).sum(axis=1).astype(np.int64)
@@ -132,8 +137,8 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
                      "tier, else the shared FS",
             "fill": "each rank caches its most-accessed samples (all epochs; ties: earlier first access), memory "
                     "first, then node-local disk; a cached sample is stored by its first access and never evicted",
-            "peer_choice": "holders at the access's step sorted by (time stored, rank); index (rank + global step) "
-                           "mod holders",
+            "peer_choice": "memory holders at the access's step, else disk holders, sorted by (time stored, rank); "
+                           "index (rank + global step) mod holders",
             "drop_last": drop_last, "drop_last_batch": drop_last_batch,
             "cache_peak_samples": mem_peak.tolist(), "local_cache_peak_bytes": local_peak.tolist(),
             "memory_slots_per_rank": int(memory_slots), "local_cache_bytes_per_rank": float(local_bytes),

@@ -87,6 +87,27 @@ def test_clairvoyant_reads_peers_only_after_they_stored_it_and_spreads_them():
     assert total["shared"] == 48 * 100                # each sample read once from the shared FS in all
 
 
+def test_clairvoyant_prefers_a_peers_memory_to_a_peers_disk():
+    plan = _cplan(60, 3, 4, 4, 2, slots=6, local_bytes=30 * 100.0)
+    check_possession(plan)
+    held = [dict() for _ in range(3)]           # rank -> {sample: tier}, as of the start of the step
+    from_disk = 0
+    for ep in plan:
+        for s in range(ep.steps):
+            for r in range(3):
+                for c in range(ep.bounds[r, s], ep.bounds[r, s + 1]):
+                    if ep.source[r, c] == PEER:
+                        sid, p = int(ep.sample_ids[r, c]), int(ep.peer[r, c])
+                        mem_holders = [q for q in range(3) if q != r and held[q].get(sid) == MEMORY]
+                        assert held[p][sid] == MEMORY or not mem_holders
+                        from_disk += held[p][sid] == LOCAL
+            for r in range(3):
+                for c in range(ep.bounds[r, s], ep.bounds[r, s + 1]):
+                    if ep.keep[r, c] != NO_TIER:
+                        held[r][int(ep.sample_ids[r, c])] = int(ep.keep[r, c])
+    assert from_disk > 0                        # the case is exercised: some samples only on peers' disks
+
+
 def test_clairvoyant_strategy_capacity_and_threads():
     ctx = _ctx(F=60, sizes=1000)
     plan = _plan("clairvoyant", ctx, cache_capacity=10 * 4096)
