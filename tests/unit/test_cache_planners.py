@@ -88,24 +88,26 @@ def test_clairvoyant_reads_peers_only_after_they_stored_it_and_spreads_them():
 
 
 def test_clairvoyant_prefers_a_peers_memory_to_a_peers_disk():
-    plan = _cplan(60, 3, 4, 4, 2, slots=6, local_bytes=30 * 100.0)
+    W = 4
+    plan = _cplan(80, W, 4, 6, 2, slots=10, local_bytes=20 * 100.0)
     check_possession(plan)
-    held = [dict() for _ in range(3)]           # rank -> {sample: tier}, as of the start of the step
-    from_disk = 0
+    held = [dict() for _ in range(W)]           # rank -> {sample: tier}, as of the start of the step
+    both = from_disk = 0
     for ep in plan:
         for s in range(ep.steps):
-            for r in range(3):
+            for r in range(W):
                 for c in range(ep.bounds[r, s], ep.bounds[r, s + 1]):
                     if ep.source[r, c] == PEER:
                         sid, p = int(ep.sample_ids[r, c]), int(ep.peer[r, c])
-                        mem_holders = [q for q in range(3) if q != r and held[q].get(sid) == MEMORY]
-                        assert held[p][sid] == MEMORY or not mem_holders
+                        tiers = {held[q].get(sid) for q in range(W) if q != r}
+                        assert held[p][sid] == MEMORY or MEMORY not in tiers
+                        both += {MEMORY, LOCAL} <= tiers
                         from_disk += held[p][sid] == LOCAL
-            for r in range(3):
+            for r in range(W):
                 for c in range(ep.bounds[r, s], ep.bounds[r, s + 1]):
                     if ep.keep[r, c] != NO_TIER:
                         held[r][int(ep.sample_ids[r, c])] = int(ep.keep[r, c])
-    assert from_disk > 0                        # the case is exercised: some samples only on peers' disks
+    assert both > 0 and from_disk > 0           # the cases are exercised
 
 
 def test_clairvoyant_strategy_capacity_and_threads():
