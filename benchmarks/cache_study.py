@@ -8,7 +8,9 @@ hep_cnn-like workload of 64 KiB samples (16x32x32 float32, HDF5 blocks of 64) ge
 directory (removed at the end). Each rank's memory cache holds ``--cache-slots`` samples, so the dataset is
 ``samples / (2 x cache_slots)`` times the aggregate memory cache (4x by default). ``clairvoyant+disk`` adds a
 node-local disk tier (``--local-cache-capacity``, under the temporary directory) big enough for the rest.
-lbann needs the dataset in aggregate memory: its row shows the error it stops with.
+lbann needs the dataset in aggregate memory: its row shows the error it stops with. clairvoyant reads ahead
+with 2 loader threads by default, the others read synchronously unless given ``loader_threads`` (rows "t2":
+2 threads, as the HDMLP thesis gives every policy its staging-pool prefetcher).
 
 For every row: ``dlbench run`` (one mpiexec per row and repeat, rows interleaved within a repeat, best epoch
 time kept) and ``dlbench simulate``'s model of the same plan (``Strategy.plan`` with the same options) with
@@ -54,7 +56,9 @@ def rows(cache_slots: int, samples: int) -> list[tuple[str, str, dict]]:
         ("clairvoyant", "clairvoyant", {"cache_capacity": cap}),
         ("clairvoyant+disk", "clairvoyant", {"cache_capacity": cap, "local_cache_capacity": disk}),
         ("locality", "locality", {"cache_capacity": cap}),
+        ("locality t2", "locality", {"cache_capacity": cap, "loader_threads": 2}),
         ("deepio ordered", "deepio", {"mode": "ordered", "cache_capacity": cap}),
+        ("deepio ordered t2", "deepio", {"mode": "ordered", "cache_capacity": cap, "loader_threads": 2}),
         ("deepio opportunistic", "deepio", {"mode": "opportunistic", "cache_capacity": cap}),
         ("lbann dynamic", "lbann", {"mode": "dynamic", "cache_capacity": cap}),
     ]
