@@ -417,7 +417,7 @@ def _parse_strategy_options(items) -> dict:
 @click.option("--nodes", type=int, default=None, help="N: nodes")
 @click.option("--ranks-per-node", type=int, default=1, show_default=True, help="K: ranks per node")
 @click.option("--strategies", default="naive,prefetch", show_default=True,
-              help="comma-separated: lowerbound, naive, prefetch, staging, local, pls")
+              help="comma-separated: lowerbound and any strategy of `dlbench list strategies`")
 @click.option("--epochs", type=int, default=1, show_default=True, help="E: epochs")
 @click.option("--local-batch", type=int, default=None, help="b: local batch (default: the workload's)")
 @click.option("--accelerator", default=None, help="use the workload's step time on this accelerator instead of c")
