@@ -247,3 +247,13 @@ def test_deepio_strategy_semantics_and_capacity():
     assert _plan("deepio", ctx).meta["semantics"]["order_changes"] == "no"
     with pytest.raises(CapacityError, match="--cache-capacity"):
         _plan("deepio", ctx, cache_capacity=10)
+
+
+def test_clairvoyant_plan_is_the_same_for_any_chunking_of_the_frequency_pass():
+    a = _cplan(50, 4, 3, 3, 9, slots=7, local_bytes=900.0)
+    b = clairvoyant_plan(n_samples=50, world_size=4, node_map=np.arange(4), epochs=3, local_batch=3, seed=9,
+                         sample_nbytes=100, memory_slots=7, local_bytes=900.0, table_budget_bytes=13 * 50)
+    for ea, eb in zip(a, b):
+        for f in ("sample_ids", "source", "peer", "keep"):
+            assert np.array_equal(getattr(ea, f), getattr(eb, f)), f
+    assert a.meta == b.meta
