@@ -109,10 +109,12 @@ class Loop:
         from .data.formats import open_reader
         from .simulate.profile import load as load_profile
         from .storage import throttled_factory
+        from .storage.counters import CounterSet
 
         self.system = load_profile(cfg.system)
         self.pfs_model = self.system.pfs_model()
-        base_factory = reader_factory or (lambda: open_reader(data_dir, manifest, workload))
+        self.io = io = CounterSet()  # Darshan-style counters of this rank (readers, tiers, checkpoints)
+        base_factory = reader_factory or (lambda: open_reader(data_dir, manifest, workload, counters=io))
         self.ctx = strategies.RunContext(
             workload=workload, n_samples=manifest.samples, sample_nbytes=manifest.sample_nbytes(),
             world_size=comm.size, rank=comm.rank, node_map=comm.node_map, seed=cfg.seed, epochs=cfg.epochs,
@@ -120,7 +122,7 @@ class Loop:
             # every read of the shared tier goes through the PFS model when the profile has one
             reader_factory=throttled_factory(base_factory, self.pfs_model),
             system=self.system, local_dir=Path(cfg.local_dir) if cfg.local_dir else default_local_dir(),
-            memory_budget_bytes=self.system.tier_capacity_bytes("memory"))
+            memory_budget_bytes=self.system.tier_capacity_bytes("memory"), io_counters=io)
         if clock is not None:
             self.ctx.clock = clock
         self.plan = self.strategy.plan(self.ctx, self.options)
@@ -170,6 +172,7 @@ class Loop:
         global_step = 0
         ckpt_dir = Path(checkpoint_dir if checkpoint_dir is not None else cfg.out)
         delivered = 0
+        ckpt_io = None
         try:
             comm.barrier()
             executor.start()
@@ -197,7 +200,12 @@ class Loop:
 
                         c0 = clock()
                         if comm.rank == 0:  # rank 0 writes; every rank waits for it
-                            write_checkpoint(ckpt_dir, self.checkpoint_nbytes, None, e, s)
+                            w_s = write_checkpoint(ckpt_dir, self.checkpoint_nbytes, None, e, s)
+                            if ckpt_io is None:
+                                ckpt_io = self.io.new("checkpoint")
+                            ckpt_io.open()
+                            ckpt_io.write(self.checkpoint_nbytes, int(w_s * 1e9),
+                                          count=-(-self.checkpoint_nbytes // (64 << 20)))
                         comm.barrier()
                         timeline.add(CKPT, c0, clock(), e, s, self.checkpoint_nbytes if comm.rank == 0 else 0)
                     s += 1
@@ -221,6 +229,7 @@ class Loop:
             "strategy_stats": executor.stats(),
             "delivered_samples": delivered,
             "verified": verifier.count if verifier is not None else 0,
+            "io_counters": self.io.totals(),
         }
 
 
@@ -386,7 +395,7 @@ def _capacity(loop: Loop) -> int:
 
 
 def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gathered: list) -> dict:
-    from . import metrics, results
+    from . import counters, metrics, results
     from .plan.quality import order_quality
 
     per_rank = [g["arrays"] for g in gathered]
@@ -406,6 +415,7 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
     summary["strategy_stats"] = [g["strategy_stats"] for g in gathered]
     summary["verified_samples"] = int(sum(g["verified"] for g in gathered)) if cfg.verify else None
     summary["page_cache"] = page_cache_check(manifest, gathered)
+    summary["io_counters"] = counters.summarize([g.get("io_counters") or {} for g in gathered])
     results.write_run(run_dir, config=config_echo, summary=summary, intervals=per_rank, error=None)
     return {"run_dir": str(run_dir), "run": results.read_run(run_dir)}
 

@@ -98,7 +98,11 @@ class _StepDataset:
                 t1 = clock()
                 times[j] = (t0, t1, t1, nb)
         info = torch.utils.data.get_worker_info()
-        return rows, np.asarray(ids, dtype=np.int64), times, (info.id + 1 if info is not None else 0)
+        # a worker's Darshan-style counters travel back with every batch (cumulative; the trainer keeps the
+        # latest per worker reader): a ~25-int list per batch
+        cnt = getattr(reader, "counters", None)
+        snap = cnt.snapshot() if cnt is not None and info is not None else None
+        return rows, np.asarray(ids, dtype=np.int64), times, (info.id + 1 if info is not None else 0), snap
 
 
 
@@ -151,7 +155,10 @@ class DataLoaderExecutor(Executor):
         self.sampler.set_epoch(e)
         READ, DECODE = PHASE_ID["read"], PHASE_ID["decode"]
         jpeg = self.ctx.workload.layout == "jpeg_folders"
-        for s, (rows, ids, times, w) in enumerate(self.loader):
+        io = self.ctx.io_counters
+        for s, (rows, ids, times, w, snap) in enumerate(self.loader):
+            if snap is not None and io is not None:
+                io.absorb(snap)
             add = self.worker_timelines[w].add
             for t0, t1, t2, nb in times.tolist():
                 add(READ, t0, t1, e, s, nb, SHARED)
