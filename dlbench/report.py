@@ -81,7 +81,39 @@ def render_summary(run: dict) -> str:
         rows = [(k, *(_f(v.get(x), "{:.4g}") for x in ("min", "mean", "max"))) for k, v in sp.items()]
         lines.append("")
         lines.append(_table(["per rank", "min", "mean", "max"], rows))
+    ioc = render_io_counters(s.get("io_counters"))
+    if ioc:
+        lines.append("")
+        lines.append(ioc)
+    for note in s.get("import_notes") or []:
+        lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def render_io_counters(ioc: dict | None) -> str:
+    """The Darshan-style counters of ``summary["io_counters"]``: one row per file class, the access-size
+    histogram (non-empty buckets) and the slowest rank. Empty string when there are none."""
+    if not ioc or not ioc.get("by_class"):
+        return ""
+    from .counters import bucket_label
+
+    rows = []
+    for cls, c in ioc["by_class"].items():
+        rows.append((cls, c.get("POSIX_OPENS", 0), c.get("POSIX_READS", 0),
+                     _f(c.get("POSIX_BYTES_READ", 0) / MB, "{:.1f}"), c.get("POSIX_SEQ_READS", 0),
+                     c.get("POSIX_CONSEC_READS", 0), _f(c.get("POSIX_F_READ_TIME"), "{:.4f}"),
+                     _f(c.get("POSIX_F_MAX_READ_TIME"), "{:.6f}"), c.get("POSIX_WRITES", 0),
+                     c.get("H5D_READS", 0)))
+    out = [_table(["I/O counters", "opens", "reads", "MB read", "seq", "consec", "read time (s)", "max read (s)",
+                   "writes", "H5D reads"], rows)]
+    for cls, c in ioc["by_class"].items():
+        hist = [f"{bucket_label(b)}: {c.get(b, 0)}" for b in ioc.get("buckets") or [] if c.get(b)]
+        if hist:
+            out.append(f"read sizes ({cls}): " + ", ".join(hist))
+    sr = ioc.get("slowest_rank")
+    if sr and len(ioc.get("by_rank") or []) > 1:
+        out.append(f"slowest rank: {sr['rank']} (POSIX_F_READ_TIME {sr['POSIX_F_READ_TIME']:.4f} s)")
+    return "\n".join(out)
 
 
 COMPARE_COLUMNS = ("workload", "strategy", "compute", "ranks", "epoch_time_s", "exposed_io_share", "read_share", "au",
