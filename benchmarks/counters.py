@@ -1,0 +1,142 @@
+"""Micro-benchmark: the cost of Darshan-style counting on the read path.
+
+    PYTHONPATH=. python benchmarks/counters.py [--repeats 7] [--dir /tmp/...]
+
+For 4 KiB and 1 MiB samples (one float32 array) it generates an hdf5_shared and an hdf5_per_sample
+dataset, warms the page cache, then times passes over every sample with the same reader class without
+counters (``counters=None``: the uncounted loops) and with them (``counters=CounterSet()``), alternating
+the two (A B A B ...) so drifts of the loaded machine hit both; the node-local tier (``LocalTier``) the
+same way. Reports the median µs per read of each, the difference (the counting cost per read) and the
+ratio with/without. Also the bare ``IOCounters.read`` call in a loop (the bookkeeping alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+
+def _workload(tmp: Path, layout: str, n: int, floats: int):
+    from dlbench.workload import load
+
+    spec = {"name": f"cnt_{layout}_{floats}", "layout": layout, "samples": n, "batch_size": 1,
+            "arrays": [{"name": "x", "shape": [floats], "dtype": "float32", "role": "data"}]}
+    p = tmp / f"{layout}-{floats}.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    return load(str(p), samples=n)
+
+
+def _alternate(fns: dict, n_reads: int, repeats: int, best: bool = False) -> dict:
+    """Median (``best``: minimum) µs per read of every fn, run alternately."""
+    times: dict = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[k].append((time.perf_counter() - t) / n_reads * 1e6)
+    return {k: (min(v) if best else statistics.median(v)) for k, v in times.items()}
+
+
+def _readers(tmp: Path, layout: str, n: int, floats: int, repeats: int):
+    from dlbench.data.formats import open_reader
+    from dlbench.data.generate import generate
+    from dlbench.data.manifest import Manifest
+    from dlbench.storage import aligned_empty
+    from dlbench.storage.counters import CounterSet
+
+    wl = _workload(tmp, layout, n, floats)
+    d = tmp / f"{layout}-{floats}"
+    generate(wl, d, progress=False)
+    m = Manifest.load(d)
+    plain = open_reader(d, m, wl)
+    counted = open_reader(d, m, wl, counters=CounterSet())
+    out = aligned_empty(plain.max_row_nbytes)
+    order = np.random.default_rng(0).permutation(n).tolist()
+
+    def run(r):
+        def f():
+            for i in order:
+                r.read_into(i, out)
+        return f
+
+    run(plain)()  # warm the page cache
+    fns = {"off": run(plain), "on": run(counted)}
+    res = {**_alternate(fns, n, repeats), **{k + "_best": v for k, v in _alternate(fns, n, repeats, True).items()}}
+    plain.close()
+    counted.close()
+    return res
+
+
+def _local(tmp: Path, n: int, nbytes: int, repeats: int):
+    from dlbench.storage import LocalTier, aligned_empty
+    from dlbench.storage.counters import IOCounters
+
+    row = np.ones(nbytes, np.uint8)
+    tiers = {}
+    for k, io in (("off", None), ("on", IOCounters("local"))):
+        t = LocalTier(tmp / f"local-{nbytes}-{k}", 0, n * nbytes + 1, check_free=False, io_counters=io)
+        for i in range(n):
+            t.put(i, row)
+        tiers[k] = t
+    out = aligned_empty(nbytes)
+
+    def run(t):
+        def f():
+            for i in range(n):
+                t.read_into(i, out)
+        return f
+
+    fns = {k: run(t) for k, t in tiers.items()}
+    res = {**_alternate(fns, n, repeats), **{k + "_best": v for k, v in _alternate(fns, n, repeats, True).items()}}
+    for t in tiers.values():
+        t.clear()
+    return res
+
+
+def _bare(repeats: int) -> float:
+    from dlbench.storage.counters import IOCounters
+
+    c = IOCounters("shared", 1024)
+    rd = c.read
+    k = 200_000
+
+    def f():
+        for i in range(k):
+            rd(i & 1023, i * 4096, 4096, 1000)
+    return _alternate({"bare": f}, k, repeats)["bare"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir, removed)")
+    a = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="dlbench-counters-", dir=a.dir))
+    try:
+        rows = []
+        for label, floats, n in (("4 KiB", 1024, 4096), ("1 MiB", 262144, 256)):
+            for layout in ("hdf5_shared", "hdf5_per_sample"):
+                r = _readers(tmp, layout, n, floats, a.repeats)
+                rows.append((layout, label, r))
+            r = _local(tmp, n, floats * 4, a.repeats)
+            rows.append(("local tier", label, r))
+        print("median of the alternated passes (best in brackets), µs per read")
+        print(f"{'path':16} {'sample':>7} {'off':>16} {'on':>16} {'cost':>14} {'on/off':>14}")
+        for path, label, r in rows:
+            off, on, ob, nb = r["off"], r["on"], r["off_best"], r["on_best"]
+            print(f"{path:16} {label:>7} {off:8.2f} [{ob:6.2f}] {on:8.2f} [{nb:6.2f}] {on - off:6.2f} [{nb - ob:5.2f}] "
+                  f"{on / off:6.3f} [{nb / ob:5.3f}]")
+        print(f"IOCounters.read alone: {_bare(a.repeats):.3f} us per call (median of {a.repeats})")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
