@@ -43,6 +43,8 @@ def test_naive_counts_exact(seq4k, tmp_path, cli):
     assert sh["POSIX_SIZE_READ_1K_10K"] == N * EPOCHS and sum(sh[b] for b in ioc["buckets"]) == N * EPOCHS
     assert sh["POSIX_OPENS"] == 2 and sh["H5D_OPENS"] == 1 and sh["H5D_READS"] == 0
     assert 0 < sh["POSIX_F_MAX_READ_TIME"] <= sh["POSIX_F_READ_TIME"]
+    # the global shuffle reads the shared file out of order: few consecutive reads, about half sequential
+    assert sh["POSIX_CONSEC_READS"] < 0.2 * N * EPOCHS and 0.2 * N * EPOCHS < sh["POSIX_SEQ_READS"] < 0.8 * N * EPOCHS
     assert len(ioc["by_rank"]) == 1 and ioc["by_rank"][0]["POSIX_READS"] == N * EPOCHS
     assert ioc["slowest_rank"]["rank"] == 0
     r = cli(["report", rd])
