@@ -97,7 +97,7 @@ def import_timelogger(path, *, nodes: int | None = None, fold_setup: bool = True
 
 
 # which TimeLogger descriptions mean what (NERSC DL-Parallel-IO's HEP-CNN names, and dlbench's own)
-TL_EPOCH = ("Training Iteration",)           # one row per step, the whole step: summed per epoch = epoch time
+TL_EPOCH = ("Training Iteration", "Epoch")  # per step (NERSC) or per epoch (dlbench): summed per epoch = epoch time
 TL_READ = ("HDF5 File Read", "Read From Storage")
 TL_LOAD = ("Load File",)                     # includes the read: load - read = decode/convert
 TL_STALL = ("Call to Next Batch", "Wait For Next Batch")
@@ -136,7 +136,7 @@ def timelogger_run(path, *, name: str | None = None, nodes: int | None = None, f
         epoch_total = ep["per_node_s"]
     else:
         epoch_total = None
-        notes.append("no 'Training Iteration' rows: epoch time, shares and AU are left out")
+        notes.append("no 'Training Iteration' (or dlbench's 'Epoch') rows: epoch time, shares and AU are left out")
     phases: dict = {}
     if read is not None:
         phases["read"] = read["per_node_s"]

@@ -157,3 +157,20 @@ def run_cli_subprocess(tmp_path):
                               env=env, cwd=tmp_path, timeout=120)
 
     return _run
+
+
+def test_timelogger_import_of_a_dlbench_run_gives_its_exposed_io_share(tmp_path, cli):
+    """dlbench's own timelogger.csv imported: the same epoch times and exposed I/O share as the run."""
+    from tests.integration.test_io_counters_cli import _run
+    from tests.unit.test_io_counters import SEQ4K
+
+    y = tmp_path / "seq4k.yaml"
+    y.write_text(SEQ4K)
+    assert cli(["generate", "--workload", y, "--data-dir", tmp_path / "data", "--no-progress"]).exit_code == 0
+    rd, _ioc = _run(cli, (y, tmp_path / "data"), tmp_path, "--strategy", "naive", "--compute-time", "0.001")
+    run = json.loads(Path(rd, "run.json").read_text())["summary"]
+    r = cli(["import", "timelogger", Path(rd, "timelogger.csv"), "--out", tmp_path / "imp"])
+    assert r.exit_code == 0, r.output
+    imp = json.loads((_results_line(r.output) / "run.json").read_text())["summary"]
+    assert imp["epoch_time_s"] == pytest.approx(run["epoch_time_s"], rel=1e-6)
+    assert imp["exposed_io_share"] == pytest.approx(run["exposed_io_share"], rel=1e-3)
