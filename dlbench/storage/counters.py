@@ -4,8 +4,8 @@
 ``+=`` is the cheapest update Python has: no per-read allocation, no dict) and Darshan's
 ``last_byte_read`` per file (a list indexed by the reader's file number, or a dict keyed by sample id for
 the tiers). Readers and tiers call ``read(f, offset, nbytes, dt_ns)`` once per read call, ``open()`` per
-file open, ``h5d_read(nbytes)`` per ``H5Dread``. Not locked: a reader belongs to one thread (formats.py);
-the tiers' few concurrent users already share their plain ``TierCounters`` the same way.
+file open, ``h5d_read(nbytes)`` per ``H5Dread``. Not locked: a reader belongs to one thread (formats.py).
+A tier that several threads read gets ``LockedIOCounters`` (``CounterSet.new(..., threadsafe=True)``).
 
 ``CounterSet``: a process's counters of one run, one ``IOCounters`` per ``new()`` call (per reader or
 tier), plus the snapshots that DataLoader worker processes shipped back (``absorb``: the latest snapshot
@@ -16,6 +16,7 @@ per worker reader replaces the earlier ones, so cumulative snapshots are never d
 from __future__ import annotations
 
 import os
+import threading
 from bisect import bisect_left
 
 from ..counters import BUCKET_EDGES, IDX, N, combine
@@ -108,6 +109,49 @@ class IOCounters:
         return (self.token, self.cls, list(self.c))
 
 
+class LockedIOCounters(IOCounters):
+    """IOCounters for an object that several threads read at once (a tier behind loader threads): every
+    update under a lock (≈ 0.1 µs uncontended), so no count is lost between a read and its store."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self, cls: str, n_files: int = 0):
+        super().__init__(cls, n_files)
+        self.lock = threading.Lock()
+
+    def open(self, n: int = 1) -> None:
+        with self.lock:
+            IOCounters.open(self, n)
+
+    def read(self, f: int, offset: int, nbytes: int, dt_ns: int) -> None:
+        with self.lock:
+            IOCounters.read(self, f, offset, nbytes, dt_ns)
+
+    def copy_read(self, nbytes: int, dt_ns: int) -> None:
+        with self.lock:
+            IOCounters.copy_read(self, nbytes, dt_ns)
+
+    def add_read_time(self, dt_ns: int) -> None:
+        with self.lock:
+            IOCounters.add_read_time(self, dt_ns)
+
+    def write(self, nbytes: int, dt_ns: int, count: int = 1) -> None:
+        with self.lock:
+            IOCounters.write(self, nbytes, dt_ns, count)
+
+    def h5d_open(self, n: int = 1) -> None:
+        with self.lock:
+            IOCounters.h5d_open(self, n)
+
+    def h5d_read(self, nbytes: int) -> None:
+        with self.lock:
+            IOCounters.h5d_read(self, nbytes)
+
+    def snapshot(self) -> tuple:
+        with self.lock:
+            return IOCounters.snapshot(self)
+
+
 class CounterSet:
     """A process's counters of one run: ``new(cls, n_files)`` for each reader or tier, ``absorb`` for the
     snapshots of other processes (DataLoader workers), ``totals()`` for ``{class: raw vector}``."""
@@ -116,8 +160,9 @@ class CounterSet:
         self._mine: list[IOCounters] = []
         self._shipped: dict = {}
 
-    def new(self, cls: str, n_files: int = 0) -> IOCounters:
-        c = IOCounters(cls, n_files)
+    def new(self, cls: str, n_files: int = 0, *, threadsafe: bool = False) -> IOCounters:
+        """Counters for one reader (one thread: plain) or one tier (``threadsafe``: read by several threads)."""
+        c = (LockedIOCounters if threadsafe else IOCounters)(cls, n_files)
         self._mine.append(c)
         return c
 

@@ -192,7 +192,7 @@ class LocalCopyExecutor(Executor):
                 raise CapacityError(f"{src}: too small: {slots} samples in page-aligned slots need "
                                     f"{fmt_bytes(slots * stride)} in rank {ctx.rank}'s memory, {fmt_bytes(cap)} "
                                     f"available; pass --local-capacity BYTES or use --tier local")
-            io = ctx.io_counters.new("memory") if ctx.io_counters is not None else None
+            io = ctx.io_counters.new("memory", threadsafe=True) if ctx.io_counters is not None else None
             return SampleStore(MemoryTier(slots * stride, self.max_row, io_counters=io), MEMORY)
         base = Path(ctx.local_dir) if ctx.local_dir is not None else Path("dlbench-local")
         # free space for what this node stores (every rank of the node checks the node's total)
@@ -202,7 +202,8 @@ class LocalCopyExecutor(Executor):
         self.root = base / f"run-{tag}"
         tier = LocalTier(self.root, node, max(need, 1), check_free=False,
                          subdir=f"rank{ctx.rank}" if self.private else "",
-                         io_counters=ctx.io_counters.new("local") if ctx.io_counters is not None else None)
+                         io_counters=(ctx.io_counters.new("local", threadsafe=True)
+                                      if ctx.io_counters is not None else None))
         return SampleStore(tier, LOCAL)
 
     # ---- prologue ----------------------------------------------------------------------------------

@@ -130,3 +130,4 @@ def test_counters_off_by_default(seq4k):
     _y, wl, data, man = seq4k
     with open_reader(data, man, wl) as rd:
         assert rd.counters is None
+
