@@ -22,6 +22,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
+
 from . import counters as C
 from .errors import ConfigError, DataError
 
@@ -323,27 +325,35 @@ def darshan_counters(rep) -> tuple[dict, list]:
         c, fc = _frames(rep, mod)
         if c is None:
             continue
-        cols = set(c.columns) | (set(fc.columns) if fc is not None else set())
-        keep = [k for k in C.COUNTERS if k in cols]
+        if fc is not None and not (len(fc) == len(c) and (fc["id"].to_numpy() == c["id"].to_numpy()).all()
+                                   and (fc["rank"].to_numpy() == c["rank"].to_numpy()).all()):
+            fc = c[["id", "rank"]].merge(fc, on=["id", "rank"], how="left").fillna(0)
+        # columns as arrays once (a log may hold 10^5 records); Darshan writes -1 for "not known": clipped
+        cols = {k: np.clip(c[k].to_numpy(dtype=float), 0, None) for k in C.COUNTERS if k in c.columns}
+        if fc is not None:
+            cols.update({k: np.clip(fc[k].to_numpy(dtype=float), 0, None) for k in C.COUNTERS if k in fc.columns})
+        ids, ranks = c["id"].to_numpy(), c["rank"].to_numpy()
+        slow_r = c["POSIX_SLOWEST_RANK"].to_numpy() if "POSIX_SLOWEST_RANK" in c.columns else None
+        slow_t = fc["POSIX_F_SLOWEST_RANK_TIME"].to_numpy() \
+            if fc is not None and "POSIX_F_SLOWEST_RANK_TIME" in fc.columns else None
+        cls_of: dict = {}
         for k in range(len(c)):
-            row = {key: float(c[key].iloc[k]) for key in keep if key in c.columns}
-            if fc is not None:
-                row.update({key: float(fc[key].iloc[k]) for key in keep if key in fc.columns})
-            row = {key: max(0.0, v) for key, v in row.items()}  # Darshan writes -1 for "not known"
-            vec = C.from_named(row)
-            name = str(names.get(int(c["id"].iloc[k]), ""))
-            if mod == "H5D":
-                name = name.split(":", 1)[0]  # "file.h5:/dataset"
-            cls = _mount_of(name, mounts) if mounts else "all"
+            vec = C.from_named({key: arr[k] for key, arr in cols.items()})
+            rid = int(ids[k])
+            cls = cls_of.get(rid)
+            if cls is None:
+                name = str(names.get(rid, ""))
+                if mod == "H5D":
+                    name = name.split(":", 1)[0]  # "file.h5:/dataset"
+                cls = cls_of[rid] = _mount_of(name, mounts) if mounts else "all"
             by_class.setdefault(cls, []).append(vec)
-            rank = int(c["rank"].iloc[k])
+            rank = int(ranks[k])
             if 0 <= rank < nprocs:
                 per_rank[rank].setdefault(cls, []).append(vec)
-            elif mod == "POSIX" and "POSIX_SLOWEST_RANK" in c.columns and fc is not None \
-                    and "POSIX_F_SLOWEST_RANK_TIME" in fc.columns:
-                t = float(fc["POSIX_F_SLOWEST_RANK_TIME"].iloc[k])
+            elif mod == "POSIX" and slow_r is not None and slow_t is not None:
+                t = float(slow_t[k])
                 if shared_slowest is None or t > shared_slowest[1]:
-                    shared_slowest = (int(c["POSIX_SLOWEST_RANK"].iloc[k]), t)
+                    shared_slowest = (int(slow_r[k]), t)
     ioc = C.summarize([{cls: C.combine(v) for cls, v in r.items()} for r in per_rank])
     ioc["by_class"] = {cls: C.to_named(C.combine(v)) for cls, v in by_class.items()}
     rank_resolved = any(r["POSIX_F_READ_TIME"] > 0 for r in ioc["by_rank"])
