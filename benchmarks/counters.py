@@ -6,8 +6,10 @@ For 4 KiB and 1 MiB samples (one float32 array) it generates an hdf5_shared and 
 dataset, warms the page cache, then times passes over every sample with the same reader class without
 counters (``counters=None``: the uncounted loops) and with them (``counters=CounterSet()``), alternating
 the two (A B A B ...) so drifts of the loaded machine hit both; the node-local tier (``LocalTier``) the
-same way. Reports the median µs per read of each, the difference (the counting cost per read) and the
-ratio with/without. Also the bare ``IOCounters.read`` call in a loop (the bookkeeping alone).
+same way. Reports, per read: paired medians (each sample read with and without counters back to back, the
+order swapped every sample, so the load of a shared machine moves both alike) with the median per-read
+difference (the counting cost) and the ratio; and medians [best] of whole alternated passes. Also the
+bare ``IOCounters.read`` call in a loop (the bookkeeping alone).
 """
 
 from __future__ import annotations
@@ -44,6 +46,38 @@ def _alternate(fns: dict, n_reads: int, repeats: int, best: bool = False) -> dic
     return {k: (min(v) if best else statistics.median(v)) for k, v in times.items()}
 
 
+def _paired(read_off, read_on, ids, repeats: int) -> dict:
+    """Per-read times of the two read functions on the same sample, back to back, the order swapped every
+    sample: medians over all reads of all passes, and the cost = the mean of the median per-read
+    differences in either order (robust to the load of a shared machine, which moves both alike, and to the
+    warmer caches the second read of a sample finds)."""
+    pc = time.perf_counter_ns
+    off, on = [], []
+    for _ in range(repeats):
+        for j, i in enumerate(ids):
+            if j & 1:
+                t0 = pc()
+                read_on(i)
+                t1 = pc()
+                read_off(i)
+                t2 = pc()
+                on.append(t1 - t0)
+                off.append(t2 - t1)
+            else:
+                t0 = pc()
+                read_off(i)
+                t1 = pc()
+                read_on(i)
+                t2 = pc()
+                off.append(t1 - t0)
+                on.append(t2 - t1)
+    a, b = np.asarray(off) / 1e3, np.asarray(on) / 1e3
+    d = b - a
+    # the second read of a sample finds warmer caches (by δ): off first gives c − δ, on first c + δ
+    return {"p_off": float(np.median(a)), "p_on": float(np.median(b)),
+            "p_diff": float((np.median(d[0::2]) + np.median(d[1::2])) / 2)}
+
+
 def _readers(tmp: Path, layout: str, n: int, floats: int, repeats: int):
     from dlbench.data.formats import open_reader
     from dlbench.data.generate import generate
@@ -69,6 +103,7 @@ def _readers(tmp: Path, layout: str, n: int, floats: int, repeats: int):
     run(plain)()  # warm the page cache
     fns = {"off": run(plain), "on": run(counted)}
     res = {**_alternate(fns, n, repeats), **{k + "_best": v for k, v in _alternate(fns, n, repeats, True).items()}}
+    res.update(_paired(lambda i: plain.read_into(i, out), lambda i: counted.read_into(i, out), order, repeats))
     plain.close()
     counted.close()
     return res
@@ -95,6 +130,8 @@ def _local(tmp: Path, n: int, nbytes: int, repeats: int):
 
     fns = {k: run(t) for k, t in tiers.items()}
     res = {**_alternate(fns, n, repeats), **{k + "_best": v for k, v in _alternate(fns, n, repeats, True).items()}}
+    res.update(_paired(lambda i: tiers["off"].read_into(i, out), lambda i: tiers["on"].read_into(i, out),
+                       list(range(n)), repeats))
     for t in tiers.values():
         t.clear()
     return res
@@ -138,11 +175,14 @@ def main() -> None:
                 rows.append((layout, label, r))
             r = _local(tmp, n, floats * 4, a.repeats)
             rows.append(("local tier", label, r))
-        print("median of the alternated passes (best in brackets), µs per read")
-        print(f"{'path':16} {'sample':>7} {'off':>16} {'on':>16} {'cost':>14} {'on/off':>14}")
+        print("µs per read. paired: each sample read with and without counters back to back (order swapped every "
+              "sample), medians over all reads; passes: median [best] of whole passes, alternated")
+        print(f"{'path':16} {'sample':>7} | {'paired off':>10} {'on':>8} {'on-off':>7} {'on/off':>7} | "
+              f"{'passes off':>17} {'on':>17} {'on/off':>14}")
         for path, label, r in rows:
             off, on, ob, nb = r["off"], r["on"], r["off_best"], r["on_best"]
-            print(f"{path:16} {label:>7} {off:8.2f} [{ob:6.2f}] {on:8.2f} [{nb:6.2f}] {on - off:6.2f} [{nb - ob:5.2f}] "
+            print(f"{path:16} {label:>7} | {r['p_off']:10.2f} {r['p_on']:8.2f} {r['p_diff']:7.2f} "
+                  f"{r['p_on'] / r['p_off']:7.3f} | {off:8.2f} [{ob:6.2f}] {on:8.2f} [{nb:6.2f}] "
                   f"{on / off:6.3f} [{nb / ob:5.3f}]")
         b = _bare(a.repeats)
         print(f"IOCounters.read alone: {b['plain']:.3f} us per call; LockedIOCounters.read (tiers): "

@@ -347,10 +347,9 @@ class JpegReader(SampleReader):
             if cnt is None:
                 got = os.preadv(fd, [out[:n]], 0)
             else:
-                cnt.open()
                 t0 = perf_counter_ns()
                 got = os.preadv(fd, [out[:n]], 0)
-                cnt.read(i, 0, got, perf_counter_ns() - t0)
+                cnt.open_read(i, 0, got, perf_counter_ns() - t0)
         finally:
             os.close(fd)
         if got != n:

@@ -191,15 +191,16 @@ class LocalTier:
             view = memoryview(out).cast("B")
             off = 0
             io = self.io_counters
-            if io is not None:
-                io.open()
             while off < n:
                 if io is None:
                     got = os.preadv(fd, [view[off:n]], off)
                 else:
                     t0 = perf_counter_ns()
                     got = os.preadv(fd, [view[off:n]], off)
-                    io.read(sid, off, got, perf_counter_ns() - t0)
+                    if off == 0:  # the open of this read, counted with its first read call
+                        io.open_read(sid, off, got, perf_counter_ns() - t0)
+                    else:
+                        io.read(sid, off, got, perf_counter_ns() - t0)
                 if got <= 0:
                     raise OSError(errno.EIO, f"short read of {self.path_of(sid)}: {off} of {n} bytes")
                 off += got
