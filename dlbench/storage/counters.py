@@ -107,6 +107,18 @@ class IOCounters:
         c[_H5R] += 1
         c[_H5B] += nbytes
 
+    def h5d_open_read(self, f: int, offset: int, nbytes: int, dt_ns: int) -> None:
+        """A dataset opened and read whole with H5Dread: H5D_OPENS, H5D_READS, H5D_BYTES_READ, and the
+        POSIX read of its data at ``offset`` (``offset`` < 0: not contiguous, counted without an offset)."""
+        c = self.c
+        c[_H5O] += 1
+        c[_H5R] += 1
+        c[_H5B] += nbytes
+        if offset >= 0:
+            self.read(f, offset, nbytes, dt_ns)
+        else:
+            self.copy_read(nbytes, dt_ns)
+
     def snapshot(self) -> tuple:
         """(token, class, raw vector copy): what a worker process ships to the trainer."""
         if self.token is None:
@@ -156,6 +168,10 @@ class LockedIOCounters(IOCounters):
     def h5d_read(self, nbytes: int) -> None:
         with self.lock:
             IOCounters.h5d_read(self, nbytes)
+
+    def h5d_open_read(self, f: int, offset: int, nbytes: int, dt_ns: int) -> None:
+        with self.lock:
+            IOCounters.h5d_open_read(self, f, offset, nbytes, dt_ns)
 
     def snapshot(self) -> tuple:
         with self.lock:

@@ -131,3 +131,53 @@ def test_counters_off_by_default(seq4k):
     with open_reader(data, man, wl) as rd:
         assert rd.counters is None
 
+
+
+def _generated(tmp_path, spec_text=None, name=None):
+    from dlbench.data.generate import generate
+    from dlbench.data.manifest import Manifest
+    from dlbench.workload import load_spec, resolve
+
+    if spec_text is not None:
+        y = tmp_path / "w.yaml"
+        y.write_text(spec_text)
+        name = str(y)
+    spec, path = load_spec(name)
+    wl = resolve(spec, scale="tiny", spec_path=path)
+    generate(wl, tmp_path / "data", seed=0, progress=False)
+    return wl, tmp_path / "data", Manifest.load(tmp_path / "data")
+
+
+def test_per_sample_hdf5_counts_opens_h5d_and_per_file_last_byte(tmp_path):
+    """One file per sample: an open, an H5D open + H5Dread and a POSIX read per sample; each file keeps its
+    own last byte read, so a second pass over the same files is not sequential (Darshan's rule)."""
+    from dlbench.data.formats import open_reader
+
+    wl, data, man = _generated(tmp_path, SEQ4K.replace("hdf5_shared", "hdf5_per_sample"))
+    buf = np.empty(4096, np.uint8)
+    cs = CounterSet()
+    with open_reader(data, man, wl, counters=cs) as rd:
+        for _ in range(2):
+            for i in range(64):
+                rd.read_into(i, buf)
+    got = C.to_named(cs.totals()["shared"])
+    assert got["POSIX_OPENS"] == 128 and got["POSIX_READS"] == 128 and got["POSIX_BYTES_READ"] == 128 * 4096
+    assert got["H5D_OPENS"] == 128 and got["H5D_READS"] == 128 and got["H5D_BYTES_READ"] == 128 * 4096
+    assert got["POSIX_SEQ_READS"] == 64 and got["POSIX_CONSEC_READS"] == 0  # first pass only: data past 0
+
+
+def test_jpeg_reader_counts_whole_file_reads(tmp_path):
+    from dlbench.data.formats import open_reader
+
+    wl, data, man = _generated(tmp_path, name="imagenet")
+    cs = CounterSet()
+    with open_reader(data, man, wl, counters=cs) as rd:
+        raw = np.empty(rd.max_row_nbytes, np.uint8)
+        total = sum(rd.read_into(i, raw) for i in range(man.samples))
+    got = C.to_named(cs.totals()["shared"])
+    assert got["POSIX_OPENS"] == got["POSIX_READS"] == man.samples and got["POSIX_BYTES_READ"] == total
+    assert got["POSIX_SEQ_READS"] == 0 and got["H5D_READS"] == 0  # each file read once, at offset 0
+    sizes = man.nbytes
+    for b, lo, hi in zip(C.BUCKETS, (-1,) + C.BUCKET_EDGES, C.BUCKET_EDGES + (1 << 62,)):
+        assert got[b] == int(np.sum((sizes > lo) & (sizes <= hi))), b
+    assert sum(got[b] for b in C.BUCKETS) == man.samples
