@@ -471,6 +471,11 @@ class ThrottledReader:
     def read_into(self, i, out) -> int:
         return self._read(self._inner, i, out)
 
+    def read_run_into(self, first, count, rows, row0=0) -> int:
+        """A run of consecutive samples (``SampleReader.read_run_into``) as ONE throttled request: one
+        latency, then all its bytes at r(γ)."""
+        return self._read(self.reader.read_run_into, first, count, rows, row0)
+
     @property
     def max_row_nbytes(self) -> int:
         return self.reader.max_row_nbytes
