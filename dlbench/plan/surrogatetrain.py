@@ -9,7 +9,7 @@ of π_a (what a FIFO buffer holding the end of epoch a cannot serve at the start
 is a Hamiltonian path over the E permutations minimising the summed cost (an asymmetric travelling-salesman
 path). Heuristic (``order_heuristic``): nearest neighbour started from every permutation, then local search
 with 2-opt (segment reversal, re-costed in both directions since the costs are asymmetric) and or-opt
-(moving one epoch) until no move improves. ``order_exact`` (Held-Karp dynamic programme, O(2^E E^2)) gives
+(moving a segment of 1 to 3 epochs) until no move improves. ``order_exact`` (Held-Karp dynamic programme, O(2^E E^2)) gives
 the optimum for small E, to compare. SOLAR's code uses particle-swarm optimisation for the same problem.
 
 Run-time schedule (one global step at a time, every rank computes the same schedule)
@@ -100,7 +100,7 @@ def _nearest_neighbour(cost: np.ndarray, start: int) -> list[int]:
 
 
 def _improve(cost: np.ndarray, path: list[int]) -> list[int]:
-    """2-opt (segment reversal) and or-opt (move one epoch) on a path with asymmetric costs."""
+    """2-opt (segment reversal) and or-opt (move a segment of 1-3 epochs) on a path with asymmetric costs."""
     best = path_cost(cost, path)
     E = len(path)
     improved = True
@@ -112,15 +112,17 @@ def _improve(cost: np.ndarray, path: list[int]) -> list[int]:
                 c = path_cost(cost, cand)
                 if c < best:
                     path, best, improved = cand, c, True
-        for i in range(E):
-            for j in range(E):
-                if i == j:
-                    continue
-                rest = path[:i] + path[i + 1:]
-                cand = rest[:j] + [path[i]] + rest[j:]
-                c = path_cost(cost, cand)
-                if c < best:
-                    path, best, improved = cand, c, True
+        for k in (1, 2, 3):                       # or-opt: move a segment of k epochs elsewhere
+            for i in range(E - k + 1):
+                seg, rest = path[i:i + k], path[:i] + path[i + k:]
+                for j in range(len(rest) + 1):
+                    if j == i:
+                        continue
+                    cand = rest[:j] + seg + rest[j:]
+                    c = path_cost(cost, cand)
+                    if c < best:
+                        path, best, improved = cand, c, True
+                        break
     return path
 
 
@@ -461,7 +463,7 @@ def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: in
         "epoch_order": [int(x) for x in order],
         "epoch_order_cost": path_cost(cost, order),
         "identity_order_cost": path_cost(cost, identity),
-        "order_heuristic": "nearest neighbour from every start + 2-opt + or-opt (asymmetric costs)",
+        "order_heuristic": "nearest neighbour from every start + 2-opt + or-opt (segments of 1-3; asymmetric costs)",
         "buffer_samples_per_rank": c, "buffer_samples_aggregate": C,
         "reorder": reorder, "remap": remap, "balance": balance, "chunking": chunking, "eviction": eviction,
         "shared_loads_per_epoch": loads, "buffer_hits_per_epoch": hits, "shared_requests_per_epoch": reqs,
