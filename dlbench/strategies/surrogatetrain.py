@@ -40,17 +40,17 @@ SEMANTICS = Semantics("yes", "yes (the last batch without padding)", "epoch orde
 
 @dataclass(frozen=True, kw_only=True)
 class SurrogateTrainOptions(CacheOptions):
-    buffer_fraction: float = opt(0.0, help="surrogatetrain: aggregate buffer as a fraction of the dataset (C/W "
+    buffer_fraction: float = opt(0.0, help="aggregate buffer as a fraction of the dataset (C/W "
                                            "samples per rank); 0: --cache-capacity bytes per rank", min=0, max=1)
-    reorder: bool = opt(True, help="surrogatetrain: order the epochs' permutations to reuse the buffer "
+    reorder: bool = opt(True, help="order the epochs' permutations to reuse the buffer "
                                    "(--no-reorder: in drawing order)")
-    remap: bool = opt(True, help="surrogatetrain: deliver each buffered sample from the rank that holds it "
+    remap: bool = opt(True, help="deliver each buffered sample from the rank that holds it "
                                  "(--no-remap: DistributedSampler's rank)")
-    balance: bool = opt(True, help="surrogatetrain: split each step's loads evenly over the ranks (unequal "
+    balance: bool = opt(True, help="split each step's loads evenly over the ranks (unequal "
                                    "local batches); --no-balance: equal batches, surplus re-read")
-    chunking: bool = opt(True, help="surrogatetrain: read runs of consecutive sample ids as one HDF5 hyperslab "
+    chunking: bool = opt(True, help="read runs of consecutive sample ids as one HDF5 hyperslab "
                                     "request (--no-chunking: one request per sample)")
-    eviction: str = opt("lookahead", help="surrogatetrain: buffer eviction: lookahead (farthest next use first, "
+    eviction: str = opt("lookahead", help="buffer eviction: lookahead (farthest next use first, "
                                           "then FIFO) or fifo", choices=("lookahead", "fifo"))
 
 
@@ -100,6 +100,11 @@ class SurrogateTrainExecutor(PlannedExecutor):
         out["chunking"] = ("one request per run of consecutive ids" if runs else
                            ("off (--no-chunking)" if not self.plan.meta.get("chunking") else
                             f"per-sample reads: layout {self.ctx.workload.layout} has no run reads"))
+        m = self.plan.meta
+        out["plan"] = {k: m[k] for k in ("epoch_order", "epoch_order_cost", "identity_order_cost",
+                                         "buffer_samples_per_rank", "shared_loads_per_epoch", "buffer_hits_per_epoch",
+                                         "shared_requests_per_epoch", "shared_load_reduction_vs_naive",
+                                         "local_batch_min", "local_batch_max", "compute_imbalance") if k in m}
         n = [int(x) for x in self.delivered]
         out["local_batch"] = {"min": min(n) if n else 0, "max": max(n) if n else 0,
                               "mean": float(np.mean(n)) if n else 0.0, "steps": len(n)}
