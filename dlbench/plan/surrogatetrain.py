@@ -290,12 +290,15 @@ class _Engine:
         hits_per = np.bincount(hit_rank, minlength=W)
         cand_per = np.bincount(load_rank[cand], minlength=W)
         over = self.nheld + cand_per - self.c
-        for r in range(W):
+        keep[cand & (over[load_rank] <= 0)] = True
+        tight = np.nonzero(over > 0)[0]
+        if len(tight):       # the held samples of every rank, grouped by rank (one sort, not a scan per rank)
+            held_all = np.nonzero(self.holder >= 0)[0]
+            held_all = held_all[np.argsort(self.holder[held_all], kind="stable")]
+            cuts = np.searchsorted(self.holder[held_all], np.arange(W + 1), side="left")
+        for r in tight.tolist():
             cr = np.nonzero(cand & (load_rank == r))[0]
-            if over[r] <= 0:
-                keep[cr] = True
-                continue
-            held = np.nonzero(self.holder == r)[0]
+            held = held_all[cuts[r]:cuts[r + 1]]
             if hits_per[r]:
                 held = held[~np.isin(held, hit_ids[hit_rank == r], assume_unique=True)]
             room = self.c - hits_per[r]                 # slots for evictable held + new
