@@ -363,6 +363,11 @@ def _label(run: dict) -> str:
     s = cfg.get("strategy", "?")
     if s == "pls":
         s += f" Q={opts.get('exchange_fraction')}"
+    elif s == "surrogatetrain":   # the ablation's rows: buffer and the techniques switched off
+        s += f" buf={opts.get('buffer_fraction')}" if opts.get("buffer_fraction") else ""
+        s += "".join(f" no-{k}" for k in ("reorder", "remap", "balance", "chunking") if opts.get(k) is False)
+        s += " fifo" if opts.get("eviction") == "fifo" else ""
+        s += f" threads={opts['loader_threads']}" if opts.get("loader_threads") else ""
     return s
 
 
