@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..plan import LOCAL, MEMORY, PEER, SHARED, TIER_NAMES, Plan
-from ..system import SystemProfile
+from ..system import ModelRules, SystemProfile, rules_from
 
 POLICIES = ("lowerbound", "ondemand", "prefetch")
 
@@ -77,8 +77,15 @@ class Model:
     the consumption time; ``staging_threads`` overrides p_0."""
 
     def __init__(self, profile: SystemProfile, *, compute_s_per_byte: float | None = None,
-                 step_time_s: float | None = None, write_overlap: bool = True):
+                 step_time_s: float | None = None, write_overlap: bool | None = None,
+                 rules: ModelRules | str | dict | None = None):
         self.p = profile
+        r = rules_from(rules if rules is not None else profile.rules)
+        if write_overlap is not None and not write_overlap:   # --serial-write
+            import dataclasses
+
+            r = dataclasses.replace(r, write="series")
+        self.rules = r
         if compute_s_per_byte is None and step_time_s is None:
             if profile.compute_mb_per_s is None:
                 raise ConfigError(f"system profile {profile.name}: no compute_mb_per_s; give the workload's "
@@ -86,27 +93,31 @@ class Model:
             compute_s_per_byte = 1.0 / (profile.compute_mb_per_s * 1e6)
         self.compute_s_per_byte = compute_s_per_byte
         self.step_time_s = step_time_s
-        self.write_overlap = write_overlap
+        self.write_overlap = r.write == "overlap"
 
     # ----- per-tier seconds per byte ------------------------------------------------------------------
     def fetch_s_per_byte(self, nodes: int, pfs_threads_per_node: int) -> np.ndarray:
         """Seconds per byte for each plan tier code (SHARED, LOCAL, MEMORY, PEER)."""
         p = self.p
         out = np.full(len(TIER_NAMES), np.inf)
-        out[SHARED] = 1.0 / p.pfs_per_client(nodes * pfs_threads_per_node)
+        gamma = nodes * pfs_threads_per_node if self.rules.gamma == "threads" else nodes
+        out[SHARED] = 1.0 / p.pfs_per_client(gamma)
         for code, kind in ((LOCAL, "local"), (MEMORY, "memory")):
             t = next((t for t in p.tiers if t.kind == kind), None)
             if t is not None:
-                out[code] = 1.0 / p.tier_per_thread(t, p.staging.threads)
+                out[code] = 1.0 / (p.tier_per_thread(t, p.staging.threads) if self.rules.tier_read == "per-thread"
+                                   else p.tier_aggregate(t))
         fastest = min(out[LOCAL], out[MEMORY])
         out[PEER] = max(1.0 / p.network_bytes_per_s, fastest) if np.isfinite(fastest) else 1.0 / p.network_bytes_per_s
         return out
 
     # ----- prologue ----------------------------------------------------------------------------------
-    def prologue_s(self, plan: Plan, sizes: np.ndarray) -> float:
+    def prologue_s(self, plan: Plan, sizes: np.ndarray, fill_to_capacity: bool = False) -> float:
         pro = plan.prologue
         if len(pro.sample) == 0:
             return 0.0
+        if self.rules.prologue == "series" or fill_to_capacity:
+            return self._prologue_series(plan, sizes, fill_to_capacity)
         p = self.p
         nodes = plan.nodes
         node = plan.node_map[pro.rank]
@@ -137,13 +148,56 @@ class Model:
             write_s = np.maximum(write_s, stored_b[code] / rate)
         return float(np.max(np.maximum(np.maximum(read_s, recv_s), write_s)))
 
+    def _prologue_series(self, plan: Plan, sizes: np.ndarray, fill_to_capacity: bool) -> float:
+        """The thesis' staging (``prologue: series``): per node, the destination tier's threads take the
+        node's rows round robin; a PFS row costs s / min(b_fs, t(N)/N) + w (γ = the N nodes), then each
+        sample received from peers (all-gather) costs s / min(b_c, r_dst(p)) + w. ``fill_to_capacity``: the
+        node also copies other nodes' pieces from its peers until its destination tier is full (the
+        reference's Parallel Data Staging, whose training then draws only from the own piece)."""
+        p = self.p
+        pro = plan.prologue
+        nodes = plan.nodes
+        node = plan.node_map[pro.rank]
+        s = sizes[pro.sample]
+        w = p.staging_write_s_per_byte()
+        pfs = 1.0 / float(p.pfs_per_client(nodes))
+        total_b = float(sizes.sum())
+        out = 0.0
+        for nd in range(nodes):
+            t_nd = 0.0
+            for code, kind in ((MEMORY, "memory"), (LOCAL, "local")):
+                tier = next((t for t in p.tiers if t.kind == kind), None)
+                sel = (node == nd) & (pro.dst == code)
+                if not sel.any():
+                    continue
+                thr = tier.threads if tier is not None else p.staging.threads
+                rate = (p.tier_aggregate(tier) if tier is not None else p.network_bytes_per_s)
+                peer = 1.0 / min(p.network_bytes_per_s, rate)
+                ss = s[sel]
+                cost = np.where(pro.src[sel] == SHARED, ss * (pfs + w), ss * (peer + w))
+                if self.p.pfs is not None and self.p.pfs.latency_s:
+                    cost = cost + np.where(pro.src[sel] == SHARED, self.p.pfs.latency_s, 0.0)
+                per_thread = np.bincount(np.arange(len(ss)) % thr, weights=cost, minlength=thr)
+                own_b = float(ss.sum())
+                recv_b = 0.0
+                if pro.allgather:
+                    recv_b = float(s[pro.dst == code].sum()) - own_b
+                elif fill_to_capacity and tier is not None:
+                    recv_b = max(0.0, min(tier.capacity_bytes, total_b) - own_b)
+                t_nd = max(t_nd, float(per_thread.max()) + recv_b * (peer + w) / thr)
+            out = max(out, t_nd)
+        return out
+
     # ----- one epoch ---------------------------------------------------------------------------------
-    def cost(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None = None) -> Costing:
+    def cost(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None = None,
+             fill_to_capacity: bool = False) -> Costing:
         """``threads_per_rank``: loader threads of a prefetching plan (default: the profile's p_0 over the
-        node's ranks)."""
+        node's ranks). ``fill_to_capacity``: see ``_prologue_series``."""
         if policy not in POLICIES:
             raise ConfigError(f"policy {policy!r}: choose one of {', '.join(POLICIES)}")
         sizes = np.asarray(sizes, dtype=np.float64)
+        if self.rules.gamma == "thesis-window" and policy != "lowerbound":
+            return self._cost_events(plan, sizes, policy, threads_per_rank, fill_to_capacity)
         W, nodes, E = plan.world_size, plan.nodes, plan.epochs
         K = max(1, W // max(nodes, 1))
         p0 = self.p.staging.threads
@@ -160,7 +214,7 @@ class Model:
         bytes_t = {n: z.copy() for n in TIER_NAMES}
         samples = z.copy()
         epoch_times = np.zeros(E)
-        pro_s = self.prologue_s(plan, sizes)
+        pro_s = self.prologue_s(plan, sizes, fill_to_capacity)
         t0 = pro_s
         for e in range(E):
             ep = plan.epoch(e)
@@ -244,6 +298,23 @@ class Model:
                        epoch_time_s=epoch_times, compute_s=compute, stall_s=stall, barrier_s=barrier,
                        exchange_s=exch_exposed, fetch_s_by_tier=fetch_t, bytes_by_tier=bytes_t, samples=samples,
                        notes=notes)
+
+
+    def _cost_events(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank, fill_to_capacity):
+        from .events import cost_events
+
+        pro_s = self.prologue_s(plan, sizes, fill_to_capacity)
+        K = max(1, plan.world_size // max(plan.nodes, 1))
+        if threads_per_rank is None:
+            threads_per_rank = self.p.staging.threads / K
+        ep, comp, stall, barrier, fetch_t, bytes_t, samples = cost_events(self, plan, sizes, policy,
+                                                                          threads_per_rank, pro_s)
+        notes = ["thesis-window: event-driven costing (γ from the nodes' logs of PFS-read starts, in the "
+                 "reference simulator's scheduling order; staging buffer capacity enforced)"]
+        return Costing(strategy=plan.strategy, ranks=plan.world_size, nodes=plan.nodes, epochs=plan.epochs,
+                       prologue_s=pro_s, epoch_time_s=ep, compute_s=comp, stall_s=stall, barrier_s=barrier,
+                       exchange_s=np.zeros(plan.world_size), fetch_s_by_tier=fetch_t, bytes_by_tier=bytes_t,
+                       samples=samples, notes=notes)
 
 
 def _thread_avail(cost: np.ndarray, threads: float) -> np.ndarray:
