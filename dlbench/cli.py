@@ -221,9 +221,20 @@ def _strategy_option_fields() -> dict:
     for name in strategies.names():
         strat = strategies.get(name)
         for row in describe_fields(strat.Options):
-            ent = out.setdefault(row["name"], {"owners": [], "row": row})
+            ent = out.setdefault(row["name"], {"owners": [], "row": row, "defaults": {}})
             ent["owners"].append(name)
+            ent["defaults"][name] = row["default"]
     return out
+
+
+def _defaults_text(defaults: dict) -> str:
+    """``default X``, or per strategy where the owners' defaults differ: ``default 2 (clairvoyant), 0 (lbann, ...)``."""
+    groups: dict = {}
+    for owner, d in defaults.items():
+        groups.setdefault(repr(d), (d, []))[1].append(owner)
+    if len(groups) == 1:
+        return f"default {next(iter(groups.values()))[0]}"
+    return "default " + ", ".join(f"{d} ({', '.join(owners)})" for d, owners in groups.values())
 
 
 def _strategy_options(f):
@@ -233,7 +244,7 @@ def _strategy_options(f):
         flag = "--" + name.replace("_", "-")
         owners = ", ".join(ent["owners"])
         unit = f" [{row['unit']}]" if row["unit"] else ""
-        helptext = f"({owners}) {row['help']}{unit}; default {row['default']}"
+        helptext = f"({owners}) {row['help']}{unit}; {_defaults_text(ent['defaults'])}"
         if row["type"] == "bool":
             f = click.option(f"{flag}/--no-{flag[2:]}", name, default=None, help=helptext)(f)
         else:
