@@ -17,6 +17,9 @@ MODEL_OPTIONS = {
     "prologue_fill_to_capacity": "the prologue also copies other nodes' pieces from peers until the node's "
                                  "destination tier is full (the HDMLP thesis' Parallel Data Staging; the plan "
                                  "trains on the own piece only, so the copies are pure cost)",
+    "fill_by_tier_threads": "the plan's cache fills are read ahead by each node's tier threads (profile "
+                            "tiers[].threads) in the plan's order from the epoch-0 start, not by the loader at "
+                            "delivery (HDMLP's tier prefetchers; thesis-window rule only)",
 }
 LOWERBOUND = "lowerbound"   # not a strategy: everything in memory at t = 0 (costed on naive's plan)
 DISPLAY = {"lowerbound": "Lower Bound", "naive": "Naive", "prefetch": "StagingPool (prefetch)",
@@ -239,7 +242,8 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
         if policy == "prefetch":
             threads = float(loader_threads) / ranks_per_node if loader_threads else float(plan.loader_threads or 1)
         c = model.cost(plan, sizes, policy, threads_per_rank=threads,
-                       fill_to_capacity=bool(mo.get("prologue_fill_to_capacity", False)))
+                       fill_to_capacity=bool(mo.get("prologue_fill_to_capacity", False)),
+                       tier_fill=bool(mo.get("fill_by_tier_threads", False)))
         c.strategy = name
         out[label] = summarize(c, workload=wl.name, profile=profile,
                                extra={"label": label, "plan_order": plan.meta.get("order", ""),

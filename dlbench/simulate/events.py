@@ -56,17 +56,17 @@ def _streams(plan: Plan, sizes: np.ndarray):
             ids = ep.sample_ids[r, lo:n]
             ok = ids >= 0
             src = ep.source[r, lo:n]
-            fill = (keep[r, lo:n] != NO_TIER) if keep is not None else np.zeros(n - lo, bool)
+            kp = keep[r, lo:n] if keep is not None else np.full(n - lo, NO_TIER, np.uint8)
             cols = np.arange(lo, n)
             st = np.searchsorted(ep.bounds[r], cols, side="right") - 1 + step0
-            parts[r].append((ids[ok], src[ok], fill[ok], st[ok]))
+            parts[r].append((ids[ok], src[ok], kp[ok], st[ok]))
         epoch_steps.append(ep.steps)
         step0 += ep.steps
     out = []
     for r in range(W):
         ids = np.concatenate([p[0] for p in parts[r]]) if parts[r] else np.zeros(0, np.int64)
         src = np.concatenate([p[1] for p in parts[r]]) if parts[r] else np.zeros(0, np.uint8)
-        fill = np.concatenate([p[2] for p in parts[r]]) if parts[r] else np.zeros(0, bool)
+        fill = np.concatenate([p[2] for p in parts[r]]) if parts[r] else np.zeros(0, np.uint8)
         st = np.concatenate([p[3] for p in parts[r]]) if parts[r] else np.zeros(0, np.int64)
         out.append((ids, src, fill, st))
     return out, step0, epoch_steps
@@ -84,9 +84,14 @@ def check_event_size(plan: Plan) -> None:
 
 
 def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
-                t0: float):
+                t0: float, tier_fill: bool = False):
     """(epoch_times, compute, stall, barrier, fetch_s_by_tier, bytes_by_tier, samples) of ``plan`` under
-    the thesis-window rule; ``t0``: when epoch 0 starts (after the prologue)."""
+    the thesis-window rule; ``t0``: when epoch 0 starts (after the prologue). ``tier_fill`` (prefetch
+    only): the plan's cache fills (a PFS access with ``keep``) are read ahead by the node's tier threads
+    (the profile's ``tiers[].threads``, split over the node's ranks) in the plan's order from t0, at
+    γ = nodes, each followed by its write, as HDMLP's tier prefetchers do; the loader reads such a sample
+    (and every later own-tier access of it) from the own tier once its fill is done, else from the PFS
+    (window rule)."""
     check_event_size(plan)
     p = model.p
     rules = model.rules
@@ -103,18 +108,41 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     fill_spb = pfs_spb[nodes]
     streams, total_steps, epoch_steps = _streams(plan, sizes)
     comp_spb = model.compute_s_per_byte
+    fill_starts: dict = {}
     step_time = model.step_time_s
     lb = plan.local_batch
 
     # per rank: python lists for the hot loop
-    S, SRC, FILL, ST, COMP = [], [], [], [], []
+    S, SRC, FILL, ST, COMP, IDS, KEEP = [], [], [], [], [], [], []
     step_start = []
+    ready = []
     for r in range(W):
-        ids, src, fill, st = streams[r]
+        ids, src, kp, st = streams[r]
         s = sizes[ids].astype(np.float64)
+        fill = (kp != NO_TIER) & (src == SHARED)
         S.append(s.tolist())
         SRC.append(src.astype(np.int64).tolist())
-        FILL.append((fill & (src == SHARED)).tolist())
+        FILL.append(fill.tolist())
+        IDS.append(ids.tolist())
+        KEEP.append(kp.astype(np.int64).tolist())
+        if tier_fill and policy == "prefetch":
+            rd = np.full(len(sizes), np.inf)
+            for code, kind in ((MEMORY, "memory"), (LOCAL, "local")):
+                tier = next((t for t in p.tiers if t.kind == kind), None)
+                sel = np.nonzero(fill & (kp == code))[0]
+                if not len(sel):
+                    continue
+                thr = max(1, int((tier.threads if tier is not None else 1) // K))
+                cost = s[sel] * (fill_spb + w_spb) + lat
+                pad = (-len(cost)) % thr
+                c = np.concatenate([cost, np.zeros(pad)]).reshape(-1, thr)
+                done = (t0 + np.cumsum(c, axis=0)).reshape(-1)[:len(cost)]
+                starts = done - cost
+                rd[ids[sel]] = np.minimum(rd[ids[sel]], done)
+                nd = int(plan.node_map[r])
+                fill_log_start = float(starts.max())
+                fill_starts[nd] = max(fill_starts.get(nd, -np.inf), fill_log_start)
+            ready.append(rd.tolist())
         ST.append(st)
         COMP.append((np.full(len(s), step_time / lb) if step_time is not None else s * comp_spb).tolist())
         step_start.append(np.searchsorted(st, np.arange(total_steps + 1), side="left").tolist())
@@ -133,6 +161,9 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
         compute[r] = float(np.sum(COMP[r]))
         samples[r] = len(s)
     log = [-np.inf] * nodes          # latest logged PFS-read start per node
+    for nd, t in fill_starts.items():   # the tier threads' reads are all scheduled (logged) at the start
+        log[nd] = t
+    use_ready = bool(ready)
     B = t0
     step_end = np.zeros(total_steps)
 
@@ -190,12 +221,26 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 f = nxt[r]
                 nd = node_of[r]
                 Sr, SRCr, FILLr, fr, av = S[r], SRC[r], FILL[r], free[r], avail[r]
+                if use_ready:
+                    rdy, IDr, KPr = ready[r], IDS[r], KEEP[r]
                 while f < n_acc[r] and (f < must or held[r] + Sr[f] <= cap):
                     k = counter[r]
                     st = fr[k] if fr[k] > B else B
                     s = Sr[f]
                     c = SRCr[f]
-                    if c == SHARED:
+                    if use_ready and (FILLr[f] or c == MEMORY or c == LOCAL):
+                        # filled by the tier threads: own tier once done, else the PFS
+                        tier_code = KPr[f] if FILLr[f] else c
+                        if rdy[IDr[f]] <= st:
+                            c = tier_code
+                            fetch = s * fixed_spb[c]
+                        else:
+                            c = SHARED
+                            g = gamma(nd, st)
+                            fetch = s * pfs_spb[g] + lat
+                            if st > log[nd]:
+                                log[nd] = st
+                    elif c == SHARED:
                         g = nodes if FILLr[f] else gamma(nd, st)
                         fetch = s * pfs_spb[g] + lat
                         if st > log[nd]:

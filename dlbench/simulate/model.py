@@ -190,14 +190,18 @@ class Model:
 
     # ----- one epoch ---------------------------------------------------------------------------------
     def cost(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None = None,
-             fill_to_capacity: bool = False) -> Costing:
+             fill_to_capacity: bool = False, tier_fill: bool = False) -> Costing:
         """``threads_per_rank``: loader threads of a prefetching plan (default: the profile's p_0 over the
-        node's ranks). ``fill_to_capacity``: see ``_prologue_series``."""
+        node's ranks). ``fill_to_capacity``: see ``_prologue_series``; ``tier_fill``: cache fills read
+        ahead by the tiers' threads (``events.cost_events``; thesis-window rule only)."""
         if policy not in POLICIES:
             raise ConfigError(f"policy {policy!r}: choose one of {', '.join(POLICIES)}")
         sizes = np.asarray(sizes, dtype=np.float64)
         if self.rules.gamma == "thesis-window" and policy != "lowerbound":
-            return self._cost_events(plan, sizes, policy, threads_per_rank, fill_to_capacity)
+            return self._cost_events(plan, sizes, policy, threads_per_rank, fill_to_capacity, tier_fill)
+        if tier_fill and policy != "lowerbound":
+            raise ConfigError("model option fill_by_tier_threads: needs rules.gamma=thesis-window (the event-driven "
+                              "costing); the vectorised model has the loader deliver and keep every fill")
         W, nodes, E = plan.world_size, plan.nodes, plan.epochs
         K = max(1, W // max(nodes, 1))
         p0 = self.p.staging.threads
@@ -300,7 +304,8 @@ class Model:
                        notes=notes)
 
 
-    def _cost_events(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank, fill_to_capacity):
+    def _cost_events(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank, fill_to_capacity,
+                     tier_fill=False):
         from .events import cost_events
 
         pro_s = self.prologue_s(plan, sizes, fill_to_capacity)
@@ -308,7 +313,8 @@ class Model:
         if threads_per_rank is None:
             threads_per_rank = self.p.staging.threads / K
         ep, comp, stall, barrier, fetch_t, bytes_t, samples = cost_events(self, plan, sizes, policy,
-                                                                          threads_per_rank, pro_s)
+                                                                          threads_per_rank, pro_s,
+                                                                          tier_fill=tier_fill)
         notes = ["thesis-window: event-driven costing (γ from the nodes' logs of PFS-read starts, in the "
                  "reference simulator's scheduling order; staging buffer capacity enforced)"]
         return Costing(strategy=plan.strategy, ranks=plan.world_size, nodes=plan.nodes, epochs=plan.epochs,
