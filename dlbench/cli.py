@@ -425,7 +425,7 @@ def _parse_strategy_options(items) -> dict:
 @click.option("--loader-threads", type=int, default=None,
               help="p_0: loader I/O threads per node, the node's PFS clients [default: the profile's staging.threads]; "
                    "to compare with a real run, the ranks per node x DataLoader workers (naive: ranks per node)")
-@click.option("--seed", type=int, default=0, show_default=True, help="seed of permutations and sample sizes")
+@click.option("--seed", type=int, default=None, help="seed of permutations and sample sizes [default: the study's, else 0]")
 @click.option("--pls-q", type=float, default=None, help="exchange fraction Q of pls [default: pls's, 0.1]")
 @click.option("--option", "options", multiple=True, metavar="STRATEGY.KEY=VALUE",
               help="a strategy option as `dlbench run` takes it, e.g. staging.loader_threads=2 (repeatable)")
@@ -454,7 +454,8 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         st = study_mod.load(study)
         profile = load_profile(st.system)
         wl = study_mod.workload_of(st, where=study)
-        names, nodes, ranks_per_node, epochs, seed = (st.entries(), st.nodes, st.ranks_per_node, st.epochs, st.seed)
+        names, nodes, ranks_per_node, epochs = (st.entries(), st.nodes, st.ranks_per_node, st.epochs)
+        seed = st.seed if seed is None else seed
         reference = dict(st.published_runtime_s) or None
         cfg_extra = {"study": study, "study_config": to_dict(st)}
         if rules is None:
@@ -479,6 +480,9 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
             if val is not None and val < 1:
                 raise ConfigError(f"{name}={val}: must be >= 1")
         cfg_extra = {}
+        seed = 0 if seed is None else seed
+    if seed < 0:
+        raise ConfigError(f"--seed={seed}: must be >= 0")
     if loader_threads is not None:
         import dataclasses
 
