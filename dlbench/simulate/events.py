@@ -167,7 +167,13 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     B = t0
     step_end = np.zeros(total_steps)
 
+    fixed_gamma = {"nodes": nodes, "threads": None}.get(rules.gamma)
+    if rules.gamma == "threads":
+        raise ConfigError("the event-driven costing counts γ by nodes (thesis-window or nodes), not threads")
+
     def gamma(node: int, t: float) -> int:
+        if fixed_gamma is not None:
+            return fixed_gamma
         g = 1
         for m in range(nodes):
             if m != node and log[m] >= t:

@@ -207,3 +207,25 @@ def test_lbann_refuses_beyond_aggregate_memory(name):
     with pytest.raises(CapacityError, match="lbann preload"):
         simulate([("l", "lbann", {"mode": "preload"})], wl=wl, profile=load_profile(st.system), nodes=st.nodes,
                  epochs=1, rules=st.rules)
+
+
+def test_event_costing_matches_vectorised_model_at_fixed_gamma():
+    """Cross-check of the two costings: with γ fixed (gamma: nodes) the event loop and the vectorised
+    max-plus recurrence must agree: exactly for one request at a time; within the buffer's effect for
+    loader threads (the event loop enforces the staging buffer and reads ahead across epochs)."""
+    from dlbench.simulate.core import build_plan
+    from dlbench.simulate.events import cost_events
+
+    wl = SimWorkload("f", 3000, 25, "normal", 1e6, 1e5)
+    sizes = wl.sizes(0)
+    m = Model(PROF, rules={"gamma": "nodes", "write": "series"})
+    plan = build_plan("naive", wl=wl, nodes=4, ranks_per_node=1, epochs=2, seed=0, profile=PROF, sizes=sizes)
+    vec = m.cost(plan, sizes, "ondemand")
+    ev = cost_events(m, plan, sizes, "ondemand", None, 0.0)
+    assert ev[0].sum() == pytest.approx(vec.total_time_s, rel=1e-9)
+    assert ev[2] == pytest.approx(vec.stall_s, rel=1e-9)
+    plan = build_plan("prefetch", wl=wl, nodes=4, ranks_per_node=1, epochs=2, seed=0, profile=PROF, sizes=sizes,
+                      options={"num_workers": 2})
+    vec = m.cost(plan, sizes, "prefetch", threads_per_rank=2.0)
+    ev = cost_events(m, plan, sizes, "prefetch", 2.0, 0.0)
+    assert ev[0].sum() == pytest.approx(vec.total_time_s, rel=0.01)
