@@ -49,6 +49,10 @@ def _streams(plan: Plan, sizes: np.ndarray):
     epoch_steps = []
     for e in range(plan.epochs):
         ep = plan.epoch(e)
+        if ep.transfers is not None and len(ep.transfers):
+            raise ConfigError(f"rules.gamma=thesis-window: plan {plan.strategy} moves samples between ranks in the "
+                              f"background (epoch {e}); the event-driven costing does not model that exchange: use "
+                              f"gamma: threads or nodes")
         keep = ep.keep
         for r in range(W):
             n = int(ep.bounds[r, -1])
