@@ -1,7 +1,8 @@
 """The model's rule sets (default vs the HDMLP thesis' reference simulator) and the thesis' Scenario 2.
 
-CI runs every test here: the reduced-F scenario (thesis structure, F = 12,000) in a few seconds, and the
-full Scenario 2 (F = 150,000, ten rows, seeds 0, 1, 2) behind the ``slow`` marker (~30 s per seed)."""
+CI runs every test here: the reduced-F scenario (thesis structure, F = 15,000) in a few seconds, and the
+full Scenario 2 (F = 150,000, eleven rows, seeds 0, 1, 2) behind the ``slow`` marker (40-100 s per seed
+on a shared 2-core machine; CI runs it: .ci/run selects no markers)."""
 
 import dataclasses
 
