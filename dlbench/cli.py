@@ -12,7 +12,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import ConfigError, DlbenchError
+from .errors import ConfigError, DlbenchError, Interrupted
 
 
 def _launcher_rank() -> int:
@@ -34,12 +34,15 @@ class DlbenchGroup(click.Group):
         except DlbenchError as e:
             # a config error is the same on every rank: say it once
             if not (isinstance(e, ConfigError) and _launcher_rank() != 0):
-                click.echo(f"dlbench: error: {e}", err=True)
+                kind = "" if isinstance(e, Interrupted) else "error: "
+                click.echo(f"dlbench: {kind}{e}", err=True)
             sys.stdout.flush()
             ctx.exit(e.exit_code)
-        except KeyboardInterrupt:
-            click.echo("dlbench: interrupted", err=True)
-            ctx.exit(130)
+        except KeyboardInterrupt as e:
+            sig = getattr(e, "signal_name", "SIGINT")
+            if _launcher_rank() == 0:  # every rank gets Ctrl-C: say it once
+                click.echo(f"dlbench: interrupted by {sig}", err=True)
+            ctx.exit(143 if sig == "SIGTERM" else 130)
 
     def resolve_command(self, ctx, args):
         try:
@@ -194,6 +197,9 @@ def show(workload_name, scale, samples):
             click.echo(f"    {acc}: {st.step_time_s} s at batch {st.batch_size} ({st.source})")
     else:
         click.echo("  compute: none published (dlbench calibrate, or --compute-time)")
+    for m in spec.measured:
+        click.echo(f"    {m.accelerator} measured{' (model ' + m.model + ')' if m.model else ''}: {m.step_time_s} s "
+                   f"at batch {m.batch_size} ({m.source})")
     if spec.model is not None:
         click.echo(f"  model: {spec.model.name} ({spec.model.source})")
         try:
@@ -266,34 +272,45 @@ def _strategy_options(f):
 @click.option("--out", "-o", default="results", show_default=True, help="results root: <out>/<workload>/<strategy>/<UTC stamp>/")
 @click.option("--compute", type=click.Choice(["sleep", "torch"]), default="sleep", show_default=True,
               help="sleep: emulated step time; torch: the real model's training step")
-@click.option("--accelerator", default="a100", show_default=True, help="sleep step time from the workload's profile: v100|a100|h100")
+@click.option("--accelerator", default=None,
+              help="sleep step time from the workload's figures: v100|a100|h100 [default: a100 where published, "
+                   "else the workload's measured entry; the summary names the source]")
 @click.option("--compute-time", type=float, default=None, help="sleep this many seconds per step instead of the profile")
 @click.option("--compute-stdev", type=float, default=0.0, show_default=True, help="normal jitter of the step time [s], seeded per rank")
 @click.option("--compute-profile", type=click.Path(dir_okay=False), default=None, help="a YAML from `dlbench calibrate`")
 @click.option("--device", default="auto", show_default=True, help="torch compute device: auto|cpu|cuda")
-@click.option("--model", default=None, help="torch compute: another model for the workload (e.g. deepcam_resnet50)")
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
+              help="torch compute: fp32; bf16 (autocast, CPU or CUDA); fp16 (CUDA: autocast + gradient scaler)")
+@click.option("--model", default=None, help="another model for the workload (e.g. deepcam_resnet50): torch compute "
+                                            "trains it, sleep compute uses its measured step time")
 @click.option("--barrier/--no-barrier", default=False, show_default=True, help="emulated allreduce barrier after every step (sleep compute)")
 @click.option("--checkpoint-every", type=int, default=0, show_default=True, help="write an fsync'd checkpoint of the model's size every N steps (0: never)")
 @click.option("--ranks-per-node", type=int, default=None, help="emulate nodes of K ranks on one machine [default: MPI's shared-memory split]")
 @click.option("--verify", is_flag=True, help="check every delivered sample's bytes and order against the generator and the plan")
 @click.option("--dry-run", is_flag=True, help="print the plan, bytes per tier and checks; touch nothing")
+@click.option("--progress/--no-progress", default=None,
+              help="live line on rank 0: epoch, step, exposed I/O so far, samples/s (default: on a terminal)")
 @click.option("--system", "system", default="local", show_default=True, metavar="PROFILE",
               help="system profile (configs/systems name or YAML path); one with a pfs section throttles every "
                    "read of the dataset dir to its modelled time (laptop-pfs); local: no throttling")
 @click.option("--local-dir", type=click.Path(file_okay=False), default=None,
               help="node-local storage for staging/local/pls (node<k> per node under it) [default: "
                    "$TMPDIR/dlbench-local]")
+@click.option("--inject", multiple=True, metavar="KIND=VALUE",
+              help="fault injection (repeatable): slow-rank=R:FACTOR (rank R's reads and compute take FACTOR x), "
+                   "fail-read=P (each shared-tier read fails with probability P, seeded, and is retried; retries "
+                   "in the summary)")
 @_strategy_options
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
-        compute_stdev, compute_profile, device, model, barrier, checkpoint_every, ranks_per_node, verify, dry_run,
-        system, local_dir, **strategy_opts):
+        compute_stdev, compute_profile, device, precision, model, barrier, checkpoint_every, ranks_per_node, verify,
+        dry_run, progress, system, local_dir, inject, **strategy_opts):
     """Run the measured epoch loop for one strategy (serially, or under mpiexec/srun)."""
     import json
 
     from . import report, strategies
     from .comm import get_comm
     from .errors import unknown_choice
-    from .runner import ACCELERATORS, RunConfig
+    from .runner import ACCELERATORS, RunConfig, check_seconds
     from .runner import run as do_run
 
     strategies.get(strategy)  # unknown strategy: one line with the choices
@@ -303,25 +320,39 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
         if strategy not in fields[k]["owners"]:
             raise ConfigError(f"--{k.replace('_', '-')} is an option of {', '.join(fields[k]['owners'])}, "
                               f"not of strategy {strategy}")
-    if accelerator not in ACCELERATORS:
+    if accelerator is not None and accelerator not in ACCELERATORS:
         raise unknown_choice("accelerator", accelerator, ACCELERATORS)
     for name, val, lo in (("--epochs", epochs, 1), ("--batch-size", batch_size, 1), ("--checkpoint-every", checkpoint_every, 0)):
         if val is not None and val < lo:
             raise ConfigError(f"{name}={val}: must be >= {lo}")
     for name, val in (("--compute-time", compute_time), ("--compute-stdev", compute_stdev)):
-        if val is not None and val < 0:
-            raise ConfigError(f"{name}={val}: must be >= 0 seconds")
+        if val is not None:
+            check_seconds(name, val)  # inf, nan, 1e308, < 0: one line
     cfg = RunConfig(workload=workload, scale=scale, strategy=strategy, options=given, data_dir=data_dir,
                     epochs=epochs, batch_size=batch_size, seed=seed, out=out, compute=compute,
                     accelerator=accelerator, compute_time_s=compute_time, compute_stdev_s=compute_stdev,
-                    compute_profile=compute_profile, device=device, model=model, barrier=barrier,
+                    compute_profile=compute_profile, device=device, precision=precision, model=model, barrier=barrier,
                     checkpoint_every=checkpoint_every, verify=verify, ranks_per_node=ranks_per_node,
-                    dry_run=dry_run, system=system, local_dir=local_dir)
+                    dry_run=dry_run, system=system, local_dir=local_dir, inject=tuple(inject))
+    from .storage.inject import parse as parse_injection
+
+    parse_injection(inject)  # a bad --inject: one line before any MPI work
     from .system import load as load_profile
 
     load_profile(system)  # a bad profile: one line before any MPI work
     comm = get_comm(ranks_per_node=ranks_per_node)
-    res = do_run(cfg, comm)
+    from .progress import StepProgress, wanted
+
+    # rank 0's own figures (its stall, its samples); under MPI the line says so
+    hook = StepProgress(epochs, force_terminal=True if progress else None,
+                        label=f"rank 0 of {comm.size}: " if comm.size > 1 else "") if (
+        comm.rank == 0 and not dry_run and wanted(progress)) else None
+    try:
+        with _sigterm_as_interrupt():
+            res = do_run(cfg, comm, progress=hook)
+    finally:
+        if hook is not None:
+            hook.close()
     if comm.rank != 0:
         return
     if dry_run:
@@ -331,10 +362,43 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     warn = (res["run"].get("summary", {}).get("page_cache") or {}).get("warning")
     if warn:
         click.echo(f"dlbench: warning: {warn}", err=True)
+    inj = res["run"].get("summary", {}).get("injected")
+    if inj:
+        click.echo(f"dlbench: warning: faults injected (--inject): {inj}", err=True)
     plan_warn = res["run"].get("summary", {}).get("plan_warning")
     if plan_warn:
         click.echo(f"dlbench: warning: {plan_warn}", err=True)
+    if res.get("write_error"):
+        from .errors import OutputError
+
+        raise OutputError(res["write_error"])
     click.echo(f"results: {res['run_dir']}")
+
+
+class _sigterm_as_interrupt:
+    """SIGTERM (a scheduler's cancel, `kill`) raised as an interrupt in the main thread, so the run records
+    itself and removes its local copies as on Ctrl-C."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        from .runner import Terminated
+
+        def handler(signum, frame):
+            raise Terminated()
+
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGTERM, handler)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)
+        return False
 
 
 @main.command("report")
@@ -350,10 +414,76 @@ def report_cmd(run_dir):
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 def compare_cmd(run_dirs, fmt):
-    """Put runs side by side: strategy, ranks, epoch time, exposed I/O share, read share, AU, MB/s."""
+    """Put runs side by side: strategy, ranks, epoch time, exposed I/O share, read share, AU, MB/s.
+    A folder without run.json (a results root) stands for every run below it."""
     from . import report
+    from .plots import find_run_dirs
 
-    click.echo(report.compare(list(run_dirs), fmt=fmt))
+    click.echo(report.compare([str(d) for d in find_run_dirs(run_dirs, dedup=False)], fmt=fmt))
+
+
+@main.command("plot")
+@click.argument("run_dirs", metavar="RUN_DIR...", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--out", "-o", "out_dir", default="plots", show_default=True, type=click.Path(file_okay=False),
+              help="folder for the figures (PNG and SVG)")
+@click.option("--kind", "kinds", multiple=True, default=("all",), show_default=True,
+              type=click.Choice(["bars", "timeline", "sizes", "scaling", "all"]),
+              help="which figures (repeatable): stacked phase bars, per-rank timeline of one epoch, access-size "
+                   "histogram, scaling over ranks/nodes")
+@click.option("--epoch", type=int, default=None, help="timeline: the epoch to draw [default: 1, or 0 with one epoch]")
+@click.option("--x", "x_axis", type=click.Choice(["ranks", "nodes"]), default="ranks", show_default=True,
+              help="scaling: x axis")
+def plot_cmd(run_dirs, out_dir, kinds, epoch, x_axis):
+    """Figures from results folders (a run folder, or a results root searched for runs): matplotlib, PNG + SVG.
+    Needs the plot extra: pip install 'dlbench[plot]'."""
+    from .plots import make_plots
+
+    if epoch is not None and epoch < 0:
+        raise ConfigError(f"--epoch={epoch}: must be >= 0")
+    files = make_plots(list(run_dirs), out_dir, kinds=kinds, epoch=epoch, x=x_axis,
+                       echo=lambda m: click.echo(f"dlbench: {m}", err=True))
+    for f in files:
+        click.echo(str(f))
+
+
+@main.group("import")
+def import_group():
+    """Turn a real application's log into a results folder that report/compare/plot read like a run."""
+
+
+def _imported(doc, out):
+    from . import importers, report, results
+
+    rd = importers.write_imported(doc, out)
+    click.echo(report.render_summary(results.read_run(rd)))
+    click.echo(f"results: {rd}")
+
+
+@import_group.command("darshan")
+@click.argument("log", metavar="LOG", type=click.Path(dir_okay=False))
+@click.option("--name", default=None, help="application name for the folder [default: the log's executable]")
+@click.option("--out", "-o", default="results", show_default=True,
+              help="results root: <out>/<name>/imported-darshan/<UTC stamp>/")
+def import_darshan_cmd(log, name, out):
+    """A Darshan log (PyDarshan): POSIX/H5D counters, read time and bytes, job run time."""
+    from . import importers
+
+    _imported(importers.darshan_run(log, name=name), out)
+
+
+@import_group.command("timelogger")
+@click.argument("csv_path", metavar="CSV", type=click.Path(dir_okay=False))
+@click.option("--name", default=None, help="application name for the folder [default: the file's name]")
+@click.option("--nodes", type=int, default=None, help="divide sums by this many nodes [default: distinct ranks]")
+@click.option("--fold-setup/--no-fold-setup", default=True, show_default=True,
+              help="count epoch -1 (set-up) rows as epoch 0, as NERSC's analysis does")
+@click.option("--out", "-o", default="results", show_default=True,
+              help="results root: <out>/<name>/imported-timelogger/<UTC stamp>/")
+def import_timelogger_cmd(csv_path, name, nodes, fold_setup, out):
+    """A TimeLogger CSV (NERSC DL-Parallel-IO; plain or .gz): per-node phase sums, epoch times, exposed I/O."""
+    from . import importers
+
+    _imported(importers.timelogger_run(csv_path, name=name, nodes=nodes, fold_setup=fold_setup), out)
 
 
 # ===== shuffle strategies: study ============================================================================
@@ -367,17 +497,43 @@ def compare_cmd(run_dirs, fmt):
 @click.option("--out", "-o", default=None, help="results root [default: the study's, else results]")
 @click.option("--ranks-per-node", type=int, default=None, help="emulate nodes of K ranks on one machine")
 @click.option("--epochs", "-e", type=int, default=None, help="override the study's epochs")
+@click.option("--simulate", "simulate_part", is_flag=True,
+              help="scaling study: run its simulate: part (the model, no I/O) instead of the measured runs")
+@click.option("--generate-only", is_flag=True,
+              help="scaling study: generate every dataset of the sweep under --data-dir and stop")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
-def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, fmt):
+def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, simulate_part, generate_only, fmt):
     """Run every entry of a run study (configs/studies/shuffle-comparison.yaml) on the same data and system,
-    serially or under mpiexec, and print `dlbench compare`'s table plus the tier traffic and order table."""
+    serially or under mpiexec, and print `dlbench compare`'s table plus the tier traffic and order table.
+
+    A scaling study (a sweep: section, configs/studies/scaling-*.yaml) runs the points whose world size is
+    this launch's, each on its own dataset under --data-dir (a root then); --simulate runs its modelled part."""
     from .comm import get_comm
-    from .runstudy import load_study, run_study
+    from .runstudy import generate_sweep, load_study, run_simulate, run_study, run_sweep
 
     st = load_study(study_file)
+    if epochs is not None and epochs < 1:
+        raise ConfigError(f"--epochs={epochs}: must be >= 1")
+    if (simulate_part or generate_only) and st.sweep is None and st.simulate is None:
+        raise ConfigError(f"--{'simulate' if simulate_part else 'generate-only'}: study {st.name} has no sweep: "
+                          f"or simulate: part (see configs/studies/scaling-weak.yaml)")
+    if simulate_part:
+        from . import report
+
+        res = run_simulate(st, out=out, epochs=epochs, echo=click.echo)
+        click.echo(report.compare(res, fmt=fmt))
+        return
     comm = get_comm(ranks_per_node=ranks_per_node)
-    res = run_study(st, comm, data_dir=data_dir, local_dir=local_dir, out=out, epochs=epochs,
-                    echo=click.echo if comm.rank == 0 else None)
+    echo = click.echo if comm.rank == 0 else None
+    if generate_only:
+        for d in generate_sweep(st, comm, data_root=data_dir, echo=echo):
+            if echo:
+                echo(f"ready: {d}")
+        return
+    if st.sweep is not None:
+        res = run_sweep(st, comm, data_root=data_dir, local_dir=local_dir, out=out, epochs=epochs, echo=echo)
+    else:
+        res = run_study(st, comm, data_dir=data_dir, local_dir=local_dir, out=out, epochs=epochs, echo=echo)
     if comm.rank == 0:
         from . import report
         from .runstudy import traffic_table
@@ -386,6 +542,40 @@ def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, fmt)
         if fmt == "table":
             click.echo("")
             click.echo(traffic_table(res))
+
+
+@main.command("jobscript")
+@click.argument("study_file", metavar="STUDY", type=click.Path(dir_okay=False))
+@click.option("--scheduler", required=True, type=click.Choice(["slurm", "pbs", "flux"]), help="batch system")
+@click.option("--nodes-list", default=None, help="node counts, comma-separated [default: the study's sweep]")
+@click.option("--ranks-per-node", type=int, default=None, help="tasks per node [default: the sweep's, else 1]")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="shared dataset root on the cluster's file system [default: $DLBENCH_DATA_DIR/sweeps]")
+@click.option("--results", type=click.Path(file_okay=False), default=None,
+              help="the one results root every job writes into [default: the study's out]")
+@click.option("--time", "walltime", default="01:00:00", show_default=True, help="wall time per job (HH:MM:SS)")
+@click.option("--account", default=None, help="account / project / bank (a commented line when not given)")
+@click.option("--partition", default=None, help="partition / queue (a commented line when not given)")
+@click.option("--env", "env_line", default=None,
+              help="the line that loads the environment [default: activate this Python's venv]")
+@click.option("--dlbench", "dlbench_cmd", default="dlbench", show_default=True, help="how the jobs call dlbench")
+@click.option("--generate-nodes", type=int, default=1, show_default=True, help="nodes of the generate job")
+@click.option("--out", "-o", "out_dir", default="jobs", show_default=True, type=click.Path(file_okay=False),
+              help="folder for the scripts")
+def jobscript_cmd(study_file, scheduler, nodes_list, ranks_per_node, data_dir, results, walltime, account, partition,
+                  env_line, dlbench_cmd, generate_nodes, out_dir):
+    """Batch scripts for a scaling study: one job per node count (srun / mpiexec -ppn / flux run), a
+    generate job, and submit-all.sh; every job shares --data-dir and writes into one results root."""
+    from .jobscript import parse_nodes_list, write_jobscripts
+
+    files = write_jobscripts(study_file, out_dir, scheduler=scheduler,
+                             nodes_list=parse_nodes_list(nodes_list) if nodes_list else None,
+                             ranks_per_node=ranks_per_node, data_dir=data_dir, results=results, time=walltime,
+                             account=account, partition=partition, env_line=env_line, dlbench=dlbench_cmd,
+                             generate_nodes=generate_nodes)
+    for f in files:
+        click.echo(str(f))
+    click.echo(f"submit: {files[-1]}")
 
 
 # ===== simulate =============================================================================================
@@ -417,7 +607,7 @@ def _parse_strategy_options(items) -> dict:
 @click.option("--nodes", type=int, default=None, help="N: nodes")
 @click.option("--ranks-per-node", type=int, default=1, show_default=True, help="K: ranks per node")
 @click.option("--strategies", default="naive,prefetch", show_default=True,
-              help="comma-separated: lowerbound, naive, prefetch, staging, local, pls")
+              help="comma-separated: lowerbound and any strategy of `dlbench list strategies`")
 @click.option("--epochs", type=int, default=1, show_default=True, help="E: epochs")
 @click.option("--local-batch", type=int, default=None, help="b: local batch (default: the workload's)")
 @click.option("--accelerator", default=None, help="use the workload's step time on this accelerator instead of c")
@@ -522,9 +712,12 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
               help="auto: CUDA when available, else CPU")
 @click.option("--model", default=None, help="model variant (e.g. deepcam_resnet50) [default: the workload's]")
 @click.option("--threads", type=int, default=None, help="torch CPU threads [default: torch's]")
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
+              help="fp32; bf16 (autocast, CPU or CUDA); fp16 (CUDA: autocast + gradient scaler)")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="profile file [default: ./<workload>[-<scale>]-<device>-b<B>.compute.yaml, scale named unless full]")
-def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, threads, out):
+              help="profile file [default: results/calibrate/<workload>[-<scale>]-<device>-b<B>[-<precision>]"
+                   ".compute.yaml]")
+def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, threads, precision, out):
     """Measure the real training-step time (torch) on this machine and write a compute profile YAML
     (use it with --compute-profile FILE, or merge it into the workload file)."""
     from .compute.calibrate import calibrate as run_calibrate
@@ -533,9 +726,14 @@ def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, th
 
     wl = load(workload_name, scale=scale)
     prof = run_calibrate(wl, batch_size=batch_size, steps=steps, warmup=warmup, device=device, model=model,
-                         threads=threads)
-    path = write_profile(prof, out or default_profile_path(prof))
+                         threads=threads, precision=precision)
     click.echo(format_profile(prof))
+    path = out or default_profile_path(prof)
+    try:
+        path = write_profile(prof, path)
+    except OSError as e:
+        raise ConfigError(f"--out {path}: cannot write the profile ({e.strerror or e}); the figures above are "
+                          f"not saved") from None
     click.echo(f"  wrote {path}")
 
 

@@ -178,7 +178,7 @@ class MPIComm(Comm):
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.tag_ub = int(self.comm.Get_attr(MPI.TAG_UB) or 32767)
-        if ranks_per_node:
+        if ranks_per_node is not None:
             if ranks_per_node < 1:
                 raise ConfigError(f"--ranks-per-node={ranks_per_node}: must be >= 1")
             node_of = [r // ranks_per_node for r in range(self.size)]
@@ -249,15 +249,59 @@ class MPIComm(Comm):
         sys.stderr.flush()
         time.sleep(0.5)
         self.comm.Abort(code)
+        # MPI_Abort can return when the launcher is already ending the job (Ctrl-C reached mpiexec too):
+        # end here, or the caller would go on and say it all again
+        sys.stdout.flush()
+        os._exit(code)
+
+
+def launcher_world_size(env=None) -> tuple[str, int] | None:
+    """What the launcher's environment says the job's size is: ``(variable, N)`` for the first variable
+    found, or None. Only variables that an MPI launcher sets per process and that count the whole job:
+    ``OMPI_COMM_WORLD_SIZE`` (Open MPI), ``PMI_SIZE`` (MPICH Hydra, Intel MPI, Slurm's PMI-1/2),
+    ``MPI_LOCALNRANKS`` (Hydra: ranks on this node, a lower bound), ``SLURM_STEP_NUM_TASKS`` only inside an
+    srun step (``SLURM_STEP_ID`` numeric: a batch script's own shell has no such step and is not a
+    multi-rank job). ``PMIX_SIZE`` is not used: PMIx implementations differ in whether and what they export.
+    """
+    env = os.environ if env is None else env
+    for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"):
+        v = env.get(k, "").strip()
+        if v.isdigit():
+            return k, int(v)
+    if env.get("SLURM_STEP_ID", "").strip().isdigit():
+        v = env.get("SLURM_STEP_NUM_TASKS", "").strip()
+        if v.isdigit():
+            return "SLURM_STEP_NUM_TASKS", int(v)
+    return None
+
+
+def check_launcher_matches(size: int, library_version: str, env=None) -> None:
+    """A launcher that started N > 1 processes while MPI's COMM_WORLD has ``size`` 1 means mpi4py is bound to
+    another MPI than the launcher's: every process would run an independent 1-rank job. Stop, naming both."""
+    said = launcher_world_size(env)
+    if said is None or size != 1 or said[1] <= 1:
+        return
+    lib = (library_version or "unknown").strip().splitlines()[0].strip() if library_version else "unknown"
+    raise ConfigError(
+        f"MPI launcher/library mismatch: the launcher set {said[0]}={said[1]} but mpi4py's MPI ({lib}) sees "
+        f"COMM_WORLD of size 1, so every process would run its own 1-rank job; launch with the mpiexec of the "
+        f"MPI mpi4py was built against (python -c 'import mpi4py; print(mpi4py.get_config())'), or rebuild "
+        f"mpi4py against your launcher's MPI")
 
 
 def get_comm(ranks_per_node: int | None = None) -> Comm:
-    """MPIComm under an MPI launcher, SerialComm otherwise."""
+    """MPIComm under an MPI launcher, SerialComm otherwise. Stops when the launcher's environment says N > 1
+    ranks but MPI's COMM_WORLD has one (``check_launcher_matches``)."""
+    if ranks_per_node is not None and ranks_per_node < 1:
+        raise ConfigError(f"--ranks-per-node={ranks_per_node}: must be >= 1 (ranks per emulated node), or "
+                          f"leave it out to use MPI's shared-memory split")
     if under_mpi_launcher():
         try:
             comm: Comm = MPIComm(ranks_per_node=ranks_per_node)
         except ImportError:
             raise ConfigError("running under an MPI launcher but mpi4py is not installed; "
                               "pip install 'dlbench[mpi]' (or mpi4py built against your MPI)") from None
+        if comm.size == 1:
+            check_launcher_matches(comm.size, comm.MPI.Get_library_version())
         return comm
     return SerialComm()

@@ -125,13 +125,23 @@ def convert(value: Any, tp: Any, name: str, where: str) -> Any:
     return value
 
 
-def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "", prefix: str = ""):
-    """Build the dataclass ``cls`` from ``data`` strictly (unknown keys, types, bounds, choices)."""
+def flag_name(field_name: str) -> str:
+    """The command-line flag of an option field: ``exchange_fraction`` -> ``--exchange-fraction``."""
+    return "--" + field_name.replace("_", "-")
+
+
+def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "", prefix: str = "", flags: bool = False):
+    """Build the dataclass ``cls`` from ``data`` strictly (unknown keys, types, bounds, choices).
+    ``flags``: the values came from command-line flags (one per field), so messages name the flag
+    (``--exchange-fraction=5``) instead of the key."""
     data = dict(data or {})
     src = f" (in {where})" if where and not where.startswith(" (") else where
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in data:
         if key not in fields:
+            if flags:
+                raise ConfigError(f"unknown option {flag_name(key)}{src}; allowed: "
+                                  f"{', '.join(flag_name(k) for k in sorted(fields)) or 'none'}")
             raise ConfigError(
                 f"unknown key '{prefix}{key}'{src}; allowed: {', '.join(sorted(fields))}"
                 f"{did_you_mean(key, fields)}")
@@ -142,8 +152,9 @@ def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "", prefix
             if f.default is _MISSING and f.default_factory is _MISSING:  # type: ignore[misc]
                 raise ConfigError(f"missing key '{prefix}{name}'{src}" + (f": {f.metadata['help']}" if f.metadata.get("help") else ""))
             continue
-        value = convert(data[name], hints[name], prefix + name, src)
-        check_bounds(prefix + name, value, f.metadata, src)
+        shown = flag_name(name) if flags else prefix + name
+        value = convert(data[name], hints[name], shown, src)
+        check_bounds(shown, value, f.metadata, src)
         kwargs[name] = value
     return cls(**kwargs)
 
@@ -185,7 +196,12 @@ def load_yaml(path: str | Path, what: str = "file") -> dict:
     if not p.is_file():
         raise ConfigError(f"{what} '{path}' not found")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what} '{path}' is not a text YAML file (byte {e.start} is not UTF-8: "
+                          f"{e.object[e.start:e.start + 1]!r})") from None
+    except OSError as e:
+        raise ConfigError(f"{what} '{path}' cannot be read ({e.strerror or e})") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" line {mark.line + 1}" if mark else ""

@@ -44,6 +44,22 @@ class RunError(DlbenchError):
     exit_code = 5
 
 
+class Interrupted(DlbenchError):
+    """The run was interrupted (SIGINT: exit 130, SIGTERM: 143); the message says what was recorded."""
+
+    exit_code = 130
+
+    def __init__(self, message: str, exit_code: int = 130):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class OutputError(DlbenchError):
+    """Measured results could not be written (a full disk): the figures were printed instead."""
+
+    exit_code = 6
+
+
 def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest choice, or an empty string."""
     close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)

@@ -20,6 +20,15 @@ epoch whose samples it serves, even when a prefetch thread runs it before that e
                                 Kept out of the per-epoch shares and of ``read_bytes``/``bytes_by_tier``
                                 (which, like ``Plan.bytes_by_tier``, cover the epochs), reported apart.
 
+- end-to-end exposed share = (Σ_e P[stall] + prologue time) / (Σ_e T + prologue time): the prologue
+                                (staging before epoch 0) is time the trainer cannot train, so it counts as
+                                exposed I/O here; ``exposed_io_share`` (per epoch) leaves it out. For a
+                                strategy without a prologue both are equal.
+- plan time           P[r,e,plan]: building epoch e's plan, done by the runner *before* epoch e's clock
+                                starts; reported apart (``plan_time_s`` per epoch), in no share.
+- verify time         P[r,e,verify]: ``--verify``'s checks of each batch, inside the epoch between stall and
+                                compute (its own phase, so stall + verify + compute add up for naive).
+
 Run level (the summary): times, shares, bandwidth and per-rank rates are the **mean over ranks** of the
 per-rank values (per-rank values under ``per_rank``, min/mean/max under ``spread``); byte and sample
 counts (``read_bytes``, ``bytes_by_tier``, ``samples``) are **sums over ranks**.
@@ -38,7 +47,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .timeline import PHASE_ID, PHASES
+from .timeline import OUTSIDE_EPOCH, PHASE_ID, PHASES
 
 NS = 1e-9
 
@@ -166,6 +175,42 @@ def summarize(per_rank_arrays: Sequence[dict], *, workload: str, strategy: str, 
                 if not d["samples"]:
                     d["samples"] = n / max(len(bds), 1)
 
+    return summarize_breakdowns(bds, eps, workload=workload, strategy=strategy, ranks=ranks, nodes=nodes,
+                                tier_names=tier_names, simulated=simulated)
+
+
+def rank_reduce(a: dict, epochs, *, tier_names: Sequence[str] | None = None) -> dict:
+    """What one rank sends to rank 0 instead of its intervals: its ``rank_breakdown`` and ``tier_io``
+    (small: a few numbers per epoch and phase), computed where the intervals are."""
+    if tier_names is None:
+        from .plan import TIER_NAMES as tier_names
+    eps = _epoch_list([a], epochs)
+    return {"rank": int(a.get("rank", 0)), "epoch_ids": eps,
+            "breakdown": rank_breakdown(a, eps, n_tiers=len(tier_names)),
+            "tier_io": tier_io([a], tier_names), "records": int(len(a.get("start_ns", ())))}
+
+
+def merge_tier_io(parts: Sequence[dict]) -> dict:
+    """Sum of ``tier_io`` results (one per rank)."""
+    out: dict = {}
+    for t in parts:
+        for where, tiers in t.items():
+            for name, d in tiers.items():
+                cur = out.setdefault(where, {}).setdefault(name, {"ops": 0, "bytes": 0})
+                cur["ops"] += int(d["ops"])
+                cur["bytes"] += int(d["bytes"])
+    return out
+
+
+def summarize_breakdowns(bds: Sequence[dict], eps: Sequence[int], *, workload: str, strategy: str,
+                         ranks: int | None = None, nodes: int = 1, tier_names: Sequence[str] | None = None,
+                         simulated: bool = False) -> dict:
+    """``summarize`` from every rank's ``rank_breakdown`` (what ranks send when their intervals stay in
+    their own files). Same formulas (module docstring)."""
+    if tier_names is None:
+        from .plan import TIER_NAMES as tier_names
+    nt = len(tier_names)
+    ranks = len(bds) if ranks is None else int(ranks)
     R = len(bds)
     E = len(eps)
     T = np.array([[d["time_s"] for d in b["epochs"]] for b in bds], dtype=np.float64).reshape(R, E)
@@ -180,6 +225,7 @@ def summarize(per_rank_arrays: Sequence[dict], *, workload: str, strategy: str, 
         "total_epoch_time_s": Tr.tolist(),
         "prologue_time_s": pro_t.tolist(),
         "exposed_io_share": [_div(x, t) for x, t in zip(P["stall"].sum(1), Tr)],
+        "e2e_exposed_io_share": [_div(x + p, t + p) for x, t, p in zip(P["stall"].sum(1), Tr, pro_t)],
         "read_share": [_div(x, t) for x, t in zip(P["read"].sum(1), Tr)],
         "au": [_div(x, t) for x, t in zip(P["compute"].sum(1), Tr)],
         "read_bytes": [int(x) for x in RB.sum(1)],
@@ -210,6 +256,8 @@ def summarize(per_rank_arrays: Sequence[dict], *, workload: str, strategy: str, 
         "epoch_time_s": epoch_time.tolist(),
         "epoch_time_max_s": (T.max(axis=0) if R else np.zeros(E)).tolist(),
         "exposed_io_share": mean(pr["exposed_io_share"]),
+        "e2e_exposed_io_share": mean(pr["e2e_exposed_io_share"]),
+        "plan_time_s": (P["plan"].mean(axis=0) if R else np.zeros(E)).tolist(),
         "read_share": mean(pr["read_share"]),
         "au": mean(pr["au"]),
         "samples": int(round(total_samples)),
@@ -220,17 +268,24 @@ def summarize(per_rank_arrays: Sequence[dict], *, workload: str, strategy: str, 
         "bytes_by_tier": {n: int(v) for n, v in zip(tier_names, bbt)},
         "prologue_bytes_by_tier": {n: int(v) for n, v in zip(tier_names, pbbt)},
         "phase_time_s": {p: mean(pr["phase_time_s"][p]) for p in PHASES},
-        "phase_share": {p: mean([_div(x, t) for x, t in zip(P[p].sum(1), Tr)]) for p in PHASES},
+        "phase_share": {p: mean([_div(x, t) for x, t in zip(P[p].sum(1), Tr)]) for p in PHASES
+                        if p not in OUTSIDE_EPOCH},
         "prologue_phase_time_s": {p: mean([b["prologue"]["phase_time_s"][p] for b in bds]) for p in PHASES},
         "first_step_stall_s": (FS.mean(axis=0) if R else np.zeros(E)).tolist(),
         "imbalance": _div(Tr.max(), Tr.mean()) - 1.0 if R and Tr.mean() > 0 else 0.0,
         "per_rank": pr,
-        "spread": {k: _stats(pr[k]) for k in ("total_epoch_time_s", "exposed_io_share", "read_share", "au",
-                                              "read_bytes", "read_bandwidth_bytes_per_s", "samples_per_s")},
+        "spread": {**{k: _stats(pr[k]) for k in ("total_epoch_time_s", "exposed_io_share", "e2e_exposed_io_share",
+                                                 "read_share", "au", "read_bytes", "read_bandwidth_bytes_per_s",
+                                                 "samples_per_s")},
+                   "compute_s": _stats(pr["phase_time_s"]["compute"]), "samples": _stats(pr["samples"])},
         "definitions": {
             "phase_time": "length of the union of the phase's intervals (overlaps counted once)",
             "epoch_time": "mark_epoch end - start per rank; summary value is the mean over ranks",
             "exposed_io_share": "stall / epoch time, mean over ranks",
+            "e2e_exposed_io_share": "(stall + prologue) / (epoch time + prologue), mean over ranks: staging "
+                                    "before epoch 0 counted as exposed I/O",
+            "plan_time": "building each epoch's plan, before its epoch clock starts (not in epoch time)",
+            "verify": "--verify's per-batch checks: a phase inside the epoch, between stall and compute",
             "read_share": "union read time / epoch time, mean over ranks",
             "au": "compute / epoch time, mean over ranks",
             "read_bandwidth": "bytes read / union read time per rank, mean over ranks",

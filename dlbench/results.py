@@ -1,8 +1,11 @@
 """The run folder: ``<out>/<workload>/<strategy>/<UTC stamp>/`` with
 
 - ``run.json``      ``{"schema": "dlbench.run/1", config, environment, summary, per_epoch, error, ...}``
+- ``intervals-rank<r>-p<pid>-t<thread>.rec`` + ``.json``: every timeline's raw records, written by its own
+                    rank while it runs (bounded memory per rank; ``timeline.load_spilled`` reads them)
 - ``intervals.npz`` every rank's raw ``Timeline.arrays()`` (keys ``r<rank>_<field>``), so every summary
-                    can be recomputed from the folder
+                    can be recomputed from the folder: written by rank 0 from the per-rank files when the
+                    run has at most ``NPZ_MAX_RECORDS`` records (``read_intervals`` reads either form)
 - ``trace.json``    Chrome trace format (opens in Perfetto / chrome://tracing): one process per rank,
                     one track per thread, an ``X`` event per interval (``ts``/``dur`` in µs)
 - ``timelogger.csv`` TimeLogger's columns plus ``Process ID, Current Thread``
@@ -28,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import ConfigError
 from .timeline import FIELDS, PHASES
 
 SCHEMA = "dlbench.run/1"
@@ -37,6 +41,7 @@ PHASE_DESCRIPTION = {
     "read": "Read From Storage", "decode": "Decode And Collate", "transfer": "Host To Device",
     "exchange": "Exchange Between Ranks", "stage": "Stage To Local Tier", "compute": "Compute Step",
     "checkpoint": "Checkpoint", "stall": "Wait For Next Batch", "barrier": "Barrier",
+    "plan": "Build Epoch Plan", "verify": "Verify Batch",
 }
 PACKAGES = ("dlbench", "numpy", "h5py", "torch", "mpi4py", "mpich", "click", "pyyaml", "pillow", "darshan")
 
@@ -45,19 +50,79 @@ def utc_stamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
-def new_run_dir(out, workload: str, strategy: str) -> Path:
-    """Create and return a fresh ``<out>/<workload>/<strategy>/<UTC stamp>/`` (a suffix keeps it unique)."""
-    base = Path(out) / str(workload) / str(strategy)
-    base.mkdir(parents=True, exist_ok=True)
-    stamp = utc_stamp()
-    for i in range(1000):
-        d = base / (stamp if i == 0 else f"{stamp}-{i}")
+def _out_error(out, e: OSError) -> ConfigError:
+    why = e.strerror or str(e)
+    if Path(out).exists() and not Path(out).is_dir():
+        why = "it is a file, not a directory"
+    where = f" ({e.filename})" if getattr(e, "filename", None) and str(e.filename) != str(out) else ""
+    return ConfigError(f"--out {out}: cannot write results there: {why}{where}; pass --out DIR with a "
+                       f"writable directory")
+
+
+def check_out_dir(out) -> None:
+    """``--out`` must be (or become) a writable directory: created if missing, then a file is written in it
+    and removed. One-line ConfigError otherwise (a file path, no permission, a read-only or full file
+    system)."""
+    p = Path(out)
+    created = []  # removed again: the check leaves nothing behind if the run stops before writing
+    q = p
+    while not q.exists() and q != q.parent:
+        created.append(q)
+        q = q.parent
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / f".dlbench-write-test.{os.getpid()}"
         try:
-            d.mkdir()
-            return d
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"could not create a unique run folder under {base}")
+            with open(probe, "wb") as f:
+                f.write(b"0")
+        finally:
+            probe.unlink(missing_ok=True)
+    except OSError as e:
+        raise _out_error(out, e) from None
+    finally:
+        for d in created:
+            try:
+                d.rmdir()
+            except OSError:
+                break
+
+
+def new_run_dir(out, workload: str, strategy: str) -> Path:
+    """Create and return a fresh ``<out>/<workload>/<strategy>/<UTC stamp>/`` (a suffix keeps it unique).
+    ``workload`` and ``strategy`` must be plain folder names (no separator, no ``..``, not hidden): the run
+    folder never lands outside ``out``. ConfigError (one line) when ``out`` cannot hold it."""
+    for what, comp in (("workload", str(workload)), ("strategy", str(strategy))):
+        if not comp or comp != Path(comp).name or comp.startswith(".") or "/" in comp or "\\" in comp:
+            raise ConfigError(f"{what} name={comp!r}: not a plain folder name; the run folder "
+                              f"<out>/<workload>/<strategy>/ must stay inside {out}")
+    base = Path(out) / str(workload) / str(strategy)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        stamp = utc_stamp()
+        for i in range(1000):
+            d = base / (stamp if i == 0 else f"{stamp}-{i}")
+            try:
+                d.mkdir()
+                return d
+            except FileExistsError:
+                continue
+    except OSError as e:
+        raise _out_error(out, e) from None
+    raise ConfigError(f"--out {out}: could not create a unique run folder under {base}")
+
+
+def remove_run_dir(run_dir) -> None:
+    """Remove a run folder this run created (a run that stopped at an early check, or whose results could not
+    be written), and its workload/strategy parents if that leaves them empty."""
+    import shutil
+
+    d = Path(run_dir)
+    shutil.rmtree(d, ignore_errors=True)
+    for parent in (d.parent, d.parent.parent):
+        try:
+            parent.rmdir()
+        except OSError:
+            break
 
 
 # ---- environment ---------------------------------------------------------------------------------
@@ -120,10 +185,14 @@ def _tmp_for(path: Path, suffix: str = ".tmp") -> Path:
 
 def _dump_json(path: Path, obj) -> None:
     tmp = _tmp_for(path)
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, default=_jsonable, allow_nan=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=1, default=_jsonable, allow_nan=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # nothing half-written left (a full disk)
+        raise
 
 
 def _clean(intervals) -> list[dict]:
@@ -145,6 +214,34 @@ def _clean(intervals) -> list[dict]:
 
 
 # ---- artefacts -----------------------------------------------------------------------------------
+NPZ_MAX_RECORDS = 4_000_000   # above this, the per-rank files are the only copy of the intervals
+
+
+class SpilledIntervals:
+    """The per-rank interval files of a run folder as a re-iterable sequence of per-rank arrays dicts,
+    loaded one rank at a time (rank 0 never holds every rank's intervals at once)."""
+
+    def __init__(self, folder):
+        from .timeline import spilled_ranks
+
+        self.folder = Path(folder)
+        self.ranks = spilled_ranks(self.folder)
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def __iter__(self):
+        from .timeline import load_spilled
+
+        for r in self.ranks:
+            yield from load_spilled(self.folder, r)
+
+    def records(self) -> int:
+        import json
+
+        return sum(int(json.loads(p.read_text())["records"]) for p in self.folder.glob("intervals-rank*.json"))
+
+
 def write_intervals(path: Path, intervals: list[dict]) -> None:
     arrs = {}
     for a in intervals:
@@ -155,12 +252,24 @@ def write_intervals(path: Path, intervals: list[dict]) -> None:
             arrs[f"r{r}_{k}"] = np.asarray(v)
     arrs["ranks"] = np.array([int(a.get("rank", 0)) for a in intervals], dtype=np.int64)
     tmp = _tmp_for(path, ".tmp.npz")
-    np.savez_compressed(tmp, **arrs)
-    os.replace(tmp, path)
+    try:
+        np.savez_compressed(tmp, **arrs)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_intervals(path) -> list[dict]:
-    """``intervals.npz`` back into a list of per-rank arrays dicts (ordered by rank)."""
+    """``intervals.npz`` (or, given a run folder, its ``intervals.npz`` or else its per-rank interval files)
+    back into a list of per-rank arrays dicts (ordered by rank)."""
+    p = Path(path)
+    if p.is_dir():
+        if (p / "intervals.npz").is_file():
+            p = p / "intervals.npz"
+        else:
+            return list(SpilledIntervals(p))
+    path = p
     out = []
     with np.load(path) as z:
         for r in z["ranks"].tolist():
@@ -230,6 +339,15 @@ def write_timelogger_csv(path: Path, intervals: list[dict]) -> None:
     """TimeLogger CSV: header ``Epoch, Rank, Action Name, ...`` (", "-separated as TimeLogger writes it),
     times in Unix seconds, one row per interval, then one ``epoch`` row per marked epoch."""
     tmp = _tmp_for(path)
+    try:
+        _write_timelogger(tmp, intervals)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_timelogger(tmp: Path, intervals: list[dict]) -> None:
     with open(tmp, "w", newline="") as f:
         f.write(", ".join(TIMELOGGER_COLUMNS) + "\n")
         w = csv.writer(f, lineterminator="\n")
@@ -248,25 +366,31 @@ def write_timelogger_csv(path: Path, intervals: list[dict]) -> None:
             for ep, ss, ee in zip(a.get("epochs", ()), a.get("epoch_start_ns", ()), a.get("epoch_end_ns", ())):
                 w.writerow([int(ep), r, " epoch", " Epoch", f"{(int(ss) + off) / 1e9:.6f}",
                             f"{(int(ee) + off) / 1e9:.6f}", f"{(int(ee) - int(ss)) / 1e9:.9f}", pid, -1])
-    os.replace(tmp, path)
 
 
 def write_run(run_dir, *, config, summary, per_epoch=None, intervals=None, error=None, simulated=False,
-              extra=None) -> Path:
+              extra=None, status: str | None = None) -> Path:
     """Write the run folder (see module docstring). ``intervals``: list of per-rank ``Timeline.arrays()``
     (None entries / missing fields tolerated). ``error``: an exception or message (the run failed).
-    Returns the path of run.json. Only an unwritable folder makes it raise."""
+    ``status`` overrides ok/failed (``interrupted``). Returns the path of run.json. Only an unwritable
+    folder makes it raise (OSError: no space, no permission)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_errors: dict[str, str] = {}
     files: list[str] = []
+    spilled = isinstance(intervals, SpilledIntervals)
     try:
-        ivs = _clean(intervals)
+        ivs = intervals if spilled else _clean(intervals)
     except Exception as exc:  # noqa: BLE001
         ivs = []
         write_errors["intervals"] = f"{type(exc).__name__}: {exc}"
+    if spilled:
+        files += sorted(p.name for p in run_dir.glob("intervals-rank*"))
     if ivs:
-        for name, fn in (("intervals.npz", write_intervals),
+        artefacts = [("intervals.npz", write_intervals)]
+        if spilled and intervals.records() > NPZ_MAX_RECORDS:
+            artefacts = []  # the per-rank files are the raw data; one npz would hold every rank at once
+        for name, fn in (*artefacts,
                          ("trace.json", lambda p, iv: _dump_json(p, trace_events(iv))),
                          ("timelogger.csv", write_timelogger_csv)):
             try:
@@ -281,7 +405,8 @@ def write_run(run_dir, *, config, summary, per_epoch=None, intervals=None, error
     if error is not None and not isinstance(error, str | dict):
         error = {"type": type(error).__name__, "message": str(error)}
     doc = {
-        "schema": SCHEMA, "status": "failed" if error is not None else "ok", "simulated": bool(simulated),
+        "schema": SCHEMA, "status": status or ("failed" if error is not None else "ok"),
+        "simulated": bool(simulated),
         "config": config, "environment": env, "summary": summary, "per_epoch": per_epoch,
         "error": error, "files": files, "write_errors": write_errors or None,
     }
@@ -294,10 +419,34 @@ def write_run(run_dir, *, config, summary, per_epoch=None, intervals=None, error
 
 
 def read_run(run_dir) -> dict:
-    """run.json of a run folder (or the file itself) as a dict, with ``run_dir`` added."""
+    """run.json of a run folder (or the file itself) as a dict, with ``run_dir`` added. DataError (one
+    line) for a folder without run.json, an unreadable, empty, truncated or non-JSON file, or JSON that is
+    not a dlbench run."""
+    from .errors import DataError
+
     p = Path(run_dir)
     f = p if p.is_file() else p / "run.json"
-    with open(f) as fh:
-        doc = json.load(fh)
+    if not f.is_file():
+        raise DataError(f"{run_dir}: not a dlbench run folder (no run.json); pass a folder that `dlbench run` "
+                        f"or `dlbench simulate` wrote, e.g. results/<workload>/<strategy>/<stamp>")
+    try:
+        text = f.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataError(f"{f}: not a dlbench run.json (binary content)") from None
+    except OSError as e:
+        raise DataError(f"{f}: cannot be read ({e.strerror or e})") from None
+    if not text.strip():
+        raise DataError(f"{f}: empty; the run that wrote it did not finish writing (a full disk?)")
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise DataError(f"{f}: not valid JSON ({e.msg}, line {e.lineno} column {e.colno}): truncated or "
+                        f"corrupt") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise DataError(f"{f}: not a dlbench run (schema {got!r}, expected {SCHEMA!r})")
+    for key in ("summary", "config"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise DataError(f"{f}: not a dlbench run ({key!r} is a {type(doc[key]).__name__}, not a mapping)")
     doc["run_dir"] = str(f.parent)
     return doc

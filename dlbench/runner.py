@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import strategies
-from .errors import ConfigError, DataError, DlbenchError, RunError
+from .errors import CapacityError, ConfigError, DataError, DlbenchError, Interrupted, RunError
 from .timeline import PHASE_ID, Timeline
 
 ACCELERATORS = ("v100", "a100", "h100")
@@ -40,7 +40,8 @@ class RunConfig:
     seed: int = 0
     out: str = "results"
     compute: str = "sleep"                 # sleep | torch
-    accelerator: str = "a100"
+    accelerator: str | None = None         # None: a100 where published, else a measured entry (Workload.choose_step_time)
+    precision: str = "fp32"                # torch compute: fp32 | bf16 | fp16
     compute_time_s: float | None = None
     compute_stdev_s: float = 0.0
     compute_profile: str | None = None
@@ -53,6 +54,7 @@ class RunConfig:
     dry_run: bool = False
     system: str = "local"                  # system profile: name in configs/systems or a YAML path
     local_dir: str | None = None           # node-local storage root (default: default_local_dir())
+    inject: tuple = ()                     # --inject KIND=VALUE (dlbench.storage.inject)
 
 
 def default_local_dir() -> Path:
@@ -62,11 +64,58 @@ def default_local_dir() -> Path:
     return Path(tempfile.gettempdir()) / "dlbench-local"
 
 
-def default_data_dir(workload: str, scale: str, seed: int) -> Path:
-    """``$DLBENCH_DATA_DIR/<workload>-<scale>-seed<seed>``; ``$DLBENCH_DATA_DIR`` defaults to
-    ``~/.cache/dlbench/data``."""
+def default_data_dir(workload: str, scale: str, seed: int, tag: str = "") -> Path:
+    """``$DLBENCH_DATA_DIR/<workload>[-<tag>]-<scale>-seed<seed>``; ``$DLBENCH_DATA_DIR`` defaults to
+    ``~/.cache/dlbench/data``. ``tag`` (``data_dir_tag``) tells a user's YAML apart from a built-in of the
+    same name."""
     root = Path(os.environ.get("DLBENCH_DATA_DIR") or Path.home() / ".cache" / "dlbench" / "data")
-    return root / f"{Path(workload).stem}-{scale}-seed{seed}"
+    return root / f"{Path(workload).name}{'-' + tag if tag else ''}-{scale}-seed{seed}"
+
+
+def data_dir_tag(spec_path: str, workload) -> str:
+    """'' for a built-in workload file; for a user's YAML ``user-<hash>``, the hash (12 hex digits of
+    SHA-256) taken over the resolved data-defining spec (``manifest.spec_of``): a user YAML whose ``name:``
+    equals a built-in's never lands on the built-in's default dataset, and editing its shapes gives a new
+    dataset while editing its step times does not."""
+    import hashlib
+    import json
+
+    from .config import resource_dir
+    from .data.manifest import spec_of
+
+    try:
+        builtin = Path(spec_path).resolve() == (resource_dir("workloads") / f"{workload.name}.yaml").resolve()
+    except OSError:
+        builtin = False
+    if builtin:
+        return ""
+    h = hashlib.sha256(json.dumps(spec_of(workload), sort_keys=True, default=str).encode()).hexdigest()
+    return f"user-{h[:12]}"
+
+
+def check_compute_options(cfg: RunConfig, workload_name: str | None = None) -> None:
+    """Compute options that would be ignored or contradict each other are errors (before any data is
+    generated): --compute-time/--compute-profile/--compute-stdev with --compute torch (the real step is
+    measured, not emulated), --compute-time with --compute-profile, and a profile calibrated for another
+    workload."""
+    if cfg.compute == "torch":
+        for flag, val in (("--compute-time", cfg.compute_time_s), ("--compute-profile", cfg.compute_profile),
+                          ("--compute-stdev", cfg.compute_stdev_s or None)):
+            if val is not None:
+                raise ConfigError(f"{flag}={val}: conflicts with --compute torch (the real model's step is "
+                                  f"measured, not emulated); drop {flag} or use --compute sleep")
+    if cfg.compute_time_s is not None and cfg.compute_profile:
+        raise ConfigError(f"--compute-time={cfg.compute_time_s} and --compute-profile={cfg.compute_profile} "
+                          f"conflict: both set the sleep step time; pass one of them")
+    if cfg.compute_profile and workload_name is not None:
+        from .compute.calibrate import load_compute_profile
+
+        _t, _b, meta = load_compute_profile(cfg.compute_profile)
+        prof_wl = meta.get("workload")
+        if prof_wl is not None and str(prof_wl) != workload_name:
+            raise ConfigError(f"--compute-profile={cfg.compute_profile}: calibrated for workload '{prof_wl}', "
+                              f"not '{workload_name}'; calibrate this one with `dlbench calibrate --workload "
+                              f"{workload_name}`")
 
 
 def _proc_io() -> dict:
@@ -95,7 +144,8 @@ class Loop:
                  clock=None):
         self.cfg, self.comm, self.workload, self.manifest, self.data_dir = cfg, comm, workload, manifest, data_dir
         self.strategy = strategies.get(cfg.strategy)
-        self.options = strategies.parse_options(self.strategy, cfg.options, where=f"--opt for {cfg.strategy}")
+        self.options = strategies.parse_options(self.strategy, cfg.options, where=f"strategy {cfg.strategy}",
+                                               flags=True)
         b = cfg.batch_size or workload.batch_size
         per_rank = -(-manifest.samples // comm.size)
         if b > per_rank:
@@ -108,75 +158,94 @@ class Loop:
                               f"size (model.parameters in its YAML), so the checkpoint size is unknown")
         from .data.formats import open_reader
         from .storage import throttled_factory
+        from .storage.counters import CounterSet
         from .system import load as load_profile
 
         self.system = load_profile(cfg.system)
         self.pfs_model = self.system.pfs_model()
-        base_factory = reader_factory or (lambda: open_reader(data_dir, manifest, workload))
+        self.io = io = CounterSet()  # Darshan-style counters of this rank (readers, tiers, checkpoints)
+        from .storage.inject import injecting_factory
+        from .storage.inject import parse as parse_injection
+
+        self.injection = parse_injection(cfg.inject, comm.size)
+        self._injected_readers: list = []
+        base_factory = reader_factory or (lambda: open_reader(data_dir, manifest, workload, counters=io))
         self.ctx = strategies.RunContext(
             workload=workload, n_samples=manifest.samples, sample_nbytes=manifest.sample_nbytes(),
             world_size=comm.size, rank=comm.rank, node_map=comm.node_map, seed=cfg.seed, epochs=cfg.epochs,
             local_batch=b, data_dir=data_dir, manifest=manifest, comm=comm,
             # every read of the shared tier goes through the PFS model when the profile has one
-            reader_factory=throttled_factory(base_factory, self.pfs_model),
+            reader_factory=injecting_factory(throttled_factory(base_factory, self.pfs_model), self.injection,
+                                             seed=cfg.seed, rank=comm.rank, n_samples=manifest.samples,
+                                             where=getattr(manifest, "file_of", None),
+                                             registry=self._injected_readers),
             system=self.system, local_dir=Path(cfg.local_dir) if cfg.local_dir else default_local_dir(),
-            memory_budget_bytes=self.system.tier_capacity_bytes("memory"))
+            memory_budget_bytes=self.system.tier_capacity_bytes("memory"), io_counters=io)
         if clock is not None:
             self.ctx.clock = clock
         self.plan = self.strategy.plan(self.ctx, self.options)
+        self.executor = None
+        self.started = False
 
     # ---- compute ----------------------------------------------------------------------------------
     def step_time_s(self) -> tuple[float, str]:
-        cfg, wl = self.cfg, self.workload
-        if cfg.compute_time_s is not None:
-            return cfg.compute_time_s, f"--compute-time {cfg.compute_time_s}"
-        if cfg.compute_profile:
-            from .compute.calibrate import load_compute_profile
-
-            t, b, _meta = load_compute_profile(cfg.compute_profile)
-            return t * self.local_batch / b, f"profile {cfg.compute_profile} ({t} s at batch {b}, scaled linearly)"
-        if cfg.accelerator not in wl.compute:
-            raise ConfigError(
-                f"--accelerator={cfg.accelerator}: workload {wl.name} has no published step time for it"
-                f" (known: {', '.join(sorted(wl.compute)) or 'none'}); pass --compute-time SECONDS or "
-                f"--compute-profile FILE (from `dlbench calibrate --workload {wl.name}`)")
-        st = wl.compute[cfg.accelerator]
-        return wl.step_time(cfg.accelerator, self.local_batch), (
-            f"{cfg.accelerator}: {st.step_time_s} s at batch {st.batch_size} ({st.source}), scaled linearly")
+        """(seconds per step at the local batch, where the figure comes from) for sleep compute."""
+        return sleep_step_time(self.cfg, self.workload, self.local_batch)[:2]
 
     def make_compute(self):
         cfg = self.cfg
         if cfg.compute == "torch":
             from .compute.torch_step import TorchCompute
 
-            return TorchCompute(self.workload, self.local_batch, device=cfg.device,
-                                comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed, model=cfg.model)
+            rows = max(self.local_batch, int(self.plan.meta.get("max_step_samples", 0)))   # unequal batches
+            tc = TorchCompute(self.workload, rows, device=cfg.device,
+                              comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed, model=cfg.model,
+                              precision=cfg.precision)
+            factor = self.injection.factor_for(self.comm.rank)
+            if factor > 1:
+                from .storage.inject import SlowCompute
+
+                return SlowCompute(tc, factor)
+            return tc
         from .compute.sleep import SleepCompute
 
         t, _src = self.step_time_s()
-        return SleepCompute(t, stdev_s=cfg.compute_stdev_s, seed=cfg.seed, rank=self.comm.rank,
-                            barrier=self.comm if cfg.barrier else None)
+        # batch_size: the step time is for a local batch; a step delivering n samples takes n / b of it
+        return SleepCompute(t * self.injection.factor_for(self.comm.rank), stdev_s=cfg.compute_stdev_s,
+                            seed=cfg.seed, rank=self.comm.rank, barrier=self.comm if cfg.barrier else None,
+                            batch_size=self.local_batch)
 
     # ---- the loop ---------------------------------------------------------------------------------
-    def run(self, timeline: Timeline, compute=None, checkpoint_dir: Path | None = None) -> dict:
+    def run(self, timeline: Timeline, compute=None, checkpoint_dir: Path | None = None, progress=None) -> dict:
+        """``progress``: None, or a hook (``dlbench.progress.StepProgress``) called with the clock values
+        the loop already took: ``epoch_start(e, steps, t)``, ``step(s, t0, t1, n)``, ``epoch_end(e, t)``."""
         cfg, comm, plan = self.cfg, self.comm, self.plan
         self.ctx.timeline = timeline
         compute = compute if compute is not None else self.make_compute()
-        executor = self.strategy.executor(self.ctx, plan, self.options)
+        executor = self.executor = self.strategy.executor(self.ctx, plan, self.options)
         verifier = _Verifier(self.workload, cfg.seed, self.ctx) if cfg.verify else None
-        STALL, CKPT = PHASE_ID["stall"], PHASE_ID["checkpoint"]
+        STALL, CKPT, PLAN, VERIFY = PHASE_ID["stall"], PHASE_ID["checkpoint"], PHASE_ID["plan"], PHASE_ID["verify"]
         clock = self.ctx.clock
         io0 = _proc_io()
         global_step = 0
         ckpt_dir = Path(checkpoint_dir if checkpoint_dir is not None else cfg.out)
         delivered = 0
+        ckpt_io = None
         try:
             comm.barrier()
             executor.start()
+            self.started = True                # past the prologue: a failure from here on is a measured run's
             for e in range(cfg.epochs):
+                # the epoch's plan is built here, before its clock starts (it used to be built inside step
+                # 0's stall: 25-330 ms at 1.28 M samples); its time is the ``plan`` phase, reported apart
+                p0 = clock()
+                plan.epoch(e)
+                timeline.add(PLAN, p0, clock(), e, -1)
                 comm.barrier()
                 t_epoch = clock()
                 it = executor.epoch(e)
+                if progress is not None:
+                    progress.epoch_start(e, plan.epoch(e).steps, t_epoch)
                 s = 0
                 epoch_samples = 0
                 while True:
@@ -186,8 +255,12 @@ class Loop:
                     if batch is None:
                         break
                     timeline.add(STALL, t0, t1, e, s)
+                    if progress is not None:
+                        progress.step(s, t0, t1, batch.n)
                     if verifier is not None:
+                        v0 = clock()
                         verifier.check(plan, e, s, batch)
+                        timeline.add(VERIFY, v0, clock(), e, s)
                     compute.step(batch.rows, batch.ids, batch.n, timeline, e, s)
                     delivered += batch.n
                     epoch_samples += batch.n
@@ -197,23 +270,44 @@ class Loop:
 
                         c0 = clock()
                         if comm.rank == 0:  # rank 0 writes; every rank waits for it
-                            write_checkpoint(ckpt_dir, self.checkpoint_nbytes, None, e, s)
+                            w_s = write_checkpoint(ckpt_dir, self.checkpoint_nbytes, None, e, s)
+                            if ckpt_io is None:
+                                ckpt_io = self.io.new("checkpoint")
+                            ckpt_io.open()
+                            ckpt_io.write(self.checkpoint_nbytes, int(w_s * 1e9),
+                                          count=-(-self.checkpoint_nbytes // (64 << 20)))
                         comm.barrier()
                         timeline.add(CKPT, c0, clock(), e, s, self.checkpoint_nbytes if comm.rank == 0 else 0)
                     s += 1
-                timeline.mark_epoch(e, t_epoch, clock(), samples=epoch_samples)
+                t_end = clock()
+                timeline.mark_epoch(e, t_epoch, t_end, samples=epoch_samples)
+                if progress is not None:
+                    progress.epoch_end(e, t_end)
                 if s != plan.epoch(e).steps:
                     raise RunError(f"strategy {cfg.strategy} delivered {s} steps in epoch {e}; "
                                    f"its plan has {plan.epoch(e).steps}")
                 if verifier is not None:
                     verifier.end_epoch(plan, e)
+        except KeyboardInterrupt:
+            # every rank of the job is being interrupted: the first to clean up removes the whole run
+            # directory of its host (the rank MPI_Abort kills next may never reach its own clean-up)
+            executor.interrupted = True
+            raise
         finally:
             executor.close()
             compute_info = compute.describe() if hasattr(compute, "describe") else {}
             compute.close()
         io1 = _proc_io()
-        extra = [t.arrays() for t in getattr(executor, "extra_timelines", lambda: [])()]
-        arrays = Timeline.merge([timeline.arrays(), *extra]) if extra else timeline.arrays()
+        extra_tl = list(getattr(executor, "extra_timelines", lambda: [])())
+        if timeline.spill_path is not None:
+            # bounded memory: every timeline's records are in its own file in the run folder; the caller
+            # reduces them (metrics.rank_reduce) where they are, and rank 0 never gathers intervals
+            for t in (timeline, *extra_tl):
+                t.finish()
+            arrays = None
+        else:
+            extra = [t.arrays() for t in extra_tl]
+            arrays = Timeline.merge([timeline.arrays(), *extra]) if extra else timeline.arrays()
         return {
             "arrays": arrays,
             "io": {k: io1.get(k, 0) - io0.get(k, 0) for k in ("rchar", "read_bytes")},
@@ -221,7 +315,74 @@ class Loop:
             "strategy_stats": executor.stats(),
             "delivered_samples": delivered,
             "verified": verifier.count if verifier is not None else 0,
+            "read_retries": int(sum(r.retries for r in self._injected_readers)),
+            "timeline_flush_s": sum(t.hot_flush_ns for t in (timeline, *extra_tl)) * 1e-9,
+            "io_counters": self.io.totals(),
         }
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread by the CLI's handler: handled as an interrupt (exit 143)."""
+
+    signal_name = "SIGTERM"
+
+
+MAX_STEP_TIME_S = 86400.0
+
+
+def check_seconds(name: str, value, *, lo: float = 0.0, hi: float = MAX_STEP_TIME_S) -> float:
+    """A finite number of seconds in [lo, hi] (``inf``, ``nan`` and ``1e308`` are one-line errors)."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not lo <= value <= hi:
+        raise ConfigError(f"{name}={value}: must be a finite number of seconds from {lo:g} to {hi:g}")
+    return float(value)
+
+
+def sleep_step_time(cfg: RunConfig, workload, local_batch: int) -> tuple[float, str, dict]:
+    """Sleep compute's step time at ``local_batch``: ``(seconds, source line, record)``. ``--compute-time``
+    first, then ``--compute-profile``, then the workload's figure for ``--accelerator`` (default: a100 where
+    published, else a measured entry; see ``Workload.choose_step_time``)."""
+    if cfg.compute_time_s is not None:
+        t = check_seconds("--compute-time", cfg.compute_time_s)
+        return t, f"--compute-time {t:g}", {"kind": "flag"}
+    if cfg.compute_profile:
+        from .compute.calibrate import load_compute_profile
+
+        t, b, meta = load_compute_profile(cfg.compute_profile)
+        return t * local_batch / b, (f"profile {cfg.compute_profile} ({t:g} s at batch {b}, scaled linearly to "
+                                     f"batch {local_batch})"), {"kind": "profile", "device": meta.get("device")}
+    ch = workload.choose_step_time(cfg.accelerator, cfg.model)
+    return ch.scaled(local_batch), ch.describe(local_batch), {
+        "kind": ch.kind, "accelerator": ch.accelerator, "model": ch.model, "reference_step_time_s": ch.step_time_s,
+        "reference_batch_size": ch.batch_size, "default": cfg.accelerator is None}
+
+
+def check_compute(cfg: RunConfig) -> None:
+    """Every compute option checked before anything is generated or written: the step-time source of sleep
+    compute (accelerator, profile, --compute-time), or torch's device, model and precision."""
+    from . import workload as wl_mod
+
+    if cfg.compute not in ("sleep", "torch"):
+        raise ConfigError(f"--compute={cfg.compute}: choose one of sleep, torch")
+    check_seconds("--compute-stdev", cfg.compute_stdev_s)
+    if cfg.compute_time_s is not None:
+        check_seconds("--compute-time", cfg.compute_time_s)
+    spec, path = wl_mod.load_spec(cfg.workload)
+    workload = wl_mod.resolve(spec, spec_path=path)
+    if cfg.compute == "sleep":
+        if cfg.precision != "fp32":
+            raise ConfigError(f"--precision={cfg.precision}: applies to --compute torch; sleep compute sleeps a "
+                              f"measured or published step time (use --compute-profile FILE from `dlbench "
+                              f"calibrate --precision {cfg.precision}` for a {cfg.precision} step time)")
+        sleep_step_time(cfg, workload, cfg.batch_size or workload.batch_size)
+        return
+    from .compute.models import model_name_for
+    from .compute.torch_step import check_precision
+
+    model_name_for(workload, cfg.model)
+    check_precision(cfg.precision, cfg.device)
 
 
 class _Verifier:
@@ -301,7 +462,11 @@ def resolve_dataset(cfg: RunConfig, comm, *, generate_if_missing: bool = True):
     explicit = cfg.data_dir is not None
     spec, path = wl_mod.load_spec(cfg.workload)
     scale = cfg.scale or ("tiny" if not explicit and cfg.samples is None else None)
-    data_dir = Path(cfg.data_dir) if explicit else default_data_dir(spec.name, scale or "custom", cfg.seed)
+    if explicit:
+        data_dir = Path(cfg.data_dir)
+    else:
+        tag = data_dir_tag(path, wl_mod.resolve(spec, scale=scale, samples=cfg.samples, spec_path=path))
+        data_dir = default_data_dir(spec.name, scale or "custom", cfg.seed, tag)
     if not Manifest.exists(data_dir) and cfg.dry_run:
         workload = wl_mod.resolve(spec, scale=scale, samples=cfg.samples, spec_path=path)
         return workload, _VirtualManifest(workload, cfg.seed), data_dir
@@ -327,86 +492,239 @@ def resolve_dataset(cfg: RunConfig, comm, *, generate_if_missing: bool = True):
     if cfg.seed != manifest.seed:
         raise DataError(f"--seed={cfg.seed}: the dataset at {data_dir} was generated with seed {manifest.seed}; "
                         f"pass --seed {manifest.seed} or generate another dataset")
+    _check_spec_matches(cfg, spec, path, manifest, data_dir)
     from .data.verify import workload_of
 
     return workload_of(manifest, cfg.workload), manifest, data_dir
 
 
-def run(cfg: RunConfig, comm) -> dict:
-    """Execute one run on every rank; rank 0 returns ``{"run_dir", "run"}``, others ``{}``."""
+def _check_spec_matches(cfg: RunConfig, spec, path: str, manifest, data_dir: Path) -> None:
+    """The workload the user named must describe the dataset found: same data-defining spec (arrays,
+    shapes, dtypes, layout, counts) at the manifest's scale. Before, a user YAML named like a built-in ran
+    on the built-in's data with the built-in's shapes, silently."""
+    from . import workload as wl_mod
+    from .data.manifest import spec_of
+
+    scale = manifest.scale.split("+")[0] if manifest.scale else None
+    try:
+        w = wl_mod.resolve(spec, scale=scale if scale in wl_mod.SCALES else None, samples=manifest.samples,
+                           spec_path=path)
+        want = spec_of(w)
+    except ConfigError as e:
+        raise DataError(f"--workload {cfg.workload} ({path}) does not describe the dataset at {data_dir}: "
+                        f"{e}") from None
+    have = manifest.spec or {}
+    diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
+    if diff:
+        raise DataError(f"--workload {cfg.workload} ({path}) does not describe the dataset at {data_dir}: "
+                        f"{', '.join(diff)} differ from what it was generated with; generate this workload's "
+                        f"dataset with `dlbench generate --workload {cfg.workload} --data-dir NEW_DIR` (or leave "
+                        f"--data-dir out: a user YAML gets its own default dataset)")
+
+
+def run(cfg: RunConfig, comm, progress=None) -> dict:
+    """Execute one run on every rank; rank 0 returns ``{"run_dir", "run"}``, others ``{}``. ``progress``:
+    this rank's per-step hook (``Loop.run``), None for none."""
     from . import results
+    from . import workload as wl_mod
     from .config import to_dict
 
+    check_compute(cfg)  # before any dataset is generated
+    check_compute_options(cfg, wl_mod.load_spec(cfg.workload)[0].name)
+    if not cfg.dry_run:
+        err = None
+        if comm.rank == 0:
+            try:
+                results.check_out_dir(cfg.out)
+            except ConfigError as e:
+                err = str(e)
+        err = comm.bcast(err)
+        if err:
+            raise ConfigError(err)
     workload, manifest, data_dir = resolve_dataset(cfg, comm, generate_if_missing=not cfg.dry_run)
-    if cfg.compute not in ("sleep", "torch"):
-        raise ConfigError(f"--compute={cfg.compute}: choose one of sleep, torch")
     loop = Loop(cfg, comm, workload, manifest, data_dir)
     config_echo = {**to_dict(cfg), "data_dir": str(data_dir), "local_batch": loop.local_batch,
                    "options": to_dict(loop.options), "ranks": comm.size, "nodes": comm.nodes,
                    "workload_spec": manifest.spec, "shared_tier": loop.system.describe_shared_tier(),
                    "local_dir": str(loop.ctx.local_dir)}
     if cfg.compute == "sleep":
-        config_echo["compute_step_time_s"], config_echo["compute_step_time_source"] = loop.step_time_s()
+        (config_echo["compute_step_time_s"], config_echo["compute_step_time_source"],
+         config_echo["compute_step_time"]) = sleep_step_time(cfg, workload, loop.local_batch)
     if cfg.dry_run:
         return {"dry_run": dry_run_summary(loop, config_echo)}
 
+    err = None
     run_dir = None
     if comm.rank == 0:
-        run_dir = results.new_run_dir(Path(cfg.out), workload.name, cfg.strategy)
-        results.write_run(run_dir, config=config_echo, summary={}, error="incomplete: the run did not finish")
-    run_dir = comm.bcast(str(run_dir) if run_dir else None)
-    timeline = Timeline(_capacity(loop), comm.rank)
-    try:
-        mine = loop.run(timeline, checkpoint_dir=Path(run_dir))
-    except BaseException as exc:  # record the failure, then stop every rank
-        msg = str(exc) if isinstance(exc, DlbenchError) else f"{type(exc).__name__}: {exc}"
-        tb = traceback.format_exc()
         try:
-            results.write_run(Path(run_dir), config=config_echo, summary={},
-                              intervals=[timeline.arrays()], error=f"rank {comm.rank}: {msg}",
-                              extra={"traceback": tb, "failed_rank": comm.rank})
-        except Exception:  # pragma: no cover - never mask the original error
-            pass
-        if comm.size > 1:
-            comm.abort(f"dlbench: error: rank {comm.rank}: {msg}\nresults (with the error): {run_dir}",
-                       getattr(exc, "exit_code", 5))
-        if isinstance(exc, DlbenchError):
-            raise
-        raise RunError(f"run failed: {msg} (results with the error: {run_dir})") from exc
+            run_dir = results.new_run_dir(Path(cfg.out), workload.name, cfg.strategy)
+            results.write_run(run_dir, config=config_echo, summary={}, error="incomplete: the run did not finish")
+        except ConfigError as e:
+            err = str(e)
+        except OSError as e:
+            if run_dir is not None:
+                results.remove_run_dir(run_dir)
+            err = f"--out {cfg.out}: cannot write results there: {e.strerror or e}; pass --out DIR with space"
+    run_dir, err = comm.bcast((str(run_dir) if run_dir else None, err))
+    if err:
+        raise ConfigError(err)  # every rank: nothing has run yet
+    # each rank writes its own interval files into the run folder as its buffer fills (bounded memory);
+    # a rank that cannot see the folder (not a shared file system) keeps its intervals and sends them
+    spill = Path(run_dir) if Path(run_dir).is_dir() else None
+    timeline = Timeline(TIMELINE_BUFFER if spill is not None else _capacity(loop), comm.rank, spill_dir=spill)
+    try:
+        mine = loop.run(timeline, checkpoint_dir=Path(run_dir), progress=progress)
+        if mine["arrays"] is None:
+            from . import metrics
+            from .timeline import load_spilled
+
+            mine["reduced"] = metrics.rank_reduce(load_spilled(spill, comm.rank)[0], cfg.epochs)
+    except BaseException as exc:  # record the failure, then stop every rank
+        _failed(cfg, comm, loop, Path(run_dir), config_echo, timeline, exc)
+        raise  # pragma: no cover - _failed always raises or ends the process
     gathered = comm.gather(mine, root=0)
     if comm.rank != 0:
         return {}
     return _finish(cfg, comm, workload, manifest, loop, config_echo, Path(run_dir), gathered)
 
 
+TIMELINE_BUFFER = 1 << 16   # records a rank's timeline holds before writing them out (≈ 2 × 2.3 MB)
+
+
+def _signal_name(exc: BaseException) -> str:
+    return getattr(exc, "signal_name", "SIGINT")
+
+
+def _failed(cfg, comm, loop: Loop, run_dir: Path, config_echo: dict, timeline, exc: BaseException) -> None:
+    """A rank's run stopped: the executor has closed (its local copies are removed, ``cleanup_note``).
+
+    - An early check (ConfigError or CapacityError before the prologue finished: nothing was measured):
+      the results folder is removed, the error is the message.
+    - An interrupt (SIGINT, SIGTERM): rank 0 records ``status: interrupted`` and says so once; under MPI a
+      rank other than 0 gives rank 0 two seconds to do that and end the job, and only then (rank 0 not
+      interrupted) records and ends it itself. Exit code 130 (SIGINT) or 143 (SIGTERM).
+    - Anything else: the folder records the error and the traceback; under MPI the job is aborted with the
+      rank's message so no rank hangs in a collective."""
+    from . import results
+
+    note = getattr(loop.executor, "cleanup_note", "") or ""
+    tail = f"; {note}" if note else ""
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    if interrupted:
+        sig = _signal_name(exc)
+        code = 143 if sig == "SIGTERM" else 130
+        if comm.size > 1 and comm.rank != 0:
+            import time
+
+            time.sleep(2.0)  # rank 0 (interrupted too, as under Ctrl-C) records the run and ends the job
+        where = f" on rank {comm.rank}" if comm.size > 1 else ""
+        try:
+            results.write_run(run_dir, config=config_echo, summary={}, intervals=[timeline.arrays()],
+                              error=f"interrupted by {sig}{where}", status="interrupted",
+                              extra={"interrupted_rank": comm.rank})
+            rec = f"results (status interrupted): {run_dir}"
+        except Exception:  # noqa: BLE001 - never mask the interrupt
+            rec = f"the results folder {run_dir} could not be updated"
+        msg = f"interrupted by {sig}{where}; {rec}{tail}"
+        if comm.size > 1:
+            comm.abort(f"dlbench: {msg}", code)
+        raise Interrupted(msg, exit_code=code) from None
+    early = isinstance(exc, (ConfigError, CapacityError)) and not loop.started
+    msg = str(exc) if isinstance(exc, DlbenchError) else f"{type(exc).__name__}: {exc}"
+    if early:
+        results.remove_run_dir(run_dir)
+        if comm.size > 1:
+            comm.abort(f"dlbench: error: rank {comm.rank}: {msg}{tail}", exc.exit_code)
+        raise _with_message(exc, f"{msg}{tail}") from None
+    tb = traceback.format_exc()
+    try:
+        results.write_run(run_dir, config=config_echo, summary={}, intervals=[timeline.arrays()],
+                          error=f"rank {comm.rank}: {msg}", extra={"traceback": tb, "failed_rank": comm.rank,
+                                                                   "cleanup": note or None})
+        rec = f"results with the error: {run_dir}"
+    except Exception:  # noqa: BLE001 - never mask the original error
+        rec = f"the results folder {run_dir} could not be updated"
+    if comm.size > 1:
+        comm.abort(f"dlbench: error: rank {comm.rank}: {msg}\n{rec}{tail}", getattr(exc, "exit_code", 5))
+    if isinstance(exc, DlbenchError):
+        raise _with_message(exc, f"{msg} ({rec}{tail})") from None
+    raise RunError(f"run failed: {msg} ({rec}{tail})") from exc
+
+
+def _with_message(exc: DlbenchError, message: str) -> DlbenchError:
+    """The same error type with a longer message (where the results and the local copies went)."""
+    try:
+        new = type(exc)(message)
+    except TypeError:  # pragma: no cover - a subclass with another signature
+        return exc
+    new.exit_code = exc.exit_code
+    return new
+
+
 def _capacity(loop: Loop) -> int:
-    steps = loop.plan.epoch(0).steps
+    # an estimate from the sizes (building epoch 0's plan here would hide its cost from the ``plan`` phase)
+    steps = -(-loop.manifest.samples // max(loop.comm.size * loop.local_batch, 1)) + 1
     per_step = 4 + 2 * loop.local_batch
     return max(1024, min(per_step * steps * loop.cfg.epochs + 64, 1 << 22))
 
 
 def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gathered: list) -> dict:
-    from . import metrics, results
+    from . import counters, metrics, results
     from .plan.quality import order_quality
 
-    per_rank = [g["arrays"] for g in gathered]
-    summary = metrics.summarize(per_rank, workload=workload.name, strategy=cfg.strategy, ranks=comm.size,
-                                nodes=comm.nodes, epochs=cfg.epochs)
+    if all(g.get("reduced") is not None for g in gathered):
+        # every rank reduced its own interval files: summary from the small per-rank figures
+        red = sorted((g["reduced"] for g in gathered), key=lambda x: x["rank"])
+        summary = metrics.summarize_breakdowns([x["breakdown"] for x in red], red[0]["epoch_ids"],
+                                               workload=workload.name, strategy=cfg.strategy, ranks=comm.size,
+                                               nodes=comm.nodes)
+        tier_io = metrics.merge_tier_io([x["tier_io"] for x in red])
+        per_rank = results.SpilledIntervals(run_dir)
+    else:
+        if any(g.get("reduced") is not None for g in gathered):  # mixed: some ranks could not see the folder
+            from .timeline import load_spilled
+
+            for g in gathered:
+                if g.get("arrays") is None:
+                    g["arrays"] = load_spilled(run_dir, g["reduced"]["rank"])[0]
+        per_rank = [g["arrays"] for g in gathered]
+        summary = metrics.summarize(per_rank, workload=workload.name, strategy=cfg.strategy, ranks=comm.size,
+                                    nodes=comm.nodes, epochs=cfg.epochs)
+        tier_io = metrics.tier_io(per_rank)
     summary["semantics"] = loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict()
     summary["order"] = loop.plan.meta.get("order")
     summary["order_quality"] = order_quality(loop.plan)
     summary["shared_tier"] = loop.system.describe_shared_tier()
-    summary["tier_io"] = metrics.tier_io(per_rank)
+    summary["tier_io"] = tier_io
     if loop.plan.meta.get("warning"):
         summary["plan_warning"] = loop.plan.meta["warning"]
     summary["compute"] = {"mode": cfg.compute, **(gathered[0].get("compute") or {})}
     if cfg.compute == "sleep":
         summary["compute"]["step_time_s"] = config_echo["compute_step_time_s"]
         summary["compute"]["source"] = config_echo["compute_step_time_source"]
+        summary["compute"].update(config_echo["compute_step_time"])
     summary["strategy_stats"] = [g["strategy_stats"] for g in gathered]
     summary["verified_samples"] = int(sum(g["verified"] for g in gathered)) if cfg.verify else None
     summary["page_cache"] = page_cache_check(manifest, gathered)
-    results.write_run(run_dir, config=config_echo, summary=summary, intervals=per_rank, error=None)
+    # bookkeeping inside the timed loop: moving >= FLUSH_RECORDS pending records into arrays mid-epoch
+    summary["timeline_flush_s"] = [float(g.get("timeline_flush_s", 0.0)) for g in gathered]
+    if loop.injection.active:
+        worker_retries = sum(((g.get("strategy_stats") or {}).get("worker_io") or {}).get("read_retries", 0)
+                             for g in gathered)
+        summary["injected"] = {**loop.injection.describe(),
+                               "read_retries": int(sum(g.get("read_retries", 0) for g in gathered) + worker_retries)}
+    summary["io_counters"] = counters.summarize([g.get("io_counters") or {} for g in gathered])
+    try:
+        results.write_run(run_dir, config=config_echo, summary=summary, intervals=per_rank, error=None)
+    except OSError as e:
+        # a full disk (or the folder gone): the figures are measured, keep them on stdout; nothing half-written
+        results.remove_run_dir(run_dir)
+        doc = {"schema": results.SCHEMA, "status": "ok", "config": config_echo, "summary": summary,
+               "error": None, "run_dir": None}
+        return {"run_dir": None, "run": doc,
+                "write_error": f"--out {cfg.out}: the results could not be written to {run_dir} "
+                               f"({e.strerror or e}); nothing was kept there: the summary above is the only "
+                               f"record of this run"}
     return {"run_dir": str(run_dir), "run": results.read_run(run_dir)}
 
 
@@ -414,12 +732,19 @@ def page_cache_check(manifest, gathered: list) -> dict:
     """Did the reads reach the device? ``read_bytes`` (/proc/self/io: bytes the block layer fetched for
     this process) against ``rchar`` (bytes returned by read calls). If the dataset fits in memory and
     under 10 % of what was read came from the device, the run measured the page cache, not storage
-    (MLPerf Storage asks for a dataset ≥ 5× host memory). Counts the trainer processes only; DataLoader
-    workers' reads are not included (they are separate processes)."""
+    (MLPerf Storage asks for a dataset ≥ 5× host memory). Counts the trainer processes and the DataLoader
+    workers (their own /proc/self/io, reported by the prefetch executor as ``strategy_stats.worker_io``)."""
     mem = _mem_total_bytes()
     ds = int(manifest.sample_nbytes().sum())
-    rchar = int(sum(g["io"].get("rchar", 0) for g in gathered))
-    dev = int(sum(g["io"].get("read_bytes", 0) for g in gathered))
+
+    def total(key: str) -> int:
+        own = sum(g["io"].get(key, 0) for g in gathered)
+        workers = sum(((g.get("strategy_stats") or {}).get("worker_io") or {}).get(key, 0) for g in gathered)
+        return int(own + workers)
+
+    rchar, dev = total("rchar"), total("read_bytes")
+    workers_rchar = int(sum(((g.get("strategy_stats") or {}).get("worker_io") or {}).get("rchar", 0)
+                            for g in gathered))
     fits = bool(mem and ds < mem)
     from_memory = rchar > 0 and dev < 0.1 * rchar
     warn = None
@@ -428,7 +753,7 @@ def page_cache_check(manifest, gathered: list) -> dict:
                 f"{dev / 1e6:.1f} MB of {rchar / 1e6:.1f} MB read came from the device: I/O figures measure "
                 f"memory, not storage (MLPerf Storage asks for a dataset >= 5x RAM)")
     return {"dataset_bytes": ds, "mem_total_bytes": mem, "fits_in_memory": fits, "rchar_bytes": rchar,
-            "device_read_bytes": dev, "warning": warn}
+            "device_read_bytes": dev, "workers_rchar_bytes": workers_rchar, "warning": warn}
 
 
 def dry_run_summary(loop: Loop, config_echo: dict) -> dict:
@@ -439,5 +764,8 @@ def dry_run_summary(loop: Loop, config_echo: dict) -> dict:
            "semantics": loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict(),
            "order": loop.plan.meta.get("order"), "shared_tier": loop.system.describe_shared_tier(),
            "capacity": {k: loop.plan.meta[k] for k in ("needed_per_node_bytes", "capacity_per_node_bytes",
-                                                         "capacity_source") if k in loop.plan.meta}}
+                                                         "capacity_source", "cache_peak_samples",
+                                                         "cache_bytes_per_rank", "cache_capacity_per_rank_bytes",
+                                                         "cache_capacity_source", "local_cache_peak_bytes")
+                        if k in loop.plan.meta}}
     return out

@@ -15,6 +15,22 @@ comparison. A study file (``configs/studies/shuffle-comparison.yaml``)::
       - {strategy: pls, options: {exchange_fraction: 0.3}}
 
 Run serially or under ``mpiexec`` (every rank runs every entry; rank 0 writes the results folders).
+
+A scaling study adds a ``sweep`` (and optionally a ``simulate`` part)::
+
+    sweep:
+      ranks: [1, 2, 4, 8]            # world sizes; or nodes: [1, 2, 4] with ranks_per_node: 4
+      workloads: [cosmoflow]         # default: the study's workload
+      scaling: weak                  # weak: F = samples_per_rank x ranks; strong: F = samples (fixed)
+      samples_per_rank: 200
+    simulate:                        # `dlbench study FILE --simulate`: the model, to 1,024 nodes
+      nodes: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+      system: laptop-pfs             # default: the study's system
+
+Each launch (``mpiexec -n W dlbench study FILE``) runs the sweep's points whose world size is W (every
+workload and run entry), each on its own dataset (``<data root>/<workload>-<scale>-F<F>-seed<seed>``,
+generated if missing), all into one results root; ``dlbench compare``/``plot`` then read the root.
+``dlbench jobscript FILE --scheduler slurm|pbs|flux`` writes the batch scripts for a cluster.
 """
 
 from __future__ import annotations
@@ -23,13 +39,44 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import from_mapping, load_yaml, opt, resource_dir
-from .errors import ConfigError
+from .errors import CapacityError, ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)
 class StudyRun:
     strategy: str = opt(help="strategy name")
     options: dict = opt(factory=dict, help="the strategy's options (as its --flags, with underscores)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sweep:
+    ranks: tuple[int, ...] = opt((), help="world sizes (ranks) to run", min=1)
+    nodes: tuple[int, ...] = opt((), help="node counts (world size = nodes x ranks_per_node)", min=1)
+    ranks_per_node: int = opt(1, help="ranks per node with nodes:", min=1)
+    workloads: tuple[str, ...] = opt((), help="workloads (names or YAML paths) [default: the study's]")
+    scaling: str = opt("strong", help="weak: F = samples_per_rank x ranks; strong: F = samples",
+                       choices=("weak", "strong"))
+    samples_per_rank: int | None = opt(None, help="weak scaling: samples per rank", min=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulatePart:
+    nodes: tuple[int, ...] = opt(help="node counts to model", min=1)
+    ranks_per_node: int | None = opt(None, help="[default: the sweep's, else 1]", min=1)
+    system: str | None = opt(None, help="system profile [default: the study's]")
+    strategies: tuple[str, ...] = opt((), help="[default: the study's runs' strategies]")
+    pls_q: float | None = opt(None, help="Q of pls [default: the pls run's exchange_fraction, else 0.1]", min=0,
+                              max=1)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of a sweep: a workload at a world size, with its dataset size."""
+
+    workload: str
+    ranks: int
+    nodes: int | None      # None: a ranks sweep (nodes as the launcher places them)
+    samples: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +93,8 @@ class RunStudy:
     seed: int = opt(0, help="dataset and shuffle seed")
     out: str = opt("results", help="results root")
     runs: tuple[StudyRun, ...] = opt(help="the runs, in order")
+    sweep: Sweep | None = opt(None, help="scaling sweep: ranks or nodes, workloads, weak or strong")
+    simulate: SimulatePart | None = opt(None, help="the modelled part of a scaling study (--simulate)")
 
 
 def load_study(path_or_name: str) -> RunStudy:
@@ -67,7 +116,209 @@ def load_study(path_or_name: str) -> RunStudy:
     for i, r in enumerate(st.runs):
         strat = strategies.get(r.strategy)
         strategies.parse_options(strat, r.options, where=f"{p} runs[{i}].options")
+    sw = st.sweep
+    if sw is not None:
+        if bool(sw.ranks) == bool(sw.nodes):
+            raise ConfigError(f"sweep (in {p}): give exactly one of ranks: [...] or nodes: [...]")
+        if sw.scaling == "weak" and sw.samples_per_rank is None:
+            raise ConfigError(f"sweep.scaling=weak (in {p}): needs sweep.samples_per_rank (F = samples_per_rank x ranks)")
+        if sw.scaling == "strong" and sw.samples_per_rank is not None:
+            raise ConfigError(f"sweep.samples_per_rank (in {p}): only with scaling: weak (strong scaling keeps "
+                              f"samples: fixed)")
+    if st.simulate is not None:
+        from .simulate import strategy_names
+
+        known = strategy_names()
+        for s in simulate_strategies(st):
+            if s not in known:
+                from .errors import unknown_choice
+
+                raise unknown_choice("strategy for simulate", s, known, where=f"{p} simulate.strategies")
     return st
+
+
+def points(st: RunStudy, *, nodes_list=None) -> list[Point]:
+    """Every (workload, world size) of the sweep with its dataset size F (one point with the study's own
+    settings when there is no sweep). ``nodes_list`` replaces the sweep's node counts (jobscript)."""
+    sw = st.sweep
+    if sw is None:
+        return []
+    wls = list(sw.workloads) or [st.workload]
+    if nodes_list:
+        sizes = [(n * sw.ranks_per_node, n) for n in nodes_list]
+    elif sw.nodes:
+        sizes = [(n * sw.ranks_per_node, n) for n in sw.nodes]
+    else:
+        sizes = [(r, None) for r in sw.ranks]
+    out = []
+    for wl in wls:
+        for w, n in sizes:
+            out.append(Point(wl, w, n, samples_for(st, w)))
+    return out
+
+
+def samples_for(st: RunStudy, ranks: int) -> int | None:
+    """F at a world size: samples_per_rank x ranks (weak scaling), else the study's samples."""
+    sw = st.sweep
+    if sw is not None and sw.scaling == "weak":
+        return int(sw.samples_per_rank) * int(ranks)
+    return st.samples
+
+
+def sweep_sizes(st: RunStudy) -> list[int]:
+    return sorted({p.ranks for p in points(st)})
+
+
+def point_data_dir(st: RunStudy, root: Path, p: Point) -> Path:
+    """``<root>/<workload>-<scale>-F<F>-seed<seed>``: one dataset per workload and size (weak scaling
+    needs one per world size; strong scaling shares one)."""
+    return Path(root) / f"{Path(p.workload).stem}-{st.scale or 'full'}-F{p.samples or 'preset'}-seed{st.seed}"
+
+
+def default_sweep_data_root() -> Path:
+    import os
+
+    return Path(os.environ.get("DLBENCH_DATA_DIR") or Path.home() / ".cache" / "dlbench" / "data") / "sweeps"
+
+
+def _generate_if_missing(wl, d: Path, st: RunStudy, comm, echo) -> None:
+    from .data.generate import generate
+    from .data.manifest import Manifest
+
+    if Manifest.exists(d):
+        return
+    if echo:
+        echo(f"generating {wl.name} ({wl.samples} samples, {wl.dataset_nbytes / 1e6:.0f} MB) in {d}")
+    if comm.rank == 0:
+        d.parent.mkdir(parents=True, exist_ok=True)
+    comm.barrier()
+    generate(wl, d, seed=st.seed, comm=comm, progress=False)
+
+
+def generate_sweep(st: RunStudy, comm, *, data_root=None, echo=None, nodes_list=None) -> list[Path]:
+    """Generate every dataset of the sweep (``dlbench study FILE --generate-only``, a cluster's first job)."""
+    from . import workload as wl_mod
+
+    root = Path(data_root) if data_root else default_sweep_data_root()
+    out = []
+    for key in dict.fromkeys((p.workload, p.samples) for p in points(st, nodes_list=nodes_list)):
+        p = Point(key[0], 0, None, key[1])
+        wl = wl_mod.load(p.workload, scale=st.scale, samples=p.samples)
+        d = point_data_dir(st, root, p)
+        _generate_if_missing(wl, d, st, comm, echo)
+        out.append(d)
+    return out
+
+
+def run_sweep(st: RunStudy, comm, *, data_root=None, local_dir=None, out=None, epochs=None, echo=None) -> list[str]:
+    """Run the sweep's points whose world size is this launch's (``comm.size``): every workload and run
+    entry; returns the run folders (rank 0). A world size the sweep does not have is an error naming the
+    sizes it has."""
+    from . import workload as wl_mod
+    from .runner import RunConfig, run
+
+    mine = [p for p in points(st) if p.ranks == comm.size]
+    if not mine:
+        sizes = ", ".join(map(str, sweep_sizes(st)))
+        raise ConfigError(f"sweep of {st.name}: no point with {comm.size} rank(s) (this launch's world size); "
+                          f"the sweep has {sizes}: launch with mpiexec -n <one of them>")
+    root = Path(data_root) if data_root else default_sweep_data_root()
+    dirs = []
+    k = 0
+    total = len(mine) * len(st.runs)
+    for p in mine:
+        wl = wl_mod.load(p.workload, scale=st.scale, samples=p.samples)
+        d = point_data_dir(st, root, p)
+        _generate_if_missing(wl, d, st, comm, echo)
+        for r in st.runs:
+            k += 1
+            cfg = RunConfig(workload=p.workload, strategy=r.strategy, options=dict(r.options), data_dir=str(d),
+                            epochs=epochs or st.epochs, batch_size=st.batch_size, seed=st.seed, out=out or st.out,
+                            compute_time_s=st.compute_time_s, system=st.system, local_dir=local_dir,
+                            ranks_per_node=None)
+            if echo:
+                opts = " ".join(f"--{kk.replace('_', '-')} {v}" for kk, v in r.options.items())
+                echo(f"[{k}/{total}] {p.workload} F={wl.samples} on {comm.size} rank(s), {comm.nodes} node(s): "
+                     f"{r.strategy} {opts}".rstrip())
+            res = run(cfg, comm)
+            if comm.rank == 0:
+                dirs.append(res["run_dir"])
+    return dirs
+
+
+def simulate_strategies(st: RunStudy) -> list[str]:
+    sp = st.simulate
+    if sp is not None and sp.strategies:
+        return list(sp.strategies)
+    return list(dict.fromkeys(r.strategy for r in st.runs))
+
+
+def simulate_rows(st: RunStudy, pls_q: float) -> list[tuple[str, str, dict]]:
+    """(label, strategy, options) to cost: the simulate part's strategies with their defaults, else every
+    measured run with its own options (the same plans the runs executed)."""
+    sp = st.simulate
+    if sp is not None and sp.strategies:
+        return [(s, s, {"exchange_fraction": pls_q} if s == "pls" else {}) for s in sp.strategies]
+    rows, seen = [], set()
+    for r in st.runs:
+        label = r.strategy + "".join(f" {k}={v}" for k, v in r.options.items())
+        if label not in seen:
+            seen.add(label)
+            rows.append((label, r.strategy, dict(r.options)))
+    return rows
+
+
+def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None) -> list[str]:
+    """The study's ``simulate`` part: every node count x workload x strategy through the performance model
+    (``dlbench.simulate.simulate``), one results folder each, marked simulated, in the study's results root.
+    A point the model refuses (a strategy's data does not fit the node, F/W below the local batch) is
+    named in one line and left out."""
+    from .config import to_dict
+    from .simulate import from_workload, load_profile, simulate
+    from .simulate.output import write_simulated_run
+    from .workload import load as load_workload
+
+    sp = st.simulate
+    if sp is None:
+        raise ConfigError(f"study {st.name}: no simulate: part (add simulate: {{nodes: [1, 2, ..., 1024]}})")
+    sw = st.sweep
+    rpn = sp.ranks_per_node or (sw.ranks_per_node if sw is not None and sw.nodes else 1)
+    profile = load_profile(sp.system or st.system)
+    pls_q = sp.pls_q
+    if pls_q is None:
+        q = [r.options.get("exchange_fraction") for r in st.runs if r.strategy == "pls"]
+        pls_q = float(q[0]) if q and q[0] is not None else 0.1
+    wls = list(sw.workloads) if sw is not None and sw.workloads else [st.workload]
+    E = epochs or st.epochs
+    dirs = []
+    for wname in wls:
+        for n in sp.nodes:
+            W = n * rpn
+            F = samples_for(st, W)
+            base = load_workload(wname, scale=st.scale, samples=F)
+            b = st.batch_size or base.batch_size
+            if base.samples < W * b:
+                if echo:
+                    echo(f"simulate {wname} on {n} node(s): left out, F={base.samples} samples give fewer than "
+                         f"one local batch of {b} per rank on {W} ranks")
+                continue
+            swl = from_workload(base, local_batch=b, step_time_s=st.compute_time_s)
+            for label, strat, opts in simulate_rows(st, pls_q):
+                try:
+                    res = simulate([(label, strat, opts)], wl=swl, profile=profile, nodes=n, ranks_per_node=rpn,
+                                   epochs=E, seed=st.seed)
+                except CapacityError as exc:
+                    if echo:
+                        echo(f"simulate {wname} {label} on {n} node(s): left out: {exc}")
+                    continue
+                config = {"command": "simulate", "study": st.name, "system": to_dict(profile), "workload": to_dict(swl),
+                          "strategy": strat, "label": label, "options": opts, "nodes": n, "ranks_per_node": rpn,
+                          "epochs": E, "seed": st.seed, "write_overlap": True,
+                          "scaling": sw.scaling if sw is not None else None}
+                dirs.append(str(write_simulated_run(out or st.out, config=config, summary=res[label])))
+        if echo:
+            echo(f"simulated {wname}: {len(sp.nodes)} node counts x {len(simulate_strategies(st))} strategies")
+    return dirs
 
 
 def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, epochs=None, echo=None) -> list[str]:
@@ -75,10 +326,11 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
     from . import workload as wl_mod
     from .data.generate import generate
     from .data.manifest import Manifest
-    from .runner import RunConfig, default_data_dir, run
+    from .runner import RunConfig, data_dir_tag, default_data_dir, run
 
     wl = wl_mod.load(st.workload, scale=st.scale, samples=st.samples)
-    d = Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed)
+    d = Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed,
+                                                         data_dir_tag(wl.spec_path, wl))
     if not Manifest.exists(d):
         if echo:
             echo(f"generating {wl.name} ({wl.samples} samples, {wl.dataset_nbytes / 1e6:.0f} MB) in {d}")
@@ -97,6 +349,10 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
             echo(f"[{i + 1}/{len(st.runs)}] {r.strategy} {opts}".rstrip())
         res = run(cfg, comm)
         if comm.rank == 0:
+            if res.get("write_error"):  # a full disk: the study cannot go on to its table
+                from .errors import OutputError
+
+                raise OutputError(res["write_error"])
             dirs.append(res["run_dir"])
     return dirs
 
@@ -107,6 +363,11 @@ def _label(run: dict) -> str:
     s = cfg.get("strategy", "?")
     if s == "pls":
         s += f" Q={opts.get('exchange_fraction')}"
+    elif s == "surrogatetrain":   # the ablation's rows: buffer and the techniques switched off
+        s += f" buf={opts.get('buffer_fraction')}" if opts.get("buffer_fraction") else ""
+        s += "".join(f" no-{k}" for k in ("reorder", "remap", "balance", "chunking") if opts.get(k) is False)
+        s += " fifo" if opts.get("eviction") == "fifo" else ""
+        s += f" threads={opts['loader_threads']}" if opts.get("loader_threads") else ""
     return s
 
 

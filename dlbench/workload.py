@@ -70,6 +70,15 @@ class StepTime:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MeasuredStepTime:
+    accelerator: str = opt(help="accelerator it was measured on", choices=ACCELERATORS)
+    model: str = opt("", help="model variant it was measured with (empty: the workload's model)")
+    step_time_s: float = opt(help="seconds per training step (median)", unit="s", min=0)
+    batch_size: int = opt(help="local batch size it was measured at", min=1)
+    source: str = opt(help="how, where and with what it was measured")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     name: str = opt(help="model name")
     parameters: int = opt(0, help="trainable parameters (checkpoint size = 4 B × parameters × 3 with Adam state)",
@@ -99,7 +108,9 @@ class WorkloadSpec:
     shared_file: str = opt("train.h5", help="file name (hdf5_shared)")
     classes: int = opt(0, help="class folders (jpeg_folders)", min=0)
     jpeg: JpegSpec | None = opt(None, help="JPEG settings (jpeg_folders)")
-    compute: dict[str, StepTime] = opt(factory=dict, help="step time per accelerator")
+    compute: dict[str, StepTime] = opt(factory=dict, help="published step time per accelerator")
+    measured: tuple[MeasuredStepTime, ...] = opt((), help="step times measured with dlbench calibrate, used "
+                                                        "where no published figure exists")
     model: ModelSpec | None = opt(None, help="the model trained on it")
     presets: dict[str, Preset] = opt(factory=dict, help="tiny, small, full")
     sources: tuple[str, ...] = opt((), help="where the figures come from")
@@ -122,6 +133,7 @@ class Workload:
     model: ModelSpec | None
     scale: str
     spec_path: str
+    measured: tuple = ()
 
     @property
     def sample_nbytes(self) -> int:
@@ -164,9 +176,73 @@ class Workload:
         st: StepTime = self.compute[accelerator]
         return st.step_time_s * batch_size / st.batch_size
 
+    def model_name(self) -> str:
+        """The workload's reference model (``model.name``, else the workload name)."""
+        return self.model.name if self.model is not None and self.model.name else self.name
+
+    def choose_step_time(self, accelerator: str | None = None, model: str | None = None) -> StepTimeChoice:
+        """The step time sleep compute uses, and why.
+
+        ``accelerator`` given: the published figure for it, else a measured one for it. Not given (the
+        default): the published a100 figure, else another published one (h100, v100), else a measured
+        entry (a100, h100, v100 in that order). Published figures are for the workload's reference model: with
+        ``model`` naming another variant only measured entries of that model qualify. No match: ConfigError
+        naming what exists and what to pass instead."""
+        from .compute.models import _ALIASES, model_name_for  # no torch import
+
+        ref = _ALIASES.get(self.model_name(), self.model_name())
+        chosen = model_name_for(self, model) if model else ref   # an unknown --model: one line
+        variant = chosen if chosen != ref else None
+        want = ref if variant is None else variant
+        published = {} if variant else dict(self.compute)
+        measured = {m.accelerator: m for m in self.measured if _ALIASES.get(m.model, m.model or ref) == want}
+        order = (accelerator,) if accelerator else ACCELERATORS_BY_PREFERENCE
+        for kind, table in (("published", published), ("measured", measured)):
+            for acc in order:
+                if acc in table:
+                    st = table[acc]
+                    why = "" if accelerator else (
+                        "default" if (kind, acc) == ("published", "a100") else
+                        f"default: no published a100 step time for {self.name}" + (
+                            f" model {variant}" if variant else ""))
+                    return StepTimeChoice(acc, kind, float(st.step_time_s), int(st.batch_size), st.source,
+                                          want, why)
+        have = [f"{a} published" for a in sorted(published)] + [f"{a} measured" for a in sorted(measured)]
+        what = f"workload {self.name}" + (f" model {variant}" if variant else "")
+        head = (f"--accelerator={accelerator}: {what} has no step time for it" if accelerator
+                else f"{what} has no step time (neither published nor measured)")
+        raise ConfigError(f"{head} (known: {', '.join(have) or 'none'}); pass --compute-time SECONDS or "
+                          f"--compute-profile FILE (from `dlbench calibrate --workload {self.name}`)")
+
     def checkpoint_nbytes(self) -> int:
         """Model weights + Adam moments in float32: 12 B per parameter."""
         return 12 * (self.model.parameters if self.model else 0)
+
+
+ACCELERATORS_BY_PREFERENCE = ("a100", "h100", "v100")
+
+
+@dataclass(frozen=True)
+class StepTimeChoice:
+    """Which step time sleep compute uses: ``accelerator``, ``kind`` (published or measured), the figure at
+    ``batch_size``, its ``source``, the ``model`` it is for, and ``why`` (empty when asked for explicitly)."""
+
+    accelerator: str
+    kind: str
+    step_time_s: float
+    batch_size: int
+    source: str
+    model: str
+    why: str = ""
+
+    def scaled(self, batch_size: int) -> float:
+        """t = t_ref × batch_size / batch_ref (linear in the batch)."""
+        return self.step_time_s * batch_size / self.batch_size
+
+    def describe(self, batch_size: int) -> str:
+        why = f"; {self.why}" if self.why else ""
+        return (f"{self.accelerator} {self.kind}{why}: {self.step_time_s:g} s at batch {self.batch_size} "
+                f"({self.source}), scaled linearly to batch {batch_size}")
 
 
 def builtin_names() -> list[str]:
@@ -188,7 +264,24 @@ def load_spec(name_or_path: str) -> tuple[WorkloadSpec, str]:
     return spec, str(path)
 
 
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}"
+
+
+def _check_name(name: str, where: str) -> None:
+    """A workload name becomes a path component (results/<workload>/..., the default data dir): letters,
+    digits, ``_ . + -``, starting with a letter or digit, so no ``/``, ``..`` or hidden names can escape
+    the results or data root. Refused rather than slugified: two names slugifying alike would share a
+    folder silently."""
+    import re
+
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name) or ".." in name:
+        raise ConfigError(f"workload name={name!r} ({where}): must be 1-100 characters of letters, digits, "
+                          f"'_', '.', '+', '-', start with a letter or digit and hold no '..' (it names "
+                          f"folders under the results and data roots)")
+
+
 def _check_spec(spec: WorkloadSpec, where: str) -> None:
+    _check_name(spec.name, where)
     if spec.layout == "jpeg_folders":
         if spec.jpeg is None:
             raise ConfigError(f"workload {spec.name} ({where}): layout jpeg_folders needs a 'jpeg' section")
@@ -205,6 +298,18 @@ def _check_spec(spec: WorkloadSpec, where: str) -> None:
     for acc in spec.compute:
         if acc not in ACCELERATORS:
             raise unknown_choice(f"accelerator in compute of {where}", acc, ACCELERATORS)
+    seen = set()
+    for m in spec.measured:
+        if m.model:
+            from .compute.models import MODELS
+
+            if m.model not in MODELS:
+                raise unknown_choice(f"model in measured of {where}", m.model, MODELS)
+        key = (m.accelerator, m.model or "")
+        if key in seen:
+            raise ConfigError(f"workload {spec.name} ({where}): measured has two entries for accelerator "
+                              f"{m.accelerator}" + (f" model {m.model}" if m.model else ""))
+        seen.add(key)
     for name, pre in spec.presets.items():
         if name not in SCALES:
             raise unknown_choice(f"preset in {where}", name, SCALES)
@@ -238,7 +343,8 @@ def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None
     return Workload(name=spec.name, layout=spec.layout, arrays=arrays, samples=n,
                     batch_size=batch, samples_per_file=spf, shared_file=spec.shared_file,
                     classes=classes, jpeg=spec.jpeg, compute=dict(spec.compute), model=spec.model,
-                    scale=chosen if samples is None else f"{chosen}+samples", spec_path=spec_path)
+                    scale=chosen if samples is None else f"{chosen}+samples", spec_path=spec_path,
+                    measured=tuple(spec.measured))
 
 
 def load(name_or_path: str, *, scale: str | None = None, samples: int | None = None) -> Workload:

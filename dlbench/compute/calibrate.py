@@ -53,7 +53,7 @@ def synthetic_batch(workload, batch_size: int, fields, seed: int = 0) -> np.ndar
 
 
 def calibrate(workload, batch_size: int | None = None, steps: int = 10, warmup: int = 2, device: str = "auto",
-              model: str | None = None, seed: int = 0, threads: int | None = None) -> dict:
+              model: str | None = None, seed: int = 0, threads: int | None = None, precision: str = "fp32") -> dict:
     """Measure the step time of ``workload``'s model; returns the profile mapping (see ``write_profile``)."""
     import torch
 
@@ -62,7 +62,8 @@ def calibrate(workload, batch_size: int | None = None, steps: int = 10, warmup: 
     batch_size = _check_int("--batch-size", workload.batch_size if batch_size is None else batch_size, 1)
     steps = _check_int("--steps", steps, 1)
     warmup = _check_int("--warmup", warmup, 0)
-    tc = TorchCompute(workload, batch_size, device=device, seed=seed, model=model, threads=threads)
+    tc = TorchCompute(workload, batch_size, device=device, seed=seed, model=model, threads=threads,
+                      precision=precision)
     try:
         batch = synthetic_batch(workload, batch_size, tc.fields, seed)
         ids = np.arange(batch_size, dtype=np.int64)
@@ -80,11 +81,14 @@ def calibrate(workload, batch_size: int | None = None, steps: int = 10, warmup: 
             "scale": workload.scale,
             "shapes": shapes,
             "model": tc.task.name,
+            "workload_model": workload.model_name(),
             "parameters": tc.parameters,
             "device": device_name(tc.device),
             "device_type": tc.device.type,
             "torch": str(torch.__version__),
             "threads": torch.get_num_threads() if tc.device.type == "cpu" else None,
+            "precision": tc.precision,
+            "memory_format": "channels_last" if tc.channels_last else "contiguous",
             "host": platform.node(),
             "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "batch_size": batch_size,
@@ -104,11 +108,22 @@ def calibrate(workload, batch_size: int | None = None, steps: int = 10, warmup: 
         tc.close()
 
 
-def default_profile_path(profile: dict) -> str:
-    """``<workload>-<device>-b<B>.compute.yaml``; a reduced scale is named: ``<workload>-tiny-cpu-b8...``."""
+DEFAULT_PROFILE_DIR = Path("results") / "calibrate"
+
+
+def default_profile_path(profile: dict, directory: str | Path = DEFAULT_PROFILE_DIR) -> Path:
+    """``results/calibrate/<workload>-<device>-b<B>.compute.yaml`` (the results tree, not the current
+    directory); a reduced scale, another model and a precision other than fp32 are named:
+    ``<workload>-tiny-deepcam_resnet50-cpu-b8-bf16.compute.yaml``."""
     scale = str(profile.get("scale", "full")).split("+")[0]
     tag = "" if scale == "full" else f"-{scale}"
-    return f"{profile['workload']}{tag}-{profile['device_type']}-b{profile['batch_size']}.compute.yaml"
+    wl_model = profile.get("workload_model")
+    if profile.get("model") and wl_model and profile["model"] != wl_model:
+        tag += f"-{profile['model']}"
+    prec = profile.get("precision", "fp32")
+    ptag = "" if prec == "fp32" else f"-{prec}"
+    return Path(directory) / (f"{profile['workload']}{tag}-{profile['device_type']}-b{profile['batch_size']}"
+                              f"{ptag}.compute.yaml")
 
 
 def write_profile(profile: dict, path: str | Path) -> Path:
@@ -118,13 +133,19 @@ def write_profile(profile: dict, path: str | Path) -> Path:
     import yaml
 
     p = Path(path)
-    head = (f"# dlbench compute profile: pass back with --compute-profile {p.name}\n"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    head = (f"# dlbench compute profile: pass back with --compute-profile {p}\n"
             f"# or merge into the workload file, under compute: (accelerator: v100, a100 or h100)\n"
             f"#   <accelerator>: {{step_time_s: {profile['step_time_s']:.6g}, batch_size: {profile['batch_size']}, "
-            f"source: \"dlbench calibrate, {profile['device']}, torch {profile['torch']}\"}}\n")
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(head + yaml.safe_dump(profile, sort_keys=False, width=110, default_flow_style=None))
-    os.replace(tmp, p)
+            f"source: \"dlbench calibrate, {profile['device']}, torch {profile['torch']}, "
+            f"{profile.get('precision', 'fp32')}\"}}\n")
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(head + yaml.safe_dump(profile, sort_keys=False, width=110, default_flow_style=None))
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return p
 
 
@@ -149,7 +170,8 @@ def format_profile(profile: dict) -> str:
     shapes = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in profile["shapes"].items())
     return (f"calibrate {profile['workload']} ({profile['scale']}: {shapes}), model {profile['model']} "
             f"({profile['parameters']:,} parameters)\n"
-            f"  device {profile['device']}, torch {profile['torch']}, batch {profile['batch_size']}\n"
+            f"  device {profile['device']}, torch {profile['torch']}, batch {profile['batch_size']}, "
+            f"{profile.get('precision', 'fp32')} ({profile.get('memory_format', 'contiguous')})\n"
             f"  step time: median {profile['step_time_s']:.4f} s, stdev {profile['step_time_stdev_s']:.4f} s, "
             f"min {profile['step_time_min_s']:.4f} s, max {profile['step_time_max_s']:.4f} s "
             f"over {profile['steps']} steps ({profile['warmup']} warm-up excluded)\n"

@@ -27,6 +27,8 @@ from ..errors import ConfigError, unknown_choice
 from .models import count_parameters, make_task, row_fields, split_rows
 
 DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("fp32", "bf16", "fp16")
+CONV2D_MODELS = ("ptychonn", "deepcam", "deepcam_resnet50", "resnet50", "hep_cnn")  # channels-last helps on CUDA
 
 
 def resolve_device(device: str = "auto"):
@@ -42,6 +44,24 @@ def resolve_device(device: str = "auto"):
         raise ConfigError(f"--device={device}: CUDA is not available on this machine (torch {torch.__version__}"
                           f"{', CPU-only build' if torch.version.cuda is None else ''}); use --device cpu or auto")
     return torch.device(device)
+
+
+def check_precision(precision: str, device="auto"):
+    """``--precision`` against the device it will run on; returns the torch device. fp16 needs CUDA (autocast
+    with a gradient scaler, as users train in fp16); bf16 runs on CPU (autocast) and on GPUs that support it."""
+    import torch
+
+    if precision not in PRECISIONS:
+        raise unknown_choice("precision", precision, PRECISIONS)
+    dev = device if isinstance(device, torch.device) else resolve_device(device)
+    if precision == "fp16" and dev.type != "cuda":
+        raise ConfigError(f"--precision fp16: needs CUDA (fp16 training uses autocast with a gradient scaler on "
+                          f"the GPU); the device is {dev.type} (--device {device}); use --precision bf16 or fp32 "
+                          f"on CPU")
+    if precision == "bf16" and dev.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ConfigError(f"--precision bf16: {torch.cuda.get_device_name(dev)} does not support bfloat16; "
+                          f"use --precision fp16 or fp32")
+    return dev
 
 
 def cpu_name() -> str:
@@ -79,7 +99,9 @@ class TorchCompute:
     """Contract 6 compute object running the real training step.
 
     ``TorchCompute(workload, batch_size, device="auto", comm=None, seed=0, lr=None, model=None, backend="auto",
-    threads=None)``. ``comm`` with more than one rank forms a torch.distributed group (``distributed.py``) and
+    threads=None, precision="fp32")``. ``precision``: fp32; bf16 (autocast to bfloat16 around forward and loss,
+    CPU or CUDA); fp16 (CUDA: autocast to float16 and a ``GradScaler``). On CUDA, 2-D convolutional models and
+    their inputs are channels-last (``memory_format`` in ``describe()``). ``comm`` with more than one rank forms a torch.distributed group (``distributed.py``) and
     averages gradients every step; parameters start identical on every rank (same seed, then broadcast from
     rank 0). ``threads``: torch CPU threads (default: the host's cores divided by the ranks on this node).
     """
@@ -88,7 +110,7 @@ class TorchCompute:
 
     def __init__(self, workload, batch_size: int, device: str = "auto", comm=None, seed: int = 0,
                  lr: float | None = None, model: str | None = None, backend: str = "auto",
-                 threads: int | None = None):
+                 threads: int | None = None, precision: str = "fp32"):
         import torch
 
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -99,6 +121,9 @@ class TorchCompute:
         self.world = comm.size if comm is not None else 1
         self.rank = comm.rank if comm is not None else 0
         self.device = resolve_device(device)
+        self.precision = precision
+        check_precision(precision, self.device)
+        self._amp_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
         if self.device.type == "cpu":
             if threads is None and self.world > 1:
                 per_node = len(comm.node_ranks()) if comm is not None else 1
@@ -115,14 +140,17 @@ class TorchCompute:
         torch.manual_seed(seed)
         self.task = make_task(workload, model)
         self.model = self.task.model.to(self.device)
+        self.channels_last = self.device.type == "cuda" and self.task.name in CONV2D_MODELS
+        if self.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
         self.model.train()
         self.parameters = count_parameters(self.model)
         params = [p for p in self.model.parameters() if p.requires_grad]
         # one flat gradient buffer; each parameter's .grad is a view of it (one allreduce bucket, no copies)
         self._flat = torch.zeros(sum(p.numel() for p in params), device=self.device)
         off = 0
-        for p in params:
-            p.grad = self._flat[off:off + p.numel()].view_as(p)
+        for p in params:  # each view with its parameter's strides (channels-last weights stay channels-last)
+            p.grad = self._flat[off:off + p.numel()].as_strided(p.size(), p.stride())
             off += p.numel()
         if self.world > 1:
             import torch.distributed as dist
@@ -132,6 +160,7 @@ class TorchCompute:
                     if t.is_floating_point():
                         dist.broadcast(t.data, src=0)
         self.opt = self.task.optimizer(params, lr)
+        self._scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
         self.lr = self.opt.param_groups[0]["lr"]
         self.fields = row_fields(workload)
         self.row_nbytes = self.fields[-1].offset + self.fields[-1].nbytes
@@ -181,9 +210,16 @@ class TorchCompute:
         t1 = clock()
         self._flat.zero_()
         if n > 0:
-            out = self.model(x)
-            loss = self.task.loss(out, y)
-            loss.backward()
+            if self.channels_last and x.dim() == 4:
+                x = x.contiguous(memory_format=torch.channels_last)
+            if self._amp_dtype is not None:
+                with torch.autocast(device_type=self.device.type, dtype=self._amp_dtype):
+                    out = self.model(x)
+                    loss = self.task.loss(out, y)
+            else:
+                out = self.model(x)
+                loss = self.task.loss(out, y)
+            (self._scaler.scale(loss) if self._scaler is not None else loss).backward()
             if self.keep_losses:
                 self.losses.append(float(loss.detach()))
         t3 = t2 = t1
@@ -196,7 +232,11 @@ class TorchCompute:
             self._flat.div_(self.world)
             self._sync()
             t3 = clock()
-        self.opt.step()
+        if self._scaler is not None:
+            self._scaler.step(self.opt)   # unscales; skips the step on inf/nan gradients
+            self._scaler.update()
+        else:
+            self.opt.step()
         self._sync()
         t4 = clock()
         if timeline is not None:
@@ -233,6 +273,10 @@ class TorchCompute:
             "world_size": self.world,
             "backend": self.backend,
             "threads": torch.get_num_threads() if self.device.type == "cpu" else None,
+            "precision": self.precision,
+            "autocast_dtype": str(self._amp_dtype).replace("torch.", "") if self._amp_dtype is not None else None,
+            "grad_scaler": self._scaler is not None,
+            "memory_format": "channels_last" if self.channels_last else "contiguous",
             "step_time_s_median": float(np.median(st)) if st.size else None,
             "step_times_s": [float(v) for v in self.step_times_s],
             "transfer_times_s": [float(v) for v in self.transfer_times_s],
@@ -242,6 +286,7 @@ class TorchCompute:
     def close(self) -> None:
         """Frees the model; the process group (if any) is left for the process to reuse (see distributed.py)."""
         self._pinned = None
+        self._scaler = None
         self._flat = None
         self.model = None
         self.opt = None

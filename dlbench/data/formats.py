@@ -17,11 +17,17 @@ the high-level ``h5py.File``/``Dataset`` Python overhead but does the same libra
 - ``hdf5_shared``: the file and datasets stay open; row i of each array is read into ``out`` with one
   ``preadv`` at the dataset's byte offset (contiguous, unfiltered datasets, checked at open), or with one
   hyperslab ``H5Dread`` per array (``via="hdf5"``, ≈ 100 µs more per sample here).
+  ``read_run_into(first, count, rows)`` reads consecutive samples as ONE request per array (aggregated
+  chunked loading, surrogatetrain): a ``preadv`` scattered into the rows, or a (count, ...) hyperslab.
 - ``hdf5_blocks``: as shared, with an LRU of open files (``max_open_files``).
 - ``jpeg_folders``: ``os.open`` + ``os.preadv`` of the file into ``out`` + close; ``decode_into`` decodes
   with Pillow and resizes (bilinear) to ``jpeg.decoded_shape``.
 - ``MemoryReader(workload, seed, n)``: an in-memory fake with the same interface whose rows are
   ``content.expected_row`` (tests, CONVENTIONS 12).
+
+Counters. ``open_reader(..., counters=CounterSet)`` gives the reader an ``IOCounters`` of class
+``shared`` (``dlbench.storage.counters``): every open and read call is counted the Darshan way (file
+number = the manifest's file index). Without it (the default) the read loops are the uncounted ones.
 
 Readers are not thread-safe for concurrent calls on one reader except the JPEG reader; give each thread
 its own reader (h5py serialises HDF5 calls with a global lock anyway).
@@ -32,12 +38,15 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from pathlib import Path
+from time import perf_counter_ns
 
 import numpy as np
 
 from ..errors import DataError
 from ..storage import PAGE, aligned_empty  # noqa: F401  (re-exported for readers and generate)
 from ..workload import Workload
+
+IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
 
 # ---- HDF5 skeletons -----------------------------------------------------------------------------------
 
@@ -93,6 +102,7 @@ class SampleReader:
 
     max_row_nbytes: int = 0
     decoded_nbytes: int = 0
+    supports_runs: bool = False     # read_run_into: consecutive samples as one request (hdf5_shared)
 
     def read_into(self, i: int, out: np.ndarray) -> int:  # pragma: no cover - interface
         raise NotImplementedError
@@ -115,20 +125,20 @@ class _ArraysMixin:
         self._nbytes = [a.nbytes for a in workload.arrays]
         self._starts = list(np.cumsum([0] + self._nbytes[:-1]))
         self.max_row_nbytes = self.decoded_nbytes = int(sum(self._nbytes))
-        self._views: dict = {}
+
+    # No cache of views: the executors pass a fresh row view ``rows[j]`` at every call, so a cache keyed by
+    # the buffer object (``id(out)``) never hit and cost ~5 us per sample rebuilding views and churning the
+    # dict (issue 12; benchmarks/reader_rows.py). Raw uint8 slices cost ~0.1 us per array and are all the
+    # default pread path needs; typed views are built only for HDF5 reads, whose own cost dwarfs them.
+    def _check_out(self, out: np.ndarray) -> None:
+        if out.size < self.max_row_nbytes:
+            raise ValueError(f"read_into: out holds {out.size} B, a row needs {self.max_row_nbytes}")
 
     def _views_of(self, out: np.ndarray) -> list[np.ndarray]:
-        e = self._views.get(id(out))  # keyed by the buffer object (kept alive by the entry): ~0.1 us
-        v = e[1] if e is not None and e[0] is out else None
-        if v is None:
-            if out.size < self.max_row_nbytes:
-                raise ValueError(f"read_into: out holds {out.size} B, a row needs {self.max_row_nbytes}")
-            v = [out[s:s + n].view(dt).reshape(sh)
-                 for s, n, dt, sh in zip(self._starts, self._nbytes, self._dtypes, self._shapes)]
-            if len(self._views) > 256:
-                self._views.clear()
-            self._views[id(out)] = (out, v)
-        return v
+        """Typed views of ``out`` (one per array, shaped like the sample's array)."""
+        self._check_out(out)
+        return [out[s:s + n].view(dt).reshape(sh)
+                for s, n, dt, sh in zip(self._starts, self._nbytes, self._dtypes, self._shapes)]
 
 
 def _fapl():
@@ -142,23 +152,55 @@ def _fapl():
 class PerSampleReader(_ArraysMixin, SampleReader):
     """hdf5_per_sample: open, read every array into ``out``, close, per sample."""
 
-    def __init__(self, data_dir: Path, manifest, workload: Workload):
+    def __init__(self, data_dir: Path, manifest, workload: Workload, counters=None):
         import h5py
 
         self._h5f, self._h5d, self._h5s = h5py.h5f, h5py.h5d, h5py.h5s
         self._init_arrays(workload)
         self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
         self._fapl = _fapl()
+        self.counters = counters
+        self._offsets = None  # the datasets' byte offsets (every file is written from one template)
 
     def read_into(self, i: int, out: np.ndarray) -> int:
         views = self._views_of(out)
-        fid = self._h5f.open(self._paths[i], self._h5f.ACC_RDONLY, self._fapl)
         try:
-            for name, v in zip(self._names, views):
-                self._h5d.open(fid, name).read(self._h5s.ALL, self._h5s.ALL, v)
-        finally:
-            fid.close()
+            fid = self._h5f.open(self._paths[i], self._h5f.ACC_RDONLY, self._fapl)
+            try:
+                cnt = self.counters
+                if cnt is None:
+                    for name, v in zip(self._names, views):
+                        self._h5d.open(fid, name).read(self._h5s.ALL, self._h5s.ALL, v)
+                else:
+                    self._counted_read(cnt, i, fid, views)
+            finally:
+                fid.close()
+        except (OSError, KeyError) as e:
+            raise hdf5_error(self._paths[i], e, f"sample {i}") from None
         return self.max_row_nbytes
+
+    def _counted_read(self, cnt, i: int, fid, views) -> None:
+        """As the plain loop, counting: one POSIX open, per dataset an H5D open, an H5Dread and the POSIX
+        read of its data at the dataset's offset (what HDF5 issues for contiguous data; its metadata reads
+        are not counted)."""
+        clock, h5open, ALL = perf_counter_ns, self._h5d.open, self._h5s.ALL
+        offs = self._offsets
+        if offs is None:  # every file is written from one template: the offsets of the first hold for all
+            offs = self._offsets = [-1 if o is None else int(o)
+                                    for o in (h5open(fid, name).get_offset() for name in self._names)]
+        cnt.open()
+        for name, v, n, off in zip(self._names, views, self._nbytes, offs):
+            d = h5open(fid, name)
+            t0 = clock()
+            d.read(ALL, ALL, v)
+            cnt.h5d_open_read(i, off, n, clock() - t0)
+
+
+def hdf5_error(path: bytes | str, e: Exception, what: str) -> DataError:
+    """A one-line DataError naming the file (h5py's messages do not: "truncated file: eof = ...")."""
+    p = os.fsdecode(path)
+    return DataError(f"{p}: cannot read {what}: {e}; the file is damaged or truncated (check the dataset with "
+                     f"`dlbench verify --data-dir {os.path.dirname(p) or '.'}`)")
 
 
 class _OpenFile:
@@ -167,38 +209,147 @@ class _OpenFile:
     byte offset, through a descriptor kept open beside the HDF5 handle: the same bytes HDF5 returns,
     without its ≈ 100 µs per-call selection cost. ``via="hdf5"``: one hyperslab ``H5Dread`` per array."""
 
-    def __init__(self, path: bytes, names, shapes, nbytes, fapl, via: str):
+    def __init__(self, path: bytes, names, shapes, nbytes, fapl, via: str, counters=None, file_no: int = 0):
         import h5py
 
-        self.fid = h5py.h5f.open(path, h5py.h5f.ACC_RDONLY, fapl)
-        self.ds = [h5py.h5d.open(self.fid, n) for n in names]
+        self.path = path
+        try:
+            self.fid = h5py.h5f.open(path, h5py.h5f.ACC_RDONLY, fapl)
+        except OSError as e:
+            raise hdf5_error(path, e, "the file") from None
+        try:
+            self.ds = [h5py.h5d.open(self.fid, n) for n in names]
+        except (OSError, KeyError) as e:
+            self.fid.close()
+            raise hdf5_error(path, e, "its datasets") from None
         self.nbytes = nbytes
+        self.single = len(nbytes) == 1
+        self.parts: list = []
         self.fd = -1
+        self.counters, self.file_no = counters, file_no
+        offs = [d.get_offset() for d in self.ds]
+        self.offsets = [-1 if o is None else int(o) for o in offs]
         if via != "hdf5":
-            offs = [d.get_offset() for d in self.ds]
             plain = all(o is not None and d.get_create_plist().get_nfilters() == 0
                         and d.get_create_plist().get_layout() == h5py.h5d.CONTIGUOUS
                         for o, d in zip(offs, self.ds))
             if plain:
-                self.offsets = [int(o) for o in offs]
                 self.fd = os.open(path, os.O_RDONLY)
             elif via == "pread":
                 raise DataError(f"{path.decode()}: datasets are not contiguous and unfiltered; "
                                 "read them with via='hdf5'")
+        if counters is not None:
+            counters.open(2 if self.fd >= 0 else 1)
+            counters.h5d_open(len(self.ds))
         self.fspaces = [d.get_space() for d in self.ds]
         self.mspaces = [h5py.h5s.create_simple((1, *sh)) for sh in shapes]
         self.counts = [(1, *sh) for sh in shapes]
         self.zeros = [(0,) * len(sh) for sh in shapes]
+        self.dtypes = [d.dtype for d in self.ds]
+        self.starts = list(np.cumsum([0] + list(nbytes[:-1])))
 
-    def read_row(self, j: int, views, raw) -> None:
+    def read_row(self, j: int, out: np.ndarray, reader) -> None:
+        """Row ``j`` of every array into ``out`` (laid out as ``reader``'s arrays, back to back); with
+        ``counters``, each POSIX read (and H5Dread) is counted Darshan-style."""
+        cnt = self.counters
         if self.fd >= 0:
-            for off, n, r in zip(self.offsets, self.nbytes, raw):
-                if os.preadv(self.fd, [r], off + j * n) != n:
-                    raise DataError(f"short read of row {j}: the file is truncated")
+            fd = self.fd
+            parts = self.parts or self._make_parts(reader)
+            if cnt is None:
+                for off, s, n in parts:
+                    if os.preadv(fd, [out[s:s + n]], off + j * n) != n:
+                        raise self._short(j)
+                return
+            clock, f = perf_counter_ns, self.file_no
+            for off, s, n in parts:
+                t0 = clock()
+                got = os.preadv(fd, [out[s:s + n]], off + j * n)
+                cnt.read(f, off + j * n, got, clock() - t0)
+                if got != n:
+                    raise self._short(j)
             return
-        for d, fs, ms, cnt, z, v in zip(self.ds, self.fspaces, self.mspaces, self.counts, self.zeros, views):
-            fs.select_hyperslab((j, *z), cnt)
-            d.read(ms, fs, v)
+        views = [v.reshape((1, *v.shape)) for v in reader._views_of(out)]
+        try:
+            for k, (d, fs, ms, c, z, v) in enumerate(zip(self.ds, self.fspaces, self.mspaces, self.counts,
+                                                         self.zeros, views)):
+                fs.select_hyperslab((j, *z), c)
+                if cnt is None:
+                    d.read(ms, fs, v)
+                    continue
+                t0 = perf_counter_ns()
+                d.read(ms, fs, v)
+                dt = perf_counter_ns() - t0
+                n = self.nbytes[k]
+                cnt.h5d_read(n)
+                if self.offsets[k] >= 0:
+                    cnt.read(self.file_no, self.offsets[k] + j * n, n, dt)
+                else:
+                    cnt.copy_read(n, dt)
+        except OSError as e:
+            raise hdf5_error(self.path, e, f"row {j}") from None
+
+    def _short(self, j: int) -> DataError:
+        return DataError(f"{os.fsdecode(self.path)}: short read of row {j}: the file is truncated "
+                         f"(check the dataset with `dlbench verify`)")
+
+    def _make_parts(self, reader) -> list:
+        self.parts = list(zip(self.offsets, reader._starts, self.nbytes))
+        return self.parts
+
+    def read_rows_scatter(self, j: int, count: int, iovs) -> int:
+        """Rows j .. j+count-1 with ONE ``preadv`` per array, scattered straight into the rows' slices
+        (``iovs[a]``: that array's memoryview in each destination row)."""
+        got = 0
+        cnt, clock = self.counters, perf_counter_ns
+        for a, (off, n) in enumerate(zip(self.offsets, self.nbytes)):
+            views = iovs[a]
+            for lo in range(0, count, IOV_MAX):      # the kernel takes at most IOV_MAX buffers per call
+                hi = min(count, lo + IOV_MAX)
+                want = (hi - lo) * n
+                t0 = clock()
+                r = os.preadv(self.fd, views[lo:hi], off + (j + lo) * n)
+                if cnt is not None:          # one POSIX read of the whole run (what Darshan would count)
+                    cnt.read(self.file_no, off + (j + lo) * n, r, clock() - t0)
+                if r != want:
+                    raise DataError(f"{os.fsdecode(self.path)}: short read of rows {j}..{j + count - 1}: the file "
+                                    f"is truncated")
+                got += want
+        return got
+
+    def read_rows_block(self, j: int, count: int, scratch: list[np.ndarray], rows: np.ndarray, row0: int) -> int:
+        """Rows j .. j+count-1: each array's run read as ONE request into a contiguous scratch block (one
+        ``pread``, or one ``H5Dread`` of a (count, ...) hyperslab with ``via="hdf5"``), then copied into the
+        destination rows (one NumPy copy per array)."""
+        got = 0
+        for a, n in enumerate(self.nbytes):
+            blk = scratch[a][:count * n]
+            cnt, t0 = self.counters, perf_counter_ns()
+            if self.fd >= 0:
+                r = os.preadv(self.fd, [blk], self.offsets[a] + j * n)
+                if cnt is not None:
+                    cnt.read(self.file_no, self.offsets[a] + j * n, r, perf_counter_ns() - t0)
+                if r != count * n:
+                    raise DataError(f"{os.fsdecode(self.path)}: short read of rows {j}..{j + count - 1}: the file "
+                                    f"is truncated")
+            else:
+                import h5py
+
+                d, fs = self.ds[a], self.fspaces[a]
+                shape = self.counts[a][1:]
+                fs.select_hyperslab((j, *self.zeros[a]), (count, *shape))
+                ms = h5py.h5s.create_simple((count, *shape))
+                d.read(ms, fs, blk.view(self.dtypes[a]).reshape((count, *shape)))
+                if cnt is not None:
+                    dt = perf_counter_ns() - t0
+                    cnt.h5d_read(count * n)
+                    if self.offsets[a] >= 0:
+                        cnt.read(self.file_no, self.offsets[a] + j * n, count * n, dt)
+                    else:
+                        cnt.copy_read(count * n, dt)
+            start = self.starts[a]
+            rows[row0:row0 + count, start:start + n] = blk.reshape(count, n)
+            got += count * n
+        return got
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -212,10 +363,11 @@ class BlockReader(_ArraysMixin, SampleReader):
     """hdf5_shared / hdf5_blocks: files and datasets stay open (an LRU of ``max_open_files``)."""
 
     def __init__(self, data_dir: Path, manifest, workload: Workload, max_open_files: int = 64,
-                 via: str = "auto"):
+                 via: str = "auto", counters=None):
         if via not in ("auto", "pread", "hdf5"):
             raise ValueError(f"via={via!r}: choose auto, pread or hdf5")
         self._via = via
+        self.counters = counters
         self._init_arrays(workload)
         self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
         self._first = manifest.first
@@ -223,14 +375,19 @@ class BlockReader(_ArraysMixin, SampleReader):
         self._max_open = max(1, int(max_open_files))
         self._open: OrderedDict[int, _OpenFile] = OrderedDict()
         self._fapl = _fapl()
-        self._row_views: dict = {}
+        self._layout = workload.layout
+        self.supports_runs = workload.layout == "hdf5_shared"
+        self.run_mode = "scatter"
+        self._scratch: list | None = None
+        self._iov_cache: dict = {}
         if workload.layout == "hdf5_shared":
             self._shared = self._get(0)
 
     def _get(self, f: int) -> _OpenFile:
         h = self._open.get(f)
         if h is None:
-            h = _OpenFile(self._paths[f], self._names, self._shapes, self._nbytes, self._fapl, self._via)
+            h = _OpenFile(self._paths[f], self._names, self._shapes, self._nbytes, self._fapl, self._via,
+                          self.counters, f)
             self._open[f] = h
             if len(self._open) > self._max_open:
                 self._open.popitem(last=False)[1].close()
@@ -238,27 +395,48 @@ class BlockReader(_ArraysMixin, SampleReader):
             self._open.move_to_end(f)
         return h
 
-    def _views_of(self, out):
-        """(typed views shaped (1, *shape) for H5Dread, raw uint8 slices for preadv) of ``out``."""
-        e = self._row_views.get(id(out))
-        v = e[1] if e is not None and e[0] is out else None
-        if v is None:
-            typed = [x.reshape((1, *x.shape)) for x in _ArraysMixin._views_of(self, out)]
-            raw = [out[s:s + n] for s, n in zip(self._starts, self._nbytes)]
-            v = (typed, raw)
-            if len(self._row_views) > 256:
-                self._row_views.clear()
-            self._row_views[id(out)] = (out, v)
-        return v
-
     def read_into(self, i: int, out: np.ndarray) -> int:
-        typed, raw = self._views_of(out)
+        if out.size < self.max_row_nbytes:
+            self._check_out(out)
         if self._spf:
             f, j = divmod(i, self._spf)
-            self._get(f).read_row(j, typed, raw)
+            self._get(f).read_row(j, out, self)
         else:
-            self._shared.read_row(i, typed, raw)
+            self._shared.read_row(i, out, self)
         return self.max_row_nbytes
+
+    def read_run_into(self, first: int, count: int, rows: np.ndarray, row0: int = 0) -> int:
+        """Samples first .. first+count-1 (consecutive rows of the shared file) into ``rows[row0:row0+count]``
+        as ONE request per array (aggregated chunked loading; ``supports_runs``). ``run_mode``: ``scatter``
+        (default with byte offsets: one ``preadv`` per array straight into the rows, no copy) or ``block``
+        (a contiguous read into a scratch block, then one copy; always with ``via="hdf5"``: one H5Dread of a
+        (count, ...) hyperslab per array). Returns the bytes read."""
+        if not self.supports_runs:
+            raise DataError(f"layout {self._layout}: runs of samples are read one by one (one shared HDF5 "
+                            f"file only)")
+        h = self._shared
+        if self.run_mode == "scatter" and h.fd >= 0:
+            return h.read_rows_scatter(first, count, self._iovs_of(rows, row0, count))
+        scratch = self._scratch
+        if scratch is None or scratch[0].size < count * self._nbytes[0]:
+            from ..storage import aligned_empty
+
+            cap = max(count, 64)
+            scratch = self._scratch = [aligned_empty(cap * n, np.uint8) for n in self._nbytes]
+        return h.read_rows_block(first, count, scratch, rows, row0)
+
+    def _iovs_of(self, rows: np.ndarray, row0: int, count: int):
+        """Per array, the list of each row's memoryview slice (built once per destination buffer, so a run
+        costs a list slice, not an object per sample)."""
+        e = self._iov_cache.get(id(rows))
+        lists = e[1] if e is not None and e[0] is rows else None
+        if lists is None:
+            lists = [[memoryview(rows[k, s:s + n]) for k in range(rows.shape[0])]
+                     for s, n in zip(self._starts, self._nbytes)]
+            if len(self._iov_cache) > 64:
+                self._iov_cache.clear()
+            self._iov_cache[id(rows)] = (rows, lists)
+        return [lst[row0:row0 + count] for lst in lists]
 
     def close(self) -> None:
         while self._open:
@@ -268,9 +446,10 @@ class BlockReader(_ArraysMixin, SampleReader):
 class JpegReader(SampleReader):
     """jpeg_folders: the file's bytes with one ``preadv``; ``decode_into`` for the decoded sample."""
 
-    def __init__(self, data_dir: Path, manifest, workload: Workload):
+    def __init__(self, data_dir: Path, manifest, workload: Workload, counters=None):
         self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
         self._sizes = manifest.nbytes
+        self.counters = counters
         self.max_row_nbytes = int(self._sizes.max()) if len(self._sizes) else 0
         self.decoded_shape = tuple(workload.jpeg.decoded_shape)  # type: ignore[union-attr]
         self.decoded_nbytes = int(np.prod(self.decoded_shape))
@@ -279,7 +458,13 @@ class JpegReader(SampleReader):
         n = int(self._sizes[i])
         fd = os.open(self._paths[i], os.O_RDONLY)
         try:
-            got = os.preadv(fd, [out[:n]], 0)
+            cnt = self.counters
+            if cnt is None:
+                got = os.preadv(fd, [out[:n]], 0)
+            else:
+                t0 = perf_counter_ns()
+                got = os.preadv(fd, [out[:n]], 0)
+                cnt.open_read(i, 0, got, perf_counter_ns() - t0)
         finally:
             os.close(fd)
         if got != n:
@@ -352,7 +537,7 @@ class MemoryReader(SampleReader):
 
 
 def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_files: int = 64,
-                via: str = "auto") -> SampleReader:
+                via: str = "auto", counters=None) -> SampleReader:
     """The reader of ``data_dir``'s layout (see the module docstring). The manifest must describe the
     same workload data (name, layout, arrays, samples) as ``workload``. ``via`` (hdf5_shared, hdf5_blocks):
     ``auto``/``pread`` read rows at the datasets' byte offsets, ``hdf5`` through H5Dread hyperslabs."""
@@ -363,8 +548,10 @@ def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_
                         f"{workload.name} ({workload.scale}, {workload.samples} samples); "
                         "generate it or pass the matching --scale/--samples")
     d = Path(data_dir)
+    if counters is not None:  # a CounterSet: this reader's counters, Darshan's last_byte_read per file
+        counters = counters.new("shared", len(manifest.paths))
     if workload.layout == "hdf5_per_sample":
-        return PerSampleReader(d, manifest, workload)
+        return PerSampleReader(d, manifest, workload, counters)
     if workload.layout in ("hdf5_shared", "hdf5_blocks"):
-        return BlockReader(d, manifest, workload, max_open_files=max_open_files, via=via)
-    return JpegReader(d, manifest, workload)
+        return BlockReader(d, manifest, workload, max_open_files=max_open_files, via=via, counters=counters)
+    return JpegReader(d, manifest, workload, counters)

@@ -72,6 +72,7 @@ class Manifest:
     content: str = CONTENT_VERSION
     provenance: dict = field(default_factory=dict)
     _row_nbytes: int = 0     # stored bytes per sample for HDF5 layouts
+    sum64: list | None = None  # per file: generate.file_checksum of the file as written (None: not recorded)
 
     # ---- queries -----------------------------------------------------------------------------------
     @property
@@ -118,6 +119,8 @@ class Manifest:
         rows = ",\n  ".join(json.dumps([p, int(f), int(c), int(b)])
                             for p, f, c, b in zip(self.paths, self.first, self.count, self.nbytes))
         text += ',\n "files": [\n  ' + rows + "\n ],\n"
+        if self.sum64 is not None:
+            text += ' "sum64": ' + json.dumps([None if c is None else int(c) for c in self.sum64]) + ",\n"
         text += ' "provenance": ' + json.dumps(self.provenance, sort_keys=True) + "\n}\n"
         return text
 
@@ -142,11 +145,33 @@ class Manifest:
                        first=arr[:, 0].copy(), count=arr[:, 1].copy(), nbytes=arr[:, 2].copy(),
                        scale=str(d.get("scale", "")), complete=bool(d.get("complete", False)),
                        content=str(d.get("content", "")), provenance=dict(d.get("provenance", {})),
-                       _row_nbytes=int(d.get("row_nbytes", 0)))
+                       _row_nbytes=int(d.get("row_nbytes", 0)),
+                       sum64=_sum_list(d.get("sum64"), len(paths)))
         except DataError:
             raise
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise DataError(f"{where}: not a valid dlbench manifest ({type(e).__name__}: {e})") from None
+
+    def check_consistent(self, where: str = "manifest") -> None:
+        """The manifest's counts agree with each other: files cover samples 0..samples-1 in order, without
+        gaps or overlaps, and ``samples`` equals the spec's. DataError naming the disagreement (an edited
+        manifest would otherwise index past its file list in the middle of a run)."""
+        n_files = len(self.paths)
+        if not (len(self.first) == len(self.count) == len(self.nbytes) == n_files):
+            raise DataError(f"{where}: inconsistent manifest: {n_files} paths but {len(self.first)} file rows")
+        spec_n = self.spec.get("samples") if isinstance(self.spec, dict) else None
+        covered = int(self.count.sum()) if n_files else 0
+        starts = np.concatenate([[0], np.cumsum(self.count)[:-1]]) if n_files else self.first
+        if self.samples < 1 or covered != self.samples or (spec_n is not None and int(spec_n) != self.samples) \
+                or np.any(self.count < 1) or np.any(self.nbytes < 0) or not np.array_equal(self.first, starts):
+            raise DataError(f"{where}: inconsistent manifest: samples={self.samples}, its spec says {spec_n}, "
+                            f"its {n_files} files hold {covered} samples"
+                            + ("" if np.array_equal(self.first, starts) else " with gaps or overlaps")
+                            + "; the file was edited or damaged: regenerate the dataset (dlbench generate "
+                              "--force)")
+        if self.layout == "jpeg_folders" and n_files != self.samples:
+            raise DataError(f"{where}: inconsistent manifest: jpeg_folders needs one file per sample, "
+                            f"{n_files} files for {self.samples} samples")
 
     @classmethod
     def load(cls, data_dir: str | Path, *, require_complete: bool = True) -> Manifest:
@@ -163,6 +188,8 @@ class Manifest:
         if not isinstance(d, dict):
             raise DataError(f"{path}: not a valid dlbench manifest")
         m = cls.from_dict(d, where=str(path))
+        if m.complete:
+            m.check_consistent(str(path))
         if require_complete and not m.complete:
             raise DataError(f"--data-dir {data_dir}: generation of {m.describe()} did not complete; "
                             "re-run the same `dlbench generate` to finish it")
@@ -171,6 +198,13 @@ class Manifest:
     @classmethod
     def exists(cls, data_dir: str | Path) -> bool:
         return (Path(data_dir) / MANIFEST_NAME).is_file()
+
+
+def _sum_list(v, n: int) -> list | None:
+    """The optional per-file checksums: a list of n ints (or nulls); anything else is ignored (None)."""
+    if not isinstance(v, list) or len(v) != n:
+        return None
+    return [int(c) if isinstance(c, int) and not isinstance(c, bool) else None for c in v]
 
 
 # ---- planning (pure) ----------------------------------------------------------------------------------

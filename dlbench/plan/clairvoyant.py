@@ -14,14 +14,16 @@ What the plan says, for every rank r:
   background fill, without a prologue: the fill overlaps training.
 - **Where every other access comes from (cheapest source).** An access at (epoch e, step s) whose sample
   r does not hold yet reads a peer's tier when some other rank holds it from an earlier step (possession
-  rule), else the shared FS. Peer choice: among the ranks holding k then (sorted by when they stored it,
-  then rank), the one at index (r + t) mod count, t = e·steps + s — deterministic and spread over the
+  rule), else the shared FS. Peer choice: ranks holding k in memory then are preferred to ranks holding
+  it on disk (a disk holder reads it before sending); among the preferred ones (sorted by when they stored
+  it, then rank), the one at index (r + t) mod count, t = e·steps + s — deterministic and spread over the
   holders so no single early holder serves everyone.
 - The staging buffer of HDMLP is the executor's loader ring, filled in exact access order by
   ``loader_threads`` threads (``pipeline="prefetch"``).
 
-Memory: the frequency pass keeps 13 bytes per (rank, sample) pair (counts, first access, tier), so
-W·F must fit in memory (``dlbench simulate`` checks the world size against the machine first).
+Memory: the frequency pass keeps 13 bytes per (rank, sample) pair (counts, first access, tier) for a chunk
+of ranks at a time (``TABLE_BUDGET_BYTES``; each chunk recomputes the epochs' permutations); the plan then
+keeps only the cached pairs (at most W × cache slots).
 """
 
 from __future__ import annotations
@@ -35,24 +37,27 @@ NEVER = np.iinfo(np.int64).max
 
 
 def access_frequencies(*, n_samples: int, world_size: int, epochs: int, local_batch: int, seed: int,
-                       drop_last: bool = False, drop_last_batch: bool = False
+                       drop_last: bool = False, drop_last_batch: bool = False, ranks: range | None = None
                        ) -> tuple[np.ndarray, np.ndarray, int]:
-    """(counts (W, F) int32: accesses of sample k by rank r over all epochs, first (W, F) int64: the global
-    step t = e·steps + s of r's first access of k (``NEVER`` if none), steps per epoch)."""
+    """(counts (R, F) int32: accesses of sample k by rank r over all epochs, first (R, F) int64: the global
+    step t = e·steps + s of r's first access of k (``NEVER`` if none), steps per epoch), for the ranks in
+    ``ranks`` (default: all W)."""
     W, F = int(world_size), int(n_samples)
-    counts = np.zeros(W * F, np.int32)
-    first = np.full(W * F, NEVER, np.int64)
+    rk = range(W) if ranks is None else ranks
+    R = len(rk)
+    counts = np.zeros(R * F, np.int32)
+    first = np.full(R * F, NEVER, np.int64)
     steps = 0
     for e in range(int(epochs)):
         rows, bounds = global_rows(seed, e, F, W, local_batch, drop_last, drop_last_batch)
         steps = bounds.shape[1] - 1
-        a = access_table(rows, bounds)
+        a = access_table(rows[rk.start:rk.stop], bounds[rk.start:rk.stop])
         key = a.rank * F + a.sample
-        counts += np.bincount(key, minlength=W * F).astype(np.int32, copy=False)
+        counts += np.bincount(key, minlength=R * F).astype(np.int32, copy=False)
         uk, idx = np.unique(key, return_index=True)          # a is in step order: idx is the first access
         t = e * steps + a.step[idx]
         first[uk] = np.minimum(first[uk], t)
-    return counts.reshape(W, F), first.reshape(W, F), steps
+    return counts.reshape(R, F), first.reshape(R, F), steps
 
 
 def assign_tiers(counts: np.ndarray, first: np.ndarray, sizes: np.ndarray, memory_slots: int,
@@ -73,25 +78,51 @@ def assign_tiers(counts: np.ndarray, first: np.ndarray, sizes: np.ndarray, memor
     return tier
 
 
+TABLE_BUDGET_BYTES = 512 << 20   # the frequency pass handles this many bytes of (rank, sample) tables at once
+
+
 def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
                      sample_nbytes, memory_slots: int, local_bytes: float = 0.0, drop_last: bool = False,
-                     drop_last_batch: bool = False, pipeline: str = "prefetch", loader_threads: int | None = 2
-                     ) -> Plan:
+                     drop_last_batch: bool = False, pipeline: str = "prefetch", loader_threads: int | None = 2,
+                     table_budget_bytes: int = TABLE_BUDGET_BYTES) -> Plan:
     """The clairvoyant plan (module doc). ``memory_slots``: samples each rank's memory tier holds;
-    ``local_bytes``: bytes each rank may store in the node-local disk tier (0: none)."""
+    ``local_bytes``: bytes each rank may store in the node-local disk tier (0: none). The frequency pass runs
+    over chunks of ranks whose (rank, sample) tables fit ``table_budget_bytes`` (same plan for any chunking)."""
     W, F = int(world_size), int(n_samples)
     sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.int64), (F,))
-    counts, first, steps = access_frequencies(n_samples=F, world_size=W, epochs=epochs, local_batch=local_batch,
-                                              seed=seed, drop_last=drop_last, drop_last_batch=drop_last_batch)
-    tier = assign_tiers(counts, first, sizes, memory_slots, local_bytes)
-    # cached (rank, sample) pairs sorted by (sample, time stored, rank): the holders of a sample at a time
-    pr, pk = np.nonzero(tier != NO_TIER)
-    pt = first[pr, pk]
+    chunk = max(1, min(W, int(table_budget_bytes) // max(13 * F, 1)))
+    pr_l, pk_l, pt_l, tier_l = [], [], [], []
+    accessed, top, share = np.zeros(W, np.int64), np.zeros(W, np.int64), np.zeros(W)
+    steps = 0
+    for r0 in range(0, W, chunk):
+        rk = range(r0, min(W, r0 + chunk))
+        counts, first, steps = access_frequencies(n_samples=F, world_size=W, epochs=epochs, local_batch=local_batch,
+                                                  seed=seed, drop_last=drop_last, drop_last_batch=drop_last_batch,
+                                                  ranks=rk)
+        tier = assign_tiers(counts, first, sizes, memory_slots, local_bytes)
+        r, k = np.nonzero(tier != NO_TIER)
+        pr_l.append(r + r0)
+        pk_l.append(k)
+        pt_l.append(first[r, k])
+        tier_l.append(tier[r, k])
+        accessed[rk.start:rk.stop] = (counts > 0).sum(axis=1)
+        top[rk.start:rk.stop] = counts.max(axis=1) if F else 0
+        share[rk.start:rk.stop] = np.where(tier != NO_TIER, counts, 0).sum(axis=1) / np.maximum(counts.sum(axis=1), 1)
+        del counts, first, tier
+    pr, pk = np.concatenate(pr_l).astype(np.int64), np.concatenate(pk_l).astype(np.int64)
+    pt, ptier = np.concatenate(pt_l), np.concatenate(tier_l).astype(np.uint8)
+    # own lookups: cached pairs by key rank·F + sample
+    okey = pr * F + pk
+    o = np.argsort(okey)
+    okey, ofirst, otier = okey[o], pt[o], ptier[o]
+    # peer lookups, per tier: pairs sorted by (sample, time stored, rank) — a peer's memory before its disk
     span = epochs * max(steps, 1) + 1
-    pkey = pk.astype(np.int64) * span + pt
-    order = np.lexsort((pr, pkey))
-    pkey, pair_rank = pkey[order], pr[order].astype(np.int32)
-    flat_tier, flat_first = tier.reshape(-1), first.reshape(-1)
+    holders = []
+    for code in (MEMORY, LOCAL):
+        m = ptier == code
+        hkey = pk[m] * span + pt[m]
+        h = np.lexsort((pr[m], hkey))
+        holders.append((hkey[h], pr[m][h].astype(np.int32)))
 
     def build(e: int) -> EpochPlan:
         rows, bounds = global_rows(seed, e, F, W, local_batch, drop_last, drop_last_batch)
@@ -102,7 +133,12 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
         keep = np.full(shape, NO_TIER, np.uint8)
         t = e * steps + a.step
         key = a.rank * F + a.sample
-        tr, fr = flat_tier[key], flat_first[key]
+        tr = np.full(len(key), NO_TIER, np.uint8)
+        fr = np.full(len(key), NEVER, np.int64)
+        if len(okey):
+            i = np.minimum(np.searchsorted(okey, key), len(okey) - 1)
+            hit = okey[i] == key
+            tr[hit], fr[hit] = otier[i[hit]], ofirst[i[hit]]
         cached = tr != NO_TIER
         own = cached & (fr < t)
         source[a.rank[own], a.col[own]] = tr[own]
@@ -112,34 +148,34 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
             fill = fill[i1]
             keep[a.rank[fill], a.col[fill]] = tr[fill]
         rest = np.nonzero(~own)[0]
-        if len(rest) and len(pkey):
+        for hkey, hrank in holders:
+            if not len(rest) or not len(hkey):
+                continue
             base = a.sample[rest] * span
-            lo = np.searchsorted(pkey, base, side="left")
-            hi = np.searchsorted(pkey, base + t[rest], side="left")   # holders stored at a time < t
+            lo = np.searchsorted(hkey, base, side="left")
+            hi = np.searchsorted(hkey, base + t[rest], side="left")   # holders stored at a time < t
             cnt = hi - lo
             has = cnt > 0
             rr = rest[has]
             pick = lo[has] + (a.rank[rr] + t[rr]) % cnt[has]
             source[a.rank[rr], a.col[rr]] = PEER
-            peer[a.rank[rr], a.col[rr]] = pair_rank[pick]
+            peer[a.rank[rr], a.col[rr]] = hrank[pick]
+            rest = rest[~has]
         return EpochPlan(epoch=e, sample_ids=rows, source=source, bounds=bounds, peer=peer, keep=keep)
 
-    mem_peak = (tier == MEMORY).sum(axis=1).astype(np.int64)
-    local_peak = np.where(tier == LOCAL, sizes[None, :], 0).sum(axis=1).astype(np.int64)
-    accessed = (counts > 0).sum(axis=1)
-    top = counts.max(axis=1) if F else np.zeros(W, np.int32)
+    mem_peak = np.bincount(pr[ptier == MEMORY], minlength=W).astype(np.int64)
+    local_peak = np.bincount(pr[ptier == LOCAL], weights=sizes[pk[ptier == LOCAL]], minlength=W).astype(np.int64)
     meta = {"order": "global shuffle (DistributedSampler); each sample from the cheapest source: own tier, a peer's "
                      "tier, else the shared FS",
             "fill": "each rank caches its most-accessed samples (all epochs; ties: earlier first access), memory "
                     "first, then node-local disk; a cached sample is stored by its first access and never evicted",
-            "peer_choice": "holders at the access's step sorted by (time stored, rank); index (rank + global step) "
-                           "mod holders",
+            "peer_choice": "memory holders at the access's step, else disk holders, sorted by (time stored, rank); "
+                           "index (rank + global step) mod holders",
             "drop_last": drop_last, "drop_last_batch": drop_last_batch,
             "cache_peak_samples": mem_peak.tolist(), "local_cache_peak_bytes": local_peak.tolist(),
             "memory_slots_per_rank": int(memory_slots), "local_cache_bytes_per_rank": float(local_bytes),
             "samples_accessed_per_rank": accessed.tolist(), "max_access_count_per_rank": top.tolist(),
-            "cached_accesses_share_per_rank": [
-                float(counts[r, tier[r] != NO_TIER].sum() / max(counts[r].sum(), 1)) for r in range(W)]}
+            "cached_accesses_share_per_rank": [round(float(x), 6) for x in share]}
     return Plan(strategy="clairvoyant", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, meta=meta, pipeline=pipeline,
                 loader_threads=loader_threads)

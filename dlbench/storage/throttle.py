@@ -467,9 +467,31 @@ class ThrottledReader:
         self.throttle = throttle
         self._read = throttle.read
         self._inner = reader.read_into
+        self._counters = getattr(reader, "counters", None)
+        if self._counters is not None:
+            self.read_into = self._counted_read_into
 
     def read_into(self, i, out) -> int:
         return self._read(self._inner, i, out)
+
+    def _counted_read_into(self, i, out) -> int:
+        """As read_into; the modelled wait is added to the read time of the reader's counters (the
+        emulated PFS's read takes that long)."""
+        th = self.throttle
+        w0 = th.waited_s
+        n = self._read(self._inner, i, out)
+        self._counters.add_read_time(int((th.waited_s - w0) * 1e9))
+        return n
+
+    def read_run_into(self, first, count, rows, row0=0) -> int:
+        """A run of consecutive samples (``SampleReader.read_run_into``) as ONE throttled request: one
+        latency, then all its bytes at r(γ); with counters, the modelled wait is added to their read time."""
+        th = self.throttle
+        w0 = th.waited_s
+        n = self._read(self.reader.read_run_into, first, count, rows, row0)
+        if self._counters is not None:
+            self._counters.add_read_time(int((th.waited_s - w0) * 1e9))
+        return n
 
     @property
     def max_row_nbytes(self) -> int:

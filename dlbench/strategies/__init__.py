@@ -19,7 +19,7 @@ def register(cls: type[Strategy]) -> type[Strategy]:
 def _load_builtins() -> None:
     """Import the built-in strategy modules (each registers itself); idempotent, and independent of
     which strategy module happened to be imported first."""
-    from . import clairvoyant, deepio, lbann, local, locality, naive, pls, prefetch, staging  # noqa: F401
+    from . import clairvoyant, deepio, lbann, local, locality, naive, pls, prefetch, staging, surrogatetrain  # noqa: F401
 
 
 def names() -> list[str]:
@@ -34,9 +34,10 @@ def get(name: str) -> Strategy:
     return _REGISTRY[name]()
 
 
-def parse_options(strategy: Strategy, values: dict[str, Any], where: str = "--opt") -> Any:
-    """The strategy's Options from ``KEY=VALUE`` pairs (strict: unknown keys and bounds checked)."""
-    return from_mapping(strategy.Options, values, where=where)
+def parse_options(strategy: Strategy, values: dict[str, Any], where: str = "", flags: bool = False) -> Any:
+    """The strategy's Options from ``{field: value}`` (strict: unknown keys and bounds checked); ``flags``:
+    the values came from the CLI's one flag per option, so messages name the flag (``--exchange-fraction``)."""
+    return from_mapping(strategy.Options, values, where=where, flags=flags)
 
 
 __all__ = ["Batch", "Executor", "RunContext", "Semantics", "Strategy", "get", "names", "parse_options",

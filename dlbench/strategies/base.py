@@ -63,6 +63,7 @@ class RunContext:
     system: Any = None             # dlbench.system.SystemProfile (--system)
     local_dir: Path | None = None  # --local-dir: node-local storage root (node<k> under it per node)
     memory_budget_bytes: float | None = None   # memory tier per node (the profile's), None: unbounded
+    io_counters: Any = None        # dlbench.storage.counters.CounterSet of this process (None: not counted)
     clock: Callable[[], int] = perf_counter_ns   # injectable (a fake clock in tests)
 
 
@@ -78,7 +79,10 @@ class Batch:
 
 class Executor:
     """Carries a plan out. ``start()`` runs the prologue (staging), ``epoch(e)`` yields one Batch per
-    step, ``close()`` releases threads, processes and files. ``stats()`` may add strategy figures."""
+    step, ``close()`` releases threads, processes and files. ``stats()`` may add strategy figures.
+    ``interrupted`` is set by the runner when the run is being interrupted on every rank (Ctrl-C, SIGTERM)."""
+
+    interrupted = False
 
     def start(self) -> None:
         return None

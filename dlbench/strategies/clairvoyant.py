@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import opt
-from ..errors import ConfigError
 from ..plan import LOCAL, MEMORY, Plan
 from ..plan.clairvoyant import clairvoyant_plan
 from . import register
@@ -30,7 +29,8 @@ class ClairvoyantOptions(CacheOptions):
     loader_threads: int = opt(2, help="loader threads per rank reading ahead in access order (0: the trainer reads "
                                       "each step itself, synchronously)", min=0, max=64)
     local_cache_capacity: float = opt(0.0, help="clairvoyant: bytes per rank of a node-local disk tier under "
-                                                "--local-dir for the samples after the memory tier's (0: none)",
+                                                "--local-dir (default $TMPDIR/dlbench-local) for the samples after the "
+                                                "memory tier's (0: none)",
                                       unit="B", min=0)
     drop_last: bool = opt(False, help="drop the permutation's tail instead of padding it to a multiple of the "
                                       "ranks (DistributedSampler drop_last)")
@@ -55,9 +55,6 @@ class Clairvoyant(Strategy):
 
     def executor(self, ctx: RunContext, plan: Plan, options: ClairvoyantOptions) -> Executor:
         local = int(max(plan.meta.get("local_cache_peak_bytes") or [0]))
-        if local > 0 and ctx.local_dir is None:
-            raise ConfigError(f"--local-cache-capacity={options.local_cache_capacity:g}: the node-local tier needs "
-                              f"--local-dir DIR (a directory on node-local storage)")
         peak = np.asarray(plan.meta["cache_peak_samples"], dtype=np.int64)
         # every rank opens the same tiers (opening the local tier is collective): sized by the largest need
         cap = {MEMORY: float(int(peak[ctx.rank]) * slot_bytes(ctx)), LOCAL: float(local)}

@@ -33,6 +33,7 @@ from ..storage import PAGE, LocalTier, MemoryTier, aligned_empty, aligned_rows, 
 from ..timeline import PHASE_ID
 from .base import Batch, Executor, RunContext
 from .naive import sync_read_epoch
+from .stages import SampleStore
 
 TIER_CODES = {"local": LOCAL, "memory": MEMORY}
 CHUNK_BYTES = 16 << 20  # at most this much per message of the staging distribution
@@ -101,62 +102,6 @@ def check_capacity(need_per_group: np.ndarray, cap: float, src: str, what: str) 
                             f"available; pass --local-capacity BYTES, use more nodes, or choose another strategy")
 
 
-class SampleStore:
-    """A rank's local copies with a reference count per sample id."""
-
-    def __init__(self, tier, code: int):
-        self.tier, self.code = tier, code
-        self.refs: dict[int, int] = {}
-        self.reads = 0
-        self.read_bytes = 0
-
-    def put(self, sid: int, row) -> int:
-        r = self.refs.get(sid, 0)
-        n = self.tier.put(sid, row) if r == 0 else 0
-        self.refs[sid] = r + 1
-        return n
-
-    def put_many(self, items) -> int:
-        """``put`` for several (sid, row) pairs; a tier with ``put_many`` stores the new ones in one go."""
-        new, total = [], 0
-        for sid, row in items:
-            r = self.refs.get(sid, 0)
-            if r == 0:
-                new.append((sid, row))
-            self.refs[sid] = r + 1
-        many = getattr(self.tier, "put_many", None)
-        if many is not None:
-            return many(new)
-        for sid, row in new:
-            total += self.tier.put(sid, row)
-        return total
-
-    def adopt(self, sid: int) -> None:
-        """Count a sample written into the tier directly (``tier.reserve``) as stored."""
-        if sid in self.refs:
-            raise KeyError(f"sample {sid} adopted twice")
-        self.refs[sid] = 1
-
-    def release(self, sid: int) -> None:
-        r = self.refs[sid] - 1
-        if r:
-            self.refs[sid] = r
-        else:
-            del self.refs[sid]
-            self.tier.delete(sid)
-
-    def read_into(self, sid: int, out: np.ndarray) -> int:
-        n = self.tier.read_into(sid, out)
-        self.reads += 1
-        self.read_bytes += n
-        return n
-
-    def clear(self) -> None:
-        for sid in list(self.refs):
-            self.refs[sid] = 1
-            self.release(sid)
-
-
 class LocalCopyExecutor(Executor):
     """Prologue: read this rank's prologue samples from the shared tier into the store; if
     ``plan.prologue.allgather``, send every piece to one rank of every other storage group (MPI, chunked,
@@ -186,6 +131,8 @@ class LocalCopyExecutor(Executor):
         self.peer = {"messages": 0, "bytes_received": 0, "bytes_sent": 0}
         self.stage_s = 0.0
         self._loader = None
+        self.stale_removed: list[str] = []
+        self.cleanup_note = ""            # what close() did with the local copies (for the run's message)
 
     # ---- storage -----------------------------------------------------------------------------------
     def store_need_bytes(self) -> int:
@@ -204,15 +151,20 @@ class LocalCopyExecutor(Executor):
                 raise CapacityError(f"{src}: too small: {slots} samples in page-aligned slots need "
                                     f"{fmt_bytes(slots * stride)} in rank {ctx.rank}'s memory, {fmt_bytes(cap)} "
                                     f"available; pass --local-capacity BYTES or use --tier local")
-            return SampleStore(MemoryTier(slots * stride, self.max_row), MEMORY)
+            io = ctx.io_counters.new("memory", threadsafe=True) if ctx.io_counters is not None else None
+            return SampleStore(MemoryTier(slots * stride, self.max_row, io_counters=io), MEMORY)
         base = Path(ctx.local_dir) if ctx.local_dir is not None else Path("dlbench-local")
         # free space for what this node stores (every rank of the node checks the node's total)
         node = int(ctx.node_map[ctx.rank])
         node_ranks = int(np.sum(np.asarray(ctx.node_map) == node))
+        self.stale_removed = remove_stale_run_dirs(base)  # copies of runs killed before they could clean up
         check_local_dir(base, need * (node_ranks if self.private else 1))
         self.root = base / f"run-{tag}"
         tier = LocalTier(self.root, node, max(need, 1), check_free=False,
-                         subdir=f"rank{ctx.rank}" if self.private else "")
+                         subdir=f"rank{ctx.rank}" if self.private else "",
+                         io_counters=(ctx.io_counters.new("local", threadsafe=True)
+                                      if ctx.io_counters is not None else None))
+        (self.root / owner_marker()).touch()
         return SampleStore(tier, LOCAL)
 
     # ---- prologue ----------------------------------------------------------------------------------
@@ -364,30 +316,93 @@ class LocalCopyExecutor(Executor):
             },
             "stage_s": self.stage_s,
         }
+        if self.stale_removed:
+            out["stale_local_dirs_removed"] = list(self.stale_removed)
         if hasattr(self.reader, "stats"):
             out["shared_tier_throttle"] = self.reader.stats()
         return out
 
     def close(self) -> None:
-        """After a complete run: wait for the node's ranks, delete this rank's copies and the directories
-        that are then empty. After a failure the copies are left (the job is being aborted)."""
+        """Delete the local copies on every exit path. After a complete run: wait for the node's ranks, delete
+        this rank's copies and the directories that are then empty. After a failure or an interrupt (no
+        barrier: other ranks may be gone): remove this rank's directory (rank-private stores) or the node's
+        (staging), then this rank's owner marker and the run directory if empty; after an interrupt (every
+        rank stops) the whole run directory of this host. A rank killed before it gets
+        here leaves its copies to ``remove_stale_run_dirs`` of the next run. ``cleanup_note`` says what was
+        done."""
         try:
+            if self.root is None:                 # memory tier (freed with the process), or nothing staged yet
+                return
+            node_dir = self.root / f"node{int(self.ctx.node_map[self.ctx.rank])}"
             if self.done and self.store is not None:
                 self.ctx.comm.barrier()      # nobody on the node still reads a shared copy
                 self.store.clear()
-                if self.root is not None:
-                    node_dir = self.root / f"node{int(self.ctx.node_map[self.ctx.rank])}"
-                    if self.private:
-                        shutil.rmtree(node_dir / f"rank{self.ctx.rank}", ignore_errors=True)
-                    for d in (node_dir, self.root):
-                        try:
-                            d.rmdir()
-                        except OSError:
-                            pass
+                if self.private:
+                    shutil.rmtree(node_dir / f"rank{self.ctx.rank}", ignore_errors=True)
+            elif self.interrupted:
+                # every rank is being interrupted: whichever gets here first removes the whole run directory of
+                # this host (the rank MPI_Abort kills next may never reach its own clean-up)
+                shutil.rmtree(self.root, ignore_errors=True)
+            else:   # a failure: this rank's copies (the others still run until the abort reaches them)
+                shutil.rmtree(node_dir / f"rank{self.ctx.rank}" if self.private else node_dir, ignore_errors=True)
+            (self.root / owner_marker()).unlink(missing_ok=True)
+            for d in (node_dir, self.root):
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+            left = node_dir / f"rank{self.ctx.rank}" if self.private else node_dir
+            self.cleanup_note = (f"could not remove the local copies in {left}" if left.exists() and not self.done
+                                 else f"local copies under {self.root} removed")
         finally:
             if self._loader is not None:
                 self._loader.close()
             self.reader.close()
+
+
+def owner_marker() -> str:
+    """``.owner-<host>-<pid>``: one per rank in a run directory while the rank may hold copies there."""
+    import socket
+
+    return f".owner-{socket.gethostname()}-{os.getpid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True                      # exists (another user's) or cannot tell: keep
+    return True
+
+
+def remove_stale_run_dirs(base: Path) -> list[str]:
+    """Remove ``run-*`` directories under ``base`` whose every owner (``.owner-<host>-<pid>`` markers) is
+    a dead process on this host: the copies of a run that was killed (SIGKILL, MPI_Abort of a peer) before
+    its ranks could delete them. Directories without markers, with an owner on another host or with a live
+    owner are left alone. Returns the removed paths."""
+    import socket
+
+    host = socket.gethostname()
+    removed: list[str] = []
+    try:
+        runs = sorted(Path(base).glob("run-*"))
+    except OSError:
+        return removed
+    for d in runs:
+        owners = []
+        try:
+            for m in d.glob(".owner-*"):
+                h, _, pid = m.name[len(".owner-"):].rpartition("-")
+                owners.append((h, int(pid) if pid.isdigit() else -1))
+        except OSError:
+            continue
+        if owners and all(h == host and pid > 0 and not _pid_alive(pid) for h, pid in owners):
+            shutil.rmtree(d, ignore_errors=True)
+            if not d.exists():
+                removed.append(str(d))
+    return removed
 
 
 def check_delivery_order(plan: Plan) -> None:

@@ -19,6 +19,9 @@ peak holdings); a tier that overflows raises CapacityError naming the option to 
 
 from __future__ import annotations
 
+import os
+import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +32,7 @@ from ..plan import LOCAL, MEMORY, NO_TIER, SHARED, Plan
 from ..storage import LocalTier, MemoryTier, aligned_rows, check_local_dir
 from ..timeline import PHASE_ID
 from .base import Batch, Executor, RunContext
+from .localcopy import owner_marker, remove_stale_run_dirs
 from .stages import EpochView, Loader, PeerPush, Ring, SampleStore, Stores
 
 
@@ -100,6 +104,7 @@ class PlannedExecutor(Executor):
         self.stage_s = 0.0
         self.stage_bytes = 0
         self.done = False
+        self.stale_removed: list[str] = []
 
     # ---- set-up ------------------------------------------------------------------------------------
     def _open_stores(self) -> None:
@@ -109,19 +114,26 @@ class PlannedExecutor(Executor):
             if cap <= 0:
                 continue
             if code == MEMORY:
-                tier = MemoryTier(int(cap), self.max_row, flag=self.capacity_flag)
+                tier = MemoryTier(int(cap), self.max_row, flag=self.capacity_flag,
+                                  io_counters=self._counters("memory"))
             elif code == LOCAL:
                 base = Path(ctx.local_dir) if ctx.local_dir is not None else Path("dlbench-local")
+                self.stale_removed = remove_stale_run_dirs(base)
                 check_local_dir(base, int(cap))
-                tag = ctx.comm.bcast(f"{__import__('os').getpid()}-{__import__('time').time_ns()}"
-                                     if ctx.comm.rank == 0 else None)
+                tag = ctx.comm.bcast(f"{os.getpid()}-{time.time_ns()}" if ctx.comm.rank == 0 else None)
                 self.root = base / f"run-{tag}"
                 tier = LocalTier(self.root, int(ctx.node_map[ctx.rank]), max(int(cap), 1), check_free=False,
-                                 subdir=f"rank{ctx.rank}")
+                                 subdir=f"rank{ctx.rank}", io_counters=self._counters("local"))
+                (self.root / owner_marker()).touch()
             else:
                 raise RunError(f"tier code {code}: not an own tier")
             stores[code] = SampleStore(tier, code)
         self.stores = Stores(stores)
+
+    def _counters(self, cls: str):
+        """Darshan-style counters of a tier (thread-safe: loader threads read it while the trainer fills)."""
+        io = self.ctx.io_counters
+        return io.new(cls, threadsafe=True) if io is not None else None
 
     def start(self) -> None:
         ctx, plan = self.ctx, self.plan
@@ -156,7 +168,7 @@ class PlannedExecutor(Executor):
     # ---- epochs ------------------------------------------------------------------------------------
     def epoch(self, e: int) -> Iterator[Batch]:
         ctx = self.ctx
-        view = EpochView(self.plan, e, ctx.rank)
+        view = EpochView(self.plan, e, ctx.rank, runs=self.loader.run_reads)
         loader, peers, ring = self.loader, self.peers, self.ring
         D = ring.depth
         peers.begin(view)
@@ -236,6 +248,9 @@ class PlannedExecutor(Executor):
         return out
 
     def close(self) -> None:
+        """Stop the loader threads and delete this rank's cache on every exit path: its own directory under
+        the run's (other ranks of the node may still be running), its owner marker, then the node and run
+        directories if they are empty."""
         try:
             if self.loader is not None:
                 self.loader.close()
@@ -243,10 +258,17 @@ class PlannedExecutor(Executor):
             try:
                 self.stores.clear()
             finally:
-                if self.root is not None:
-                    import shutil
-
+                if self.root is not None and self.interrupted:   # every rank stops: the whole run dir of the host
                     shutil.rmtree(self.root, ignore_errors=True)
+                elif self.root is not None:
+                    node_dir = self.root / f"node{int(self.ctx.node_map[self.ctx.rank])}"
+                    shutil.rmtree(node_dir / f"rank{self.ctx.rank}", ignore_errors=True)
+                    (self.root / owner_marker()).unlink(missing_ok=True)
+                    for d in (node_dir, self.root):
+                        try:
+                            d.rmdir()
+                        except OSError:
+                            pass
 
 
 __all__ = ["PlannedExecutor", "peak_holdings"]

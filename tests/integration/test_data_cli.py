@@ -63,10 +63,11 @@ def test_generate_verify_and_detect_damage(cli, tmp_path):
     assert r.exit_code == 3
     assert "block-000001.h5: 1000 B" in r.output and "block-000003.h5: missing" in r.output
 
-    # re-run repairs what is missing or truncated (a flipped byte is not a size problem: --force regenerates)
+    # re-run repairs what is missing or truncated, and (issue 12) the file with the flipped byte too: a
+    # skipped file must match the checksum recorded when it was written, not just its size
     r = cli(["generate", "-w", "hep_cnn", "--data-dir", d, "--seed", "3"])
-    assert "2 files" in r.output
-    assert cli(["verify", "--data-dir", d]).exit_code == 0
+    assert "3 files" in r.output and "1 files already complete" in r.output
+    assert cli(["verify", "--data-dir", d, "--content"]).exit_code == 0
 
 
 def test_verify_corrupt_hdf5_and_jpeg(cli, tmp_path):

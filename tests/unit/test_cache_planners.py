@@ -87,6 +87,29 @@ def test_clairvoyant_reads_peers_only_after_they_stored_it_and_spreads_them():
     assert total["shared"] == 48 * 100                # each sample read once from the shared FS in all
 
 
+def test_clairvoyant_prefers_a_peers_memory_to_a_peers_disk():
+    W = 4
+    plan = _cplan(80, W, 4, 6, 2, slots=10, local_bytes=20 * 100.0)
+    check_possession(plan)
+    held = [dict() for _ in range(W)]           # rank -> {sample: tier}, as of the start of the step
+    both = from_disk = 0
+    for ep in plan:
+        for s in range(ep.steps):
+            for r in range(W):
+                for c in range(ep.bounds[r, s], ep.bounds[r, s + 1]):
+                    if ep.source[r, c] == PEER:
+                        sid, p = int(ep.sample_ids[r, c]), int(ep.peer[r, c])
+                        tiers = {held[q].get(sid) for q in range(W) if q != r}
+                        assert held[p][sid] == MEMORY or MEMORY not in tiers
+                        both += {MEMORY, LOCAL} <= tiers
+                        from_disk += held[p][sid] == LOCAL
+            for r in range(W):
+                for c in range(ep.bounds[r, s], ep.bounds[r, s + 1]):
+                    if ep.keep[r, c] != NO_TIER:
+                        held[r][int(ep.sample_ids[r, c])] = int(ep.keep[r, c])
+    assert both > 0 and from_disk > 0           # the cases are exercised
+
+
 def test_clairvoyant_strategy_capacity_and_threads():
     ctx = _ctx(F=60, sizes=1000)
     plan = _plan("clairvoyant", ctx, cache_capacity=10 * 4096)
@@ -224,3 +247,13 @@ def test_deepio_strategy_semantics_and_capacity():
     assert _plan("deepio", ctx).meta["semantics"]["order_changes"] == "no"
     with pytest.raises(CapacityError, match="--cache-capacity"):
         _plan("deepio", ctx, cache_capacity=10)
+
+
+def test_clairvoyant_plan_is_the_same_for_any_chunking_of_the_frequency_pass():
+    a = _cplan(50, 4, 3, 3, 9, slots=7, local_bytes=900.0)
+    b = clairvoyant_plan(n_samples=50, world_size=4, node_map=np.arange(4), epochs=3, local_batch=3, seed=9,
+                         sample_nbytes=100, memory_slots=7, local_bytes=900.0, table_budget_bytes=13 * 50)
+    for ea, eb in zip(a, b):
+        for f in ("sample_ids", "source", "peer", "keep"):
+            assert np.array_equal(getattr(ea, f), getattr(eb, f)), f
+    assert a.meta == b.meta

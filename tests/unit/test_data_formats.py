@@ -124,3 +124,29 @@ def test_reader_and_h5py_can_open_the_same_file(datasets):
         out = aligned_empty(r.max_row_nbytes)
         r.read_into(3, out)
         assert np.array_equal(f["X_train"][3].view(np.uint8).reshape(-1), out[:f["X_train"][3].nbytes])
+
+
+@pytest.mark.parametrize("name,via", [("hep_cnn", "auto"), ("hep_cnn", "hdf5"), ("cosmoflow", "auto"),
+                                      ("ptychonn", "auto"), ("deepcam", "auto")])
+def test_reader_view_cache_keyed_by_fresh_row_view(datasets, name, via):
+    """Regression (issue 12): the view cache was keyed by id(out) of the fresh row view ``rows[j]`` the
+    executors pass, so it never hit (views rebuilt per sample, ~2x per-sample cost on small samples:
+    benchmarks/reader_rows.py) and it kept up to 256 dead row views alive. Reading into fresh row views
+    must give the right bytes and keep no reference to them."""
+    import weakref
+
+    from dlbench.storage import aligned_rows
+
+    wl, d = datasets[name]
+    m = Manifest.load(d)
+    r = BlockReader(d, m, wl, via=via) if wl.layout in ("hdf5_blocks", "hdf5_shared") else open_reader(d, m, wl)
+    rows = aligned_rows(4, r.max_row_nbytes)
+    refs = []
+    for k, i in enumerate((0, 5, wl.samples - 1, 3, 5, 1)):
+        row = rows[k % 4]
+        n = r.read_into(i, row)
+        assert np.array_equal(row[:n], expected_row(wl, 11, i))
+        refs.append(weakref.ref(row))
+        del row
+    assert all(ref() is None for ref in refs)  # the reader holds no row view
+    r.close()

@@ -139,3 +139,84 @@ def test_naive_and_prefetch_consume_the_same_order():
     assert len(base) == 2 * 64
     for k, v in seqs.items():
         assert np.array_equal(v, base), k
+
+
+def _fake_run(clock, *, verify=False, epochs=2, plan_build_ns=0, monkeypatch=None, verify_ns=0):
+    wl = wl_mod.load("cosmoflow", scale="tiny")
+    mem = MemoryReader(wl, seed=0)
+    reader = SlowMemoryReader(mem, clock, ns_per_byte=2)
+    cfg = RunConfig(workload="cosmoflow", strategy="naive", epochs=epochs, batch_size=4, verify=verify)
+    loop = Loop(cfg, SerialComm(), wl, mem, None, reader_factory=lambda: reader, clock=clock)
+    if plan_build_ns:
+        build = loop.plan._build
+
+        def slow_build(e):  # a plan whose build is slow (as 1.28 M samples are: 25-330 ms)
+            clock.advance(plan_build_ns)
+            return build(e)
+
+        loop.plan._build = slow_build
+    if verify_ns:
+        import dlbench.data.content as content
+
+        real = content.expected_row
+
+        def slow_expected(*a, **k):
+            clock.advance(verify_ns)
+            return real(*a, **k)
+
+        monkeypatch.setattr(content, "expected_row", slow_expected)
+    out = loop.run(Timeline(4096, 0), compute=FakeCompute(clock, step_ns=3_000_000))
+    return wl, loop, out["arrays"]
+
+
+def _phase_ns(a, e, name):
+    m = (a["epoch"] == e) & (a["phase"] == PHASE_ID[name])
+    return union_length(a["start_ns"][m], a["end_ns"][m])
+
+
+def _epoch_ns(a, e):
+    k = list(a["epochs"]).index(e)
+    return a["epoch_end_ns"][k] - a["epoch_start_ns"][k]
+
+
+def test_plan_build_is_outside_step0_stall():
+    """Regression (issue 12): the epoch plan was built inside step 0's stall."""
+    clock = FakeClock()
+    wl, loop, a = _fake_run(clock, plan_build_ns=50_000_000)
+    steps = loop.plan.epoch(0).steps
+    for e in range(2):
+        st0 = (a["epoch"] == e) & (a["phase"] == PHASE_ID["stall"]) & (a["step"] == 0)
+        assert union_length(a["start_ns"][st0], a["end_ns"][st0]) == wl.sample_nbytes * 2 * 4  # reads only
+        assert _phase_ns(a, e, "plan") == 50_000_000
+        assert _phase_ns(a, e, "stall") + _phase_ns(a, e, "compute") == _epoch_ns(a, e)
+        assert _phase_ns(a, e, "compute") == 3_000_000 * steps
+    s = summarize([a], workload=wl.name, strategy="naive", ranks=1, nodes=1, epochs=2)
+    assert s["plan_time_s"] == pytest.approx([0.05, 0.05])
+    assert "plan" not in s["phase_share"]
+    assert s["exposed_io_share"] + s["au"] == pytest.approx(1.0)
+
+
+def test_verify_has_its_own_phase(monkeypatch):
+    """Regression (issue 12): --verify's time fell between stall and compute, unrecorded."""
+    clock = FakeClock()
+    wl, loop, a = _fake_run(clock, verify=True, verify_ns=20_000, monkeypatch=monkeypatch)
+    steps = loop.plan.epoch(0).steps
+    for e in range(2):
+        v = _phase_ns(a, e, "verify")
+        assert v == 20_000 * 4 * steps
+        assert _phase_ns(a, e, "stall") + v + _phase_ns(a, e, "compute") == _epoch_ns(a, e)
+    s = summarize([a], workload=wl.name, strategy="naive", ranks=1, nodes=1, epochs=2)
+    assert s["exposed_io_share"] + s["au"] + s["phase_share"]["verify"] == pytest.approx(1.0)
+
+
+def test_end_to_end_exposed_share_includes_prologue():
+    """The prologue (staging before epoch 0) counts in the end-to-end share, not in the per-epoch one."""
+    tl = Timeline(64, 0)
+    tl.add(PHASE_ID["stage"], 0, 4_000, -1, 0)
+    tl.mark_epoch(-1, 0, 4_000)
+    tl.add(PHASE_ID["stall"], 4_000, 5_000, 0, 0)
+    tl.add(PHASE_ID["compute"], 5_000, 8_000, 0, 0)
+    tl.mark_epoch(0, 4_000, 8_000, samples=4)
+    s = summarize([tl.arrays()], workload="w", strategy="staging", ranks=1, nodes=1, epochs=1)
+    assert s["exposed_io_share"] == pytest.approx(1_000 / 4_000)
+    assert s["e2e_exposed_io_share"] == pytest.approx((1_000 + 4_000) / (4_000 + 4_000))

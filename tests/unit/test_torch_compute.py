@@ -133,14 +133,17 @@ def test_load_compute_profile_errors(tmp_path):
         load_compute_profile(p)
 
 
-def test_cli_calibrate_writes_default_path(cli, tmp_path, monkeypatch):
+def test_calibrate_default_path_not_in_current_dir(cli, tmp_path, monkeypatch):
+    """issue 12: calibrate wrote its profile into the current directory; now results/calibrate/, path printed."""
     monkeypatch.chdir(tmp_path)
     r = cli(["calibrate", "--workload", "hep_cnn", "--scale", "tiny", "--batch-size", "2", "--steps", "2",
              "--warmup", "1", "--device", "cpu"])
     assert r.exit_code == 0, r.output
-    assert "median" in r.output and "hep_cnn-tiny-cpu-b2.compute.yaml" in r.output
-    st, b, meta = load_compute_profile(tmp_path / "hep_cnn-tiny-cpu-b2.compute.yaml")
-    assert b == 2 and st > 0 and meta["device_type"] == "cpu"
+    assert "median" in r.output and "wrote results/calibrate/hep_cnn-tiny-cpu-b2.compute.yaml" in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+    assert [p.name for p in (tmp_path / "results" / "calibrate").iterdir()] == ["hep_cnn-tiny-cpu-b2.compute.yaml"]
+    st, b, meta = load_compute_profile(tmp_path / "results" / "calibrate" / "hep_cnn-tiny-cpu-b2.compute.yaml")
+    assert b == 2 and st > 0 and meta["device_type"] == "cpu" and meta["precision"] == "fp32"
 
 
 @pytest.mark.parametrize("args,msg", [(["--batch-size", "0"], "--batch-size=0"), (["--steps", "0"], "--steps=0"),

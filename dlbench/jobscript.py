@@ -1,0 +1,232 @@
+"""Batch scripts for a scaling study on a cluster: ``dlbench jobscript STUDY --scheduler slurm|pbs|flux``.
+
+Writes into one folder:
+
+- ``study.yaml``          the study with its sweep set to the points written here (nodes x ranks per node),
+                          so every job runs exactly its own point (``dlbench study`` runs the points whose
+                          world size is the launch's);
+- ``generate.<ext>``      a first job that generates every dataset of the sweep in the shared data dir
+                          (``dlbench study --generate-only``; generation is resumable and atomic);
+- ``point-N<n>.<ext>``    one job per node count (``point-R<W>`` per world size for a ranks sweep): the scheduler header (nodes, tasks per node, time, and
+                          account / partition lines, commented out unless given), a user-editable line at
+                          the top that loads the environment, and the launch line (``srun -N n -n W``,
+                          ``mpiexec -n W -ppn K`` under PBS, ``flux run -N n -n W``) of ``dlbench study``
+                          with the shared ``--data-dir`` and the one results root;
+- ``submit-all.sh``       submits the generate job, then every point with a dependency on it.
+
+Then ``dlbench compare RESULTS`` and ``dlbench plot RESULTS --kind scaling`` read the root.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ConfigError
+
+SCHEDULERS = ("slurm", "pbs", "flux")
+EXT = {"slurm": "sbatch", "pbs": "pbs", "flux": "flux"}
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    scheduler: str
+    nodes_list: tuple[int, ...]
+    ranks_per_node: int
+    data_dir: Path
+    results: Path
+    time: str = "01:00:00"
+    account: str | None = None
+    partition: str | None = None
+    env_line: str | None = None
+    dlbench: str = "dlbench"
+    generate_nodes: int = 1
+
+
+def default_env_line() -> str:
+    """Activate this Python's virtual environment when it is one, else a comment to edit."""
+    act = Path(sys.prefix) / "bin" / "activate"
+    if sys.prefix != getattr(sys, "base_prefix", sys.prefix) and act.is_file():
+        return f"source {shlex.quote(str(act))}"
+    return "# module load python; source /path/to/venv/bin/activate   # edit: the environment with dlbench"
+
+
+def parse_nodes_list(text: str) -> tuple[int, ...]:
+    """``"1,2,4"`` → (1, 2, 4); one line naming the flag for anything else."""
+    try:
+        vals = tuple(int(x) for x in str(text).split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--nodes-list={text!r}: expected comma-separated node counts, e.g. 1,2,4,8") from None
+    if not vals or min(vals) < 1:
+        raise ConfigError(f"--nodes-list={text!r}: expected node counts >= 1, e.g. 1,2,4,8")
+    return tuple(sorted(set(vals)))
+
+
+def _seconds(time: str) -> int:
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+):(\d{2}):(\d{2})", time.strip())
+    if not m:
+        raise ConfigError(f"--time={time!r}: expected HH:MM:SS or D-HH:MM:SS, e.g. 01:00:00")
+    d, h, mi, s = (int(x) if x else 0 for x in m.groups())
+    if mi >= 60 or s >= 60:
+        raise ConfigError(f"--time={time!r}: minutes and seconds must be < 60")
+    return ((d * 24 + h) * 60 + mi) * 60 + s
+
+
+def _hms(sec: int) -> str:
+    return f"{sec // 3600:02d}:{sec % 3600 // 60:02d}:{sec % 60:02d}"
+
+
+def header(opt: JobOptions, *, name: str, nodes: int, tasks: int, k: int) -> list[str]:
+    """The scheduler directives of one job: ``nodes`` nodes, ``k`` tasks per node, ``tasks`` in all."""
+    sec = _seconds(opt.time)
+    acc, part = opt.account, opt.partition
+    if opt.scheduler == "slurm":
+        return [f"#SBATCH --job-name={name}", f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={k}",
+                f"#SBATCH --time={_hms(sec)}", "#SBATCH --output=logs/%x-%j.out",
+                f"#SBATCH --account={acc}" if acc else "##SBATCH --account=ACCOUNT      # or: dlbench jobscript --account",
+                f"#SBATCH --partition={part}" if part else "##SBATCH --partition=PARTITION  # or: dlbench jobscript --partition"]
+    if opt.scheduler == "pbs":
+        return [f"#PBS -N {name}", f"#PBS -l select={nodes}:ncpus={k}:mpiprocs={k}", "#PBS -l place=scatter",
+                f"#PBS -l walltime={_hms(sec)}", "#PBS -j oe", "#PBS -o logs/",
+                f"#PBS -A {acc}" if acc else "##PBS -A ACCOUNT      # or: dlbench jobscript --account",
+                f"#PBS -q {part}" if part else "##PBS -q QUEUE        # or: dlbench jobscript --partition"]
+    if opt.scheduler == "flux":
+        return [f"#flux: --job-name={name}", f"#flux: -N {nodes}", f"#flux: -n {tasks}", f"#flux: -t {sec}s",
+                "#flux: --output=logs/{{name}}-{{id}}.out",
+                f"#flux: --bank={acc}" if acc else "##flux: --bank=BANK     # or: dlbench jobscript --account",
+                f"#flux: -q {part}" if part else "##flux: -q QUEUE        # or: dlbench jobscript --partition"]
+    from .errors import unknown_choice
+
+    raise unknown_choice("scheduler", opt.scheduler, SCHEDULERS)
+
+
+def launch(opt: JobOptions, nodes: int, w: int, k: int, command: str) -> str:
+    """The parallel launch of ``command``: ``w`` ranks on ``nodes`` nodes, ``k`` per node."""
+    if opt.scheduler == "slurm":
+        return f"srun -N {nodes} -n {w} --ntasks-per-node={k} {command}"
+    if opt.scheduler == "pbs":
+        return f"mpiexec -n {w} -ppn {k} {command}"
+    return f"flux run -N {nodes} -n {w} {command}"
+
+
+def script(opt: JobOptions, *, name: str, nodes: int, tasks: int, k: int, what: str, command: str,
+           study: Path) -> str:
+    lines = ["#!/bin/bash", *header(opt, name=name, nodes=nodes, tasks=tasks, k=k),
+             f"# {what}",
+             "# ---- edit this line: modules and the Python environment that has dlbench ----",
+             opt.env_line if opt.env_line is not None else default_env_line(),
+             "set -euo pipefail"]
+    if opt.scheduler == "pbs":
+        lines.append('cd "${PBS_O_WORKDIR:-.}"')
+    here = shlex.quote(str(opt.data_dir))
+    lines += [f"DATA_DIR={here}", f"RESULTS={shlex.quote(str(opt.results))}",
+              f"STUDY={shlex.quote(str(study))}",  # absolute: a scheduler may run a spooled copy of this file
+              launch(opt, nodes, tasks, k, command), ""]
+    return "\n".join(lines)
+
+
+def submit_all(opt: JobOptions, gen: str, points: list[str]) -> str:
+    if opt.scheduler == "slurm":
+        first, dep = "sbatch --parsable", "sbatch --parsable --dependency=afterok:$gen"
+    elif opt.scheduler == "pbs":
+        first, dep = "qsub", "qsub -W depend=afterok:$gen"
+    else:
+        first, dep = "flux batch", "flux batch --dependency=afterok:$gen"
+    lines = ["#!/bin/bash", "# Submit the dataset generation, then every point of the sweep after it.",
+             "set -euo pipefail", 'cd "$(dirname "$0")"', "mkdir -p logs",
+             f"gen=$({first} {gen})", 'echo "generate: $gen"']
+    for p in points:
+        lines.append(f'echo "{p}: $({dep} {p})"')
+    lines += [f'echo "when they are done: dlbench compare {opt.results} && dlbench plot {opt.results} --kind scaling"',
+              ""]
+    return "\n".join(lines)
+
+
+def _write(path: Path, text: str, mode: int = 0o755) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ranks_per_node: int | None = None,
+                     data_dir=None, results=None, time: str = "01:00:00", account=None, partition=None,
+                     env_line=None, dlbench: str = "dlbench", generate_nodes: int = 1) -> list[Path]:
+    """Write the study copy, the generate job, one job per node count and submit-all.sh; returns the paths."""
+    import yaml
+
+    from .config import load_yaml
+    from .runstudy import default_sweep_data_root, load_study
+
+    if scheduler not in SCHEDULERS:
+        from .errors import unknown_choice
+
+        raise unknown_choice("scheduler", scheduler, SCHEDULERS)
+    st = load_study(study_path)
+    sw = st.sweep
+    k = int(ranks_per_node or (sw.ranks_per_node if sw is not None else 1))
+    if k < 1:
+        raise ConfigError(f"--ranks-per-node={k}: must be >= 1")
+    if generate_nodes < 1:
+        raise ConfigError(f"--generate-nodes={generate_nodes}: must be >= 1")
+    # jobs: (file tag, nodes, ranks, ranks per node); a ranks sweep puts W ranks on ceil(W / k) nodes
+    if nodes_list or (sw is not None and sw.nodes):
+        nodes = tuple(nodes_list or sw.nodes)
+        jobs = [(f"N{n}", n, n * k, k) for n in nodes]
+    elif sw is not None:
+        nodes = ()
+        jobs = [(f"R{w}", -(-w // k), w, min(k, w)) for w in sorted(set(sw.ranks))]
+    else:
+        raise ConfigError(f"study {st.name}: no sweep: section and no --nodes-list: nothing to schedule")
+    _seconds(time)
+    opt = JobOptions(scheduler=scheduler, nodes_list=nodes, ranks_per_node=k,
+                     data_dir=Path(data_dir or default_sweep_data_root()).absolute(),
+                     results=Path(results or st.out).absolute(), time=time, account=account, partition=partition,
+                     env_line=env_line, dlbench=dlbench, generate_nodes=generate_nodes)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(exist_ok=True)
+    raw = load_yaml(Path(study_path) if Path(study_path).is_file() else _study_file(study_path), "study")
+    sweep = dict(raw.get("sweep") or {})
+    if nodes:
+        sweep.pop("ranks", None)
+        sweep.update({"nodes": list(nodes), "ranks_per_node": k})
+    raw["sweep"] = sweep
+    raw["out"] = str(opt.results)
+    written = []
+    st_path = out / "study.yaml"
+    _write(st_path, f"# written by dlbench jobscript from {study_path}: the sweep holds the points scripted here\n"
+                    + yaml.safe_dump(raw, sort_keys=False), 0o644)
+    load_study(st_path)  # what the jobs will load must load
+    written.append(st_path)
+    ext = EXT[scheduler]
+    cmd = f'{dlbench} study "$STUDY" --data-dir "$DATA_DIR" --out "$RESULTS"'
+    gn = min(generate_nodes, max(j[1] for j in jobs))
+    gen = f"generate.{ext}"
+    _write(out / gen, script(opt, name=f"dlbench-{st.name}-generate", nodes=gn, tasks=gn * k, k=k,
+                             what=f"dlbench study {st.name}: generate every dataset of the sweep in $DATA_DIR",
+                             command=f"{cmd} --generate-only", study=st_path.absolute()))
+    written.append(out / gen)
+    names = []
+    for tag, n, w, kk in jobs:
+        f = f"point-{tag}.{ext}"
+        scaling = sw.scaling if sw is not None else "strong"
+        _write(out / f, script(opt, name=f"dlbench-{st.name}-{tag}", nodes=n, tasks=w, k=kk,
+                               what=f"dlbench study {st.name}: {w} ranks on {n} node(s), up to {kk} per node "
+                                    f"({scaling} scaling), every run entry, results under $RESULTS",
+                               command=cmd, study=st_path.absolute()))
+        written.append(out / f)
+        names.append(f)
+    _write(out / "submit-all.sh", submit_all(opt, gen, names))
+    written.append(out / "submit-all.sh")
+    return written
+
+
+def _study_file(name: str) -> Path:
+    from .config import resource_dir
+
+    return resource_dir("configs") / "studies" / f"{name}.yaml"
