@@ -615,16 +615,20 @@ def _parse_strategy_options(items) -> dict:
 @click.option("--loader-threads", type=int, default=None,
               help="p_0: loader I/O threads per node, the node's PFS clients [default: the profile's staging.threads]; "
                    "to compare with a real run, the ranks per node x DataLoader workers (naive: ranks per node)")
-@click.option("--seed", type=int, default=0, show_default=True, help="seed of permutations and sample sizes")
+@click.option("--seed", type=int, default=None, help="seed of permutations and sample sizes [default: the study's, else 0]")
 @click.option("--pls-q", type=float, default=None, help="exchange fraction Q of pls [default: pls's, 0.1]")
 @click.option("--option", "options", multiple=True, metavar="STRATEGY.KEY=VALUE",
               help="a strategy option as `dlbench run` takes it, e.g. staging.loader_threads=2 (repeatable)")
 @click.option("--serial-write", is_flag=True, help="a loader thread copies into the buffer after (not while) fetching")
+@click.option("--rules", default=None, metavar="PRESET",
+              help="the model's rule set: default or thesis (the HDMLP thesis' reference simulator) [default: the "
+                   "study's, else the system profile's]")
 @click.option("--study", metavar="YAML", default=None, help="a study file (configs/studies/*.yaml) instead of the flags")
 @click.option("--out", default="results", show_default=True, help="results root")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strategies, epochs, local_batch,
-                 accelerator, compute_time, loader_threads, seed, pls_q, options, serial_write, study, out, fmt):
+                 accelerator, compute_time, loader_threads, seed, pls_q, options, serial_write, rules, study, out,
+                 fmt):
     """Cost strategies' plans with the HDMLP/NoPFS performance model (no I/O): exactly the plans `dlbench run`
     builds (Strategy.plan), one results folder per row (summary.simulated = true) and a comparison table."""
     from .config import to_dict
@@ -640,9 +644,12 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         st = study_mod.load(study)
         profile = load_profile(st.system)
         wl = study_mod.workload_of(st, where=study)
-        names, nodes, ranks_per_node, epochs, seed = (st.entries(), st.nodes, st.ranks_per_node, st.epochs, st.seed)
+        names, nodes, ranks_per_node, epochs = (st.entries(), st.nodes, st.ranks_per_node, st.epochs)
+        seed = st.seed if seed is None else seed
         reference = dict(st.published_runtime_s) or None
         cfg_extra = {"study": study, "study_config": to_dict(st)}
+        if rules is None:
+            rules = st.rules
     else:
         missing = [f for f, v in (("--system", system), ("--workload", workload), ("--nodes", nodes)) if v is None]
         if missing:
@@ -663,6 +670,9 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
             if val is not None and val < 1:
                 raise ConfigError(f"{name}={val}: must be >= 1")
         cfg_extra = {}
+        seed = 0 if seed is None else seed
+    if seed < 0:
+        raise ConfigError(f"--seed={seed}: must be >= 0")
     if loader_threads is not None:
         import dataclasses
 
@@ -675,8 +685,8 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
 
     check_size(wl, nodes, ranks_per_node)
     results = simulate(names, wl=wl, profile=profile, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs,
-                       seed=seed, pls_q=pls_q, write_overlap=not serial_write, options=opt_map,
-                       loader_threads=loader_threads)
+                       seed=seed, pls_q=pls_q, write_overlap=False if serial_write else None, options=opt_map,
+                       loader_threads=loader_threads, rules=rules)
     dirs = []
     for label, summary in results.items():
         config = {"command": "simulate", "system": to_dict(profile), "workload": to_dict(wl),

@@ -24,6 +24,11 @@ bytes, the unit in each key's name)::
     tiers:                           # node-local tiers, fastest first
       - {name: ram, kind: memory, capacity_bytes: 5.0e10, threads: 2, bandwidth: [...]}
       - {name: ssd, kind: local, capacity_bytes: 1.0e11, threads: 2, bandwidth: [...]}
+    rules:                           # the performance model's rule set (optional; ``ModelRules``, defaults shown)
+      gamma: threads                 # γ counted as nodes x PFS threads per node | nodes | thesis-window
+      write: overlap                 # copy into the staging buffer overlapped with the next fetch | series
+      tier_read: per-thread          # a thread reads a local/peer tier at r(p)/p | full (r(p))
+      prologue: overlap              # staging before epoch 0: read, receive, write overlap | series
 
 Curves are piecewise linear between their points (counts strictly increasing, bandwidths > 0); below the
 first point the first value holds, above the last point the last value holds. Unknown keys, missing keys,
@@ -81,6 +86,54 @@ class TierSpec:
     bandwidth: tuple[ThreadPoint, ...] = opt(help="r_j(p): aggregate bandwidth by threads")
 
 
+GAMMA_RULES = ("threads", "nodes", "thesis-window")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelRules:
+    """How ``dlbench simulate`` counts contention and overlap (dlbench/simulate/model.py explains each rule;
+    ``thesis`` = the HDMLP thesis' reference simulator, ``default`` = the physical reading)."""
+
+    gamma: str = opt("threads", help="γ, the PFS clients a read shares t(γ) with: threads (nodes x the node's "
+                                     "PFS threads), nodes, or thesis-window (1 + other nodes whose log holds a "
+                                     "PFS read starting at or after the read's start: event-driven)",
+                     choices=GAMMA_RULES)
+    write: str = opt("overlap", help="the copy into the staging buffer: overlap (a thread copies f while "
+                                     "fetching f+1) or series (fetch, then copy)", choices=("overlap", "series"))
+    tier_read: str = opt("per-thread", help="a thread reading a local or peer tier gets per-thread (r(p)/p) or "
+                                            "full (r(p)) bandwidth", choices=("per-thread", "full"))
+    prologue: str = opt("overlap", help="staging before epoch 0: overlap (PFS read, network receive and tier "
+                                        "write overlap) or series (per tier thread: PFS reads at γ = nodes, "
+                                        "then peer copies, each followed by its write)",
+                        choices=("overlap", "series"))
+
+
+RULE_PRESETS = {"default": ModelRules(),
+                "thesis": ModelRules(gamma="thesis-window", write="series", tier_read="full", prologue="series")}
+
+
+def rules_from(value, where: str = "rules") -> ModelRules:
+    """A ``ModelRules`` from a preset name (default, thesis), a mapping (over the defaults; ``preset:``
+    picks the base), or a ``ModelRules``."""
+    if isinstance(value, ModelRules):
+        return value
+    if value is None:
+        return RULE_PRESETS["default"]
+    if isinstance(value, str):
+        if value not in RULE_PRESETS:
+            raise unknown_choice(where, value, sorted(RULE_PRESETS))
+        return RULE_PRESETS[value]
+    if isinstance(value, dict):
+        import dataclasses
+
+        d = dict(value)
+        base = rules_from(d.pop("preset", "default"), f"{where}.preset")
+        over = from_mapping(ModelRules, {**dataclasses.asdict(base), **d}, where=where, prefix=f"{where}.")
+        return over
+    raise ConfigError(f"{where}={value!r}: give a preset ({', '.join(sorted(RULE_PRESETS))}) or a mapping of "
+                      f"gamma, write, tier_read, prologue")
+
+
 @dataclass(frozen=True, kw_only=True)
 class SystemProfile:
     name: str = opt(help="profile name")
@@ -92,6 +145,7 @@ class SystemProfile:
                                    "throttling; cannot be simulated)")
     staging: StagingSpec = opt(help="the staging buffer (tier 0)")
     tiers: tuple[TierSpec, ...] = opt((), help="node-local tiers, fastest first")
+    rules: ModelRules = opt(factory=ModelRules, help="the performance model's rule set (dlbench simulate)")
     sources: tuple[str, ...] = opt((), help="where the figures come from")
 
     # --- derived, in bytes and bytes/s -------------------------------------------------------------------
@@ -150,8 +204,13 @@ class SystemProfile:
     def tier_per_thread(self, tier: TierSpec, threads: float | None = None) -> float:
         """r_j(p)/p in bytes/s: one thread's share when p threads read tier j."""
         p = float(threads or tier.threads)
+        return self.tier_aggregate(tier, p) / p
+
+    def tier_aggregate(self, tier: TierSpec, threads: float | None = None) -> float:
+        """r_j(p) in bytes/s: tier j's bandwidth with p threads reading it (default: the tier's threads)."""
+        p = float(threads or tier.threads)
         pts = tier.bandwidth
-        return float(_interp(p, [q.threads for q in pts], [q.mb_per_s for q in pts])) / p
+        return float(_interp(p, [q.threads for q in pts], [q.mb_per_s for q in pts]))
 
     def staging_write_s_per_byte(self) -> float:
         """max(1/β, 1/(r_0(p_0)/p_0)) seconds per byte: copying a sample into the staging buffer."""

@@ -3,6 +3,7 @@ executors use) → the model → a summary in run.json's schema (contract 4), ma
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +13,14 @@ from ..plan import TIER_NAMES, Plan
 from ..system import SystemProfile
 from .model import Costing, Model
 
+MODEL_OPTIONS = {
+    "prologue_fill_to_capacity": "the prologue also copies other nodes' pieces from peers until the node's "
+                                 "destination tier is full (the HDMLP thesis' Parallel Data Staging; the plan "
+                                 "trains on the own piece only, so the copies are pure cost)",
+    "fill_by_tier_threads": "the plan's cache fills are read ahead by each node's tier threads (profile "
+                            "tiers[].threads) in the plan's order from the epoch-0 start, not by the loader at "
+                            "delivery (HDMLP's tier prefetchers; thesis-window rule only)",
+}
 LOWERBOUND = "lowerbound"   # not a strategy: everything in memory at t = 0 (costed on naive's plan)
 DISPLAY = {"lowerbound": "Lower Bound", "naive": "Naive", "prefetch": "StagingPool (prefetch)",
            "staging": "Parallel Data Staging", "local": "Local shuffling", "pls": "Partial local shuffling",
@@ -199,37 +208,47 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
 
 
 def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int, ranks_per_node: int = 1,
-             epochs: int = 1, seed: int = 0, pls_q: float | None = None, write_overlap: bool = True,
-             options: dict | None = None, loader_threads: int | None = None) -> dict[str, dict]:
+             epochs: int = 1, seed: int = 0, pls_q: float | None = None, write_overlap: bool | None = None,
+             options: dict | None = None, loader_threads: int | None = None,
+             rules=None) -> dict[str, dict]:
     """Cost each strategy's plan (``Strategy.plan``); returns {strategy: summary}. ``strategies``: names,
-    or (label, strategy, options) rows (the result is keyed by label). ``options``: {strategy: {option:
-    value}} as ``dlbench run`` takes them; ``pls_q`` is pls's exchange_fraction. ``loader_threads``
-    (``--loader-threads``): the loader threads of every prefetching plan, to match a run."""
+    or (label, strategy, options[, model]) rows (the result is keyed by label; ``model``: per-row model
+    options, ``MODEL_OPTIONS``). ``options``: {strategy: {option: value}} as ``dlbench run`` takes them;
+    ``pls_q`` is pls's exchange_fraction. ``loader_threads`` (``--loader-threads``): the loader threads of
+    every prefetching plan, to match a run. ``rules``: the model's rule set (a preset name, a mapping or
+    ``ModelRules``; default: the profile's ``rules``)."""
     if nodes < 1 or ranks_per_node < 1 or epochs < 1:
         raise ConfigError(f"nodes={nodes}, ranks_per_node={ranks_per_node}, epochs={epochs}: each must be >= 1")
     sizes = wl.sizes(seed)
     if wl.step_time_s is not None:
-        model = Model(profile, step_time_s=wl.step_time_s, write_overlap=write_overlap)
+        model = Model(profile, step_time_s=wl.step_time_s, write_overlap=write_overlap, rules=rules)
     else:
-        model = Model(profile, write_overlap=write_overlap)
+        model = Model(profile, write_overlap=write_overlap, rules=rules)
     opts = {k: dict(v) for k, v in (options or {}).items()}
     if pls_q is not None:
         opts.setdefault("pls", {}).setdefault("exchange_fraction", pls_q)
     out = {}
-    rows = [(x, x, opts.get(x)) if isinstance(x, str) else (x[0], x[1], {**opts.get(x[1], {}), **(x[2] or {})})
+    rows = [(x, x, opts.get(x), {}) if isinstance(x, str) else
+            (x[0], x[1], {**opts.get(x[1], {}), **(x[2] or {})}, dict(x[3]) if len(x) > 3 and x[3] else {})
             for x in strategies]
-    for label, name, o in rows:
+    for label, name, o, mo in rows:
+        bad = set(mo) - set(MODEL_OPTIONS)
+        if bad:
+            raise unknown_choice(f"model option of row {label!r}", sorted(bad)[0], sorted(MODEL_OPTIONS))
         plan = build_plan(name, wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs, seed=seed,
                           profile=profile, sizes=sizes, options=o)
         policy = policy_of(name, plan)
         threads = None
         if policy == "prefetch":
             threads = float(loader_threads) / ranks_per_node if loader_threads else float(plan.loader_threads or 1)
-        c = model.cost(plan, sizes, policy, threads_per_rank=threads)
+        c = model.cost(plan, sizes, policy, threads_per_rank=threads,
+                       fill_to_capacity=bool(mo.get("prologue_fill_to_capacity", False)),
+                       tier_fill=bool(mo.get("fill_by_tier_threads", False)))
         c.strategy = name
         out[label] = summarize(c, workload=wl.name, profile=profile,
                                extra={"label": label, "plan_order": plan.meta.get("order", ""),
                                       "plan_pipeline": plan.pipeline, "plan_loader_threads_per_rank": threads,
-                                      "options": o or {},
+                                      "options": o or {}, "model_options": mo,
+                                      "model_rules": dataclasses.asdict(model.rules),
                                       **({"plan_warning": plan.meta["warning"]} if plan.meta.get("warning") else {})})
     return out

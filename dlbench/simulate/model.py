@@ -1,15 +1,36 @@
 """The performance model (HDMLP thesis / NoPFS paper; STRATEGIES.md "The performance model"), costing a
-strategy's ``Plan`` with NumPy over (ranks × samples) per epoch — no Python loop per sample or per step.
+strategy's ``Plan`` with NumPy over (ranks × samples) per epoch — no Python loop per sample or per step
+(except under the ``thesis-window`` rule, below).
 
 Per rank and access f (s = the sample's bytes):
 
 - fetch cost by the plan's source tier:
-  PFS  s / min(b_fs, t(γ)/γ), γ = concurrent PFS clients = nodes × p (p = the I/O threads per node that
-       read the PFS: the staging threads p_0 while training, the tiers' prefetch threads while staging);
-  peer s / min(b_c, r_j(p_j)/p_j); local tier j  s / (r_j(p_j)/p_j);
+  PFS  s / min(b_fs, t(γ)/γ), γ = concurrent PFS clients (rule ``gamma``, below);
+  peer s / min(b_c, r_j); local tier j  s / r_j, with r_j = r_j(p_j)/p_j per thread (rule ``tier_read:
+  per-thread``) or the tier's full r_j(p_j) (``full``);
 - copy into the staging buffer w = max(s/β, s/(r_0(p_0)/p_0));
 - consumption s / c (profile ``compute_mb_per_s``) or the workload's step time spread over the batch;
 - after every global batch all ranks wait for the slowest (barrier).
+
+Rule sets (``ModelRules``: the profile's ``rules:`` key, a study's ``rules:``, ``simulate --rules``). The
+default is the physical reading; ``thesis`` is what the thesis' reference simulator does, which is what its
+published runtimes come from:
+
+| rule | default | thesis |
+|---|---|---|
+| ``gamma`` | ``threads``: γ = nodes × the node's PFS threads (every loader thread is a client) | ``thesis-window``: γ = 1 + other nodes whose log holds a PFS read starting at or after t |
+| ``write`` | ``overlap``: a thread copies f while fetching f+1: max(fetch, w) | ``series``: fetch + w |
+| ``tier_read`` | ``per-thread``: r(p)/p | ``full``: r(p) for every thread |
+| ``prologue`` | ``overlap``: max(PFS read, receive, write) | ``series``: per tier thread, PFS reads at γ = nodes, then peer copies, each + w |
+
+(``gamma: nodes`` is a third choice: γ = the nodes.) ``thesis-window`` depends on the order in which the
+reference schedules reads, so it is costed event by event (``events.py``: per node, loader threads as
+servers, the staging buffer's capacity, the nodes' logs of PFS reads); the rest stays vectorised. On the
+thesis' Scenario 2 the default rules make the staging-pool row 7.5 % faster than published (8 clients share
+t(8) and the copy overlaps) and the thesis rules reproduce all ten rows within 0.4 %
+(configs/studies/hdmlp-thesis-s2.yaml). Per-row model options (``core.MODEL_OPTIONS``) carry two policy
+details of the reference a plan does not: tier threads filling caches ahead of the loader (HDMLP) and a
+staging prologue that copies peers' pieces until the tier is full (its Parallel Data Staging).
 
 Policies (how fetches relate to consumption):
 
@@ -28,9 +49,10 @@ batch's compute and M_rj = max_f (avail_f − compute before f in the batch); th
 B_j = max_r T_rj = max(B_{j−1} + max_r Cb_rj, max_r (Cb_rj + M_rj)), a max-plus recurrence solved for all
 steps at once with cumulative sums and ``np.maximum.accumulate``.
 
-Prologue (staging, local, pls): each node reads its piece from the PFS with its tiers' threads, receives
-the rest over the network (staging: all-gather) and writes into its tiers; the three overlap, so the
-prologue takes max over nodes of max(PFS read, network receive, slowest tier write).
+Prologue (staging, local, pls, preloading caches), ``prologue: overlap``: each node reads its piece from
+the PFS with its tiers' threads, receives the rest over the network (staging: all-gather) and writes into
+its tiers; the three overlap, so the prologue takes max over nodes of max(PFS read, network receive,
+slowest tier write). ``prologue: series``: ``Model._prologue_series``.
 PLS exchange: the samples sent at step i go out with non-blocking MPI overlapping step i; a step lasts at
 least the exchange's bytes / b_c (the part beyond the step's own time is reported as ``exchange``).
 """
@@ -43,7 +65,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..plan import LOCAL, MEMORY, PEER, SHARED, TIER_NAMES, Plan
-from ..system import SystemProfile
+from ..system import ModelRules, SystemProfile, rules_from
 
 POLICIES = ("lowerbound", "ondemand", "prefetch")
 
@@ -77,8 +99,15 @@ class Model:
     the consumption time; ``staging_threads`` overrides p_0."""
 
     def __init__(self, profile: SystemProfile, *, compute_s_per_byte: float | None = None,
-                 step_time_s: float | None = None, write_overlap: bool = True):
+                 step_time_s: float | None = None, write_overlap: bool | None = None,
+                 rules: ModelRules | str | dict | None = None):
         self.p = profile
+        r = rules_from(rules if rules is not None else profile.rules)
+        if write_overlap is not None and not write_overlap:   # --serial-write
+            import dataclasses
+
+            r = dataclasses.replace(r, write="series")
+        self.rules = r
         if compute_s_per_byte is None and step_time_s is None:
             if profile.compute_mb_per_s is None:
                 raise ConfigError(f"system profile {profile.name}: no compute_mb_per_s; give the workload's "
@@ -86,27 +115,31 @@ class Model:
             compute_s_per_byte = 1.0 / (profile.compute_mb_per_s * 1e6)
         self.compute_s_per_byte = compute_s_per_byte
         self.step_time_s = step_time_s
-        self.write_overlap = write_overlap
+        self.write_overlap = r.write == "overlap"
 
     # ----- per-tier seconds per byte ------------------------------------------------------------------
     def fetch_s_per_byte(self, nodes: int, pfs_threads_per_node: int) -> np.ndarray:
         """Seconds per byte for each plan tier code (SHARED, LOCAL, MEMORY, PEER)."""
         p = self.p
         out = np.full(len(TIER_NAMES), np.inf)
-        out[SHARED] = 1.0 / p.pfs_per_client(nodes * pfs_threads_per_node)
+        gamma = nodes * pfs_threads_per_node if self.rules.gamma == "threads" else nodes
+        out[SHARED] = 1.0 / p.pfs_per_client(gamma)
         for code, kind in ((LOCAL, "local"), (MEMORY, "memory")):
             t = next((t for t in p.tiers if t.kind == kind), None)
             if t is not None:
-                out[code] = 1.0 / p.tier_per_thread(t, p.staging.threads)
+                out[code] = 1.0 / (p.tier_per_thread(t, p.staging.threads) if self.rules.tier_read == "per-thread"
+                                   else p.tier_aggregate(t))
         fastest = min(out[LOCAL], out[MEMORY])
         out[PEER] = max(1.0 / p.network_bytes_per_s, fastest) if np.isfinite(fastest) else 1.0 / p.network_bytes_per_s
         return out
 
     # ----- prologue ----------------------------------------------------------------------------------
-    def prologue_s(self, plan: Plan, sizes: np.ndarray) -> float:
+    def prologue_s(self, plan: Plan, sizes: np.ndarray, fill_to_capacity: bool = False) -> float:
         pro = plan.prologue
         if len(pro.sample) == 0:
             return 0.0
+        if self.rules.prologue == "series" or fill_to_capacity:
+            return self._prologue_series(plan, sizes, fill_to_capacity)
         p = self.p
         nodes = plan.nodes
         node = plan.node_map[pro.rank]
@@ -137,13 +170,60 @@ class Model:
             write_s = np.maximum(write_s, stored_b[code] / rate)
         return float(np.max(np.maximum(np.maximum(read_s, recv_s), write_s)))
 
+    def _prologue_series(self, plan: Plan, sizes: np.ndarray, fill_to_capacity: bool) -> float:
+        """The thesis' staging (``prologue: series``): per node, the destination tier's threads take the
+        node's rows round robin; a PFS row costs s / min(b_fs, t(N)/N) + w (γ = the N nodes), then each
+        sample received from peers (all-gather) costs s / min(b_c, r_dst(p)) + w. ``fill_to_capacity``: the
+        node also copies other nodes' pieces from its peers until its destination tier is full (the
+        reference's Parallel Data Staging, whose training then draws only from the own piece)."""
+        p = self.p
+        pro = plan.prologue
+        nodes = plan.nodes
+        node = plan.node_map[pro.rank]
+        s = sizes[pro.sample]
+        w = p.staging_write_s_per_byte()
+        pfs = 1.0 / float(p.pfs_per_client(nodes))
+        total_b = float(sizes.sum())
+        out = 0.0
+        for nd in range(nodes):
+            t_nd = 0.0
+            for code, kind in ((MEMORY, "memory"), (LOCAL, "local")):
+                tier = next((t for t in p.tiers if t.kind == kind), None)
+                sel = (node == nd) & (pro.dst == code)
+                if not sel.any():
+                    continue
+                thr = tier.threads if tier is not None else p.staging.threads
+                rate = (p.tier_aggregate(tier) if tier is not None else p.network_bytes_per_s)
+                peer = 1.0 / min(p.network_bytes_per_s, rate)
+                ss = s[sel]
+                cost = np.where(pro.src[sel] == SHARED, ss * (pfs + w), ss * (peer + w))
+                if self.p.pfs is not None and self.p.pfs.latency_s:
+                    cost = cost + np.where(pro.src[sel] == SHARED, self.p.pfs.latency_s, 0.0)
+                per_thread = np.bincount(np.arange(len(ss)) % thr, weights=cost, minlength=thr)
+                own_b = float(ss.sum())
+                recv_b = 0.0
+                if pro.allgather:
+                    recv_b = float(s[pro.dst == code].sum()) - own_b
+                elif fill_to_capacity and tier is not None:
+                    recv_b = max(0.0, min(tier.capacity_bytes, total_b) - own_b)
+                t_nd = max(t_nd, float(per_thread.max()) + recv_b * (peer + w) / thr)
+            out = max(out, t_nd)
+        return out
+
     # ----- one epoch ---------------------------------------------------------------------------------
-    def cost(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None = None) -> Costing:
+    def cost(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None = None,
+             fill_to_capacity: bool = False, tier_fill: bool = False) -> Costing:
         """``threads_per_rank``: loader threads of a prefetching plan (default: the profile's p_0 over the
-        node's ranks)."""
+        node's ranks). ``fill_to_capacity``: see ``_prologue_series``; ``tier_fill``: cache fills read
+        ahead by the tiers' threads (``events.cost_events``; thesis-window rule only)."""
         if policy not in POLICIES:
             raise ConfigError(f"policy {policy!r}: choose one of {', '.join(POLICIES)}")
         sizes = np.asarray(sizes, dtype=np.float64)
+        if self.rules.gamma == "thesis-window" and policy != "lowerbound":
+            return self._cost_events(plan, sizes, policy, threads_per_rank, fill_to_capacity, tier_fill)
+        if tier_fill and policy != "lowerbound":
+            raise ConfigError("model option fill_by_tier_threads: needs rules.gamma=thesis-window (the event-driven "
+                              "costing); the vectorised model has the loader deliver and keep every fill")
         W, nodes, E = plan.world_size, plan.nodes, plan.epochs
         K = max(1, W // max(nodes, 1))
         p0 = self.p.staging.threads
@@ -160,7 +240,7 @@ class Model:
         bytes_t = {n: z.copy() for n in TIER_NAMES}
         samples = z.copy()
         epoch_times = np.zeros(E)
-        pro_s = self.prologue_s(plan, sizes)
+        pro_s = self.prologue_s(plan, sizes, fill_to_capacity)
         t0 = pro_s
         for e in range(E):
             ep = plan.epoch(e)
@@ -244,6 +324,25 @@ class Model:
                        epoch_time_s=epoch_times, compute_s=compute, stall_s=stall, barrier_s=barrier,
                        exchange_s=exch_exposed, fetch_s_by_tier=fetch_t, bytes_by_tier=bytes_t, samples=samples,
                        notes=notes)
+
+
+    def _cost_events(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank, fill_to_capacity,
+                     tier_fill=False):
+        from .events import cost_events
+
+        pro_s = self.prologue_s(plan, sizes, fill_to_capacity)
+        K = max(1, plan.world_size // max(plan.nodes, 1))
+        if threads_per_rank is None:
+            threads_per_rank = self.p.staging.threads / K
+        ep, comp, stall, barrier, fetch_t, bytes_t, samples = cost_events(self, plan, sizes, policy,
+                                                                          threads_per_rank, pro_s,
+                                                                          tier_fill=tier_fill)
+        notes = ["thesis-window: event-driven costing (γ from the nodes' logs of PFS-read starts, in the "
+                 "reference simulator's scheduling order; staging buffer capacity enforced)"]
+        return Costing(strategy=plan.strategy, ranks=plan.world_size, nodes=plan.nodes, epochs=plan.epochs,
+                       prologue_s=pro_s, epoch_time_s=ep, compute_s=comp, stall_s=stall, barrier_s=barrier,
+                       exchange_s=np.zeros(plan.world_size), fetch_s_by_tier=fetch_t, bytes_by_tier=bytes_t,
+                       samples=samples, notes=notes)
 
 
 def _thread_avail(cost: np.ndarray, threads: float) -> np.ndarray:

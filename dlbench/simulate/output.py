@@ -61,7 +61,9 @@ def write_simulated_run(out: Path | str, *, config: dict, summary: dict) -> Path
 def compare_table(run_dirs: list[Path], fmt: str = "table", reference_s: dict | None = None) -> str:
     """``dlbench compare``'s rendering when available, else a plain table / csv / json of the summaries.
     ``reference_s`` ({strategy: published seconds}) adds the published column and the gap."""
-    if not reference_s:
+    summaries = [json.loads((Path(d) / "run.json").read_text())["summary"] for d in run_dirs]
+    labelled = any(s.get("label", s["strategy"]) != s["strategy"] for s in summaries)
+    if not reference_s and not labelled:   # labelled rows (studies) keep their labels: the table below
         try:
             from ..report import compare  # type: ignore[attr-defined]
         except ImportError:

@@ -27,6 +27,8 @@ class StudyRun:
     label: str = opt(help="the row's name (e.g. 'LBANN dynamic'); key of published_runtime_s")
     strategy: str = opt(help="strategy (dlbench list strategies) or lowerbound")
     options: dict = opt(factory=dict, help="the strategy's options, as dlbench run takes them")
+    model: dict = opt(factory=dict, help="the row's model options (dlbench.simulate.core.MODEL_OPTIONS)")
+    note: str = opt("", help="why the row is mapped the way it is (printed nowhere; for the reader)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,18 +46,22 @@ class Study:
     runs: tuple[StudyRun, ...] = opt((), help="labelled rows: {label, strategy, options}")
     options: dict = opt(factory=dict, help="{strategy: {option: value}} for the strategies list")
     pls_q: float = opt(0.1, help="exchange fraction of pls", min=0, max=1)
+    rules: str | dict | None = opt(None, help="the model's rule set: a preset (default, thesis) or a mapping "
+                                               "{preset, gamma, write, tier_read, prologue}; default: the "
+                                               "system profile's rules")
     published_runtime_s: dict[str, float] = opt(factory=dict, help="published runtimes to compare with, by "
                                                                     "strategy or row label")
 
-    def entries(self) -> list[tuple[str, str, dict]]:
-        """(label, strategy, options) of every row: the strategies list, then the labelled runs."""
+    def entries(self) -> list[tuple[str, str, dict, dict]]:
+        """(label, strategy, options, model options) of every row: the strategies list, then the labelled
+        runs."""
         out = []
         for name in self.strategies:
             o = dict(self.options.get(name, {}))
             if name == "pls":
                 o.setdefault("exchange_fraction", self.pls_q)
-            out.append((name, name, o))
-        out += [(r.label, r.strategy, dict(r.options)) for r in self.runs]
+            out.append((name, name, o, {}))
+        out += [(r.label, r.strategy, dict(r.options), dict(r.model)) for r in self.runs]
         return out
 
 
@@ -77,6 +83,18 @@ def load(path: str | Path) -> Study:
         raise ConfigError(f"study {p}: give strategies: [...] or runs: [{{label, strategy, options}}]")
     if len(set(labels)) != len(labels):
         raise ConfigError(f"study {p}: row labels repeat: {labels}")
+    from .core import MODEL_OPTIONS
+
+    for r in st.runs:
+        for k in r.model:
+            if k not in MODEL_OPTIONS:
+                from ..errors import unknown_choice
+
+                raise unknown_choice(f"model option of row {r.label!r} (in {p})", k, sorted(MODEL_OPTIONS))
+    if st.rules is not None:
+        from ..system import rules_from
+
+        rules_from(st.rules, f"rules (in {p})")
     for k in st.published_runtime_s:
         if k not in labels:
             raise ConfigError(f"published_runtime_s.{k} (in {p}): not a row of the study; rows: {', '.join(labels)}")

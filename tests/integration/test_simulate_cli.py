@@ -45,3 +45,31 @@ def test_simulate_errors(cli, tmp_path):
     bad.write_text("name: x\nsystem: hdmlp-thesis\nworkload: {}\nnodes: 1\nstrategies: [naive]\nepoks: 3\n")
     r = cli(["simulate", "--study", bad, "--out", tmp_path])
     assert r.exit_code == 2 and "epochs" in r.output
+
+
+def test_simulate_rules_and_seed_flags(cli, tmp_path):
+    study = tmp_path / "s.yaml"
+    study.write_text("""
+name: small
+system: hdmlp-thesis
+rules: thesis
+workload: {name: w, samples: 800, global_batch: 40, size: {kind: normal, mean_bytes: 1.0e6, std_bytes: 1.0e5}}
+nodes: 4
+epochs: 2
+runs: [{label: N, strategy: naive}, {label: P, strategy: prefetch, options: {num_workers: 2}}]
+""")
+    out = {}
+    for args in ([], ["--rules", "default"], ["--seed", "3"]):
+        r = cli(["simulate", "--study", study, "--out", tmp_path / "out", "--format", "json", *args])
+        assert r.exit_code == 0, r.output
+        out[tuple(args)] = {x["name"]: x["total_time_s"] for x in json.loads(r.output)}
+    assert out[()] != out[("--rules", "default")] and out[()] != out[("--seed", "3")]
+    r = cli(["simulate", "--study", study, "--out", tmp_path / "out", "--rules", "thesys"])
+    assert r.exit_code == 2 and "thesys" in r.output and "default, thesis" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_thesis_rules_refuse_pls_exchange(cli, tmp_path):
+    r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "cosmoflow", "--scale", "tiny", "--nodes", "2",
+             "--strategies", "pls", "--rules", "thesis", "--out", tmp_path])
+    assert r.exit_code == 2 and "exchange" in r.output and "Traceback" not in r.output
