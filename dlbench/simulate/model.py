@@ -254,7 +254,10 @@ class Model:
                 comp = np.where(valid, self.step_time_s / plan.local_batch, 0.0)
             else:
                 comp = s * self.compute_s_per_byte
-            fetch = s * spb[src] + np.where(valid & (src == SHARED), self.p.pfs.latency_s if self.p.pfs else 0.0, 0.0)
+            # one request latency per PFS request: a run of consecutive ids read as one request (the plan's
+            # ``chunk``: covered columns hold 0) pays it once
+            request = valid & (src == SHARED) if ep.chunk is None else valid & (src == SHARED) & (ep.chunk != 0)
+            fetch = s * spb[src] + np.where(request, self.p.pfs.latency_s if self.p.pfs else 0.0, 0.0)
             write = s * w_spb
             for code, name in enumerate(TIER_NAMES):
                 if policy == "lowerbound":  # nothing is read: every sample is there at t = 0

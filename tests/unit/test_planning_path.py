@@ -123,3 +123,29 @@ def test_global_order_strategies_cover_every_sample(name):
     sizes = WL.sizes(0)
     check_epoch_cover(build_plan(name, wl=WL, nodes=2, ranks_per_node=1, epochs=2, seed=3, profile=PROF,
                                  sizes=sizes))
+
+
+def test_simulate_charges_one_pfs_latency_per_chunked_request():
+    """regression: simulate charged the PFS latency per sample although surrogatetrain reads a run of
+    consecutive ids as one request"""
+    from dlbench.simulate import Model
+    from dlbench.system import from_dict
+
+    d = {"name": "lat", "compute_mb_per_s": 1e6, "network_mb_per_s": 1e4,
+         "pfs": {"latency_s": 0.5, "client_link_mb_per_s": 1e9, "aggregate": [{"clients": 1, "mb_per_s": 1e9}]},
+         "staging": {"capacity_bytes": 1e9, "threads": 1, "write_mb_per_s": 1e9,
+                     "bandwidth": [{"threads": 1, "mb_per_s": 1e9}]}}
+    prof = from_dict(d)
+    ids = np.arange(8).reshape(1, 8)
+    bounds = np.array([[0, 4, 8]])
+
+    def plan_with(chunk):
+        ep = EpochPlan(0, ids, np.full((1, 8), SHARED, np.uint8), bounds, chunk=chunk)
+        return Plan(strategy="t", n_samples=8, world_size=1, node_map=[0], epochs=1, local_batch=4, seed=0,
+                    build_epoch=lambda e: ep)
+
+    sizes = np.full(8, 1.0)
+    per_sample = Model(prof).cost(plan_with(None), sizes, "ondemand").total_time_s
+    runs = np.array([[4, 0, 0, 0, 2, 0, 1, 1]], dtype=np.int32)     # requests: 1 + 1 + 1 + 1 = 4, not 8
+    chunked = Model(prof).cost(plan_with(runs), sizes, "ondemand").total_time_s
+    assert per_sample == pytest.approx(8 * 0.5, rel=1e-3) and chunked == pytest.approx(4 * 0.5, rel=1e-3)
