@@ -324,20 +324,12 @@ def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None) -> list[str]
 def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, epochs=None, echo=None) -> list[str]:
     """Generate the data if missing, then every run; returns the run folders (rank 0; [] elsewhere)."""
     from . import workload as wl_mod
-    from .data.generate import generate
-    from .data.manifest import Manifest
     from .runner import RunConfig, data_dir_tag, default_data_dir, run
 
     wl = wl_mod.load(st.workload, scale=st.scale, samples=st.samples)
     d = Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed,
                                                          data_dir_tag(wl.spec_path, wl))
-    if not Manifest.exists(d):
-        if echo:
-            echo(f"generating {wl.name} ({wl.samples} samples, {wl.dataset_nbytes / 1e6:.0f} MB) in {d}")
-        if comm.rank == 0:
-            d.parent.mkdir(parents=True, exist_ok=True)
-        comm.barrier()
-        generate(wl, d, seed=st.seed, comm=comm, progress=False)
+    _generate_if_missing(wl, d, st, comm, echo)
     dirs = []
     for i, r in enumerate(st.runs):
         cfg = RunConfig(workload=st.workload, strategy=r.strategy, options=dict(r.options), data_dir=str(d),

@@ -345,12 +345,7 @@ class LocalCopyExecutor(Executor):
                 shutil.rmtree(self.root, ignore_errors=True)
             else:   # a failure: this rank's copies (the others still run until the abort reaches them)
                 shutil.rmtree(node_dir / f"rank{self.ctx.rank}" if self.private else node_dir, ignore_errors=True)
-            (self.root / owner_marker()).unlink(missing_ok=True)
-            for d in (node_dir, self.root):
-                try:
-                    d.rmdir()
-                except OSError:
-                    pass
+            release_run_dir(self.root, node_dir)
             left = node_dir / f"rank{self.ctx.rank}" if self.private else node_dir
             self.cleanup_note = (f"could not remove the local copies in {left}" if left.exists() and not self.done
                                  else f"local copies under {self.root} removed")
@@ -358,6 +353,17 @@ class LocalCopyExecutor(Executor):
             if self._loader is not None:
                 self._loader.close()
             self.reader.close()
+
+
+def release_run_dir(root: Path, node_dir: Path) -> None:
+    """This rank's owner marker out of the run directory, then the node's and the run's directories if
+    that leaves them empty (other ranks of the node may still hold theirs)."""
+    (root / owner_marker()).unlink(missing_ok=True)
+    for d in (node_dir, root):
+        try:
+            d.rmdir()
+        except OSError:
+            pass
 
 
 def owner_marker() -> str:

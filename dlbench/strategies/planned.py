@@ -32,7 +32,7 @@ from ..plan import LOCAL, MEMORY, NO_TIER, SHARED, Plan
 from ..storage import LocalTier, MemoryTier, aligned_rows, check_local_dir
 from ..timeline import PHASE_ID, Timeline
 from .base import Batch, Executor, RunContext
-from .localcopy import owner_marker, remove_stale_run_dirs
+from .localcopy import owner_marker, release_run_dir, remove_stale_run_dirs
 from .stages import EpochView, Filler, Loader, PeerPush, Ring, SampleStore, Stores
 
 
@@ -323,12 +323,7 @@ class PlannedExecutor(Executor):
                 elif self.root is not None:
                     node_dir = self.root / f"node{int(self.ctx.node_map[self.ctx.rank])}"
                     shutil.rmtree(node_dir / f"rank{self.ctx.rank}", ignore_errors=True)
-                    (self.root / owner_marker()).unlink(missing_ok=True)
-                    for d in (node_dir, self.root):
-                        try:
-                            d.rmdir()
-                        except OSError:
-                            pass
+                    release_run_dir(self.root, node_dir)
 
 
 __all__ = ["PlannedExecutor", "peak_holdings"]
