@@ -227,9 +227,20 @@ def _strategy_option_fields() -> dict:
     for name in strategies.names():
         strat = strategies.get(name)
         for row in describe_fields(strat.Options):
-            ent = out.setdefault(row["name"], {"owners": [], "row": row})
+            ent = out.setdefault(row["name"], {"owners": [], "row": row, "defaults": {}})
             ent["owners"].append(name)
+            ent["defaults"][name] = row["default"]
     return out
+
+
+def _defaults_text(defaults: dict) -> str:
+    """``default X``, or per strategy where the owners' defaults differ: ``default 2 (clairvoyant), 0 (lbann, ...)``."""
+    groups: dict = {}
+    for owner, d in defaults.items():
+        groups.setdefault(repr(d), (d, []))[1].append(owner)
+    if len(groups) == 1:
+        return f"default {next(iter(groups.values()))[0]}"
+    return "default " + ", ".join(f"{d} ({', '.join(owners)})" for d, owners in groups.values())
 
 
 def _strategy_options(f):
@@ -239,7 +250,7 @@ def _strategy_options(f):
         flag = "--" + name.replace("_", "-")
         owners = ", ".join(ent["owners"])
         unit = f" [{row['unit']}]" if row["unit"] else ""
-        helptext = f"({owners}) {row['help']}{unit}; default {row['default']}"
+        helptext = f"({owners}) {row['help']}{unit}; {_defaults_text(ent['defaults'])}"
         if row["type"] == "bool":
             f = click.option(f"{flag}/--no-{flag[2:]}", name, default=None, help=helptext)(f)
         else:
@@ -556,7 +567,7 @@ def _parse_strategy_options(items) -> dict:
 @click.option("--nodes", type=int, default=None, help="N: nodes")
 @click.option("--ranks-per-node", type=int, default=1, show_default=True, help="K: ranks per node")
 @click.option("--strategies", default="naive,prefetch", show_default=True,
-              help="comma-separated: lowerbound, naive, prefetch, staging, local, pls")
+              help="comma-separated: lowerbound and any strategy of `dlbench list strategies`")
 @click.option("--epochs", type=int, default=1, show_default=True, help="E: epochs")
 @click.option("--local-batch", type=int, default=None, help="b: local batch (default: the workload's)")
 @click.option("--accelerator", default=None, help="use the workload's step time on this accelerator instead of c")

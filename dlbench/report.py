@@ -37,6 +37,16 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence], align_left: int = 1
     return "\n".join(out)
 
 
+def _tier_bytes_text(bt: dict) -> str:
+    """``shared FS X, own tiers Y (memory a, local b), peers Z`` in MB: where the epochs' bytes came from."""
+    own = {k: v for k, v in bt.items() if k not in ("shared", "peer")}
+    parts = [f"shared FS {bt.get('shared', 0) / MB:.1f}", f"own tiers {sum(own.values()) / MB:.1f}"]
+    if any(own.values()):
+        parts[-1] += " (" + ", ".join(f"{k} {v / MB:.1f}" for k, v in own.items() if v) + ")"
+    parts.append(f"peers {bt.get('peer', 0) / MB:.1f}")
+    return ", ".join(parts)
+
+
 def render_summary(run: dict) -> str:
     """Plain-text summary of one run (a ``read_run`` dict or a bare summary): key figures, then the phase
     breakdown (mean over ranks, share of epoch time) and the per-rank spread."""
@@ -78,7 +88,17 @@ def render_summary(run: dict) -> str:
                     ", ".join(_f(x, "{:.4f}") for x in s["plan_time_s"])))
     bt = s.get("bytes_by_tier") or {}
     if bt:
-        key.append(("bytes by tier (MB)", ", ".join(f"{k} {v / MB:.1f}" for k, v in bt.items() if v) or "0"))
+        key.append(("bytes by tier (MB)", _tier_bytes_text(bt)))
+    sem = s.get("semantics") or {}
+    if sem:
+        key.append(("order semantics", f"full permutation each epoch: "
+                    f"{sem.get('each_epoch_a_full_permutation', '?')}; global batch = global shuffle's: "
+                    f"{sem.get('global_batch_is_global_shuffles', '?')}; order changes: {sem.get('order_changes', '?')}"))
+    oq = s.get("order_quality") or {}
+    seen = oq.get("fraction_of_dataset_seen_per_rank_after_epoch") or []
+    exp = oq.get("global_shuffle_expected_after_epoch") or []
+    if seen and exp:
+        key.append(("dataset seen per rank after last epoch", f"{seen[-1]:.1%} (global shuffle: {exp[-1]:.1%})"))
     lines.append(_table(["figure", "value"], key, align_left=2))
     pt = s.get("phase_time_s") or {}
     ps = s.get("phase_share") or {}

@@ -38,17 +38,31 @@ def _plan_bytes(strategy, opts, tiny):
 @pytest.mark.parametrize("strategy,extra,opts", [
     ("lbann", ["--mode", "preload"], {"mode": "preload"}),
     ("lbann", ["--mode", "dynamic", "--loader-threads", "2"], {"mode": "dynamic", "loader_threads": 2}),
+    ("clairvoyant", [], {}),
+    ("clairvoyant", ["--cache-capacity", 8 * 16384, "--local-cache-capacity", 150_000, "--local-dir", "LOCAL"],
+     {"cache_capacity": 8 * 16384, "local_cache_capacity": 150_000}),
+    ("locality", [], {}),
+    ("locality", ["--cache-capacity", 28 * 16384, "--loader-threads", "2"],
+     {"cache_capacity": 28 * 16384, "loader_threads": 2}),
+    ("deepio", ["--mode", "ordered", "--cache-capacity", 20 * 16384], {"mode": "ordered", "cache_capacity": 20 * 16384}),
+    ("deepio", ["--mode", "opportunistic", "--cache-capacity", 20 * 16384, "--loader-threads", "2"],
+     {"mode": "opportunistic", "cache_capacity": 20 * 16384, "loader_threads": 2}),
 ])
 def test_two_nodes_verify_and_bytes_follow_the_plan(tiny, tmp_path, run_mpi, strategy, extra, opts):
     out = tmp_path / "res"
+    extra = [str(tmp_path / "local") if x == "LOCAL" else x for x in extra]
     r = run_mpi(["run", "--workload", "hep_cnn", "--strategy", strategy, *extra, "--data-dir", tiny,
                  "--ranks-per-node", 1, "--epochs", 3, "--batch-size", 8, "--compute-time", "0.001", "--verify",
                  "--out", out, "--system", "laptop-pfs"])
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads(next(out.rglob("run.json")).read_text())["summary"]
     assert s["nodes"] == 2 and s["verified_samples"] == 3 * 64
+    if opts.get("mode") == "opportunistic":   # only the 40 samples in memory are trained on
+        assert s["order_quality"]["max_after_E"] <= 40 / 64 and s["semantics"]["order_changes"] == "yes"
     want = _plan_bytes(strategy, opts, tiny)
     got = s["bytes_by_tier"]
-    for tier in ("shared", "memory", "peer"):
+    for tier in ("shared", "local", "memory", "peer"):
         assert got.get(tier, 0) == want[tier], (tier, got, want)
     assert want["peer"] > 0
+    if "--local-cache-capacity" in extra:
+        assert want["local"] > 0 and not any((tmp_path / "local").rglob("*.row")), "local tier left behind"

@@ -1,0 +1,184 @@
+"""Clairvoyant prefetching (HDMLP / NoPFS, STRATEGIES.md): the seed fixes every rank's access stream for all
+epochs, so each rank knows how often it will read each sample and when it first reads it. Pure NumPy.
+
+What the plan says, for every rank r:
+
+- **Which samples r caches.** r_k = how many times r accesses sample k over all epochs (the
+  DistributedSampler rows of every epoch: the exact global shuffle). The accessed samples, sorted by r_k
+  descending (ties: earlier first access first), fill the tiers fastest first: the first ``memory_slots``
+  go to its memory tier, the following ones to its node-local disk tier while their summed bytes fit
+  ``local_bytes`` (a prefix: the first that does not fit ends the tier, as HDMLP's ``can_add`` does).
+- **When a tier fills (fill on first access).** A cached sample is stored (``keep``) by the access that
+  first reads it, in the order r first touches its samples; from r's next step on, every later access of it
+  reads r's own tier. Nothing is evicted. So a cached sample costs one read from elsewhere, like HDMLP's
+  background fill, without a prologue: the fill overlaps training.
+- **Where every other access comes from (cheapest source).** An access at (epoch e, step s) whose sample
+  r does not hold yet reads a peer's tier when some other rank holds it from an earlier step (possession
+  rule), else the shared FS. Peer choice: ranks holding k in memory then are preferred to ranks holding
+  it on disk (a disk holder reads it before sending); among the preferred ones (sorted by when they stored
+  it, then rank), the one at index (r + t) mod count, t = e·steps + s — deterministic and spread over the
+  holders so no single early holder serves everyone.
+- The staging buffer of HDMLP is the executor's loader ring, filled in exact access order by
+  ``loader_threads`` threads (``pipeline="prefetch"``).
+
+Memory: the frequency pass keeps 13 bytes per (rank, sample) pair (counts, first access, tier) for a chunk
+of ranks at a time (``TABLE_BUDGET_BYTES``; each chunk recomputes the epochs' permutations); the plan then
+keeps only the cached pairs (at most W × cache slots).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .caches import access_table, global_rows
+from .plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, EpochPlan, Plan
+
+NEVER = np.iinfo(np.int64).max
+
+
+def access_frequencies(*, n_samples: int, world_size: int, epochs: int, local_batch: int, seed: int,
+                       drop_last: bool = False, drop_last_batch: bool = False, ranks: range | None = None
+                       ) -> tuple[np.ndarray, np.ndarray, int]:
+    """(counts (R, F) int32: accesses of sample k by rank r over all epochs, first (R, F) int64: the global
+    step t = e·steps + s of r's first access of k (``NEVER`` if none), steps per epoch), for the ranks in
+    ``ranks`` (default: all W)."""
+    W, F = int(world_size), int(n_samples)
+    rk = range(W) if ranks is None else ranks
+    R = len(rk)
+    counts = np.zeros(R * F, np.int32)
+    first = np.full(R * F, NEVER, np.int64)
+    steps = 0
+    for e in range(int(epochs)):
+        rows, bounds = global_rows(seed, e, F, W, local_batch, drop_last, drop_last_batch)
+        steps = bounds.shape[1] - 1
+        a = access_table(rows[rk.start:rk.stop], bounds[rk.start:rk.stop])
+        key = a.rank * F + a.sample
+        counts += np.bincount(key, minlength=R * F).astype(np.int32, copy=False)
+        uk, idx = np.unique(key, return_index=True)          # a is in step order: idx is the first access
+        t = e * steps + a.step[idx]
+        first[uk] = np.minimum(first[uk], t)
+    return counts.reshape(R, F), first.reshape(R, F), steps
+
+
+def assign_tiers(counts: np.ndarray, first: np.ndarray, sizes: np.ndarray, memory_slots: int,
+                 local_bytes: float) -> np.ndarray:
+    """(W, F) uint8: the tier each rank caches each sample in (MEMORY, LOCAL or NO_TIER), module doc."""
+    W, F = counts.shape
+    tier = np.full((W, F), NO_TIER, np.uint8)
+    for r in range(W):
+        acc = np.nonzero(counts[r])[0]
+        order = acc[np.lexsort((first[r, acc], -counts[r, acc].astype(np.int64)))]
+        mem = order[:max(int(memory_slots), 0)]
+        tier[r, mem] = MEMORY
+        rest = order[len(mem):]
+        if local_bytes > 0 and len(rest):
+            cum = np.cumsum(sizes[rest])
+            n_loc = int(np.searchsorted(cum, local_bytes, side="right"))
+            tier[r, rest[:n_loc]] = LOCAL
+    return tier
+
+
+TABLE_BUDGET_BYTES = 512 << 20   # the frequency pass handles this many bytes of (rank, sample) tables at once
+
+
+def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
+                     sample_nbytes, memory_slots: int, local_bytes: float = 0.0, drop_last: bool = False,
+                     drop_last_batch: bool = False, pipeline: str = "prefetch", loader_threads: int | None = 2,
+                     table_budget_bytes: int = TABLE_BUDGET_BYTES) -> Plan:
+    """The clairvoyant plan (module doc). ``memory_slots``: samples each rank's memory tier holds;
+    ``local_bytes``: bytes each rank may store in the node-local disk tier (0: none). The frequency pass runs
+    over chunks of ranks whose (rank, sample) tables fit ``table_budget_bytes`` (same plan for any chunking)."""
+    W, F = int(world_size), int(n_samples)
+    sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.int64), (F,))
+    chunk = max(1, min(W, int(table_budget_bytes) // max(13 * F, 1)))
+    pr_l, pk_l, pt_l, tier_l = [], [], [], []
+    accessed, top, share = np.zeros(W, np.int64), np.zeros(W, np.int64), np.zeros(W)
+    steps = 0
+    for r0 in range(0, W, chunk):
+        rk = range(r0, min(W, r0 + chunk))
+        counts, first, steps = access_frequencies(n_samples=F, world_size=W, epochs=epochs, local_batch=local_batch,
+                                                  seed=seed, drop_last=drop_last, drop_last_batch=drop_last_batch,
+                                                  ranks=rk)
+        tier = assign_tiers(counts, first, sizes, memory_slots, local_bytes)
+        r, k = np.nonzero(tier != NO_TIER)
+        pr_l.append(r + r0)
+        pk_l.append(k)
+        pt_l.append(first[r, k])
+        tier_l.append(tier[r, k])
+        accessed[rk.start:rk.stop] = (counts > 0).sum(axis=1)
+        top[rk.start:rk.stop] = counts.max(axis=1) if F else 0
+        share[rk.start:rk.stop] = np.where(tier != NO_TIER, counts, 0).sum(axis=1) / np.maximum(counts.sum(axis=1), 1)
+        del counts, first, tier
+    pr, pk = np.concatenate(pr_l).astype(np.int64), np.concatenate(pk_l).astype(np.int64)
+    pt, ptier = np.concatenate(pt_l), np.concatenate(tier_l).astype(np.uint8)
+    # own lookups: cached pairs by key rank·F + sample
+    okey = pr * F + pk
+    o = np.argsort(okey)
+    okey, ofirst, otier = okey[o], pt[o], ptier[o]
+    # peer lookups, per tier: pairs sorted by (sample, time stored, rank) — a peer's memory before its disk
+    span = epochs * max(steps, 1) + 1
+    holders = []
+    for code in (MEMORY, LOCAL):
+        m = ptier == code
+        hkey = pk[m] * span + pt[m]
+        h = np.lexsort((pr[m], hkey))
+        holders.append((hkey[h], pr[m][h].astype(np.int32)))
+
+    def build(e: int) -> EpochPlan:
+        rows, bounds = global_rows(seed, e, F, W, local_batch, drop_last, drop_last_batch)
+        a = access_table(rows, bounds)
+        shape = rows.shape
+        source = np.full(shape, SHARED, np.uint8)
+        peer = np.full(shape, -1, np.int32)
+        keep = np.full(shape, NO_TIER, np.uint8)
+        t = e * steps + a.step
+        key = a.rank * F + a.sample
+        tr = np.full(len(key), NO_TIER, np.uint8)
+        fr = np.full(len(key), NEVER, np.int64)
+        if len(okey):
+            i = np.minimum(np.searchsorted(okey, key), len(okey) - 1)
+            hit = okey[i] == key
+            tr[hit], fr[hit] = otier[i[hit]], ofirst[i[hit]]
+        cached = tr != NO_TIER
+        own = cached & (fr < t)
+        source[a.rank[own], a.col[own]] = tr[own]
+        fill = np.nonzero(cached & (fr == t))[0]
+        if len(fill):        # the first access keeps it (once, if a rank reads it twice in that step)
+            _u, i1 = np.unique(key[fill], return_index=True)
+            fill = fill[i1]
+            keep[a.rank[fill], a.col[fill]] = tr[fill]
+        rest = np.nonzero(~own)[0]
+        for hkey, hrank in holders:
+            if not len(rest) or not len(hkey):
+                continue
+            base = a.sample[rest] * span
+            lo = np.searchsorted(hkey, base, side="left")
+            hi = np.searchsorted(hkey, base + t[rest], side="left")   # holders stored at a time < t
+            cnt = hi - lo
+            has = cnt > 0
+            rr = rest[has]
+            pick = lo[has] + (a.rank[rr] + t[rr]) % cnt[has]
+            source[a.rank[rr], a.col[rr]] = PEER
+            peer[a.rank[rr], a.col[rr]] = hrank[pick]
+            rest = rest[~has]
+        return EpochPlan(epoch=e, sample_ids=rows, source=source, bounds=bounds, peer=peer, keep=keep)
+
+    mem_peak = np.bincount(pr[ptier == MEMORY], minlength=W).astype(np.int64)
+    local_peak = np.bincount(pr[ptier == LOCAL], weights=sizes[pk[ptier == LOCAL]], minlength=W).astype(np.int64)
+    meta = {"order": "global shuffle (DistributedSampler); each sample from the cheapest source: own tier, a peer's "
+                     "tier, else the shared FS",
+            "fill": "each rank caches its most-accessed samples (all epochs; ties: earlier first access), memory "
+                    "first, then node-local disk; a cached sample is stored by its first access and never evicted",
+            "peer_choice": "memory holders at the access's step, else disk holders, sorted by (time stored, rank); "
+                           "index (rank + global step) mod holders",
+            "drop_last": drop_last, "drop_last_batch": drop_last_batch,
+            "cache_peak_samples": mem_peak.tolist(), "local_cache_peak_bytes": local_peak.tolist(),
+            "memory_slots_per_rank": int(memory_slots), "local_cache_bytes_per_rank": float(local_bytes),
+            "samples_accessed_per_rank": accessed.tolist(), "max_access_count_per_rank": top.tolist(),
+            "cached_accesses_share_per_rank": [round(float(x), 6) for x in share]}
+    return Plan(strategy="clairvoyant", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
+                local_batch=local_batch, seed=seed, build_epoch=build, meta=meta, pipeline=pipeline,
+                loader_threads=loader_threads)
+
+
+__all__ = ["access_frequencies", "assign_tiers", "clairvoyant_plan"]
