@@ -76,7 +76,7 @@ def measured(run: dict) -> dict:
 
 
 def modelled(setup, strategy: str, options: dict) -> dict:
-    from dlbench.simulate import SimWorkload, load_profile, simulate
+    from dlbench.simulate import SimWorkload, build_plan, load_profile, simulate
 
     name, nbytes, samples, batch, step, system, nodes, rpn, epochs, seed = setup
     wl = SimWorkload(name, samples, batch, "fixed", float(nbytes), step_time_s=step)
@@ -84,9 +84,14 @@ def modelled(setup, strategy: str, options: dict) -> dict:
                  ranks_per_node=rpn, epochs=epochs, seed=seed)["x"]
     ep = s["epoch_time_s"]
     W = nodes * rpn
-    t = s["bytes_by_tier"]       # mean per rank over all epochs
+    t = s["bytes_by_tier"]       # accesses' bytes, mean per rank over all epochs
+    # a run counts background moves (pls's exchange: the plan's transfers) as peer bytes received too
+    sizes = wl.sizes(seed)
+    plan = build_plan("naive" if strategy == "lowerbound" else strategy, wl=wl, nodes=nodes, ranks_per_node=rpn,
+                      epochs=epochs, seed=seed, profile=load_profile(system), sizes=sizes, options=dict(options))
+    moved = sum(float(sizes[e.transfers.sample].sum()) for e in plan if e.transfers is not None)
     return {"epoch0_s": ep[0], "epoch_s": sum(ep[1:]) / len(ep[1:]) if len(ep) > 1 else ep[0],
-            "bytes": (round(t["shared"] * W), round((t["memory"] + t["local"]) * W), round(t["peer"] * W)),
+            "bytes": (round(t["shared"] * W), round((t["memory"] + t["local"]) * W), round(t["peer"] * W + moved)),
             "notes": s.get("model_notes") or []}
 
 
