@@ -446,6 +446,46 @@ def plot_cmd(run_dirs, out_dir, kinds, epoch, x_axis):
         click.echo(str(f))
 
 
+@main.group("import")
+def import_group():
+    """Turn a real application's log into a results folder that report/compare/plot read like a run."""
+
+
+def _imported(doc, out):
+    from . import importers, report, results
+
+    rd = importers.write_imported(doc, out)
+    click.echo(report.render_summary(results.read_run(rd)))
+    click.echo(f"results: {rd}")
+
+
+@import_group.command("darshan")
+@click.argument("log", metavar="LOG", type=click.Path(dir_okay=False))
+@click.option("--name", default=None, help="application name for the folder [default: the log's executable]")
+@click.option("--out", "-o", default="results", show_default=True,
+              help="results root: <out>/<name>/imported-darshan/<UTC stamp>/")
+def import_darshan_cmd(log, name, out):
+    """A Darshan log (PyDarshan): POSIX/H5D counters, read time and bytes, job run time."""
+    from . import importers
+
+    _imported(importers.darshan_run(log, name=name), out)
+
+
+@import_group.command("timelogger")
+@click.argument("csv_path", metavar="CSV", type=click.Path(dir_okay=False))
+@click.option("--name", default=None, help="application name for the folder [default: the file's name]")
+@click.option("--nodes", type=int, default=None, help="divide sums by this many nodes [default: distinct ranks]")
+@click.option("--fold-setup/--no-fold-setup", default=True, show_default=True,
+              help="count epoch -1 (set-up) rows as epoch 0, as NERSC's analysis does")
+@click.option("--out", "-o", default="results", show_default=True,
+              help="results root: <out>/<name>/imported-timelogger/<UTC stamp>/")
+def import_timelogger_cmd(csv_path, name, nodes, fold_setup, out):
+    """A TimeLogger CSV (NERSC DL-Parallel-IO; plain or .gz): per-node phase sums, epoch times, exposed I/O."""
+    from . import importers
+
+    _imported(importers.timelogger_run(csv_path, name=name, nodes=nodes, fold_setup=fold_setup), out)
+
+
 # ===== shuffle strategies: study ============================================================================
 
 

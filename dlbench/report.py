@@ -4,13 +4,10 @@ TimeLogger CSV (NERSC DL-Parallel-IO) and Darshan logs (PyDarshan)."""
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import math
-from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path
 
 from .timeline import OUTSIDE_EPOCH, PHASES
 
@@ -52,10 +49,13 @@ def render_summary(run: dict) -> str:
     breakdown (mean over ranks, share of epoch time) and the per-rank spread."""
     s = run.get("summary", run) or {}
     lines = []
-    head = f"{s.get('workload', '?')} / {s.get('strategy', '?')}: {s.get('ranks', '?')} ranks on " \
-           f"{s.get('nodes', '?')} nodes, {s.get('epochs', '?')} epochs"
+    head = f"{s.get('workload') or '?'} / {s.get('strategy') or '?'}: {s.get('ranks') or '?'} ranks on " \
+           f"{s.get('nodes') or '?'} nodes, {s.get('epochs') or '?'} epochs"
     if run.get("simulated") or s.get("simulated"):
         head += "  [SIMULATED: modelled, not measured]"
+    imp = run.get("imported") if isinstance(run.get("imported"), dict) else None
+    if imp:
+        head += f"  [IMPORTED from {imp.get('kind')}: {imp.get('source')}]"
     if run.get("status") == "failed" or run.get("error"):
         err = run.get("error")
         msg = err.get("message") if isinstance(err, dict) else err
@@ -71,8 +71,8 @@ def render_summary(run: dict) -> str:
         ("read share (read/epoch)", _f(s.get("read_share"), "{:.1%}")),
         ("AU (compute/epoch)", _f(s.get("au"), "{:.1%}")),
         ("samples/s", _f(s.get("samples_per_s"), "{:.1f}")),
-        ("read (MB)", _f((s.get("read_bytes") or 0) / MB, "{:.1f}")),
-        ("read bandwidth per rank (MB/s)", _f((s.get("read_bandwidth_bytes_per_s") or 0) / MB, "{:.1f}")),
+        ("read (MB)", _f(_div(s.get("read_bytes"), MB), "{:.1f}")),
+        ("read bandwidth per rank (MB/s)", _f(_div(s.get("read_bandwidth_bytes_per_s"), MB), "{:.1f}")),
         ("first-step stall per epoch (s)", ", ".join(_f(x, "{:.4f}") for x in s.get("first_step_stall_s") or [])
          or "-"),
         ("imbalance (max/mean - 1)", _f(s.get("imbalance"), "{:.1%}")),
@@ -111,7 +111,54 @@ def render_summary(run: dict) -> str:
         rows = [(k, *(_f(v.get(x), "{:.4g}") for x in ("min", "mean", "max"))) for k, v in sp.items()]
         lines.append("")
         lines.append(_table(["per rank", "min", "mean", "max"], rows))
+    if imp and imp.get("kind") == "timelogger" and imp.get("descriptions"):
+        rows = [(k, v.get("count"), _f(v.get("per_node_s"), "{:.10g}"),
+                 ", ".join(_f(x, "{:.4f}") for x in (v.get("per_epoch_s") or {}).values()))
+                for k, v in sorted(imp["descriptions"].items(), key=lambda kv: -kv[1].get("sum_s", 0))]
+        lines.append("")
+        lines.append(_table(["TimeLogger description", "rows", f"sum / {imp.get('nodes')} nodes (s)",
+                             "per epoch (s)"], rows))
+    ioc = render_io_counters(s.get("io_counters"))
+    if ioc:
+        lines.append("")
+        lines.append(ioc)
+    for note in s.get("import_notes") or []:
+        lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def _div(x, d):
+    return None if x is None else x / d
+
+
+def render_io_counters(ioc: dict | None) -> str:
+    """The Darshan-style counters of ``summary["io_counters"]``: one row per file class, the access-size
+    histogram (non-empty buckets) and the slowest rank. Empty string when there are none."""
+    if not ioc or not ioc.get("by_class"):
+        return ""
+    from .counters import bucket_label
+
+    rows = []
+    for cls, c in ioc["by_class"].items():
+        rows.append((cls, c.get("POSIX_OPENS", 0), c.get("POSIX_READS", 0),
+                     _f(c.get("POSIX_BYTES_READ", 0) / MB, "{:.1f}"), c.get("POSIX_SEQ_READS", 0),
+                     c.get("POSIX_CONSEC_READS", 0), _f(c.get("POSIX_F_READ_TIME"), "{:.4f}"),
+                     _f(c.get("POSIX_F_MAX_READ_TIME"), "{:.6f}"), c.get("POSIX_WRITES", 0),
+                     c.get("H5D_READS", 0)))
+    out = [_table(["I/O counters", "opens", "reads", "MB read", "seq", "consec", "read time (s)", "max read (s)",
+                   "writes", "H5D reads"], rows)]
+    for cls, c in ioc["by_class"].items():
+        hist = [f"{bucket_label(b)}: {c.get(b, 0)}" for b in ioc.get("buckets") or [] if c.get(b)]
+        if hist:
+            out.append(f"read sizes ({cls}): " + ", ".join(hist))
+    sr = ioc.get("slowest_rank")
+    if sr and len(ioc.get("by_rank") or []) > 1:
+        if sr.get("POSIX_F_READ_TIME") is not None:
+            out.append(f"slowest rank: {sr['rank']} (POSIX_F_READ_TIME {sr['POSIX_F_READ_TIME']:.4f} s)")
+        elif sr.get("POSIX_F_SLOWEST_RANK_TIME") is not None:
+            out.append(f"slowest rank: {sr['rank']} (Darshan's POSIX_F_SLOWEST_RANK_TIME "
+                       f"{sr['POSIX_F_SLOWEST_RANK_TIME']:.4f} s on shared files)")
+    return "\n".join(out)
 
 
 COMPARE_COLUMNS = ("workload", "strategy", "compute", "ranks", "epoch_time_s", "exposed_io_share",
@@ -133,7 +180,7 @@ def compare_rows(run_dirs: Sequence) -> list[dict]:
             # older run folders (before the figure existed) have no prologue share: shown as "-"
             "e2e_exposed_io_share": s.get("e2e_exposed_io_share"),
             "read_share": s.get("read_share"), "au": s.get("au"),
-            "read_MB_per_s": (s.get("read_bandwidth_bytes_per_s") or 0) / MB,
+            "read_MB_per_s": _div(s.get("read_bandwidth_bytes_per_s"), MB),
             "samples_per_s": s.get("samples_per_s"),
             "simulated": bool(r.get("simulated") or s.get("simulated")), "run_dir": r.get("run_dir"),
             "status": r.get("status", "ok"),
@@ -146,6 +193,8 @@ def _compute_label(run: dict) -> str:
     s = run.get("summary") or {}
     if run.get("simulated") or s.get("simulated"):
         return "model"
+    if isinstance(run.get("imported"), dict):
+        return f"imported {run['imported'].get('kind', '')}".strip()
     c = s.get("compute") or {}
     cfg = run.get("config") or {}
     mode = c.get("mode") or cfg.get("compute") or "?"
@@ -184,109 +233,5 @@ def compare(run_dirs: Sequence, fmt: str = "table") -> str:
                    "samples/s", "simulated", "status"], tab, align_left=3)
 
 
-# ---- TimeLogger import ----------------------------------------------------------------------------
-def import_timelogger(path, *, nodes: int | None = None, fold_setup: bool = True) -> dict:
-    """Per-description sums of ``Time Taken`` from a TimeLogger CSV (plain or .gz; dlbench's own
-    timelogger.csv too). Returns ``{"nodes", "ranks", "epochs", "rows", "descriptions": {desc: {"count",
-    "sum_s", "per_node_s", "per_epoch_s": {epoch: Σ/nodes}}}}``. ``nodes`` defaults to the number of
-    distinct ranks ≥ 0 (the NERSC analysis divides by nodes, one rank per node); ``fold_setup`` counts
-    epoch −1 (set-up) as epoch 0, as the original analysis does. Descriptions are stripped of the
-    leading space TimeLogger writes. Sums use math.fsum."""
-    p = Path(path)
-    opener = gzip.open if p.suffix == ".gz" else open
-    sums: dict[str, list[float]] = defaultdict(list)
-    per_epoch: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    ranks: set[int] = set()
-    epochs: set[int] = set()
-    n = 0
-    with opener(p, "rt", newline="") as f:
-        rd = csv.reader(f)
-        header = [h.strip() for h in next(rd)]
-        try:
-            ie, ir, idsc, itk = (header.index(c) for c in ("Epoch", "Rank", "Action Description", "Time Taken"))
-        except ValueError as exc:
-            from .errors import DataError
-            raise DataError(f"{p}: not a TimeLogger CSV (header {header!r}: {exc})") from None
-        for row in rd:
-            if not row:
-                continue
-            n += 1
-            e = int(float(row[ie]))
-            r = int(float(row[ir]))
-            desc = row[idsc].strip()
-            t = float(row[itk])
-            ranks.add(r)
-            if fold_setup and e < 0:
-                e = 0
-            epochs.add(e)
-            sums[desc].append(t)
-            per_epoch[desc][e].append(t)
-    nn = nodes if nodes else max(1, len([r for r in ranks if r >= 0]))
-    out = {}
-    for desc, vals in sums.items():
-        s = math.fsum(vals)
-        out[desc] = {"count": len(vals), "sum_s": s, "per_node_s": s / nn,
-                     "per_epoch_s": {e: math.fsum(v) / nn for e, v in sorted(per_epoch[desc].items())}}
-    return {"nodes": nn, "ranks": sorted(r for r in ranks if r >= 0), "epochs": sorted(epochs), "rows": n,
-            "descriptions": out}
-
-
-# ---- Darshan import -------------------------------------------------------------------------------
-_POSIX = ("POSIX_OPENS", "POSIX_READS", "POSIX_WRITES", "POSIX_BYTES_READ", "POSIX_BYTES_WRITTEN",
-          "POSIX_SEQ_READS", "POSIX_CONSEC_READS", "POSIX_SEEKS", "POSIX_STATS")
-_POSIX_F = ("POSIX_F_READ_TIME", "POSIX_F_WRITE_TIME", "POSIX_F_META_TIME")
-_HIST = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M", "100M_1G", "1G_PLUS")
-
-
-def import_darshan(path) -> dict:
-    """Per-module counters of a Darshan log via PyDarshan: ``{"modules": [...], "job": {...},
-    "posix": {counter: total over records, "files", "read_size_histogram": {bucket: count},
-    "write_size_histogram": {...}, "read_time_s", ...}, "mpiio": {...}, "stdio": {...},
-    "per_module": {module: {"records": n}}}``. Needs the ``darshan`` package (dlbench[darshan])."""
-    try:
-        import darshan
-    except ImportError:
-        from .errors import ConfigError
-        raise ConfigError("import_darshan needs PyDarshan: pip install 'dlbench[darshan]'") from None
-    rep = darshan.DarshanReport(str(path), read_all=True)
-    out: dict = {"modules": sorted(rep.modules), "job": {}, "per_module": {}}
-    try:
-        job = rep.metadata.get("job", {})
-        out["job"] = {"nprocs": job.get("nprocs"), "run_time_s": job.get("run_time"),
-                      "start_time": job.get("start_time_sec"), "end_time": job.get("end_time_sec")}
-    except Exception:  # noqa: BLE001
-        pass
-    for mod in rep.records:
-        try:
-            df = rep.records[mod].to_df()
-        except Exception:  # noqa: BLE001 - modules without a DataFrame form (DXT, HEATMAP) are skipped
-            continue
-        if not isinstance(df, dict):
-            continue
-        c = df.get("counters")
-        fc = df.get("fcounters")
-        d: dict = {"records": int(len(c)) if c is not None else 0}
-        if c is not None:
-            d["files"] = int(c["id"].nunique()) if "id" in c else None
-            d["ranks"] = int(c["rank"].nunique()) if "rank" in c else None
-            for col in c.columns:
-                if col.endswith(("_OPENS", "_READS", "_WRITES", "_BYTES_READ", "_BYTES_WRITTEN", "_SEEKS",
-                                 "_STATS", "_INDEP_READS", "_COLL_READS", "_INDEP_WRITES", "_COLL_WRITES",
-                                 "_INDEP_OPENS", "_COLL_OPENS")):
-                    d[col] = int(c[col].clip(lower=0).sum())
-            for rw in ("READ", "WRITE"):
-                hist = {}
-                for b in _HIST:
-                    col = f"{mod}_SIZE_{rw}_{b}" if mod != "MPI-IO" else f"MPIIO_SIZE_{rw}_AGG_{b}"
-                    if col in c:
-                        hist[b] = int(c[col].clip(lower=0).sum())
-                if hist:
-                    d[f"{rw.lower()}_size_histogram"] = hist
-        if fc is not None:
-            for col in fc.columns:
-                if col.endswith(("_READ_TIME", "_WRITE_TIME", "_META_TIME")) and "_MAX_" not in col:
-                    d[col] = float(fc[col].clip(lower=0).sum())
-        key = {"POSIX": "posix", "MPI-IO": "mpiio", "STDIO": "stdio", "H5F": "h5f", "H5D": "h5d"}.get(mod, mod.lower())
-        out[key] = d
-        out["per_module"][mod] = {"records": d["records"]}
-    return out
+# ---- imports of other tools' records: dlbench.importers (re-exported here) ----------------------------
+from .importers import import_darshan, import_timelogger  # noqa: E402,F401

@@ -158,16 +158,18 @@ class Loop:
                               f"size (model.parameters in its YAML), so the checkpoint size is unknown")
         from .data.formats import open_reader
         from .storage import throttled_factory
+        from .storage.counters import CounterSet
         from .system import load as load_profile
 
         self.system = load_profile(cfg.system)
         self.pfs_model = self.system.pfs_model()
+        self.io = io = CounterSet()  # Darshan-style counters of this rank (readers, tiers, checkpoints)
         from .storage.inject import injecting_factory
         from .storage.inject import parse as parse_injection
 
         self.injection = parse_injection(cfg.inject, comm.size)
         self._injected_readers: list = []
-        base_factory = reader_factory or (lambda: open_reader(data_dir, manifest, workload))
+        base_factory = reader_factory or (lambda: open_reader(data_dir, manifest, workload, counters=io))
         self.ctx = strategies.RunContext(
             workload=workload, n_samples=manifest.samples, sample_nbytes=manifest.sample_nbytes(),
             world_size=comm.size, rank=comm.rank, node_map=comm.node_map, seed=cfg.seed, epochs=cfg.epochs,
@@ -178,7 +180,7 @@ class Loop:
                                              where=getattr(manifest, "file_of", None),
                                              registry=self._injected_readers),
             system=self.system, local_dir=Path(cfg.local_dir) if cfg.local_dir else default_local_dir(),
-            memory_budget_bytes=self.system.tier_capacity_bytes("memory"))
+            memory_budget_bytes=self.system.tier_capacity_bytes("memory"), io_counters=io)
         if clock is not None:
             self.ctx.clock = clock
         self.plan = self.strategy.plan(self.ctx, self.options)
@@ -225,6 +227,7 @@ class Loop:
         global_step = 0
         ckpt_dir = Path(checkpoint_dir if checkpoint_dir is not None else cfg.out)
         delivered = 0
+        ckpt_io = None
         try:
             comm.barrier()
             executor.start()
@@ -264,7 +267,12 @@ class Loop:
 
                         c0 = clock()
                         if comm.rank == 0:  # rank 0 writes; every rank waits for it
-                            write_checkpoint(ckpt_dir, self.checkpoint_nbytes, None, e, s)
+                            w_s = write_checkpoint(ckpt_dir, self.checkpoint_nbytes, None, e, s)
+                            if ckpt_io is None:
+                                ckpt_io = self.io.new("checkpoint")
+                            ckpt_io.open()
+                            ckpt_io.write(self.checkpoint_nbytes, int(w_s * 1e9),
+                                          count=-(-self.checkpoint_nbytes // (64 << 20)))
                         comm.barrier()
                         timeline.add(CKPT, c0, clock(), e, s, self.checkpoint_nbytes if comm.rank == 0 else 0)
                     s += 1
@@ -306,6 +314,7 @@ class Loop:
             "verified": verifier.count if verifier is not None else 0,
             "read_retries": int(sum(r.retries for r in self._injected_readers)),
             "timeline_flush_s": sum(t.hot_flush_ns for t in (timeline, *extra_tl)) * 1e-9,
+            "io_counters": self.io.totals(),
         }
 
 
@@ -657,7 +666,7 @@ def _capacity(loop: Loop) -> int:
 
 
 def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gathered: list) -> dict:
-    from . import metrics, results
+    from . import counters, metrics, results
     from .plan.quality import order_quality
 
     if all(g.get("reduced") is not None for g in gathered):
@@ -701,6 +710,7 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
                              for g in gathered)
         summary["injected"] = {**loop.injection.describe(),
                                "read_retries": int(sum(g.get("read_retries", 0) for g in gathered) + worker_retries)}
+    summary["io_counters"] = counters.summarize([g.get("io_counters") or {} for g in gathered])
     try:
         results.write_run(run_dir, config=config_echo, summary=summary, intervals=per_rank, error=None)
     except OSError as e:
@@ -751,5 +761,8 @@ def dry_run_summary(loop: Loop, config_echo: dict) -> dict:
            "semantics": loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict(),
            "order": loop.plan.meta.get("order"), "shared_tier": loop.system.describe_shared_tier(),
            "capacity": {k: loop.plan.meta[k] for k in ("needed_per_node_bytes", "capacity_per_node_bytes",
-                                                         "capacity_source") if k in loop.plan.meta}}
+                                                         "capacity_source", "cache_peak_samples",
+                                                         "cache_bytes_per_rank", "cache_capacity_per_rank_bytes",
+                                                         "cache_capacity_source", "local_cache_peak_bytes")
+                        if k in loop.plan.meta}}
     return out

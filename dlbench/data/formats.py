@@ -23,6 +23,10 @@ the high-level ``h5py.File``/``Dataset`` Python overhead but does the same libra
 - ``MemoryReader(workload, seed, n)``: an in-memory fake with the same interface whose rows are
   ``content.expected_row`` (tests, CONVENTIONS 12).
 
+Counters. ``open_reader(..., counters=CounterSet)`` gives the reader an ``IOCounters`` of class
+``shared`` (``dlbench.storage.counters``): every open and read call is counted the Darshan way (file
+number = the manifest's file index). Without it (the default) the read loops are the uncounted ones.
+
 Readers are not thread-safe for concurrent calls on one reader except the JPEG reader; give each thread
 its own reader (h5py serialises HDF5 calls with a global lock anyway).
 """
@@ -32,6 +36,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from pathlib import Path
+from time import perf_counter_ns
 
 import numpy as np
 
@@ -142,26 +147,48 @@ def _fapl():
 class PerSampleReader(_ArraysMixin, SampleReader):
     """hdf5_per_sample: open, read every array into ``out``, close, per sample."""
 
-    def __init__(self, data_dir: Path, manifest, workload: Workload):
+    def __init__(self, data_dir: Path, manifest, workload: Workload, counters=None):
         import h5py
 
         self._h5f, self._h5d, self._h5s = h5py.h5f, h5py.h5d, h5py.h5s
         self._init_arrays(workload)
         self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
         self._fapl = _fapl()
+        self.counters = counters
+        self._offsets = None  # the datasets' byte offsets (every file is written from one template)
 
     def read_into(self, i: int, out: np.ndarray) -> int:
         views = self._views_of(out)
         try:
             fid = self._h5f.open(self._paths[i], self._h5f.ACC_RDONLY, self._fapl)
             try:
-                for name, v in zip(self._names, views):
-                    self._h5d.open(fid, name).read(self._h5s.ALL, self._h5s.ALL, v)
+                cnt = self.counters
+                if cnt is None:
+                    for name, v in zip(self._names, views):
+                        self._h5d.open(fid, name).read(self._h5s.ALL, self._h5s.ALL, v)
+                else:
+                    self._counted_read(cnt, i, fid, views)
             finally:
                 fid.close()
         except (OSError, KeyError) as e:
             raise hdf5_error(self._paths[i], e, f"sample {i}") from None
         return self.max_row_nbytes
+
+    def _counted_read(self, cnt, i: int, fid, views) -> None:
+        """As the plain loop, counting: one POSIX open, per dataset an H5D open, an H5Dread and the POSIX
+        read of its data at the dataset's offset (what HDF5 issues for contiguous data; its metadata reads
+        are not counted)."""
+        clock, h5open, ALL = perf_counter_ns, self._h5d.open, self._h5s.ALL
+        offs = self._offsets
+        if offs is None:  # every file is written from one template: the offsets of the first hold for all
+            offs = self._offsets = [-1 if o is None else int(o)
+                                    for o in (h5open(fid, name).get_offset() for name in self._names)]
+        cnt.open()
+        for name, v, n, off in zip(self._names, views, self._nbytes, offs):
+            d = h5open(fid, name)
+            t0 = clock()
+            d.read(ALL, ALL, v)
+            cnt.h5d_open_read(i, off, n, clock() - t0)
 
 
 def hdf5_error(path: bytes | str, e: Exception, what: str) -> DataError:
@@ -177,7 +204,7 @@ class _OpenFile:
     byte offset, through a descriptor kept open beside the HDF5 handle: the same bytes HDF5 returns,
     without its ≈ 100 µs per-call selection cost. ``via="hdf5"``: one hyperslab ``H5Dread`` per array."""
 
-    def __init__(self, path: bytes, names, shapes, nbytes, fapl, via: str):
+    def __init__(self, path: bytes, names, shapes, nbytes, fapl, via: str, counters=None, file_no: int = 0):
         import h5py
 
         self.path = path
@@ -194,44 +221,69 @@ class _OpenFile:
         self.single = len(nbytes) == 1
         self.parts: list = []
         self.fd = -1
+        self.counters, self.file_no = counters, file_no
+        offs = [d.get_offset() for d in self.ds]
+        self.offsets = [-1 if o is None else int(o) for o in offs]
         if via != "hdf5":
-            offs = [d.get_offset() for d in self.ds]
             plain = all(o is not None and d.get_create_plist().get_nfilters() == 0
                         and d.get_create_plist().get_layout() == h5py.h5d.CONTIGUOUS
                         for o, d in zip(offs, self.ds))
             if plain:
-                self.offsets = [int(o) for o in offs]
                 self.fd = os.open(path, os.O_RDONLY)
             elif via == "pread":
                 raise DataError(f"{path.decode()}: datasets are not contiguous and unfiltered; "
                                 "read them with via='hdf5'")
+        if counters is not None:
+            counters.open(2 if self.fd >= 0 else 1)
+            counters.h5d_open(len(self.ds))
         self.fspaces = [d.get_space() for d in self.ds]
         self.mspaces = [h5py.h5s.create_simple((1, *sh)) for sh in shapes]
         self.counts = [(1, *sh) for sh in shapes]
         self.zeros = [(0,) * len(sh) for sh in shapes]
 
     def read_row(self, j: int, out: np.ndarray, reader) -> None:
-        """Row ``j`` of every array into ``out`` (laid out as ``reader``'s arrays, back to back)."""
+        """Row ``j`` of every array into ``out`` (laid out as ``reader``'s arrays, back to back); with
+        ``counters``, each POSIX read (and H5Dread) is counted Darshan-style."""
+        cnt = self.counters
         if self.fd >= 0:
             fd = self.fd
-            if self.single:  # one array: the row is out[:n]
-                n = self.nbytes[0]
-                if os.preadv(fd, [out[:n]], self.offsets[0] + j * n) != n:
-                    raise DataError(f"{os.fsdecode(self.path)}: short read of row {j}: the file is truncated "
-                                    f"(check the dataset with `dlbench verify`)")
+            parts = self.parts or self._make_parts(reader)
+            if cnt is None:
+                for off, s, n in parts:
+                    if os.preadv(fd, [out[s:s + n]], off + j * n) != n:
+                        raise self._short(j)
                 return
-            for off, s, n in self.parts or self._make_parts(reader):
-                if os.preadv(fd, [out[s:s + n]], off + j * n) != n:
-                    raise DataError(f"{os.fsdecode(self.path)}: short read of row {j}: the file is truncated "
-                                    f"(check the dataset with `dlbench verify`)")
+            clock, f = perf_counter_ns, self.file_no
+            for off, s, n in parts:
+                t0 = clock()
+                got = os.preadv(fd, [out[s:s + n]], off + j * n)
+                cnt.read(f, off + j * n, got, clock() - t0)
+                if got != n:
+                    raise self._short(j)
             return
         views = [v.reshape((1, *v.shape)) for v in reader._views_of(out)]
         try:
-            for d, fs, ms, cnt, z, v in zip(self.ds, self.fspaces, self.mspaces, self.counts, self.zeros, views):
-                fs.select_hyperslab((j, *z), cnt)
+            for k, (d, fs, ms, c, z, v) in enumerate(zip(self.ds, self.fspaces, self.mspaces, self.counts,
+                                                         self.zeros, views)):
+                fs.select_hyperslab((j, *z), c)
+                if cnt is None:
+                    d.read(ms, fs, v)
+                    continue
+                t0 = perf_counter_ns()
                 d.read(ms, fs, v)
+                dt = perf_counter_ns() - t0
+                n = self.nbytes[k]
+                cnt.h5d_read(n)
+                if self.offsets[k] >= 0:
+                    cnt.read(self.file_no, self.offsets[k] + j * n, n, dt)
+                else:
+                    cnt.copy_read(n, dt)
         except OSError as e:
             raise hdf5_error(self.path, e, f"row {j}") from None
+
+    def _short(self, j: int) -> DataError:
+        return DataError(f"{os.fsdecode(self.path)}: short read of row {j}: the file is truncated "
+                         f"(check the dataset with `dlbench verify`)")
 
     def _make_parts(self, reader) -> list:
         self.parts = list(zip(self.offsets, reader._starts, self.nbytes))
@@ -249,10 +301,11 @@ class BlockReader(_ArraysMixin, SampleReader):
     """hdf5_shared / hdf5_blocks: files and datasets stay open (an LRU of ``max_open_files``)."""
 
     def __init__(self, data_dir: Path, manifest, workload: Workload, max_open_files: int = 64,
-                 via: str = "auto"):
+                 via: str = "auto", counters=None):
         if via not in ("auto", "pread", "hdf5"):
             raise ValueError(f"via={via!r}: choose auto, pread or hdf5")
         self._via = via
+        self.counters = counters
         self._init_arrays(workload)
         self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
         self._first = manifest.first
@@ -266,7 +319,8 @@ class BlockReader(_ArraysMixin, SampleReader):
     def _get(self, f: int) -> _OpenFile:
         h = self._open.get(f)
         if h is None:
-            h = _OpenFile(self._paths[f], self._names, self._shapes, self._nbytes, self._fapl, self._via)
+            h = _OpenFile(self._paths[f], self._names, self._shapes, self._nbytes, self._fapl, self._via,
+                          self.counters, f)
             self._open[f] = h
             if len(self._open) > self._max_open:
                 self._open.popitem(last=False)[1].close()
@@ -292,9 +346,10 @@ class BlockReader(_ArraysMixin, SampleReader):
 class JpegReader(SampleReader):
     """jpeg_folders: the file's bytes with one ``preadv``; ``decode_into`` for the decoded sample."""
 
-    def __init__(self, data_dir: Path, manifest, workload: Workload):
+    def __init__(self, data_dir: Path, manifest, workload: Workload, counters=None):
         self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
         self._sizes = manifest.nbytes
+        self.counters = counters
         self.max_row_nbytes = int(self._sizes.max()) if len(self._sizes) else 0
         self.decoded_shape = tuple(workload.jpeg.decoded_shape)  # type: ignore[union-attr]
         self.decoded_nbytes = int(np.prod(self.decoded_shape))
@@ -303,7 +358,13 @@ class JpegReader(SampleReader):
         n = int(self._sizes[i])
         fd = os.open(self._paths[i], os.O_RDONLY)
         try:
-            got = os.preadv(fd, [out[:n]], 0)
+            cnt = self.counters
+            if cnt is None:
+                got = os.preadv(fd, [out[:n]], 0)
+            else:
+                t0 = perf_counter_ns()
+                got = os.preadv(fd, [out[:n]], 0)
+                cnt.open_read(i, 0, got, perf_counter_ns() - t0)
         finally:
             os.close(fd)
         if got != n:
@@ -376,7 +437,7 @@ class MemoryReader(SampleReader):
 
 
 def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_files: int = 64,
-                via: str = "auto") -> SampleReader:
+                via: str = "auto", counters=None) -> SampleReader:
     """The reader of ``data_dir``'s layout (see the module docstring). The manifest must describe the
     same workload data (name, layout, arrays, samples) as ``workload``. ``via`` (hdf5_shared, hdf5_blocks):
     ``auto``/``pread`` read rows at the datasets' byte offsets, ``hdf5`` through H5Dread hyperslabs."""
@@ -387,8 +448,10 @@ def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_
                         f"{workload.name} ({workload.scale}, {workload.samples} samples); "
                         "generate it or pass the matching --scale/--samples")
     d = Path(data_dir)
+    if counters is not None:  # a CounterSet: this reader's counters, Darshan's last_byte_read per file
+        counters = counters.new("shared", len(manifest.paths))
     if workload.layout == "hdf5_per_sample":
-        return PerSampleReader(d, manifest, workload)
+        return PerSampleReader(d, manifest, workload, counters)
     if workload.layout in ("hdf5_shared", "hdf5_blocks"):
-        return BlockReader(d, manifest, workload, max_open_files=max_open_files, via=via)
-    return JpegReader(d, manifest, workload)
+        return BlockReader(d, manifest, workload, max_open_files=max_open_files, via=via, counters=counters)
+    return JpegReader(d, manifest, workload, counters)

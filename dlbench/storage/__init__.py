@@ -28,6 +28,7 @@ def aligned_rows(n_rows: int, row_nbytes: int, align: int = PAGE) -> np.ndarray:
 
 
 # Tiers and the PFS emulation (imported after the buffer helpers above, which tiers.py uses).
+from .counters import CounterSet, IOCounters  # noqa: E402
 from .throttle import (  # noqa: E402
     LocalGamma,
     PfsModel,
@@ -41,4 +42,4 @@ from .tiers import TIER_NAMES, LocalTier, MemoryTier, TierCounters, check_local_
 
 __all__ = ["PAGE", "aligned_empty", "aligned_rows", "PfsModel", "ReaderCounter", "LocalGamma", "Throttle",
            "ThrottledReader", "throttle_reader", "throttled_factory", "TIER_NAMES", "LocalTier", "MemoryTier",
-           "TierCounters", "check_local_dir", "free_bytes"]
+           "TierCounters", "check_local_dir", "free_bytes", "CounterSet", "IOCounters"]

@@ -467,9 +467,21 @@ class ThrottledReader:
         self.throttle = throttle
         self._read = throttle.read
         self._inner = reader.read_into
+        self._counters = getattr(reader, "counters", None)
+        if self._counters is not None:
+            self.read_into = self._counted_read_into
 
     def read_into(self, i, out) -> int:
         return self._read(self._inner, i, out)
+
+    def _counted_read_into(self, i, out) -> int:
+        """As read_into; the modelled wait is added to the read time of the reader's counters (the
+        emulated PFS's read takes that long)."""
+        th = self.throttle
+        w0 = th.waited_s
+        n = self._read(self._inner, i, out)
+        self._counters.add_read_time(int((th.waited_s - w0) * 1e9))
+        return n
 
     @property
     def max_row_nbytes(self) -> int:

@@ -23,6 +23,7 @@ import os
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from time import perf_counter_ns
 
 import numpy as np
 
@@ -94,7 +95,7 @@ class LocalTier:
     name = "local"
 
     def __init__(self, root_dir: str | os.PathLike, node: int, capacity_bytes: int, *,
-                 flag: str = "--local-dir", check_free: bool = True, subdir: str = ""):
+                 flag: str = "--local-dir", check_free: bool = True, subdir: str = "", io_counters=None):
         capacity_bytes = int(capacity_bytes)
         if capacity_bytes <= 0:
             raise ConfigError(f"local tier capacity_bytes={capacity_bytes}: must be > 0")
@@ -111,6 +112,7 @@ class LocalTier:
         self._sizes: dict[int, int] = {}
         self._lock = threading.Lock()
         self.counters = TierCounters()
+        self.io_counters = io_counters  # Darshan-style (dlbench.storage.counters.IOCounters), class "local"
 
     def path_of(self, sample_id: int) -> str:
         return f"{self._dirs}{int(sample_id)}.row"
@@ -140,12 +142,19 @@ class LocalTier:
         tmp = f"{self._dirs}.{sid}.tmp{os.getpid()}.{threading.get_ident()}"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            io = self.io_counters
             try:
                 off = 0
                 while off < n:
-                    off += os.write(fd, mv[off:])
+                    t0 = perf_counter_ns()
+                    got = os.write(fd, mv[off:])
+                    if io is not None:
+                        io.write(got, perf_counter_ns() - t0)
+                    off += got
             finally:
                 os.close(fd)
+            if io is not None:
+                io.open()
             os.replace(tmp, final)
         except OSError as e:
             with self._lock:
@@ -181,8 +190,17 @@ class LocalTier:
                 raise ValueError(f"buffer of {out.nbytes} bytes too small for sample {sid} ({n} bytes)")
             view = memoryview(out).cast("B")
             off = 0
+            io = self.io_counters
             while off < n:
-                got = os.preadv(fd, [view[off:n]], off)
+                if io is None:
+                    got = os.preadv(fd, [view[off:n]], off)
+                else:
+                    t0 = perf_counter_ns()
+                    got = os.preadv(fd, [view[off:n]], off)
+                    if off == 0:  # the open of this read, counted with its first read call
+                        io.open_read(sid, off, got, perf_counter_ns() - t0)
+                    else:
+                        io.read(sid, off, got, perf_counter_ns() - t0)
                 if got <= 0:
                     raise OSError(errno.EIO, f"short read of {self.path_of(sid)}: {off} of {n} bytes")
                 off += got
@@ -227,7 +245,8 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
 
     name = "memory"
 
-    def __init__(self, capacity_bytes: int, row_nbytes: int, *, flag: str = "memory tier capacity_bytes"):
+    def __init__(self, capacity_bytes: int, row_nbytes: int, *, flag: str = "memory tier capacity_bytes",
+                 io_counters=None):
         capacity_bytes, row_nbytes = int(capacity_bytes), int(row_nbytes)
         if row_nbytes <= 0:
             raise ConfigError(f"memory tier row_nbytes={row_nbytes}: must be > 0")
@@ -249,6 +268,7 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
         self._lock = threading.Lock()
         self.used_bytes = 0
         self.counters = TierCounters()
+        self.io_counters = io_counters  # Darshan-style (copies: no offsets), class "memory"
 
     def __contains__(self, sample_id) -> bool:
         return int(sample_id) in self._slot
@@ -284,13 +304,22 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
     def put(self, sample_id: int, row) -> int:
         src = np.frombuffer(memoryview(row).cast("B"), dtype=np.uint8)
         dst = self.reserve(sample_id, src.nbytes)
+        t0 = perf_counter_ns()
         dst[...] = src
+        if self.io_counters is not None:
+            self.io_counters.write(src.nbytes, perf_counter_ns() - t0)
         return src.nbytes
 
     def read_into(self, sample_id: int, out: np.ndarray) -> int:
         slot = self._slot[int(sample_id)]
         n = int(self._nbytes[slot])
-        out[:n] = self.slab[slot, :n]
+        io = self.io_counters
+        if io is None:
+            out[:n] = self.slab[slot, :n]
+        else:
+            t0 = perf_counter_ns()
+            out[:n] = self.slab[slot, :n]
+            io.copy_read(n, perf_counter_ns() - t0)
         c = self.counters
         c.reads += 1
         c.read_bytes += n

@@ -63,6 +63,7 @@ class RunContext:
     system: Any = None             # dlbench.system.SystemProfile (--system)
     local_dir: Path | None = None  # --local-dir: node-local storage root (node<k> under it per node)
     memory_budget_bytes: float | None = None   # memory tier per node (the profile's), None: unbounded
+    io_counters: Any = None        # dlbench.storage.counters.CounterSet of this process (None: not counted)
     clock: Callable[[], int] = perf_counter_ns   # injectable (a fake clock in tests)
 
 

@@ -151,7 +151,8 @@ class LocalCopyExecutor(Executor):
                 raise CapacityError(f"{src}: too small: {slots} samples in page-aligned slots need "
                                     f"{fmt_bytes(slots * stride)} in rank {ctx.rank}'s memory, {fmt_bytes(cap)} "
                                     f"available; pass --local-capacity BYTES or use --tier local")
-            return SampleStore(MemoryTier(slots * stride, self.max_row), MEMORY)
+            io = ctx.io_counters.new("memory", threadsafe=True) if ctx.io_counters is not None else None
+            return SampleStore(MemoryTier(slots * stride, self.max_row, io_counters=io), MEMORY)
         base = Path(ctx.local_dir) if ctx.local_dir is not None else Path("dlbench-local")
         # free space for what this node stores (every rank of the node checks the node's total)
         node = int(ctx.node_map[ctx.rank])
@@ -160,7 +161,9 @@ class LocalCopyExecutor(Executor):
         check_local_dir(base, need * (node_ranks if self.private else 1))
         self.root = base / f"run-{tag}"
         tier = LocalTier(self.root, node, max(need, 1), check_free=False,
-                         subdir=f"rank{ctx.rank}" if self.private else "")
+                         subdir=f"rank{ctx.rank}" if self.private else "",
+                         io_counters=(ctx.io_counters.new("local", threadsafe=True)
+                                      if ctx.io_counters is not None else None))
         (self.root / owner_marker()).touch()
         return SampleStore(tier, LOCAL)
 

@@ -114,7 +114,8 @@ class PlannedExecutor(Executor):
             if cap <= 0:
                 continue
             if code == MEMORY:
-                tier = MemoryTier(int(cap), self.max_row, flag=self.capacity_flag)
+                tier = MemoryTier(int(cap), self.max_row, flag=self.capacity_flag,
+                                  io_counters=self._counters("memory"))
             elif code == LOCAL:
                 base = Path(ctx.local_dir) if ctx.local_dir is not None else Path("dlbench-local")
                 self.stale_removed = remove_stale_run_dirs(base)
@@ -122,12 +123,17 @@ class PlannedExecutor(Executor):
                 tag = ctx.comm.bcast(f"{os.getpid()}-{time.time_ns()}" if ctx.comm.rank == 0 else None)
                 self.root = base / f"run-{tag}"
                 tier = LocalTier(self.root, int(ctx.node_map[ctx.rank]), max(int(cap), 1), check_free=False,
-                                 subdir=f"rank{ctx.rank}")
+                                 subdir=f"rank{ctx.rank}", io_counters=self._counters("local"))
                 (self.root / owner_marker()).touch()
             else:
                 raise RunError(f"tier code {code}: not an own tier")
             stores[code] = SampleStore(tier, code)
         self.stores = Stores(stores)
+
+    def _counters(self, cls: str):
+        """Darshan-style counters of a tier (thread-safe: loader threads read it while the trainer fills)."""
+        io = self.ctx.io_counters
+        return io.new(cls, threadsafe=True) if io is not None else None
 
     def start(self) -> None:
         ctx, plan = self.ctx, self.plan

@@ -103,11 +103,16 @@ class _StepDataset:
                 t1 = clock()
                 times[j] = (t0, t1, t1, nb)
         info = torch.utils.data.get_worker_info()
-        if info is None:  # num_workers=0: the trainer's own /proc/self/io counts these reads
-            return rows, np.asarray(ids, dtype=np.int64), times, 0, None
+        ids = np.asarray(ids, dtype=np.int64)
+        if info is None:  # num_workers=0: the trainer's own /proc/self/io and counters count these reads
+            return rows, ids, times, 0, None, None
         rc, rb = _proc_io_pair()  # ≈ 10 µs per batch, against ≈ 700 µs of IPC per batch (LIMITS.md)
-        return (rows, np.asarray(ids, dtype=np.int64), times, info.id + 1,
-                (self._pid, rc - self._io0[0], rb - self._io0[1], getattr(reader, "retries", 0)))
+        # a worker's Darshan-style counters travel back with every batch (cumulative; the trainer keeps the
+        # latest per worker reader): a ~25-int list per batch
+        cnt = getattr(reader, "counters", None)
+        return (rows, ids, times, info.id + 1,
+                (self._pid, rc - self._io0[0], rb - self._io0[1], getattr(reader, "retries", 0)),
+                cnt.snapshot() if cnt is not None else None)
 
 
 
@@ -178,10 +183,12 @@ class DataLoaderExecutor(Executor):
         self.sampler.set_epoch(e)
         READ, DECODE = PHASE_ID["read"], PHASE_ID["decode"]
         jpeg = self.ctx.workload.layout == "jpeg_folders"
-        io = self.worker_io
-        for s, (rows, ids, times, w, wio) in enumerate(self.loader):
+        io, counters = self.worker_io, self.ctx.io_counters
+        for s, (rows, ids, times, w, wio, snap) in enumerate(self.loader):
             if wio is not None:
                 io[wio[0]] = wio[1:]
+            if snap is not None and counters is not None:
+                counters.absorb(snap)
             add = self.worker_timelines[w].add
             for t0, t1, t2, nb in times.tolist():
                 add(READ, t0, t1, e, s, nb, SHARED)

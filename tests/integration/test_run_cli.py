@@ -132,6 +132,9 @@ def test_checkpoint_is_its_own_phase(tiny, tmp_path, cli):
     rd = _run_dir(r.output)
     s = json.loads((rd / "run.json").read_text())["summary"]
     assert s["phase_time_s"]["checkpoint"] > 0
+    ck_io = s["io_counters"]["by_class"]["checkpoint"]
+    assert ck_io["POSIX_OPENS"] == 2 and ck_io["POSIX_BYTES_WRITTEN"] == 2 * 12 * 5_597_604
+    assert ck_io["POSIX_WRITES"] == 2 * 2  # 67 MB in chunks of 64 MiB
     import numpy as np
 
     z = np.load(rd / "intervals.npz")

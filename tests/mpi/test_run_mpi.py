@@ -27,6 +27,10 @@ def test_two_ranks_verify(tiny, tmp_path, run_mpi, strategy, extra):
     assert s["ranks"] == 2 and s["verified_samples"] == 2 * 64
     assert s["read_bytes"] == 2 * 64 * 12292
     assert len(s["per_rank"]["read_bytes"]) == 2
+    ioc = s["io_counters"]  # Darshan-style counters: per rank, workers' reads included
+    assert len(ioc["by_rank"]) == 2 and ioc["slowest_rank"]["rank"] in (0, 1)
+    assert ioc["by_class"]["shared"]["POSIX_READS"] == 2 * 64 * 2  # two arrays per sample
+    assert sum(r["POSIX_BYTES_READ"] for r in ioc["by_rank"]) == s["read_bytes"]
 
 
 def test_rank_failure_aborts_job_and_is_recorded(tiny, tmp_path, run_mpi):

@@ -23,3 +23,17 @@ def test_summary_prints_order_semantics_and_bytes_by_source():
     assert "shared FS 2.0, own tiers 4.0 (local 1.0, memory 3.0), peers 0.5" in txt
     assert "full permutation each epoch: no; global batch = global shuffle's: no; order changes: yes" in txt
     assert "25.0% (global shuffle: 75.0%)" in txt
+
+
+def test_dry_run_states_the_cache_a_strategy_needs(tmp_path, cli):
+    import json
+
+    out = tmp_path / "res"
+    r = cli(["run", "--workload", "cosmoflow", "--data-dir", tmp_path / "none", "--dry-run", "--out", out,
+             "--strategy", "clairvoyant", "--cache-capacity", 3 * 266240])
+    assert r.exit_code == 0, r.output
+    info = json.loads(r.output)
+    assert info["capacity"]["cache_peak_samples"] == [3] and info["capacity"]["cache_capacity_source"] == \
+        "--cache-capacity"
+    assert info["semantics"]["order_changes"] == "no" and info["bytes_by_tier"]["memory"] > 0
+    assert not out.exists() and not (tmp_path / "none").exists()
