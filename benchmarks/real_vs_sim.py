@@ -17,6 +17,13 @@ it), ``epoch 1..`` = the mean of epochs 1.. (steady state; epoch 0 left out as w
 epochs 1.., and ``bytes`` = whether the run's bytes by tier over all epochs (shared / memory+local /
 peer, summed over ranks) equal the plan's (the model costs the plan; a mismatch means the executor did
 something else). The lower bound (everything in memory at t = 0, compute only) is printed for reference.
+``--sim-system PROFILE`` adds a column costed with another profile (e.g. one that states the copy bandwidth
+or reader count differently) next to the runs' own.
+
+With ``--run`` the study runs with a private table of the emulated PFS's readers (``$DLBENCH_PFS_STATE``
+in the temporary folder, unless set): γ is machine-wide by design, so any other dlbench job reading through
+the same profile on this machine would otherwise slow these runs down. Do the same when running the study
+by hand on a shared machine (``DLBENCH_PFS_STATE=$(mktemp -d) mpiexec ...``).
 """
 
 from __future__ import annotations
@@ -75,10 +82,12 @@ def measured(run: dict) -> dict:
                       int(cfg["ranks"]) // int(cfg["nodes"]), int(cfg["epochs"]), int(cfg["seed"]))}
 
 
-def modelled(setup, strategy: str, options: dict) -> dict:
+def modelled(setup, strategy: str, options: dict, system: str | None = None) -> dict:
+    """``system``: cost with this profile instead of the runs' (``--sim-system``)."""
     from dlbench.simulate import SimWorkload, build_plan, load_profile, simulate
 
-    name, nbytes, samples, batch, step, system, nodes, rpn, epochs, seed = setup
+    name, nbytes, samples, batch, step, run_system, nodes, rpn, epochs, seed = setup
+    system = system or run_system
     wl = SimWorkload(name, samples, batch, "fixed", float(nbytes), step_time_s=step)
     s = simulate([("x", strategy, dict(options))], wl=wl, profile=load_profile(system), nodes=nodes,
                  ranks_per_node=rpn, epochs=epochs, seed=seed)["x"]
@@ -100,6 +109,8 @@ def main() -> None:
     ap.add_argument("--results", nargs="*", default=[], help="results roots of a study (one per repeat)")
     ap.add_argument("--run", type=int, default=0, help="run the study this many times first (into a temp dir)")
     ap.add_argument("--study", default="configs/studies/cache-comparison.yaml")
+    ap.add_argument("--sim-system", default=None,
+                    help="also cost every run with this system profile (name or YAML path): column 'alt'")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     from dlbench.results import read_run
@@ -108,6 +119,10 @@ def main() -> None:
     try:
         roots = [Path(r) for r in a.results]
         if a.run:
+            # a private table of the emulated PFS's readers: other dlbench jobs on this machine using the same
+            # profile would otherwise count in γ (it is machine-wide by design)
+            os.environ.setdefault("DLBENCH_PFS_STATE", str(tmp / "pfs"))
+            (Path(os.environ["DLBENCH_PFS_STATE"])).mkdir(parents=True, exist_ok=True)
             roots += run_study(a.study, a.run, tmp, tmp / "local")
         if not roots:
             sys.exit("real_vs_sim: give --results ROOT... or --run N")
@@ -132,9 +147,9 @@ def main() -> None:
     print(f"{name}: {samples} samples x {nbytes:,} B, local batch {batch}, {nodes} nodes x {rpn} rank(s), "
           f"{epochs} epochs, sleep {step} s/step ({steps} steps: compute alone {steps * step:.3f} s/epoch), "
           f"system {system}; model lower bound {lb['epoch_s']:.3f} s/epoch; {len(roots)} repeat(s), "
-          f"load average now {os.getloadavg()[0]:.1f}")
-    hdr = (f"{'run':<40}{'n':>3}{'real ep0':>10}{'sim ep0':>9}{'real ep1..':>11}{'(min..max)':>16}{'sim ep1..':>10}"
-           f"{'real/sim':>9}  bytes")
+          f"load average now {os.getloadavg()[0]:.1f}" + (f"; alt: the model with {a.sim_system}" if a.sim_system else ""))
+    hdr = (f"{'run':<46}{'n':>3}{'real ep0':>10}{'sim ep0':>9}{'real ep1..':>11}{'(min..max)':>16}{'sim ep1..':>10}"
+           f"{'real/sim':>9}{'alt ep1..':>10}{'real/alt':>9}  bytes" if a.sim_system else f"{'real/sim':>9}  bytes")
     print(hdr)
     print("-" * len(hdr))
     out = {"setup": dict(zip(("workload", "sample_bytes", "samples", "local_batch", "step_s", "system", "nodes",
@@ -146,14 +161,17 @@ def main() -> None:
         e0 = statistics.median(m["epoch0_s"] for m in ms)
         real = statistics.median(e1)
         same = all(m["bytes"] == sim["bytes"] for m in ms)
+        alt = modelled(setup, ms[0]["strategy"], ms[0]["options"], a.sim_system) if a.sim_system else None
+        alt_col = f"{alt['epoch_s']:>10.3f}{real / alt['epoch_s']:>9.2f}" if alt else ""
         diff = "" if same else f" real {ms[0]['bytes']} plan {sim['bytes']}"
-        print(f"{label:<40}{len(ms):>3}{e0:>10.3f}{sim['epoch0_s']:>9.3f}{real:>11.3f}"
-              f"{f'({min(e1):.3f}..{max(e1):.3f})':>16}{sim['epoch_s']:>10.3f}{real / sim['epoch_s']:>9.2f}  "
+        print(f"{label:<46}{len(ms):>3}{e0:>10.3f}{sim['epoch0_s']:>9.3f}{real:>11.3f}"
+              f"{f'({min(e1):.3f}..{max(e1):.3f})':>16}{sim['epoch_s']:>10.3f}{real / sim['epoch_s']:>9.2f}{alt_col}  "
               f"{'same' if same else 'DIFFER'}{diff}")
         out["rows"][label] = {"real_epoch0_s": e0, "sim_epoch0_s": sim["epoch0_s"], "real_epoch_s": real,
                               "real_epoch_s_all": e1, "sim_epoch_s": sim["epoch_s"],
                               "ratio": real / sim["epoch_s"], "bytes_real": ms[0]["bytes"],
-                              "bytes_plan": sim["bytes"], "model_notes": sim["notes"]}
+                              "bytes_plan": sim["bytes"], "model_notes": sim["notes"],
+                              **({"alt_epoch_s": alt["epoch_s"], "alt_system": a.sim_system} if alt else {})}
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
 
