@@ -96,7 +96,7 @@ def test_traffic_table_has_the_study_columns(tmp_path):
 
 
 def test_cache_comparison_study_loads():
-    st = load_study("configs/studies/cache-comparison.yaml")
+    st = load_study("cache-comparison")   # the packaged study (configs/studies/)
     names = [r.strategy for r in st.runs]
     for s in ("naive", "prefetch", "staging", "local", "pls", "lbann", "clairvoyant", "locality", "deepio"):
         assert s in names
