@@ -102,3 +102,28 @@ def test_cache_comparison_study_loads():
         assert s in names
     modes = {(r.strategy, r.options.get("mode")) for r in st.runs}
     assert {("lbann", "preload"), ("lbann", "dynamic"), ("deepio", "ordered"), ("deepio", "opportunistic")} <= modes
+
+
+def test_cache_comparison_study_plans_on_two_nodes():
+    """Every entry plans on 2 ranks as 2 nodes (the study's setup) within its capacity; lbann at the cache
+    strategies' 1/4 share stops with the capacity error (why the study gives it the whole dataset)."""
+    import pytest
+
+    from dlbench import workload as wl_mod
+    from dlbench.errors import CapacityError
+    from dlbench.simulate import build_plan, from_workload, load_profile
+
+    st = load_study("cache-comparison")
+    wl = from_workload(wl_mod.load(st.workload, scale=st.scale, samples=st.samples), local_batch=st.batch_size,
+                       step_time_s=st.compute_time_s)
+    prof = load_profile(st.system)
+    sizes = wl.sizes(st.seed)
+    kw = dict(wl=wl, nodes=2, ranks_per_node=1, epochs=st.epochs, seed=st.seed, profile=prof, sizes=sizes)
+    quarter = min(r.options["cache_capacity"] for r in st.runs if "cache_capacity" in r.options)
+    slot = -(-int(sizes.max()) // 4096) * 4096
+    assert 4 * 2 * (quarter // slot) <= wl.samples      # the dataset is >= 4x the aggregate memory cache
+    for r in st.runs:
+        plan = build_plan(r.strategy, options=dict(r.options), **kw)
+        assert plan.epochs == st.epochs
+    with pytest.raises(CapacityError, match="cache-capacity"):
+        build_plan("lbann", options={"mode": "dynamic", "cache_capacity": quarter}, **kw)
