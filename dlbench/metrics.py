@@ -274,9 +274,10 @@ def summarize_breakdowns(bds: Sequence[dict], eps: Sequence[int], *, workload: s
         "first_step_stall_s": (FS.mean(axis=0) if R else np.zeros(E)).tolist(),
         "imbalance": _div(Tr.max(), Tr.mean()) - 1.0 if R and Tr.mean() > 0 else 0.0,
         "per_rank": pr,
-        "spread": {k: _stats(pr[k]) for k in ("total_epoch_time_s", "exposed_io_share", "e2e_exposed_io_share",
-                                              "read_share", "au",
-                                              "read_bytes", "read_bandwidth_bytes_per_s", "samples_per_s")},
+        "spread": {**{k: _stats(pr[k]) for k in ("total_epoch_time_s", "exposed_io_share", "e2e_exposed_io_share",
+                                                 "read_share", "au", "read_bytes", "read_bandwidth_bytes_per_s",
+                                                 "samples_per_s")},
+                   "compute_s": _stats(pr["phase_time_s"]["compute"]), "samples": _stats(pr["samples"])},
         "definitions": {
             "phase_time": "length of the union of the phase's intervals (overlaps counted once)",
             "epoch_time": "mark_epoch end - start per rank; summary value is the mean over ranks",

@@ -197,7 +197,8 @@ class Loop:
         if cfg.compute == "torch":
             from .compute.torch_step import TorchCompute
 
-            tc = TorchCompute(self.workload, self.local_batch, device=cfg.device,
+            rows = max(self.local_batch, int(self.plan.meta.get("max_step_samples", 0)))   # unequal batches
+            tc = TorchCompute(self.workload, rows, device=cfg.device,
                               comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed, model=cfg.model,
                               precision=cfg.precision)
             factor = self.injection.factor_for(self.comm.rank)
@@ -209,8 +210,10 @@ class Loop:
         from .compute.sleep import SleepCompute
 
         t, _src = self.step_time_s()
+        # batch_size: the step time is for a local batch; a step delivering n samples takes n / b of it
         return SleepCompute(t * self.injection.factor_for(self.comm.rank), stdev_s=cfg.compute_stdev_s,
-                            seed=cfg.seed, rank=self.comm.rank, barrier=self.comm if cfg.barrier else None)
+                            seed=cfg.seed, rank=self.comm.rank, barrier=self.comm if cfg.barrier else None,
+                            batch_size=self.local_batch)
 
     # ---- the loop ---------------------------------------------------------------------------------
     def run(self, timeline: Timeline, compute=None, checkpoint_dir: Path | None = None, progress=None) -> dict:

@@ -359,12 +359,19 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
 
 def _label(run: dict) -> str:
     """The run's strategy with what tells its study entries apart: pls's Q, a mode, and every option that
-    differs from the strategy's default (cache capacity in MB, loader threads as ``t<N>``)."""
+    differs from the strategy's default (cache capacity in MB, loader threads as ``t<N>``); surrogatetrain: its
+    ablation switches."""
     cfg = run.get("config") or {}
     opts = cfg.get("options") or {}
     s = cfg.get("strategy", "?")
     if s == "pls":
         return s + f" Q={opts.get('exchange_fraction')}"
+    if s == "surrogatetrain":   # the ablation's rows: buffer and the techniques switched off
+        s += f" buf={opts.get('buffer_fraction')}" if opts.get("buffer_fraction") else ""
+        s += "".join(f" no-{k}" for k in ("reorder", "remap", "balance", "chunking") if opts.get(k) is False)
+        s += " fifo" if opts.get("eviction") == "fifo" else ""
+        s += f" threads={opts['loader_threads']}" if opts.get("loader_threads") else ""
+        return s
     try:
         import dataclasses
 

@@ -28,8 +28,9 @@ class SleepCompute:
     """``SleepCompute(step_time_s, stdev_s=0.0, seed=0, rank=0, barrier=None)``.
 
     ``barrier``: None, a callable (called once per step), or a Comm (its ``.barrier()``), timed as the
-    ``barrier`` phase after ``compute``. ``batch_size``: when given, a short last batch of ``n`` samples
-    takes ``n / batch_size`` of the step time. ``clock``/``sleep`` are injectable for tests (fake clock).
+    ``barrier`` phase after ``compute``. ``batch_size``: when given, a batch of ``n`` samples takes
+    ``n / batch_size`` of the step time (a short last batch, or the unequal local batches of a strategy that
+    balances loads, e.g. surrogatetrain, whose larger batches take longer). ``clock``/``sleep`` are injectable for tests (fake clock).
     """
 
     def __init__(self, step_time_s: float, stdev_s: float = 0.0, seed: int = 0, rank: int = 0,
@@ -60,8 +61,8 @@ class SleepCompute:
         t = self.step_time_s
         if self.stdev_s > 0:
             t = max(0.0, float(self._rng.normal(t, self.stdev_s)))
-        if self.batch_size and n is not None and 0 <= n < self.batch_size:
-            t *= n / self.batch_size
+        if self.batch_size and n is not None and n >= 0 and n != self.batch_size:
+            t *= n / self.batch_size      # a short last batch, or a strategy's unequal local batches
         return int(round(t * 1e9))
 
     def wait_until(self, deadline_ns: int) -> int:

@@ -17,6 +17,8 @@ the high-level ``h5py.File``/``Dataset`` Python overhead but does the same libra
 - ``hdf5_shared``: the file and datasets stay open; row i of each array is read into ``out`` with one
   ``preadv`` at the dataset's byte offset (contiguous, unfiltered datasets, checked at open), or with one
   hyperslab ``H5Dread`` per array (``via="hdf5"``, ≈ 100 µs more per sample here).
+  ``read_run_into(first, count, rows)`` reads consecutive samples as ONE request per array (aggregated
+  chunked loading, surrogatetrain): a ``preadv`` scattered into the rows, or a (count, ...) hyperslab.
 - ``hdf5_blocks``: as shared, with an LRU of open files (``max_open_files``).
 - ``jpeg_folders``: ``os.open`` + ``os.preadv`` of the file into ``out`` + close; ``decode_into`` decodes
   with Pillow and resizes (bilinear) to ``jpeg.decoded_shape``.
@@ -43,6 +45,8 @@ import numpy as np
 from ..errors import DataError
 from ..storage import PAGE, aligned_empty  # noqa: F401  (re-exported for readers and generate)
 from ..workload import Workload
+
+IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
 
 # ---- HDF5 skeletons -----------------------------------------------------------------------------------
 
@@ -98,6 +102,7 @@ class SampleReader:
 
     max_row_nbytes: int = 0
     decoded_nbytes: int = 0
+    supports_runs: bool = False     # read_run_into: consecutive samples as one request (hdf5_shared)
 
     def read_into(self, i: int, out: np.ndarray) -> int:  # pragma: no cover - interface
         raise NotImplementedError
@@ -240,6 +245,8 @@ class _OpenFile:
         self.mspaces = [h5py.h5s.create_simple((1, *sh)) for sh in shapes]
         self.counts = [(1, *sh) for sh in shapes]
         self.zeros = [(0,) * len(sh) for sh in shapes]
+        self.dtypes = [d.dtype for d in self.ds]
+        self.starts = list(np.cumsum([0] + list(nbytes[:-1])))
 
     def read_row(self, j: int, out: np.ndarray, reader) -> None:
         """Row ``j`` of every array into ``out`` (laid out as ``reader``'s arrays, back to back); with
@@ -289,6 +296,61 @@ class _OpenFile:
         self.parts = list(zip(self.offsets, reader._starts, self.nbytes))
         return self.parts
 
+    def read_rows_scatter(self, j: int, count: int, iovs) -> int:
+        """Rows j .. j+count-1 with ONE ``preadv`` per array, scattered straight into the rows' slices
+        (``iovs[a]``: that array's memoryview in each destination row)."""
+        got = 0
+        cnt, clock = self.counters, perf_counter_ns
+        for a, (off, n) in enumerate(zip(self.offsets, self.nbytes)):
+            views = iovs[a]
+            for lo in range(0, count, IOV_MAX):      # the kernel takes at most IOV_MAX buffers per call
+                hi = min(count, lo + IOV_MAX)
+                want = (hi - lo) * n
+                t0 = clock()
+                r = os.preadv(self.fd, views[lo:hi], off + (j + lo) * n)
+                if cnt is not None:          # one POSIX read of the whole run (what Darshan would count)
+                    cnt.read(self.file_no, off + (j + lo) * n, r, clock() - t0)
+                if r != want:
+                    raise DataError(f"{os.fsdecode(self.path)}: short read of rows {j}..{j + count - 1}: the file "
+                                    f"is truncated")
+                got += want
+        return got
+
+    def read_rows_block(self, j: int, count: int, scratch: list[np.ndarray], rows: np.ndarray, row0: int) -> int:
+        """Rows j .. j+count-1: each array's run read as ONE request into a contiguous scratch block (one
+        ``pread``, or one ``H5Dread`` of a (count, ...) hyperslab with ``via="hdf5"``), then copied into the
+        destination rows (one NumPy copy per array)."""
+        got = 0
+        for a, n in enumerate(self.nbytes):
+            blk = scratch[a][:count * n]
+            cnt, t0 = self.counters, perf_counter_ns()
+            if self.fd >= 0:
+                r = os.preadv(self.fd, [blk], self.offsets[a] + j * n)
+                if cnt is not None:
+                    cnt.read(self.file_no, self.offsets[a] + j * n, r, perf_counter_ns() - t0)
+                if r != count * n:
+                    raise DataError(f"{os.fsdecode(self.path)}: short read of rows {j}..{j + count - 1}: the file "
+                                    f"is truncated")
+            else:
+                import h5py
+
+                d, fs = self.ds[a], self.fspaces[a]
+                shape = self.counts[a][1:]
+                fs.select_hyperslab((j, *self.zeros[a]), (count, *shape))
+                ms = h5py.h5s.create_simple((count, *shape))
+                d.read(ms, fs, blk.view(self.dtypes[a]).reshape((count, *shape)))
+                if cnt is not None:
+                    dt = perf_counter_ns() - t0
+                    cnt.h5d_read(count * n)
+                    if self.offsets[a] >= 0:
+                        cnt.read(self.file_no, self.offsets[a] + j * n, count * n, dt)
+                    else:
+                        cnt.copy_read(count * n, dt)
+            start = self.starts[a]
+            rows[row0:row0 + count, start:start + n] = blk.reshape(count, n)
+            got += count * n
+        return got
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
@@ -313,6 +375,11 @@ class BlockReader(_ArraysMixin, SampleReader):
         self._max_open = max(1, int(max_open_files))
         self._open: OrderedDict[int, _OpenFile] = OrderedDict()
         self._fapl = _fapl()
+        self._layout = workload.layout
+        self.supports_runs = workload.layout == "hdf5_shared"
+        self.run_mode = "scatter"
+        self._scratch: list | None = None
+        self._iov_cache: dict = {}
         if workload.layout == "hdf5_shared":
             self._shared = self._get(0)
 
@@ -337,6 +404,39 @@ class BlockReader(_ArraysMixin, SampleReader):
         else:
             self._shared.read_row(i, out, self)
         return self.max_row_nbytes
+
+    def read_run_into(self, first: int, count: int, rows: np.ndarray, row0: int = 0) -> int:
+        """Samples first .. first+count-1 (consecutive rows of the shared file) into ``rows[row0:row0+count]``
+        as ONE request per array (aggregated chunked loading; ``supports_runs``). ``run_mode``: ``scatter``
+        (default with byte offsets: one ``preadv`` per array straight into the rows, no copy) or ``block``
+        (a contiguous read into a scratch block, then one copy; always with ``via="hdf5"``: one H5Dread of a
+        (count, ...) hyperslab per array). Returns the bytes read."""
+        if not self.supports_runs:
+            raise DataError(f"layout {self._layout}: runs of samples are read one by one (one shared HDF5 "
+                            f"file only)")
+        h = self._shared
+        if self.run_mode == "scatter" and h.fd >= 0:
+            return h.read_rows_scatter(first, count, self._iovs_of(rows, row0, count))
+        scratch = self._scratch
+        if scratch is None or scratch[0].size < count * self._nbytes[0]:
+            from ..storage import aligned_empty
+
+            cap = max(count, 64)
+            scratch = self._scratch = [aligned_empty(cap * n, np.uint8) for n in self._nbytes]
+        return h.read_rows_block(first, count, scratch, rows, row0)
+
+    def _iovs_of(self, rows: np.ndarray, row0: int, count: int):
+        """Per array, the list of each row's memoryview slice (built once per destination buffer, so a run
+        costs a list slice, not an object per sample)."""
+        e = self._iov_cache.get(id(rows))
+        lists = e[1] if e is not None and e[0] is rows else None
+        if lists is None:
+            lists = [[memoryview(rows[k, s:s + n]) for k in range(rows.shape[0])]
+                     for s, n in zip(self._starts, self._nbytes)]
+            if len(self._iov_cache) > 64:
+                self._iov_cache.clear()
+            self._iov_cache[id(rows)] = (rows, lists)
+        return [lst[row0:row0 + count] for lst in lists]
 
     def close(self) -> None:
         while self._open:

@@ -96,7 +96,13 @@ class EpochPlan:
     order it consumes them; ``source`` (same shape, uint8 tier code) says where each comes from; ``peer``
     (int32, -1 where unused) the sending rank of a PEER access; ``keep`` (uint8, ``NO_TIER`` where unused)
     the own tier a delivered sample is stored in after its step. Rows shorter than the widest are padded
-    with -1. ``transfers``/``evictions``: background moves and cache drops (module doc)."""
+    with -1. ``transfers``/``evictions``: background moves and cache drops (module doc).
+
+    ``chunk`` (optional, int32, same shape): aggregated chunked loading. ``chunk[r, c] = k >= 2`` says columns
+    c .. c+k-1 of rank r (same step, all read from ``SHARED``, samples ``sample_ids[r, c] + 0 .. k-1``) are
+    read as ONE request (one HDF5 hyperslab of k consecutive rows); the covered columns c+1 .. c+k-1 hold 0;
+    every other access holds 1 (its own request). None: every access is its own request. Executors whose
+    reader cannot read runs (layouts other than one shared HDF5 file) read the columns one by one."""
 
     epoch: int
     sample_ids: np.ndarray      # int64 (W, n_max)
@@ -106,6 +112,7 @@ class EpochPlan:
     keep: np.ndarray | None = None       # uint8 (W, n_max)
     transfers: Transfers | None = None
     evictions: Evictions | None = None
+    chunk: np.ndarray | None = None      # int32 (W, n_max): request lengths (class doc)
 
     @property
     def world_size(self) -> int:
@@ -135,6 +142,18 @@ class EpochPlan:
     def rank_keep(self, rank: int) -> np.ndarray:
         n = self.bounds[rank, -1]
         return self.keep[rank, :n] if self.keep is not None else np.full(n, NO_TIER, np.uint8)
+
+    def rank_chunk(self, rank: int) -> np.ndarray:
+        """Request length per column of ``rank``'s row (all 1 without a ``chunk`` array)."""
+        n = self.bounds[rank, -1]
+        return self.chunk[rank, :n] if self.chunk is not None else np.ones(n, np.int32)
+
+    def requests(self) -> int:
+        """Shared-tier requests of this epoch (a chunk counts once)."""
+        mask = (self.sample_ids >= 0) & (self.source == SHARED)
+        if self.chunk is None:
+            return int(mask.sum())
+        return int((mask & (self.chunk > 0)).sum())
 
     def step_of_columns(self) -> np.ndarray:
         """(W, n_max) the step of every column (-1 past a rank's row)."""

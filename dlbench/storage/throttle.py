@@ -483,6 +483,16 @@ class ThrottledReader:
         self._counters.add_read_time(int((th.waited_s - w0) * 1e9))
         return n
 
+    def read_run_into(self, first, count, rows, row0=0) -> int:
+        """A run of consecutive samples (``SampleReader.read_run_into``) as ONE throttled request: one
+        latency, then all its bytes at r(γ); with counters, the modelled wait is added to their read time."""
+        th = self.throttle
+        w0 = th.waited_s
+        n = self._read(self.reader.read_run_into, first, count, rows, row0)
+        if self._counters is not None:
+            self._counters.add_read_time(int((th.waited_s - w0) * 1e9))
+        return n
+
     @property
     def max_row_nbytes(self) -> int:
         return self.reader.max_row_nbytes

@@ -19,7 +19,7 @@ def register(cls: type[Strategy]) -> type[Strategy]:
 def _load_builtins() -> None:
     """Import the built-in strategy modules (each registers itself); idempotent, and independent of
     which strategy module happened to be imported first."""
-    from . import clairvoyant, deepio, lbann, local, locality, naive, pls, prefetch, staging  # noqa: F401
+    from . import clairvoyant, deepio, lbann, local, locality, naive, pls, prefetch, staging, surrogatetrain  # noqa: F401
 
 
 def names() -> list[str]:

@@ -168,7 +168,7 @@ class PlannedExecutor(Executor):
     # ---- epochs ------------------------------------------------------------------------------------
     def epoch(self, e: int) -> Iterator[Batch]:
         ctx = self.ctx
-        view = EpochView(self.plan, e, ctx.rank)
+        view = EpochView(self.plan, e, ctx.rank, runs=self.loader.run_reads)
         loader, peers, ring = self.loader, self.peers, self.ring
         D = ring.depth
         peers.begin(view)

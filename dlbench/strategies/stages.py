@@ -8,7 +8,8 @@ reader, a serial comm and a fake clock.
 - ``Stores``: the rank's own tiers by plan tier code, and where each held sample lives.
 - ``Ring``: ``depth`` page-aligned batch buffers; step t uses buffer t mod depth.
 - ``Loader``: reads a step's non-peer accesses from their planned source (shared tier through the reader,
-  throttled when the system profile models a PFS, or an own tier) into the step's ring buffer: inline in
+  throttled when the system profile models a PFS, or an own tier) into the step's ring buffer (a run the
+  plan's ``chunk`` marks is one ``read_run_into`` request when the reader supports runs): inline in
   the trainer (``threads=0``: one request at a time) or by loader threads that run up to the ring's depth
   ahead in exact access order (the staging buffer of HDMLP; each thread has its own reader and timeline).
 - ``PeerPush``: a plan's peer reads as non-blocking MPI on the plan's schedule. Every PEER access names its
@@ -161,7 +162,7 @@ class EpochView:
     """One rank's epoch of a plan as flat arrays: ids, sources, peers, keeps, step bounds, step of each
     access, and the accesses the loader reads (everything but PEER)."""
 
-    def __init__(self, plan, e: int, rank: int, *, transfers_handled: bool = False):
+    def __init__(self, plan, e: int, rank: int, *, transfers_handled: bool = False, runs: bool = False):
         ep = plan.epoch(e)
         self.epoch = e
         self.ids = ep.rank_samples(rank)
@@ -172,8 +173,15 @@ class EpochView:
         self.steps = len(self.bounds) - 1
         n = len(self.ids)
         self.step_of = np.searchsorted(self.bounds, np.arange(n), side="right") - 1
-        self.local = np.nonzero(self.src != PEER)[0]                   # what the loader reads
-        self.need = np.bincount(self.step_of[self.local], minlength=self.steps) if n else np.zeros(self.steps, int)
+        # run_len[c]: columns the request starting at c covers (the plan's ``chunk``, when the reader reads
+        # runs: ``runs``); 0 for columns an earlier request covers; 1 everywhere without runs
+        if runs and ep.chunk is not None:
+            self.run_len = np.where(self.src == SHARED, ep.rank_chunk(rank), 1).astype(np.int64)
+        else:
+            self.run_len = np.ones(n, np.int64)
+        self.local = np.nonzero((self.src != PEER) & (self.run_len > 0))[0]    # requests the loader makes
+        self.need = (np.bincount(self.step_of[self.local], weights=self.run_len[self.local],
+                                 minlength=self.steps).astype(np.int64) if n else np.zeros(self.steps, int))
         ev = ep.evictions
         if ev is not None and len(ev):
             m = ev.rank == rank
@@ -207,18 +215,32 @@ class Loader:
             timeline.sibling(100 + k, 1 << 14) if hasattr(timeline, "sibling") else Timeline(1 << 14, ctx.rank,
                                                                                             thread=100 + k)
             for k in range(self.threads)]
-        self.shared_reads = self.shared_bytes = 0
+        self.shared_reads = self.shared_bytes = 0       # shared-tier requests (a run counts once) and bytes
+        self.run_requests = 0                           # requests that read a run of >= 2 samples
+        # runs of consecutive samples as one request when every reader can (one shared HDF5 file)
+        self.run_reads = (not self.jpeg) and all(getattr(r, "supports_runs", False) for r in self.readers)
         self._threads: list[threading.Thread] = []
         self._error: BaseException | None = None
         self._stop = False
 
     # ---- one access ---------------------------------------------------------------------------------
-    def _read(self, k: int, view: EpochView, col: int) -> None:
+    def _read(self, k: int, view: EpochView, col: int) -> int:
+        """Read the request starting at column ``col``; returns the columns it filled."""
         sid = int(view.ids[col])
         code = int(view.src[col])
         t = int(view.step_of[col])
         j = col - int(view.bounds[t])
         tl, clock = self.timelines[k], self.ctx.clock
+        m = int(view.run_len[col])
+        if m > 1:            # one request for samples sid .. sid+m-1 into rows j .. j+m-1 (plan's ``chunk``)
+            t0 = clock()
+            n = self.readers[k].read_run_into(sid, m, self.ring[t], j)
+            t1 = clock()
+            self.shared_reads += 1
+            self.run_requests += 1
+            self.shared_bytes += n
+            tl.add(PHASE_ID["read"], t0, t1, view.epoch, t, n, SHARED)
+            return m
         out = self.ring[t][j]
         raw = self.raw_ring[t][j] if self.jpeg else None
         dst = raw if self.jpeg else out
@@ -245,13 +267,14 @@ class Loader:
         if self.jpeg:
             self.readers[k].decode_into(raw, n, out)
             tl.add(PHASE_ID["decode"], t1, clock(), view.epoch, t, 0, code)
+        return 1
 
     # ---- inline -------------------------------------------------------------------------------------
     def fill(self, view: EpochView, t: int) -> None:
         b0, b1 = int(view.bounds[t]), int(view.bounds[t + 1])
-        src = view.src
+        src, run_len = view.src, view.run_len
         for col in range(b0, b1):
-            if src[col] != PEER:
+            if src[col] != PEER and run_len[col]:
                 self._read(0, view, col)
 
     # ---- threads ------------------------------------------------------------------------------------
@@ -281,9 +304,9 @@ class Loader:
                         cond.wait_for(lambda t=t: t < self._free_upto or self._stop)
                     if self._stop:
                         return
-                self._read(k, view, col)
+                m = self._read(k, view, col)
                 with cond:
-                    self._done[t] += 1
+                    self._done[t] += m
                     if self._done[t] == view.need[t]:
                         cond.notify_all()
         except BaseException as exc:  # handed to the trainer at its next wait

@@ -7,7 +7,7 @@ def test_shared_option_help_states_every_owners_default(cli):
     """regression: a flag shared by several strategies showed its first owner's default for all of them
     (--loader-threads said default 2 for lbann; --mode said default ordered for lbann)"""
     out = " ".join(cli(["run", "--help"]).output.split())
-    assert "default 2 (clairvoyant), 0 (deepio, lbann, local, locality, pls, staging)" in out
+    assert "default 2 (clairvoyant), 0 (deepio, lbann, local, locality, pls, staging, surrogatetrain)" in out
     assert "default ordered (deepio), preload (lbann)" in out
     assert "deepio: ordered" in out and "lbann: preload" in out
 

@@ -58,6 +58,8 @@ def test_labels_tell_cache_study_entries_apart():
     assert lab("clairvoyant", {"cache_capacity": 0.0, "loader_threads": 2}) == "clairvoyant"
     assert lab("pls", {"exchange_fraction": 0.3}) == "pls Q=0.3"
     assert lab("staging", {"tier": "memory"}) == "staging tier=memory"
+    # surrogatetrain's ablation rows keep their own names
+    assert lab("surrogatetrain", {"buffer_fraction": 0.75, "reorder": False}) == "surrogatetrain buf=0.75 no-reorder"
     # a strategy this install does not know: its options all shown, no error
     assert lab("nosuch", {"k": 1}) == "nosuch k=1"
 

@@ -1,0 +1,502 @@
+"""SurrogateTrain / SOLAR's planner (STRATEGIES.md ``surrogatetrain``): pure NumPy, no files, MPI or clocks.
+
+Offline scheduling
+------------------
+E permutations π_0 .. π_{E-1} are drawn from the seed (π_k = ``epoch_permutation(seed, k, F)``, the same
+draws naive uses). With C = the aggregate buffer in samples (W ranks × c samples each, at most F), the
+transition cost ``cost[a][b]`` is the number of samples among the first C of π_b that are NOT among the last C
+of π_a (what a FIFO buffer holding the end of epoch a cannot serve at the start of epoch b). The epoch order
+is a Hamiltonian path over the E permutations minimising the summed cost (an asymmetric travelling-salesman
+path). Heuristic (``order_heuristic``): nearest neighbour started from every permutation, then local search
+with 2-opt (segment reversal, re-costed in both directions since the costs are asymmetric) and or-opt
+(moving a segment of 1 to 3 epochs) until no move improves. ``order_exact`` (Held-Karp dynamic programme, O(2^E E^2)) gives
+the optimum for small E, to compare. SOLAR's code uses particle-swarm optimisation for the same problem.
+
+Run-time schedule (one global step at a time, every rank computes the same schedule)
+----------------------------------------------------------------------------------------
+Global step s of an epoch consumes the B = W·b samples π[sB:(s+1)B] (the global shuffle's global batch; the
+last one is shorter: no DistributedSampler padding, each epoch is exactly a permutation).
+
+- remap (``remap=True``): every sample of the global batch that some rank holds in its buffer is delivered
+  by that rank from its memory (global batch membership unchanged, only the sample → rank mapping). This
+  happens wherever a held sample appears, which in practice is the first global batches of an epoch.
+  ``remap=False``: every sample stays on its DistributedSampler rank (offset j of the global batch → rank
+  j mod W) and is a hit only if that rank holds it.
+- balance (``balance=True``, with remap): the samples nobody holds are split evenly over the ranks
+  (⌊L/W⌋ or ⌈L/W⌉ each; the extra ones go to the ranks with the fewest hits), so a rank's local batch is
+  hits + loads and differs between ranks: the compute imbalance is stated in ``meta``
+  (``local_batch_min/max``, ``compute_imbalance``) and the executor's batches carry it.
+  ``balance=False``: every rank keeps the DistributedSampler batch size (b, or the last batch's share); a
+  rank holding more of the batch than that delivers b from memory and the surplus is re-read from the shared
+  tier by the ranks with room (SOLAR's behaviour): equal compute, unequal loads.
+- chunking: each rank's loads of a step are the samples of a contiguous range of the step's loads sorted by
+  id, consumed after its hits, so runs of consecutive ids sit in consecutive columns; ``chunk`` (see
+  ``EpochPlan``) marks every run of >= 2 as one request (``chunking=False``: no ``chunk`` array).
+- buffer: each rank keeps what it loads (``keep = MEMORY``) in a buffer of c samples. When the keeps of a step
+  would overflow it, samples are evicted at the end of the PREVIOUS step (so the buffer never holds more than
+  c; never a sample the rank serves in this step). ``eviction="lookahead"``: the samples whose next use lies
+  farthest ahead go first (Belady; a just-loaded sample needed later than everything held is not kept),
+  ties (no further use) in FIFO order; ``"fifo"``: oldest insertion first, loads always kept.
+- a sample is held by at most one rank (a load of a sample another rank holds is not kept), so the aggregate
+  buffer holds C distinct samples.
+
+``Plan.meta`` states the order, its cost and the identity order's cost, loads and requests per epoch, the
+local-batch spread, ``max_step_samples`` and ``cache_peak_samples``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from .plan import MEMORY, NO_TIER, SHARED, EpochPlan, Evictions, Plan
+from .sampler import epoch_permutation
+
+# ---- offline scheduling ------------------------------------------------------------------------------------
+
+
+def transition_costs(perms: np.ndarray, C: int, *, block: int = 1 << 16) -> np.ndarray:
+    """(E, E) int64: cost[a, b] = |first C of perms[b] minus last C of perms[a]|, 0 on the diagonal.
+    ``perms``: (E, F) permutations of 0..F-1. Computed as C - overlap with a blocked 0/1 matrix product."""
+    perms = np.asarray(perms)
+    E, F = perms.shape
+    C = int(min(max(C, 0), F))
+    cost = np.zeros((E, E), dtype=np.int64)
+    if C == 0 or E == 0:
+        return cost
+    last = np.zeros((E, F), dtype=bool)
+    first = np.zeros((E, F), dtype=bool)
+    rows = np.arange(E)[:, None]
+    last[rows, perms[:, F - C:]] = True
+    first[rows, perms[:, :C]] = True
+    overlap = np.zeros((E, E), dtype=np.float64)
+    for lo in range(0, F, block):
+        a = last[:, lo:lo + block].astype(np.float32)
+        b = first[:, lo:lo + block].astype(np.float32)
+        overlap += a @ b.T
+    cost = C - np.rint(overlap).astype(np.int64)
+    np.fill_diagonal(cost, 0)
+    return cost
+
+
+def path_cost(cost: np.ndarray, order) -> int:
+    """Summed transition cost of visiting the epochs in ``order``."""
+    o = list(order)
+    return int(sum(int(cost[a, b]) for a, b in zip(o, o[1:])))
+
+
+def _nearest_neighbour(cost: np.ndarray, start: int) -> list[int]:
+    E = cost.shape[0]
+    left = set(range(E)) - {start}
+    path = [start]
+    while left:
+        cur = path[-1]
+        nxt = min(left, key=lambda b: (int(cost[cur, b]), b))
+        path.append(nxt)
+        left.remove(nxt)
+    return path
+
+
+def _improve(cost: np.ndarray, path: list[int]) -> list[int]:
+    """2-opt (segment reversal) and or-opt (move a segment of 1-3 epochs) on a path with asymmetric costs."""
+    best = path_cost(cost, path)
+    E = len(path)
+    improved = True
+    while improved:
+        improved = False
+        for i in range(E - 1):
+            for j in range(i + 1, E):
+                cand = path[:i] + path[i:j + 1][::-1] + path[j + 1:]
+                c = path_cost(cost, cand)
+                if c < best:
+                    path, best, improved = cand, c, True
+        for k in (1, 2, 3):                       # or-opt: move a segment of k epochs elsewhere
+            for i in range(E - k + 1):
+                seg, rest = path[i:i + k], path[:i] + path[i + k:]
+                for j in range(len(rest) + 1):
+                    if j == i:
+                        continue
+                    cand = rest[:j] + seg + rest[j:]
+                    c = path_cost(cost, cand)
+                    if c < best:
+                        path, best, improved = cand, c, True
+                        break
+    return path
+
+
+def order_heuristic(cost: np.ndarray) -> list[int]:
+    """An epoch order with a low summed cost: nearest neighbour from every start, each improved by 2-opt and
+    or-opt; the best found (ties: lowest order lexicographically). Deterministic."""
+    E = cost.shape[0]
+    if E <= 1:
+        return list(range(E))
+    best, best_c = None, None
+    for s in range(E):
+        p = _improve(cost, _nearest_neighbour(cost, s))
+        c = path_cost(cost, p)
+        if best_c is None or c < best_c or (c == best_c and p < best):
+            best, best_c = p, c
+    return best
+
+
+def order_exact(cost: np.ndarray) -> tuple[list[int], int]:
+    """The optimal epoch order (Held-Karp over Hamiltonian paths, any start): (order, cost). E <= 16."""
+    E = cost.shape[0]
+    if E <= 1:
+        return list(range(E)), 0
+    if E > 16:
+        raise ValueError(f"order_exact: E={E} epochs is too many for the exact search (at most 16)")
+    full = (1 << E) - 1
+    INF = np.iinfo(np.int64).max // 4
+    dp = np.full((1 << E, E), INF, dtype=np.int64)
+    par = np.full((1 << E, E), -1, dtype=np.int64)
+    for v in range(E):
+        dp[1 << v, v] = 0
+    for mask in range(1, full + 1):
+        for v in range(E):
+            cur = dp[mask, v]
+            if cur >= INF or not (mask >> v) & 1:
+                continue
+            for w in range(E):
+                if (mask >> w) & 1:
+                    continue
+                m2 = mask | (1 << w)
+                c = cur + int(cost[v, w])
+                if c < dp[m2, w]:
+                    dp[m2, w] = c
+                    par[m2, w] = v
+    end = int(np.argmin(dp[full]))
+    total = int(dp[full, end])
+    order, mask, v = [], full, end
+    while v >= 0:
+        order.append(v)
+        pv = int(par[mask, v])
+        mask ^= 1 << v
+        v = pv
+    return order[::-1], total
+
+
+# ---- run-time schedule -------------------------------------------------------------------------------------
+
+
+class _Step:
+    """One global step's result: accesses in (rank, column) order, evictions before it, chunk lengths."""
+
+    __slots__ = ("rank", "sample", "source", "keep", "chunk", "ev_rank", "ev_sample")
+
+
+def _rank_local_index(ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, i): ``order`` sorts ``ranks`` stably; i[k] is the index of element order[k] within its rank."""
+    order = np.argsort(ranks, kind="stable")
+    rs = ranks[order]
+    first = np.searchsorted(rs, rs, side="left")
+    return order, np.arange(len(rs)) - first
+
+
+class _Engine:
+    """The buffer state and the step rule (module doc). ``holder`` (F,): the rank holding each sample or -1;
+    ``ins``: when it was inserted (global step); ``nheld`` (W,)."""
+
+    def __init__(self, *, F: int, W: int, b: int, c: int, perms: np.ndarray, order: list[int], remap: bool,
+                 balance: bool, chunking: bool, eviction: str):
+        self.F, self.W, self.b, self.c = F, W, b, c
+        self.B = W * b
+        self.S = math.ceil(F / self.B)
+        self.perms, self.order = perms, order
+        self.E = len(order)
+        self.remap, self.balance, self.chunking, self.eviction = remap, balance, chunking, eviction
+        self.never = (self.E + 1) * self.S + 1         # "no further use"
+        self.reset()
+
+    def reset(self) -> None:
+        self.holder = np.full(self.F, -1, np.int64)
+        self.ins = np.zeros(self.F, np.int64)
+        self.nheld = np.zeros(self.W, np.int64)
+        self.peak = np.zeros(self.W, np.int64)
+        self.e = 0                 # next epoch to build
+        self.pending: _Step | None = None
+        self._pos: dict[int, np.ndarray] = {}
+
+    def perm(self, e: int) -> np.ndarray:
+        return self.perms[self.order[e]]
+
+    def pos(self, e: int) -> np.ndarray:
+        """Position of every sample in epoch e's permutation (cached for two epochs)."""
+        p = self._pos.get(e)
+        if p is None:
+            p = np.empty(self.F, np.int64)
+            p[self.perm(e)] = np.arange(self.F)
+            if len(self._pos) >= 3:
+                self._pos.pop(min(self._pos))
+            self._pos[e] = p
+        return p
+
+    def next_use(self, ids: np.ndarray, e: int, s: int) -> np.ndarray:
+        """Global step of each sample's next use after step s of epoch e (``never`` if none)."""
+        st = self.pos(e)[ids] // self.B
+        out = np.where(st > s, e * self.S + st, self.never)
+        later = st <= s
+        if e + 1 < self.E and later.any():
+            out[later] = (e + 1) * self.S + self.pos(e + 1)[ids[later]] // self.B
+        return out
+
+    def targets(self, n: int) -> np.ndarray:
+        """DistributedSampler's share of an n-sample global batch per rank (offset j → rank j mod W)."""
+        W = self.W
+        return np.full(W, n // W, np.int64) + (np.arange(W) < n % W)
+
+    # ---- one global step ---------------------------------------------------------------------------
+    def step(self, e: int, s: int) -> _Step:
+        F, W, B = self.F, self.W, self.B
+        G = self.perm(e)[s * B:min((s + 1) * B, F)]
+        n = len(G)
+        hr = self.holder[G]
+        t = self.targets(n)
+        if self.remap:
+            hit = hr >= 0
+            if not self.balance:       # at most the DistributedSampler share from memory; the surplus re-read
+                idx = np.nonzero(hit)[0]
+                o, li = _rank_local_index(hr[idx])
+                over = idx[o][li >= t[hr[idx][o]]]
+                hit[over] = False
+            h = np.bincount(hr[hit], minlength=W)
+            loads = G[~hit]
+            L = len(loads)
+            if self.balance:
+                q, rem = divmod(L, W)
+                nload = np.full(W, q, np.int64)
+                if rem:
+                    pref = np.lexsort(((np.arange(W) - s) % W, h))    # fewest hits first, rotating ties
+                    nload[pref[:rem]] += 1
+            else:
+                nload = t - h
+            load_rank = np.repeat(np.arange(W), nload)
+            load_ids = np.sort(loads)
+            hit_ids, hit_rank = G[hit], hr[hit]
+        else:
+            pr = np.arange(n) % W
+            hit = hr == pr
+            hit_ids, hit_rank = G[hit], pr[hit]
+            lr, li = pr[~hit], G[~hit]
+            o = np.lexsort((li, lr))
+            load_ids, load_rank = li[o], lr[o]
+        # keeps and evictions: loads nobody holds are candidates to keep
+        cand = self.holder[load_ids] < 0
+        keep = np.zeros(len(load_ids), bool)
+        ev_rank: list[np.ndarray] = []
+        ev_sample: list[np.ndarray] = []
+        hits_per = np.bincount(hit_rank, minlength=W)
+        cand_per = np.bincount(load_rank[cand], minlength=W)
+        over = self.nheld + cand_per - self.c
+        keep[cand & (over[load_rank] <= 0)] = True
+        tight = np.nonzero(over > 0)[0]
+        if len(tight):       # the held samples of every rank, grouped by rank (one sort, not a scan per rank)
+            held_all = np.nonzero(self.holder >= 0)[0]
+            held_all = held_all[np.argsort(self.holder[held_all], kind="stable")]
+            cuts = np.searchsorted(self.holder[held_all], np.arange(W + 1), side="left")
+        for r in tight.tolist():
+            cr = np.nonzero(cand & (load_rank == r))[0]
+            held = held_all[cuts[r]:cuts[r + 1]]
+            if hits_per[r]:
+                held = held[~np.isin(held, hit_ids[hit_rank == r], assume_unique=True)]
+            room = self.c - hits_per[r]                 # slots for evictable held + new
+            if self.eviction == "fifo":
+                need = int(over[r])
+                k = min(need, len(held))
+                victims = held[np.argsort(self.ins[held], kind="stable")[:k]]
+                n_keep = len(cr) - (need - k)
+                keep[cr[:n_keep]] = True
+            else:
+                pool = np.concatenate([held, load_ids[cr]])
+                nu = self.next_use(pool, e, s)       # after this step (hits of this step are not in the pool)
+                age = np.concatenate([self.ins[held], np.full(len(cr), np.iinfo(np.int64).max)])
+                # retain the `room` with the soonest next use (ties: the newest)
+                o = np.lexsort((-age, nu))
+                retained = np.zeros(len(pool), bool)
+                retained[o[:max(room, 0)]] = True
+                victims = held[~retained[:len(held)]]
+                keep[cr[retained[len(held):]]] = True
+            if len(victims):
+                ev_rank.append(np.full(len(victims), r, np.int64))
+                ev_sample.append(victims)
+        # the rank's accesses: hits (permutation order) then loads (sorted by id)
+        rank = np.concatenate([hit_rank, load_rank])
+        sample = np.concatenate([hit_ids, load_ids])
+        source = np.concatenate([np.full(len(hit_ids), MEMORY, np.uint8), np.full(len(load_ids), SHARED, np.uint8)])
+        kp = np.concatenate([np.full(len(hit_ids), NO_TIER, np.uint8),
+                             np.where(keep, MEMORY, NO_TIER).astype(np.uint8)])
+        o = np.argsort(rank, kind="stable")
+        st = _Step()
+        st.rank, st.sample, st.source, st.keep = rank[o], sample[o], source[o], kp[o]
+        st.chunk = _chunks(st.rank, st.sample, st.source) if self.chunking else None
+        st.ev_rank = np.concatenate(ev_rank) if ev_rank else np.zeros(0, np.int64)
+        st.ev_sample = np.concatenate(ev_sample) if ev_sample else np.zeros(0, np.int64)
+        return st
+
+    def apply(self, st: _Step, tick: int) -> None:
+        if len(st.ev_sample):
+            self.holder[st.ev_sample] = -1
+            np.subtract.at(self.nheld, st.ev_rank, 1)
+        k = st.keep != NO_TIER
+        if k.any():
+            self.holder[st.sample[k]] = st.rank[k]
+            self.ins[st.sample[k]] = tick
+            np.add.at(self.nheld, st.rank[k], 1)
+        np.maximum(self.peak, self.nheld, out=self.peak)
+
+    # ---- one epoch ---------------------------------------------------------------------------------
+    def build(self, e: int) -> EpochPlan:
+        if e < self.e:
+            self.reset()
+        while self.e <= e:
+            ep = self._next_epoch()
+        return ep
+
+    def _next_epoch(self) -> EpochPlan:
+        e, S = self.e, self.S
+        steps: list[_Step] = []
+        for s in range(S):
+            st = self.pending if (s == 0 and self.pending is not None) else self.step(e, s)
+            if not (s == 0 and self.pending is not None):
+                self.apply(st, e * S + s)
+            steps.append(st)
+        self.pending = None
+        if e + 1 < self.E:       # step 0 of the next epoch: its evictions happen at this epoch's last step
+            nxt = self.step(e + 1, 0)
+            self.apply(nxt, (e + 1) * S)
+            self.pending = nxt
+        self.e = e + 1
+        return _assemble(e, steps, self.W, self.pending)
+
+
+def _chunks(rank: np.ndarray, sample: np.ndarray, source: np.ndarray) -> np.ndarray:
+    """Request length per access (``EpochPlan.chunk``): runs of consecutive ids read from SHARED by one rank."""
+    n = len(sample)
+    out = np.ones(n, np.int32)
+    if n < 2:
+        return out
+    cont = (rank[1:] == rank[:-1]) & (sample[1:] == sample[:-1] + 1) & (source[1:] == SHARED) & \
+           (source[:-1] == SHARED)
+    starts = np.nonzero(np.concatenate([[True], ~cont]))[0]
+    lengths = np.diff(np.concatenate([starts, [n]]))
+    out[:] = 0
+    out[starts] = lengths
+    return out
+
+
+def _assemble(e: int, steps: list[_Step], W: int, nxt: _Step | None) -> EpochPlan:
+    S = len(steps)
+    counts = np.zeros((W, S), np.int64)
+    for s, st in enumerate(steps):
+        counts[:, s] = np.bincount(st.rank, minlength=W)
+    bounds = np.zeros((W, S + 1), np.int64)
+    bounds[:, 1:] = np.cumsum(counts, axis=1)
+    n_max = int(bounds[:, -1].max()) if W else 0
+    ids = np.full((W, n_max), -1, np.int64)
+    src = np.full((W, n_max), SHARED, np.uint8)
+    keep = np.full((W, n_max), NO_TIER, np.uint8)
+    chunk = np.zeros((W, n_max), np.int32) if steps and steps[0].chunk is not None else None
+    for s, st in enumerate(steps):
+        # column of each access: bounds[r, s] + index within its rank
+        first = np.searchsorted(st.rank, np.arange(W), side="left")
+        col = bounds[st.rank, s] + np.arange(len(st.rank)) - first[st.rank]
+        ids[st.rank, col] = st.sample
+        src[st.rank, col] = st.source
+        keep[st.rank, col] = st.keep
+        if chunk is not None:
+            chunk[st.rank, col] = st.chunk
+    ev_r, ev_s, ev_x = [], [], []
+    for s in range(1, S):
+        st = steps[s]
+        ev_r.append(st.ev_rank)
+        ev_s.append(np.full(len(st.ev_rank), s - 1, np.int64))
+        ev_x.append(st.ev_sample)
+    if nxt is not None:
+        ev_r.append(nxt.ev_rank)
+        ev_s.append(np.full(len(nxt.ev_rank), S - 1, np.int64))
+        ev_x.append(nxt.ev_sample)
+    ev = Evictions.make(np.concatenate(ev_r) if ev_r else [], np.concatenate(ev_s) if ev_s else [],
+                        np.concatenate(ev_x) if ev_x else [])
+    return EpochPlan(epoch=e, sample_ids=ids, source=src, bounds=bounds, keep=keep, evictions=ev, chunk=chunk)
+
+
+# ---- the plan ----------------------------------------------------------------------------------------------
+
+
+def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
+                        buffer_samples: int, reorder: bool = True, remap: bool = True, balance: bool = True,
+                        chunking: bool = True, eviction: str = "lookahead", pipeline: str = "sync",
+                        loader_threads: int | None = None) -> Plan:
+    """SurrogateTrain's plan (module doc). ``buffer_samples``: c, the buffer of each rank in samples."""
+    F, W, b, E = int(n_samples), int(world_size), int(local_batch), int(epochs)
+    c = int(buffer_samples)
+    if eviction not in ("lookahead", "fifo"):
+        raise ValueError(f"eviction {eviction!r}: lookahead or fifo")
+    if c < 0 or F < 1 or W < 1 or b < 1 or E < 1:
+        raise ValueError(f"surrogatetrain_plan: F={F}, W={W}, b={b}, E={E}, c={c}")
+    C = min(c * W, F)
+    perms = np.stack([epoch_permutation(seed, k, F) for k in range(E)])
+    cost = transition_costs(perms, C)
+    identity = list(range(E))
+    order = order_heuristic(cost) if reorder else identity
+    eng = _Engine(F=F, W=W, b=b, c=c, perms=perms, order=order, remap=remap, balance=balance, chunking=chunking,
+                  eviction=eviction)
+    # one pass for the figures the executor needs up front (batch rows, buffer peak) and the plan's statement
+    loads, reqs, hits = [], [], []
+    nmin, nmax, imb_num, imb_den = 1 << 62, 0, 0.0, 0.0
+    for e in range(E):
+        ep = eng.build(e)
+        cnt = np.diff(ep.bounds, axis=1)                       # (W, S) local batch sizes
+        full = cnt.sum(axis=0) > 0
+        nmin, nmax = min(nmin, int(cnt[:, full].min())), max(nmax, int(cnt.max()))
+        imb_num += float(cnt.max(axis=0).sum())
+        imb_den += float(cnt.mean(axis=0).sum())
+        valid = ep.sample_ids >= 0
+        loads.append(int((valid & (ep.source == SHARED)).sum()))
+        hits.append(int((valid & (ep.source == MEMORY)).sum()))
+        reqs.append(ep.requests())
+    peak = eng.peak.copy()
+    eng.reset()
+    naive_loads = E * F
+    meta = {
+        "order": "each epoch a full permutation; epochs reordered to reuse the buffer, samples reassigned to the "
+                 "rank that buffers them within a global batch",
+        "epoch_order": [int(x) for x in order],
+        "epoch_order_cost": path_cost(cost, order),
+        "identity_order_cost": path_cost(cost, identity),
+        "order_heuristic": "nearest neighbour from every start + 2-opt + or-opt (segments of 1-3; asymmetric costs)",
+        "buffer_samples_per_rank": c, "buffer_samples_aggregate": C,
+        "reorder": reorder, "remap": remap, "balance": balance, "chunking": chunking, "eviction": eviction,
+        "shared_loads_per_epoch": loads, "buffer_hits_per_epoch": hits, "shared_requests_per_epoch": reqs,
+        "shared_load_reduction_vs_naive": naive_loads / max(1, sum(loads)),
+        "max_step_samples": nmax, "local_batch_min": nmin, "local_batch_max": nmax,
+        "compute_imbalance": imb_num / imb_den - 1.0 if imb_den else 0.0,
+        "cache_peak_samples": peak.astype(np.int64).tolist(),
+        "global_steps_per_epoch": eng.S,
+    }
+    if E <= 32:
+        meta["transition_costs"] = cost.tolist()
+    return Plan(strategy="surrogatetrain", n_samples=F, world_size=W, node_map=node_map, epochs=E, local_batch=b,
+                seed=seed, build_epoch=eng.build, meta=meta, pipeline=pipeline, loader_threads=loader_threads)
+
+
+def exact_vs_heuristic(E: int, F: int, C: int, seed: int = 0) -> dict:
+    """The heuristic's cost against the optimum (and the identity order) for E permutations of F samples."""
+    perms = np.stack([epoch_permutation(seed, k, F) for k in range(E)])
+    cost = transition_costs(perms, C)
+    h = order_heuristic(cost)
+    x, xc = order_exact(cost)
+    return {"E": E, "F": F, "C": C, "seed": seed, "heuristic": path_cost(cost, h), "optimum": xc,
+            "identity": path_cost(cost, range(E)), "heuristic_order": h, "optimal_order": x}
+
+
+def brute_force_order(cost: np.ndarray) -> tuple[list[int], int]:
+    """Every permutation (tests only, E <= 8)."""
+    best = min(itertools.permutations(range(cost.shape[0])), key=lambda p: (path_cost(cost, p), p))
+    return list(best), path_cost(cost, best)
+
+
+__all__ = ["transition_costs", "path_cost", "order_heuristic", "order_exact", "surrogatetrain_plan",
+           "exact_vs_heuristic", "brute_force_order"]
