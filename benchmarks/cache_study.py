@@ -55,6 +55,8 @@ def rows(cache_slots: int, samples: int) -> list[tuple[str, str, dict]]:
         ("naive", "naive", {}),
         ("clairvoyant", "clairvoyant", {"cache_capacity": cap}),
         ("clairvoyant+disk", "clairvoyant", {"cache_capacity": cap, "local_cache_capacity": disk}),
+        ("clairvoyant+disk no-fill-thread", "clairvoyant", {"cache_capacity": cap, "local_cache_capacity": disk,
+                                                                "fill_thread": False}),
         ("locality", "locality", {"cache_capacity": cap}),
         ("locality t2", "locality", {"cache_capacity": cap, "loader_threads": 2}),
         ("deepio ordered", "deepio", {"mode": "ordered", "cache_capacity": cap}),
@@ -67,7 +69,8 @@ def rows(cache_slots: int, samples: int) -> list[tuple[str, str, dict]]:
 def flags(opts: dict, tmp: Path) -> list[str]:
     out = []
     for k, v in opts.items():
-        out += [f"--{k.replace('_', '-')}", str(v)]
+        flag = k.replace("_", "-")
+        out += ([f"--{flag}" if v else f"--no-{flag}"] if isinstance(v, bool) else [f"--{flag}", str(v)])
     if "local_cache_capacity" in opts:
         out += ["--local-dir", str(tmp / "local")]
     return out
@@ -118,6 +121,7 @@ def main() -> None:
     ap.add_argument("--cache-slots", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--rows", default=None, help="comma-separated row labels to run (default: all)")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="dlbench-cache-study-"))
     try:
@@ -129,6 +133,9 @@ def main() -> None:
         data = tmp / "data"
         generate(load(str(wl), scale="full"), data, seed=0, progress=False)
         table = rows(a.cache_slots, a.samples)
+        if a.rows:
+            keep = {x.strip() for x in a.rows.split(",")}
+            table = [r for r in table if r[0] in keep]
         best: dict = {}
         for _rep in range(a.repeat):
             for k, (label, strategy, opts) in enumerate(table):
@@ -143,18 +150,18 @@ def main() -> None:
           f"(dataset = {a.samples / (2 * a.cache_slots):.1f}x aggregate memory), 2 ranks, {a.epochs} epochs, "
           f"compute {a.compute_time} s/step, laptop-pfs; best of {a.repeat}")
     print(f"lower bound (model): {sim['lowerbound']['epoch_s']:.3f} s/epoch")
-    hdr = f"{'row':<22}{'epoch0 s':>9}{'epoch s':>9}{'sim s':>8}{'real/sim':>9}{'exposed':>9}" \
+    hdr = f"{'row':<36}{'epoch0 s':>9}{'epoch s':>9}{'sim s':>8}{'real/sim':>9}{'exposed':>9}" \
           f"{'shared MB':>10}{'own MB':>8}{'peer MB':>8}{'seen':>7}"
     print(hdr)
     for label, _s, _o in table:
         r, m = best[label], sim.get(label, {})
         if "error" in r:
-            print(f"{label:<22} error: {r['error'][:110]}")
+            print(f"{label:<36} error: {r['error'][:110]}")
             continue
         b = r["bytes"]
         own = sum(v for k, v in b.items() if k not in ("shared", "peer"))
         ratio = r["epoch_s"] / m["epoch_s"] if m.get("epoch_s") else float("nan")
-        print(f"{label:<22}{r['epoch0_s']:>9.3f}{r['epoch_s']:>9.3f}{m.get('epoch_s', float('nan')):>8.3f}"
+        print(f"{label:<36}{r['epoch0_s']:>9.3f}{r['epoch_s']:>9.3f}{m.get('epoch_s', float('nan')):>8.3f}"
               f"{ratio:>9.2f}{r['exposed']:>9.1%}{b.get('shared', 0) / MB:>10.1f}{own / MB:>8.1f}"
               f"{b.get('peer', 0) / MB:>8.1f}{r['seen']:>7.1%}")
     if a.json:

@@ -30,6 +30,8 @@ class CacheOptions:
     loader_threads: int = opt(0, help="loader threads per rank reading ahead in access order (0: the trainer reads "
                                       "each step itself, synchronously)", min=0, max=64)
     window: int = opt(2, help="steps read ahead (loader threads, peer receives)", min=0, max=1024)
+    fill_thread: bool = opt(True, help="store cache fills and evictions on a background fill thread (off: the trainer "
+                                       "stores them between steps, where they count as stall)")
 
 
 def slot_bytes(ctx: RunContext) -> int:
@@ -85,7 +87,7 @@ def planned_executor(ctx: RunContext, plan: Plan, options) -> Executor:
     peak = cache_peak_samples(plan)
     cap = {MEMORY: float(int(peak[ctx.rank]) * slot_bytes(ctx)), LOCAL: 0.0}
     return PlannedExecutor(ctx, plan, capacity_bytes=cap, threads=options.loader_threads, window=options.window,
-                           capacity_flag="--cache-capacity")
+                           capacity_flag="--cache-capacity", fill_thread=options.fill_thread)
 
 
 def pipeline_of(options) -> dict:

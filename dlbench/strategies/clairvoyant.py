@@ -59,4 +59,4 @@ class Clairvoyant(Strategy):
         # every rank opens the same tiers (opening the local tier is collective): sized by the largest need
         cap = {MEMORY: float(int(peak[ctx.rank]) * slot_bytes(ctx)), LOCAL: float(local)}
         return PlannedExecutor(ctx, plan, capacity_bytes=cap, threads=options.loader_threads, window=options.window,
-                               capacity_flag="--cache-capacity")
+                               capacity_flag="--cache-capacity", fill_thread=options.fill_thread)

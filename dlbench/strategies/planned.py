@@ -30,10 +30,10 @@ import numpy as np
 from ..errors import RunError
 from ..plan import LOCAL, MEMORY, NO_TIER, SHARED, Plan
 from ..storage import LocalTier, MemoryTier, aligned_rows, check_local_dir
-from ..timeline import PHASE_ID
+from ..timeline import PHASE_ID, Timeline
 from .base import Batch, Executor, RunContext
 from .localcopy import owner_marker, remove_stale_run_dirs
-from .stages import EpochView, Loader, PeerPush, Ring, SampleStore, Stores
+from .stages import EpochView, Filler, Loader, PeerPush, Ring, SampleStore, Stores
 
 
 def peak_holdings(plan: Plan, rank: int, sample_nbytes) -> dict[int, int]:
@@ -83,7 +83,7 @@ class PlannedExecutor(Executor):
     (ring depth = window + 1)."""
 
     def __init__(self, ctx: RunContext, plan: Plan, *, capacity_bytes: dict[int, float], threads: int = 0,
-                 window: int = 1, capacity_flag: str = "--cache-capacity"):
+                 window: int = 1, capacity_flag: str = "--cache-capacity", fill_thread: bool = True):
         self.ctx, self.plan = ctx, plan
         self.threads, self.window = int(threads), max(0, int(window))
         self.jpeg = ctx.workload.layout == "jpeg_folders"
@@ -105,6 +105,9 @@ class PlannedExecutor(Executor):
         self.stage_bytes = 0
         self.done = False
         self.stale_removed: list[str] = []
+        self.fill_thread = bool(fill_thread)
+        self.filler: Filler | None = None
+        self._gstep = 0
 
     # ---- set-up ------------------------------------------------------------------------------------
     def _open_stores(self) -> None:
@@ -130,6 +133,15 @@ class PlannedExecutor(Executor):
             stores[code] = SampleStore(tier, code)
         self.stores = Stores(stores)
 
+    def plan_keeps_or_evicts(self) -> bool:
+        """Do the plan's first epochs store or drop samples during training (else no fill thread; a later
+        epoch's fills would then be stored by the trainer between steps)?"""
+        for e in range(min(2, self.plan.epochs)):
+            ep = self.plan.epoch(e)
+            if (ep.keep is not None and (ep.keep != NO_TIER).any()) or (ep.evictions is not None and len(ep.evictions)):
+                return True
+        return False
+
     def _counters(self, cls: str):
         """Darshan-style counters of a tier (thread-safe: loader threads read it while the trainer fills)."""
         io = self.ctx.io_counters
@@ -141,6 +153,10 @@ class PlannedExecutor(Executor):
         tl = ctx.timeline
         self.loader = Loader(ctx, self.stores, self.ring, self.threads, self.raw_ring, tl)
         self.peers = PeerPush(ctx, self.stores, self.max_row, tl)
+        if self.fill_thread and (self.plan_keeps_or_evicts()):
+            ftl = tl.sibling(200, 1 << 14) if hasattr(tl, "sibling") else Timeline(1 << 14, ctx.rank, thread=200)
+            self.filler = Filler(self.stores, ftl, ctx.clock)
+            self.loader.fills_async = True
         pro = plan.prologue
         mine = np.nonzero(pro.rank == ctx.rank)[0]
         if pro.allgather:
@@ -169,25 +185,56 @@ class PlannedExecutor(Executor):
     def epoch(self, e: int) -> Iterator[Batch]:
         ctx = self.ctx
         view = EpochView(self.plan, e, ctx.rank, runs=self.loader.run_reads)
-        loader, peers, ring = self.loader, self.peers, self.ring
+        loader, peers, ring, filler = self.loader, self.peers, self.ring, self.filler
         D = ring.depth
+        base = self._gstep            # the fill thread's job number of this epoch's step 0
         peers.begin(view)
         recv_ring = self.raw_ring if self.jpeg else ring
         reader0 = loader.readers[0]
-        for t in range(min(D, view.steps)):
-            peers.post_recvs(view, t, recv_ring[t])
-        peers.post_sends(view, D - 1)
+        posted = 0                    # steps whose peer receives are posted
+
+        def post_recvs_upto(limit: int, block: bool) -> None:
+            """Irecvs of steps < limit into their ring buffers, once the buffer's last fill job is done."""
+            nonlocal posted
+            while posted < min(limit, view.steps):
+                s = posted
+                if filler is not None and s >= D and not filler.is_done(base + s - D):
+                    if not block:
+                        return
+                    filler.wait(base + s - D)
+                peers.post_recvs(view, s, recv_ring[s])
+                posted += 1
+
+        def post_sends(t_next: int, upto: int) -> None:
+            """Sends up to step ``upto``; those a peer needs at ``t_next`` must go now (the receiver blocks on
+            them before its next barrier): wait for this rank's fills if one is still being stored."""
+            peers.post_sends(view, upto)
+            first = peers.first_pending_step()
+            if first is not None and first <= t_next and filler is not None:
+                filler.wait(base + t_next - 1)
+                peers.post_sends(view, upto)
+                first = peers.first_pending_step()
+            if first is not None and first <= t_next:
+                raise RunError(f"plan of {self.plan.strategy}: rank {ctx.rank} must send a sample at epoch {e} step "
+                               f"{first} that it does not hold then")
+
+        post_recvs_upto(D, block=False)
+        post_sends(0, D - 1)
         if self.threads:
             loader.begin(view)
         tl, clock = ctx.timeline, ctx.clock
         STAGE = PHASE_ID["stage"]
         keep, ids, bounds = view.keep, view.ids, view.bounds
+        sizes = ctx.sample_nbytes
         try:
             for t in range(view.steps):
                 if self.threads:
                     loader.wait(t)
                 else:
+                    if filler is not None and t >= D:
+                        filler.wait(base + t - D)     # the buffer's last fills are copied out
                     loader.fill(view, t)
+                post_recvs_upto(t + 1, block=True)
                 if self.jpeg:   # received bytes are stored JPEGs: decode them into the batch rows
                     raw_t, out_t = self.raw_ring[t], ring[t]
                     peers.wait_recvs(view, t, lambda j, n, a=raw_t, b=out_t: reader0.decode_into(a[j], n, b[j]))
@@ -197,42 +244,53 @@ class PlannedExecutor(Executor):
                 buf = ring[t]
                 kept_rows = self.raw_ring[t] if self.jpeg else buf
                 yield Batch(buf, ids[b0:b1], b1 - b0)
-                # after the trainer's step: fills, evictions, the buffer back to the loader, sends and receives
-                kc = np.nonzero(keep[b0:b1] != NO_TIER)[0]
-                if len(kc):
-                    t0 = clock()
-                    written = 0
-                    for j in kc.tolist():
-                        sid = int(ids[b0 + j])
-                        st = self.stores[int(keep[b0 + j])]
-                        written += st.put(sid, kept_rows[j, :int(ctx.sample_nbytes[sid])])
-                    self.stage_bytes += written
-                    tl.add(STAGE, t0, clock(), e, t, written, int(keep[b0 + kc[0]]))
+                # after the trainer's step: fills and evictions (fill thread, or here), the buffer back to the
+                # loader, sends and receives
+                kc = np.nonzero(keep[b0:b1] != NO_TIER)[0].tolist()
                 if len(view.evict_ids):
                     lo, hi = np.searchsorted(view.evict_step, [t, t + 1])
-                    for sid in view.evict_ids[lo:hi].tolist():
+                    evictions = view.evict_ids[lo:hi].tolist()
+                else:
+                    evictions = []
+                keeps = [(self.stores[int(keep[b0 + j])], int(ids[b0 + j]),
+                          kept_rows[j, :int(sizes[int(ids[b0 + j])])]) for j in kc]
+                if filler is not None:
+                    filler.submit(base + t, e, t, keeps, evictions,
+                                  (lambda t=t: loader.release(t)) if self.threads else None)
+                else:
+                    if keeps:
+                        t0 = clock()
+                        written = sum(st.put(sid, row) for st, sid, row in keeps)
+                        self.stage_bytes += written
+                        tl.add(STAGE, t0, clock(), e, t, written, keeps[0][0].code)
+                    for sid in evictions:
                         self.stores.release(sid)
-                if self.threads:
-                    loader.release(t)
-                if t + D < view.steps:
-                    peers.post_recvs(view, t + D, recv_ring[t + D])
-                peers.post_sends(view, t + D)
+                    if self.threads:
+                        loader.release(t)
+                post_recvs_upto(t + 1 + D, block=False)
+                post_sends(t + 1, t + D)
+            if filler is not None:
+                filler.drain()
             peers.finish(view)
         finally:
             if self.threads:
                 loader.end()
+            self._gstep = base + view.steps
         if e == self.plan.epochs - 1:
             self.done = True
 
     # ---- figures and cleanup -----------------------------------------------------------------------
     def extra_timelines(self) -> list:
-        return self.loader.timelines if (self.loader is not None and self.threads) else []
+        out = list(self.loader.timelines) if (self.loader is not None and self.threads) else []
+        return out + ([self.filler.tl] if self.filler is not None else [])
 
     def stats(self) -> dict:
         out = {"tiers": {"shared": {"reads": self.loader.shared_reads if self.loader else 0,
                                     "bytes": self.loader.shared_bytes if self.loader else 0}},
-               "stage_s": self.stage_s, "cache_fill_bytes": self.stage_bytes,
-               "loader": {"threads": self.threads, "window_steps": self.window}}
+               "stage_s": self.stage_s,
+               "cache_fill_bytes": self.stage_bytes + (self.filler.bytes if self.filler is not None else 0),
+               "loader": {"threads": self.threads, "window_steps": self.window,
+                          "fill_thread": self.filler is not None}}
         for code, st in self.stores.by_code.items():
             ts = st.tier.stats()
             out["tiers"][("shared", "local", "memory")[code]] = {
@@ -252,6 +310,8 @@ class PlannedExecutor(Executor):
         the run's (other ranks of the node may still be running), its owner marker, then the node and run
         directories if they are empty."""
         try:
+            if self.filler is not None:
+                self.filler.close()
             if self.loader is not None:
                 self.loader.close()
         finally:

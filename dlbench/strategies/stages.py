@@ -40,22 +40,25 @@ TAG_BASE = 1 << 12
 
 
 class SampleStore:
-    """One own tier with a reference count per sample id."""
+    """One own tier with a reference count per sample id. Thread-safe: the trainer (peer sends, pins), the
+    fill thread (puts, evictions) and loader threads (pinned reads) share it; a reference count change and
+    the tier operation it implies happen under one lock, so a slot is never freed or reused while a read or a
+    send still uses it."""
 
     def __init__(self, tier, code: int, cond: threading.Condition | None = None):
         self.tier, self.code = tier, code
         self.refs: dict[int, int] = {}
         self.reads = 0
         self.read_bytes = 0
-        self.cond = cond or threading.Condition()
+        self.cond = cond or threading.Condition(threading.RLock())
 
     def __contains__(self, sid) -> bool:
         return int(sid) in self.refs
 
     def put(self, sid: int, row) -> int:
-        r = self.refs.get(sid, 0)
-        n = self.tier.put(sid, row) if r == 0 else 0
         with self.cond:
+            r = self.refs.get(sid, 0)
+            n = self.tier.put(sid, row) if r == 0 else 0
             self.refs[sid] = r + 1
             if r == 0:
                 self.cond.notify_all()
@@ -64,42 +67,64 @@ class SampleStore:
     def put_many(self, items) -> int:
         """``put`` for several (sid, row) pairs; a tier with ``put_many`` stores the new ones in one go."""
         new, total = [], 0
-        for sid, row in items:
-            r = self.refs.get(sid, 0)
-            if r == 0:
-                new.append((sid, row))
-            self.refs[sid] = r + 1
-        many = getattr(self.tier, "put_many", None)
-        if many is not None:
-            return many(new)
-        for sid, row in new:
-            total += self.tier.put(sid, row)
+        with self.cond:
+            for sid, row in items:
+                r = self.refs.get(sid, 0)
+                if r == 0:
+                    new.append((sid, row))
+                self.refs[sid] = r + 1
+            many = getattr(self.tier, "put_many", None)
+            if many is not None:
+                total = many(new)
+            else:
+                for sid, row in new:
+                    total += self.tier.put(sid, row)
+            self.cond.notify_all()
         return total
 
     def pin(self, sid: int) -> None:
-        """One more reference to a held sample (a send in flight from its slot)."""
-        self.refs[sid] += 1
+        """One more reference to a held sample (a send in flight from its slot, a read in progress)."""
+        with self.cond:
+            self.refs[sid] += 1
 
     def adopt(self, sid: int) -> None:
         """Count a sample written into the tier directly (``tier.reserve``) as stored."""
-        if sid in self.refs:
-            raise KeyError(f"sample {sid} adopted twice")
-        self.refs[sid] = 1
+        with self.cond:
+            if sid in self.refs:
+                raise KeyError(f"sample {sid} adopted twice")
+            self.refs[sid] = 1
+            self.cond.notify_all()
 
     def release(self, sid: int) -> None:
-        r = self.refs[sid] - 1
-        if r:
-            self.refs[sid] = r
-        else:
-            with self.cond:
+        with self.cond:
+            r = self.refs[sid] - 1
+            if r:
+                self.refs[sid] = r
+            else:
                 del self.refs[sid]
-            self.tier.delete(sid)
+                self.tier.delete(sid)
 
     def read_into(self, sid: int, out: np.ndarray) -> int:
         n = self.tier.read_into(sid, out)
         self.reads += 1
         self.read_bytes += n
         return n
+
+    def read_pinned(self, sid: int, out: np.ndarray, *, wait: bool, timeout: float = WAIT_TIMEOUT_S) -> int:
+        """Read a sample while holding a reference, so an eviction meanwhile cannot free its slot; ``wait``:
+        until the sample is stored (a fill in another thread), else it must be held now."""
+        with self.cond:
+            if sid not in self.refs:
+                if not wait:
+                    raise KeyError(sid)
+                if not self.cond.wait_for(lambda: sid in self.refs, timeout):
+                    raise RunError(f"sample {sid} never reached the {('shared', 'local', 'memory')[self.code]} "
+                                   f"tier although the plan reads it from there (waited {timeout:.0f} s)")
+            self.refs[sid] += 1
+        try:
+            return self.read_into(sid, out)
+        finally:
+            self.release(sid)
 
     def wait_present(self, sid: int, timeout: float = WAIT_TIMEOUT_S) -> None:
         if sid in self.refs:
@@ -110,9 +135,10 @@ class SampleStore:
                                f"although the plan reads it from there (waited {timeout:.0f} s)")
 
     def clear(self) -> None:
-        for sid in list(self.refs):
-            self.refs[sid] = 1
-            self.release(sid)
+        with self.cond:
+            for sid in list(self.refs):
+                self.refs[sid] = 1
+                self.release(sid)
 
 
 class Stores:
@@ -205,6 +231,7 @@ class Loader:
                  wait_for_samples: bool = True):
         self.ctx, self.stores, self.ring, self.threads = ctx, stores, ring, int(threads)
         self.wait_for_samples = wait_for_samples
+        self.fills_async = False          # a fill thread stores the plan's keeps (PlannedExecutor)
         self.raw_ring = raw_ring          # JPEG: stored bytes land here, decoded rows in ``ring``
         self.jpeg = raw_ring is not None
         self.cond = threading.Condition()
@@ -252,16 +279,16 @@ class Loader:
             self.shared_bytes += n
         else:
             st = self.stores[code]
-            if not self.wait_for_samples:
-                pass
-            elif self.threads:
-                st.wait_present(sid)
-            elif sid not in st.refs:
-                raise RunError(f"plan of {self.ctx.workload.name}: rank {self.ctx.rank} reads sample {sid} from its "
-                               f"{('shared', 'local', 'memory')[code]} tier at epoch {view.epoch} step {t}, "
-                               f"but does not hold it")
             t0 = clock()
-            n = st.read_into(sid, dst)
+            if not self.wait_for_samples:     # copies in place before epoch 0 (staging, local, pls)
+                n = st.read_into(sid, dst)
+            else:
+                try:   # fills may land in another thread (loader threads, the fill thread): wait for them
+                    n = st.read_pinned(sid, dst, wait=bool(self.threads or self.fills_async))
+                except KeyError:
+                    raise RunError(f"plan of {self.ctx.workload.name}: rank {self.ctx.rank} reads sample {sid} "
+                                   f"from its {('shared', 'local', 'memory')[code]} tier at epoch {view.epoch} step "
+                                   f"{t}, but does not hold it") from None
             t1 = clock()
         tl.add(PHASE_ID["read"], t0, t1, view.epoch, t, n, code)
         if self.jpeg:
@@ -343,6 +370,81 @@ class Loader:
             r.close()
 
 
+class Filler:
+    """The plan's cache fills (keeps) and evictions of every step, in step order, on one fill thread, so
+    writing a fill (a memory copy, or a file on the node-local disk) is not trainer time. Step t's job copies
+    its kept rows from the step's ring buffer into the stores, drops the evictions, records a ``stage``
+    interval (bytes written) on its own timeline, then hands the ring buffer back (``on_done(t)``: the loader
+    may refill it). Readers of a sample still being filled wait for it (``SampleStore.read_pinned``); peer
+    sends are posted once the sample is held; ``wait(t)`` blocks until step t's job is done."""
+
+    def __init__(self, stores: Stores, timeline, clock):
+        import queue
+
+        self.stores = stores
+        self.tl = timeline
+        self.clock = clock
+        self.q: queue.SimpleQueue = queue.SimpleQueue()
+        self.cond = threading.Condition()
+        self.done_upto = -1          # jobs are numbered by a global step counter (epochs in order)
+        self.submitted = -1
+        self.error: BaseException | None = None
+        self.bytes = 0
+        self.thread = threading.Thread(target=self._work, daemon=True, name="dlbench-fill")
+        self.thread.start()
+
+    def submit(self, g: int, e: int, t: int, keeps: list, evictions: list, on_done) -> None:
+        """Job ``g`` (global step): ``keeps`` [(store, sid, row)], ``evictions`` [sid], then ``on_done()``."""
+        self.submitted = g
+        self.q.put((g, e, t, keeps, evictions, on_done))
+
+    def _work(self) -> None:
+        STAGE = PHASE_ID["stage"]
+        clock = self.clock
+        while True:
+            job = self.q.get()
+            if job is None:
+                return
+            g, e, t, keeps, evictions, on_done = job
+            try:
+                if keeps:
+                    t0 = clock()
+                    written = 0
+                    for st, sid, row in keeps:
+                        written += st.put(sid, row)
+                    self.bytes += written
+                    self.tl.add(STAGE, t0, clock(), e, t, written, keeps[0][0].code)
+                for sid in evictions:
+                    self.stores.release(sid)
+                if on_done is not None:
+                    on_done()
+            except BaseException as exc:  # handed to the trainer at its next wait
+                with self.cond:
+                    self.error = exc
+                    self.cond.notify_all()
+                return
+            with self.cond:
+                self.done_upto = g
+                self.cond.notify_all()
+
+    def is_done(self, g: int) -> bool:
+        return self.done_upto >= g
+
+    def wait(self, g: int) -> None:
+        if self.done_upto < g or self.error is not None:
+            with self.cond:
+                self.cond.wait_for(lambda: self.done_upto >= g or self.error is not None)
+        if self.error is not None:
+            raise self.error
+
+    def drain(self) -> None:
+        self.wait(self.submitted)
+
+    def close(self) -> None:
+        self.q.put(None)
+        self.thread.join()
+
+
 class PeerPush:
     """The plan's PEER accesses as non-blocking MPI on the plan's schedule (module doc)."""
 
@@ -421,21 +523,33 @@ class PeerPush:
             st = self.stores.holder(sid)
             if st is None:     # not held yet: it is stored at the end of an earlier step (plan order is kept)
                 break
-            self.pending.popleft()
             if st.code == MEMORY:
-                buf = st.tier.view(sid)
-                st.pin(sid)
+                with st.cond:  # pinned under the store's lock: a concurrent eviction cannot free the slot
+                    if sid not in st.refs:
+                        break
+                    st.refs[sid] += 1
+                    buf = st.tier.view(sid)
+                self.pending.popleft()
                 req = self.comm.isend(buf, dst, tag=self.tag(col))
                 self.inflight.append((req, st, sid, None))
             else:
                 k = self._row()
-                n = st.read_into(sid, self.rows[k])
+                try:
+                    n = st.read_pinned(sid, self.rows[k], wait=False)
+                except KeyError:
+                    self.free_rows.append(k)
+                    break
+                self.pending.popleft()
                 req = self.comm.isend(self.rows[k, :n], dst, tag=self.tag(col))
                 self.inflight.append((req, None, sid, k))
             self.bytes_sent += int(self.sizes[sid])
             posted += 1
         if posted:
             self.timeline.add(PHASE_ID["exchange"], t0, clock(), view.epoch, max(upto_step, 0), 0, PEER)
+
+    def first_pending_step(self) -> int | None:
+        """The step of the earliest send not posted yet (None: all posted)."""
+        return self.pending[0][0] if self.pending else None
 
     def _row(self) -> int:
         if not self.free_rows:
@@ -479,4 +593,4 @@ class PeerPush:
         self.inflight = []
 
 
-__all__ = ["SampleStore", "Stores", "Ring", "EpochView", "Loader", "PeerPush", "NO_TIER", "LOCAL", "MEMORY"]
+__all__ = ["SampleStore", "Stores", "Ring", "EpochView", "Loader", "Filler", "PeerPush", "NO_TIER", "LOCAL", "MEMORY"]

@@ -138,4 +138,5 @@ class SurrogateTrain(Strategy):
         peak = cache_peak_samples(plan)
         cap = {MEMORY: float(max(int(peak[ctx.rank]), 1) * slot_bytes(ctx)), LOCAL: 0.0}
         return SurrogateTrainExecutor(ctx, plan, capacity_bytes=cap, threads=options.loader_threads,
-                                      window=options.window, capacity_flag="--cache-capacity")
+                                      window=options.window, capacity_flag="--cache-capacity",
+                                      fill_thread=options.fill_thread)

@@ -2,6 +2,7 @@
 follows its planned source (shared tier, own cache, a peer's cache over MPI)."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -41,6 +42,10 @@ def _plan_bytes(strategy, opts, tiny):
     ("clairvoyant", [], {}),
     ("clairvoyant", ["--cache-capacity", 8 * 16384, "--local-cache-capacity", 150_000, "--local-dir", "LOCAL"],
      {"cache_capacity": 8 * 16384, "local_cache_capacity": 150_000}),
+    # fills on the fill thread under --barrier, and fills stored by the trainer (--no-fill-thread)
+    ("clairvoyant", ["--barrier", "--cache-capacity", 8 * 16384, "--local-cache-capacity", 150_000, "--local-dir",
+                     "LOCAL"], {"cache_capacity": 8 * 16384, "local_cache_capacity": 150_000}),
+    ("clairvoyant", ["--no-fill-thread", "--loader-threads", "0"], {"fill_thread": False, "loader_threads": 0}),
     ("locality", [], {}),
     ("locality", ["--cache-capacity", 28 * 16384, "--loader-threads", "2"],
      {"cache_capacity": 28 * 16384, "loader_threads": 2}),
@@ -66,3 +71,12 @@ def test_two_nodes_verify_and_bytes_follow_the_plan(tiny, tmp_path, run_mpi, str
     assert want["peer"] > 0
     if "--local-cache-capacity" in extra:
         assert want["local"] > 0 and not any((tmp_path / "local").rglob("*.row")), "local tier left behind"
+
+
+def test_sample_kept_at_a_step_reaches_the_peer_that_needs_it_next_step(run_mpi):
+    """regression: with fills on the fill thread, a send a peer needs at the next step waited for this rank's
+    next step, and with a barrier after every step both ranks waited forever"""
+    script = Path(__file__).with_name("planned_peer_next_step.py")
+    r = run_mpi([], python_args=(str(script),), timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "rank 0 ok delivered=4 verified=4" in r.stdout and "rank 1 ok delivered=4 verified=4" in r.stdout
