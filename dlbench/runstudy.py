@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import from_mapping, load_yaml, opt, resource_dir
-from .errors import CapacityError, ConfigError
+from .errors import CapacityError, ConfigError, DlbenchError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -350,26 +350,100 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
 
 
 def _label(run: dict) -> str:
+    """The run's strategy with what tells its study entries apart: pls's Q, a mode, and every option that
+    differs from the strategy's default (cache capacity in MB, loader threads as ``t<N>``); surrogatetrain: its
+    ablation switches."""
     cfg = run.get("config") or {}
     opts = cfg.get("options") or {}
     s = cfg.get("strategy", "?")
     if s == "pls":
-        s += f" Q={opts.get('exchange_fraction')}"
-    elif s == "surrogatetrain":   # the ablation's rows: buffer and the techniques switched off
+        return s + f" Q={opts.get('exchange_fraction')}"
+    if s == "surrogatetrain":   # the ablation's rows: buffer and the techniques switched off
         s += f" buf={opts.get('buffer_fraction')}" if opts.get("buffer_fraction") else ""
         s += "".join(f" no-{k}" for k in ("reorder", "remap", "balance", "chunking") if opts.get(k) is False)
         s += " fifo" if opts.get("eviction") == "fifo" else ""
         s += f" threads={opts['loader_threads']}" if opts.get("loader_threads") else ""
-    return s
+        return s
+    try:
+        import dataclasses
+
+        from . import strategies
+
+        defaults = {f.name: f.default for f in dataclasses.fields(strategies.get(s).Options)}
+    except ConfigError:  # a strategy this install does not have (a folder from another version): every option
+        defaults = {}
+    parts = [str(opts["mode"])] if "mode" in opts else []
+    for k, v in opts.items():
+        if k == "mode" or (k in defaults and defaults[k] == v):
+            continue
+        if k.endswith("capacity") and isinstance(v, (int, float)):
+            parts.append(f"{k.replace('_capacity', '').replace('_', '-')} {v / 1e6:g}MB")
+        elif k == "loader_threads":
+            parts.append(f"t{v}")
+        else:
+            parts.append(f"{k}={v}")
+    return " ".join([s, *parts])
+
+
+_MAX_INTERVAL_BYTES = 64 << 20   # larger runs: the steady-state exposed share is not computed ("-")
+
+
+def steady_state(run: dict) -> dict:
+    """Figures of epochs 1.. (epoch 0 fills caches and pipelines; a single-epoch run: epoch 0 itself):
+    ``epoch_s`` (mean over epochs of the ranks' mean), ``epoch0_s``, ``exposed`` (stall / epoch time over
+    those epochs, all ranks, from the run's intervals; None when they are missing or over 64 MiB) and
+    ``x_compute`` (epoch_s / (steps per epoch x the sleep step time); None without a fixed step time)."""
+    s = run.get("summary") or {}
+    cfg = run.get("config") or {}
+    ep = list(s.get("epoch_time_s") or [])
+    out = {"epoch_s": None, "epoch0_s": ep[0] if ep else None, "exposed": None, "x_compute": None}
+    if not ep:
+        return out
+    first = 1 if len(ep) > 1 else 0
+    out["epoch_s"] = sum(ep[first:]) / len(ep[first:])
+    step = cfg.get("compute_step_time_s")
+    n, ranks, b = s.get("samples"), s.get("ranks"), cfg.get("local_batch")
+    if step and n and ranks and b and s.get("epochs"):
+        steps = -(-int(n) // (int(s["epochs"]) * int(ranks)) // int(b))
+        out["x_compute"] = out["epoch_s"] / (steps * float(step))
+    d = run.get("run_dir")
+    if d and not run.get("simulated"):
+        out["exposed"] = _exposed_from(Path(d), first)
+    return out
+
+
+def _exposed_from(d: Path, first: int) -> float | None:
+    import numpy as np
+
+    from .results import read_intervals
+    from .timeline import PHASES
+
+    files = [f for f in d.glob("intervals*") if f.is_file()]
+    if not files or sum(f.stat().st_size for f in files) > _MAX_INTERVAL_BYTES:
+        return None
+    try:
+        iv = read_intervals(d)
+    except (DlbenchError, OSError, ValueError, KeyError):  # unreadable or partial: left out, not guessed
+        return None
+    stall = PHASES.index("stall")
+    num = den = 0
+    for a in iv:
+        m = (np.asarray(a["phase"]) == stall) & (np.asarray(a["epoch"]) >= first)
+        num += int((np.asarray(a["end_ns"])[m] - np.asarray(a["start_ns"])[m]).sum())
+        e = np.asarray(a["epochs"]) >= first
+        den += int((np.asarray(a["epoch_end_ns"])[e] - np.asarray(a["epoch_start_ns"])[e]).sum())
+    return num / den if den > 0 else None
 
 
 def traffic_table(run_dirs) -> str:
-    """Per run: shared-tier MB (epochs + staging), local/memory MB read, peer MB received, staging and
+    """Per run: epoch time of epochs 1.. (epoch 0 apart), its exposed I/O share, that time over compute
+    alone, shared-tier MB (epochs + staging), own-tier (local/memory) MB read, peer MB received, staging and
     exchange time, and the fraction of the dataset a rank has trained on after E epochs."""
     from .results import read_run
 
-    head = ["strategy", "shared MB", "(staging)", "local MB", "peer MB", "stage (s)", "exchange (s)",
-            "seen after E", "global-shuffle E", "global batch = shuffle's"]
+    head = ["strategy", "epoch 0 (s)", "epoch 1.. (s)", "exposed 1..", "x compute", "shared MB", "(staging)",
+            "own MB", "peer MB", "stage (s)", "exchange (s)", "seen after E", "global-shuffle E",
+            "global batch = shuffle's"]
     rows = []
     for d in run_dirs:
         r = read_run(d)
@@ -384,7 +458,14 @@ def traffic_table(run_dirs) -> str:
         seen = (oq.get("fraction_of_dataset_seen_per_rank_after_epoch") or [None])[-1]
         exp = (oq.get("global_shuffle_expected_after_epoch") or [None])[-1]
         sem = s.get("semantics") or {}
-        rows.append([_label(r), f"{mb(ep, 'shared') + mb(pro, 'shared'):.1f}", f"{mb(pro, 'shared'):.1f}",
+        st = steady_state(r)
+
+        def f(v, fmt):
+            return "-" if v is None else fmt.format(v)
+
+        rows.append([_label(r), f(st["epoch0_s"], "{:.3f}"), f(st["epoch_s"], "{:.3f}"), f(st["exposed"], "{:.1%}"),
+                     f(st["x_compute"], "{:.2f}"),
+                     f"{mb(ep, 'shared') + mb(pro, 'shared'):.1f}", f"{mb(pro, 'shared'):.1f}",
                      f"{mb(ep, 'local') + mb(ep, 'memory'):.1f}", f"{mb(ep, 'peer') + mb(pro, 'peer'):.1f}",
                      f"{s.get('prologue_time_s', 0.0):.3f}", f"{(s.get('phase_time_s') or {}).get('exchange', 0.0):.3f}",
                      "-" if seen is None else f"{seen:.1%}", "-" if exp is None else f"{exp:.1%}",
