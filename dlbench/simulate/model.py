@@ -18,7 +18,7 @@ published runtimes come from:
 
 | rule | default | thesis |
 |---|---|---|
-| ``gamma`` | ``threads``: γ = nodes × the node's PFS threads (every loader thread is a client) | ``thesis-window``: γ = 1 + other nodes whose log holds a PFS read starting at or after t |
+| ``gamma`` | ``threads``: γ = nodes × the PFS requests a node has in flight (a synchronous rank: 1; a prefetching rank: its loader threads) | ``thesis-window``: γ = 1 + other nodes whose log holds a PFS read starting at or after t |
 | ``write`` | ``overlap``: a thread copies f while fetching f+1: max(fetch, w) | ``series``: fetch + w |
 | ``tier_read`` | ``per-thread``: r(p)/p | ``full``: r(p) for every thread |
 | ``prologue`` | ``overlap``: max(PFS read, receive, write) | ``series``: per tier thread, PFS reads at γ = nodes, then peer copies, each + w |
@@ -118,8 +118,9 @@ class Model:
         self.write_overlap = r.write == "overlap"
 
     # ----- per-tier seconds per byte ------------------------------------------------------------------
-    def fetch_s_per_byte(self, nodes: int, pfs_threads_per_node: int) -> np.ndarray:
-        """Seconds per byte for each plan tier code (SHARED, LOCAL, MEMORY, PEER)."""
+    def fetch_s_per_byte(self, nodes: int, pfs_threads_per_node: float) -> np.ndarray:
+        """Seconds per byte for each plan tier code (SHARED, LOCAL, MEMORY, PEER); ``pfs_threads_per_node``:
+        the PFS requests a node has in flight at once (γ = nodes × that under the default rule)."""
         p = self.p
         out = np.full(len(TIER_NAMES), np.inf)
         gamma = nodes * pfs_threads_per_node if self.rules.gamma == "threads" else nodes
@@ -227,10 +228,13 @@ class Model:
         W, nodes, E = plan.world_size, plan.nodes, plan.epochs
         K = max(1, W // max(nodes, 1))
         p0 = self.p.staging.threads
-        spb = self.fetch_s_per_byte(nodes, p0)
-        w_spb = self.p.staging_write_s_per_byte()
         if threads_per_rank is None:
             threads_per_rank = p0 / K
+        # PFS clients per node: the requests a node's ranks have in flight at once — one per rank for a
+        # synchronous loader (naive, sync executors), the loader threads for a prefetching one
+        clients_per_node = K * (1.0 if policy == "ondemand" else float(threads_per_rank))
+        spb = self.fetch_s_per_byte(nodes, clients_per_node)
+        w_spb = self.p.staging_write_s_per_byte()
         z = np.zeros(W)
         compute = z.copy()
         stall = z.copy()

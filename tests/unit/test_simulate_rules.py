@@ -44,12 +44,17 @@ def _naive_fixed(rules, nodes=4):
 
 
 def test_gamma_rules_threads_and_nodes():
-    """Naive, fixed 1 MB: per access fetch + w + s/c, fetch at t(γ)/γ: γ = 4 nodes x 2 threads = 8 (default)
-    or γ = 4 nodes."""
-    per8 = 1 / 40.75 + 1 / 200 + 1 / 100
+    """Naive, fixed 1 MB: per access fetch + w + s/c, fetch at t(γ)/γ. A synchronous rank has one request in
+    flight, so the default rule (PFS clients = requests in flight) gives γ = 4 nodes x 1, as the nodes rule
+    does; a prefetching plan with 2 loader threads per node gives γ = 8 under the default rule (t(8)/8 =
+    40.75 MB/s per client) and γ = 4 under the nodes rule (36.5 MB/s): the default is faster there."""
     per4 = 1 / 36.5 + 1 / 200 + 1 / 100
-    assert _naive_fixed("default") == pytest.approx(2 * 100 * per8)
+    assert _naive_fixed("default") == pytest.approx(2 * 100 * per4)
     assert _naive_fixed({"gamma": "nodes"}) == pytest.approx(2 * 100 * per4)
+    wl = SimWorkload("f", 400, 5, "fixed", 1e6)
+    pf = {k: simulate(["prefetch"], wl=wl, profile=PROF, nodes=4, epochs=2, rules=r)["prefetch"]["total_time_s"]
+          for k, r in (("default", "default"), ("nodes", {"gamma": "nodes"}))}
+    assert pf["default"] < pf["nodes"]
 
 
 def test_thesis_window_gamma_regression_order():
