@@ -9,6 +9,7 @@ import json
 import math
 from collections.abc import Sequence
 
+from .errors import DlbenchError
 from .timeline import OUTSIDE_EPOCH, PHASES
 
 MB = 1e6
@@ -161,7 +162,7 @@ def render_io_counters(ioc: dict | None) -> str:
     return "\n".join(out)
 
 
-COMPARE_COLUMNS = ("workload", "strategy", "compute", "ranks", "epoch_time_s", "exposed_io_share",
+COMPARE_COLUMNS = ("workload", "strategy", "run", "compute", "ranks", "epoch_time_s", "exposed_io_share",
                    "e2e_exposed_io_share", "read_share", "au", "read_MB_per_s", "samples_per_s", "simulated", "run_dir")
 
 
@@ -173,7 +174,8 @@ def compare_rows(run_dirs: Sequence) -> list[dict]:
         s = r.get("summary") or {}
         ep = s.get("epoch_time_s") or []
         rows.append({
-            "workload": s.get("workload"), "strategy": s.get("strategy"), "compute": _compute_label(r),
+            "workload": s.get("workload"), "strategy": s.get("strategy"), "run": run_label(r),
+            "compute": _compute_label(r),
             "ranks": s.get("ranks"),
             "epoch_time_s": (sum(ep) / len(ep)) if ep else None,
             "exposed_io_share": s.get("exposed_io_share"),
@@ -186,6 +188,44 @@ def compare_rows(run_dirs: Sequence) -> list[dict]:
             "status": r.get("status", "ok"),
         })
     return rows
+
+
+def run_label(run: dict) -> str:
+    """The run's strategy with what tells its study entries apart: pls's Q, a mode, and every option that
+    differs from the strategy's default (cache capacity in MB, loader threads as ``t<N>``); surrogatetrain: its
+    ablation switches."""
+    cfg = run.get("config") or {}
+    opts = cfg.get("options") or {}
+    s = cfg.get("strategy") or (run.get("summary") or {}).get("strategy") or "?"
+    if cfg.get("label"):   # a simulated row names itself (`dlbench simulate` study rows)
+        return str(cfg["label"])
+    if s == "pls":
+        return s + f" Q={opts.get('exchange_fraction')}"
+    if s == "surrogatetrain":   # the ablation's rows: buffer and the techniques switched off
+        s += f" buf={opts.get('buffer_fraction')}" if opts.get("buffer_fraction") else ""
+        s += "".join(f" no-{k}" for k in ("reorder", "remap", "balance", "chunking") if opts.get(k) is False)
+        s += " fifo" if opts.get("eviction") == "fifo" else ""
+        s += f" threads={opts['loader_threads']}" if opts.get("loader_threads") else ""
+        return s
+    try:
+        import dataclasses
+
+        from . import strategies
+
+        defaults = {f.name: f.default for f in dataclasses.fields(strategies.get(s).Options)}
+    except DlbenchError:  # a strategy this install does not have (a folder from another version): every option
+        defaults = {}
+    parts = [str(opts["mode"])] if "mode" in opts else []
+    for k, v in opts.items():
+        if k == "mode" or (k in defaults and defaults[k] == v):
+            continue
+        if k.endswith("capacity") and isinstance(v, (int, float)):
+            parts.append(f"{k.replace('_capacity', '').replace('_', '-')} {v / 1e6:g}MB")
+        elif k == "loader_threads":
+            parts.append(f"t{v}")
+        else:
+            parts.append(f"{k}={v}")
+    return " ".join([s, *parts])
 
 
 def _compute_label(run: dict) -> str:

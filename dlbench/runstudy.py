@@ -40,6 +40,7 @@ from pathlib import Path
 
 from .config import from_mapping, load_yaml, opt, resource_dir
 from .errors import CapacityError, ConfigError, DlbenchError
+from .report import run_label
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -349,42 +350,6 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
     return dirs
 
 
-def _label(run: dict) -> str:
-    """The run's strategy with what tells its study entries apart: pls's Q, a mode, and every option that
-    differs from the strategy's default (cache capacity in MB, loader threads as ``t<N>``); surrogatetrain: its
-    ablation switches."""
-    cfg = run.get("config") or {}
-    opts = cfg.get("options") or {}
-    s = cfg.get("strategy", "?")
-    if s == "pls":
-        return s + f" Q={opts.get('exchange_fraction')}"
-    if s == "surrogatetrain":   # the ablation's rows: buffer and the techniques switched off
-        s += f" buf={opts.get('buffer_fraction')}" if opts.get("buffer_fraction") else ""
-        s += "".join(f" no-{k}" for k in ("reorder", "remap", "balance", "chunking") if opts.get(k) is False)
-        s += " fifo" if opts.get("eviction") == "fifo" else ""
-        s += f" threads={opts['loader_threads']}" if opts.get("loader_threads") else ""
-        return s
-    try:
-        import dataclasses
-
-        from . import strategies
-
-        defaults = {f.name: f.default for f in dataclasses.fields(strategies.get(s).Options)}
-    except ConfigError:  # a strategy this install does not have (a folder from another version): every option
-        defaults = {}
-    parts = [str(opts["mode"])] if "mode" in opts else []
-    for k, v in opts.items():
-        if k == "mode" or (k in defaults and defaults[k] == v):
-            continue
-        if k.endswith("capacity") and isinstance(v, (int, float)):
-            parts.append(f"{k.replace('_capacity', '').replace('_', '-')} {v / 1e6:g}MB")
-        elif k == "loader_threads":
-            parts.append(f"t{v}")
-        else:
-            parts.append(f"{k}={v}")
-    return " ".join([s, *parts])
-
-
 _MAX_INTERVAL_BYTES = 64 << 20   # larger runs: the steady-state exposed share is not computed ("-")
 
 
@@ -463,7 +428,7 @@ def traffic_table(run_dirs) -> str:
         def f(v, fmt):
             return "-" if v is None else fmt.format(v)
 
-        rows.append([_label(r), f(st["epoch0_s"], "{:.3f}"), f(st["epoch_s"], "{:.3f}"), f(st["exposed"], "{:.1%}"),
+        rows.append([run_label(r), f(st["epoch0_s"], "{:.3f}"), f(st["epoch_s"], "{:.3f}"), f(st["exposed"], "{:.1%}"),
                      f(st["x_compute"], "{:.2f}"),
                      f"{mb(ep, 'shared') + mb(pro, 'shared'):.1f}", f"{mb(pro, 'shared'):.1f}",
                      f"{mb(ep, 'local') + mb(ep, 'memory'):.1f}", f"{mb(ep, 'peer') + mb(pro, 'peer'):.1f}",
