@@ -264,11 +264,11 @@ def compare(run_dirs: Sequence, fmt: str = "table") -> str:
         w.writeheader()
         w.writerows(rows)
         return buf.getvalue()
-    tab = [(r["workload"], r["strategy"], r["compute"], r["ranks"], _f(r["epoch_time_s"]), _f(r["exposed_io_share"], "{:.1%}"),
+    tab = [(r["workload"], r["run"], r["compute"], r["ranks"], _f(r["epoch_time_s"]), _f(r["exposed_io_share"], "{:.1%}"),
             _f(r["e2e_exposed_io_share"], "{:.1%}"), _f(r["read_share"], "{:.1%}"), _f(r["au"], "{:.1%}"), _f(r["read_MB_per_s"], "{:.1f}"),
             _f(r["samples_per_s"], "{:.1f}"), "yes" if r["simulated"] else "no",
             r["status"]) for r in rows]
-    return _table(["workload", "strategy", "compute", "ranks", "epoch (s)", "exposed I/O", "e2e exposed", "read",
+    return _table(["workload", "run", "compute", "ranks", "epoch (s)", "exposed I/O", "e2e exposed", "read",
                    "AU", "MB/s",
                    "samples/s", "simulated", "status"], tab, align_left=3)
 
