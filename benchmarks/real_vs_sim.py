@@ -65,7 +65,7 @@ def sample_bytes(spec: dict) -> int:
 
 
 def measured(run: dict) -> dict:
-    from dlbench.runstudy import _label
+    from dlbench.report import run_label as _label
 
     s, cfg = run["summary"], run["config"]
     ep = s["epoch_time_s"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 def _label(r: dict) -> str:
-    from dlbench.runstudy import _label as lab
+    from dlbench.report import run_label as lab
 
     return lab(r)
 
