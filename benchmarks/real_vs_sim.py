@@ -149,7 +149,7 @@ def main() -> None:
           f"system {system}; model lower bound {lb['epoch_s']:.3f} s/epoch; {len(roots)} repeat(s), "
           f"load average now {os.getloadavg()[0]:.1f}" + (f"; alt: the model with {a.sim_system}" if a.sim_system else ""))
     hdr = (f"{'run':<46}{'n':>3}{'real ep0':>10}{'sim ep0':>9}{'real ep1..':>11}{'(min..max)':>16}{'sim ep1..':>10}"
-           f"{'real/sim':>9}{'alt ep1..':>10}{'real/alt':>9}  bytes" if a.sim_system else f"{'real/sim':>9}  bytes")
+           f"{'real/sim':>9}" + (f"{'alt ep1..':>10}{'real/alt':>9}" if a.sim_system else "") + "  bytes")
     print(hdr)
     print("-" * len(hdr))
     out = {"setup": dict(zip(("workload", "sample_bytes", "samples", "local_batch", "step_s", "system", "nodes",
