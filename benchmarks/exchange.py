@@ -49,6 +49,8 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
 
+    from _bench import NoCompute
+
     from dlbench import workload as wl_mod
     from dlbench.comm import get_comm
     from dlbench.data.formats import MemoryReader
@@ -61,19 +63,6 @@ def main() -> None:
     wl = wl_mod.load("cosmoflow", scale="tiny", samples=a.samples)
     mem = MemoryReader(wl, seed=0, cache=True)
 
-    class _M:
-        samples = mem.n
-
-        def sample_nbytes(self):
-            return mem.sample_nbytes()
-
-    class NoCompute:
-        def step(self, *args):
-            pass
-
-        def close(self):
-            pass
-
     sizes = np.asarray(mem.sample_nbytes(), dtype=np.int64)
     row = int(sizes.max())
 
@@ -81,7 +70,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as d:
             cfg = RunConfig(workload="cosmoflow", strategy="pls", epochs=a.epochs, batch_size=a.batch,
                             options={"exchange_fraction": a.q, "tier": tier}, compute_time_s=0.0, local_dir=d)
-            loop = Loop(cfg, comm, wl, _M(), None, reader_factory=lambda: mem)
+            loop = Loop(cfg, comm, wl, mem, None, reader_factory=lambda: mem)
             tl = Timeline(1 << 14, comm.rank)
             out = loop.run(tl, compute=NoCompute())
         arr = out["arrays"]

@@ -43,6 +43,8 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
 
+    from _bench import NoCompute
+
     from dlbench import workload as wl_mod
     from dlbench.comm import get_comm
     from dlbench.data.formats import MemoryReader
@@ -56,26 +58,13 @@ def main() -> None:
     mem = MemoryReader(wl, seed=0, cache=True)
     me = comm.rank
 
-    class _M:
-        samples = mem.n
-
-        def sample_nbytes(self):
-            return mem.sample_nbytes()
-
-    class NoCompute:
-        def step(self, *args):
-            pass
-
-        def close(self):
-            pass
-
     sizes = np.asarray(mem.sample_nbytes(), dtype=np.int64)
     row = int(sizes.max())
 
     def run_executor(threads: int):
         cfg = RunConfig(workload="cosmoflow", strategy="deepio", epochs=a.epochs, batch_size=a.batch,
                         options={"mode": "ordered", "loader_threads": threads}, compute_time_s=0.0)
-        loop = Loop(cfg, comm, wl, _M(), None, reader_factory=lambda: mem)
+        loop = Loop(cfg, comm, wl, mem, None, reader_factory=lambda: mem)
         out = loop.run(Timeline(1 << 16, me), compute=NoCompute())
         arr = out["arrays"]
         ok = arr["epochs"] >= 0
