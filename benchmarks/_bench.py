@@ -1,4 +1,17 @@
-"""What the MPI benchmarks share (imported as ``_bench``: a script's own folder is on ``sys.path``)."""
+"""What the benchmarks share (imported as ``_bench``: a script's own folder is on ``sys.path``)."""
+
+import time
+
+
+def best_of(fn, repeats: int) -> float:
+    """The shortest wall time of ``repeats`` calls of ``fn()`` (s): the machine is shared, the minimum is the
+    least disturbed figure."""
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
 
 
 class NoCompute:

@@ -20,19 +20,10 @@ import argparse
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
-
-
-def _best(fn, repeats):
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+from _bench import best_of
 
 
 def _bench_via(d, m, wl, via: str, n: int, repeats: int) -> str:
@@ -66,7 +57,7 @@ def _bench_via(d, m, wl, via: str, n: int, repeats: int) -> str:
             r.read_into(i, rows[i & 31])
 
     one(), per_row(), raw()  # warm
-    tr, to, tw = _best(raw, repeats), _best(one, repeats), _best(per_row, repeats)
+    tr, to, tw = best_of(raw, repeats), best_of(one, repeats), best_of(per_row, repeats)
     ratio = f"{tw / tr:12.2f}" if offs is not None else f"{'-':>12}"
     r.close()
     for fd in fds.values():

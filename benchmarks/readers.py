@@ -15,10 +15,10 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
+from _bench import best_of
 
 
 def _workload(tmp: Path, layout: str, n: int):
@@ -29,15 +29,6 @@ def _workload(tmp: Path, layout: str, n: int):
     p = tmp / f"{layout}.yaml"
     p.write_text(yaml.safe_dump(spec))
     return load(str(p), samples=n)
-
-
-def _best(fn, repeats):
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def _bench(tmp: Path, layout: str, n: int, repeats: int) -> str:
@@ -81,10 +72,10 @@ def _bench(tmp: Path, layout: str, n: int, repeats: int) -> str:
 
     bare = bare_per_file if layout == "hdf5_per_sample" else bare_shared
     ours(), bare()  # warm the page cache
-    tb, to = _best(bare, repeats), _best(ours, repeats)
+    tb, to = best_of(bare, repeats), best_of(ours, repeats)
     extra = ""
     if layout == "hdf5_shared":
-        tr = _best(raw_shared, repeats)
+        tr = best_of(raw_shared, repeats)
         extra = f"  (raw preadv {tr / n * 1e6:.1f} us: bookkeeping {(to - tr) / n * 1e6:.1f} us/sample)"
     r.close()
     f.close()
