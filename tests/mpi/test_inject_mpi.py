@@ -8,14 +8,6 @@ import pytest
 pytestmark = pytest.mark.mpi
 
 
-@pytest.fixture
-def tiny(tmp_path, run_mpi):
-    d = tmp_path / "hep"
-    r = run_mpi(["generate", "--workload", "hep_cnn", "--scale", "tiny", "--data-dir", d, "--no-progress"])
-    assert r.returncode == 0, r.stderr
-    return d
-
-
 def test_inject_slow_rank_shows_in_imbalance(tiny, tmp_path, run_mpi):
     out = tmp_path / "res"
     # rank 1 computes 6x longer (5 ms -> 30 ms a step, 4 steps an epoch); no barrier: ranks run apart

@@ -15,14 +15,6 @@ from tests.conftest import ROOT, mpiexec
 pytestmark = pytest.mark.mpi
 
 
-@pytest.fixture
-def tiny(tmp_path, run_mpi):
-    d = tmp_path / "hep"
-    r = run_mpi(["generate", "--workload", "hep_cnn", "--scale", "tiny", "--data-dir", d, "--no-progress"])
-    assert r.returncode == 0, r.stderr
-    return d
-
-
 def test_ctrl_c_under_mpi_one_line_exit_130(tiny, tmp_path, run_mpi):
     """Regression: Ctrl-C during `mpiexec -n 2 dlbench run` printed KeyboardInterrupt twice."""
     loc, out = tmp_path / "loc", tmp_path / "res"

@@ -7,14 +7,6 @@ import pytest
 pytestmark = pytest.mark.mpi
 
 
-@pytest.fixture
-def tiny(tmp_path, run_mpi):
-    d = tmp_path / "hep"
-    r = run_mpi(["generate", "--workload", "hep_cnn", "--scale", "tiny", "--data-dir", d, "--no-progress"])
-    assert r.returncode == 0, r.stderr
-    return d
-
-
 @pytest.mark.parametrize("strategy,extra", [("naive", []), ("prefetch", ["--num-workers", "1"])])
 def test_two_ranks_verify(tiny, tmp_path, run_mpi, strategy, extra):
     out = tmp_path / "res"

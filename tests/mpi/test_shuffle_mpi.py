@@ -7,14 +7,6 @@ import pytest
 pytestmark = pytest.mark.mpi
 
 
-@pytest.fixture
-def tiny(tmp_path, run_mpi):
-    d = tmp_path / "hep"
-    r = run_mpi(["generate", "--workload", "hep_cnn", "--scale", "tiny", "--data-dir", d, "--no-progress"])
-    assert r.returncode == 0, r.stderr
-    return d
-
-
 @pytest.mark.parametrize("strategy,extra", [("staging", []), ("local", []), ("pls", ["--exchange-fraction", "0.3"]),
                                             ("staging", ["--tier", "memory", "--local-capacity", "600000"]),
                                             ("pls", ["--exchange-fraction", "0.3", "--tier", "memory",
