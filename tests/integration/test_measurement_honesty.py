@@ -2,22 +2,9 @@
 bounded timelines)."""
 
 import json
-from pathlib import Path
 
 import pytest
-
-
-@pytest.fixture
-def tiny(tmp_path, cli):
-    d = tmp_path / "cf"
-    r = cli(["generate", "--workload", "cosmoflow", "--scale", "tiny", "--data-dir", d, "--no-progress"])
-    assert r.exit_code == 0, r.output
-    return d
-
-
-def _run_dir(output):
-    line = [ln for ln in output.splitlines() if ln.startswith("results: ")][-1]
-    return Path(line.split("results: ", 1)[1])
+from runs_helper import run_dir_of
 
 
 def test_page_cache_check_counts_dataloader_workers_reads(tmp_path, cli, tiny):
@@ -26,7 +13,7 @@ def test_page_cache_check_counts_dataloader_workers_reads(tmp_path, cli, tiny):
     r = cli(["run", "--data-dir", tiny, "-s", "prefetch", "--num-workers", "1", "-e", "2", "--compute-time", "0",
              "-o", tmp_path / "res"])
     assert r.exit_code == 0, r.output
-    s = json.loads((_run_dir(r.output) / "run.json").read_text())["summary"]
+    s = json.loads((run_dir_of(r.output) / "run.json").read_text())["summary"]
     pc = s["page_cache"]
     assert pc["workers_rchar_bytes"] >= s["read_bytes"] > 0   # the workers' reads are in
     assert pc["rchar_bytes"] >= pc["workers_rchar_bytes"]
@@ -49,7 +36,7 @@ def test_page_cache_check_sums_worker_io():
 
 
 def _summary(r):
-    return json.loads((_run_dir(r.output) / "run.json").read_text())["summary"]
+    return json.loads((run_dir_of(r.output) / "run.json").read_text())["summary"]
 
 
 @pytest.mark.parametrize("strategy,extra", [("naive", []), ("prefetch", ["--num-workers", "1"])])
@@ -108,7 +95,7 @@ def test_intervals_written_per_rank_and_summary_rebuilds_from_folder(tmp_path, c
     r = cli(["run", "--data-dir", tiny, "-s", "prefetch", "--num-workers", "1", "-e", "2", "--compute-time", "0",
              "-o", tmp_path / "res"])
     assert r.exit_code == 0, r.output
-    rd = _run_dir(r.output)
+    rd = run_dir_of(r.output)
     names = sorted(p.name for p in rd.iterdir())
     assert any(n.startswith("intervals-rank0-") and n.endswith("-t0.rec") for n in names)
     assert any(n.startswith("intervals-rank0-") and n.endswith("-t1.rec") for n in names)  # the worker's

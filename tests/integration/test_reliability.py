@@ -14,14 +14,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def tiny(tmp_path, cli):
-    d = tmp_path / "cf"
-    r = cli(["generate", "--workload", "cosmoflow", "--scale", "tiny", "--data-dir", d, "--no-progress"])
-    assert r.exit_code == 0, r.output
-    return d
-
-
 def _one_line(r, needle, code=None):
     assert r.exit_code != 0 if code is None else r.exit_code == code, (r.exit_code, r.output)
     assert needle in r.output, r.output

@@ -4,21 +4,7 @@ import csv
 import json
 
 import pytest
-
-
-@pytest.fixture
-def tiny(tmp_path, cli):
-    d = tmp_path / "cf"
-    r = cli(["generate", "--workload", "cosmoflow", "--scale", "tiny", "--data-dir", d, "--no-progress"])
-    assert r.exit_code == 0, r.output
-    return d
-
-
-def _run_dir(output):
-    line = [ln for ln in output.splitlines() if ln.startswith("results: ")][-1]
-    from pathlib import Path
-
-    return Path(line.split("results: ", 1)[1])
+from runs_helper import run_dir_of
 
 
 @pytest.mark.parametrize("strategy,extra", [("naive", []), ("prefetch", ["--num-workers", "1"])])
@@ -27,7 +13,7 @@ def test_run_writes_results_folder(tiny, tmp_path, cli, strategy, extra):
     r = cli(["run", "--workload", "cosmoflow", "--strategy", strategy, *extra, "--data-dir", tiny, "--epochs", 2,
              "--compute-time", "0.002", "--out", out, "--verify"])
     assert r.exit_code == 0, r.output
-    rd = _run_dir(r.output)
+    rd = run_dir_of(r.output)
     assert rd.parent.parent.parent == out and rd.parent.name == strategy
     run = json.loads((rd / "run.json").read_text())
     assert run["schema"] == "dlbench.run/1" and run["error"] is None
@@ -117,7 +103,7 @@ def test_sleep_and_torch_runs_side_by_side(tmp_path, cli):
     for extra in (["--compute-time", "0.001"], ["--compute", "torch", "--device", "cpu"]):
         r = cli(["run", "--workload", "hep_cnn", "--data-dir", d, "--epochs", 1, "--out", tmp_path / "res", *extra])
         assert r.exit_code == 0, r.output
-        dirs.append(_run_dir(r.output))
+        dirs.append(run_dir_of(r.output))
     torch_run = json.loads((dirs[1] / "run.json").read_text())["summary"]["compute"]
     assert torch_run["mode"] == "torch" and len(torch_run["step_times_s"]) == 8
     rows = json.loads(cli(["compare", *dirs, "--format", "json"]).output)
@@ -129,7 +115,7 @@ def test_checkpoint_is_its_own_phase(tiny, tmp_path, cli):
     r = cli(["run", "--workload", "cosmoflow", "--data-dir", tiny, "--epochs", 1, "--compute-time", "0",
              "--checkpoint-every", 4, "--out", out])
     assert r.exit_code == 0, r.output
-    rd = _run_dir(r.output)
+    rd = run_dir_of(r.output)
     s = json.loads((rd / "run.json").read_text())["summary"]
     assert s["phase_time_s"]["checkpoint"] > 0
     ck_io = s["io_counters"]["by_class"]["checkpoint"]

@@ -15,14 +15,6 @@ from dlbench.errors import ConfigError
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def tiny(tmp_path, cli):
-    d = tmp_path / "cf"
-    r = cli(["generate", "--workload", "cosmoflow", "--scale", "tiny", "--data-dir", d, "--no-progress"])
-    assert r.exit_code == 0, r.output
-    return d
-
-
 def _one_line_error(r, *needles):
     assert r.exit_code != 0
     err = r.output.strip().splitlines()
