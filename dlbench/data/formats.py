@@ -223,8 +223,6 @@ class _OpenFile:
             self.fid.close()
             raise hdf5_error(path, e, "its datasets") from None
         self.nbytes = nbytes
-        self.single = len(nbytes) == 1
-        self.parts: list = []
         self.fd = -1
         self.counters, self.file_no = counters, file_no
         offs = [d.get_offset() for d in self.ds]
@@ -247,6 +245,9 @@ class _OpenFile:
         self.zeros = [(0,) * len(sh) for sh in shapes]
         self.dtypes = [d.dtype for d in self.ds]
         self.starts = list(np.cumsum([0] + list(nbytes[:-1])))
+        # (file offset, offset in the row, bytes) per array, as Python ints (no NumPy scalars on the read path)
+        self.parts = [(int(o), int(st), int(n)) for o, st, n in zip(self.offsets, self.starts, nbytes)]
+        self._h5s = h5py.h5s
 
     def read_row(self, j: int, out: np.ndarray, reader) -> None:
         """Row ``j`` of every array into ``out`` (laid out as ``reader``'s arrays, back to back); with
@@ -254,7 +255,7 @@ class _OpenFile:
         cnt = self.counters
         if self.fd >= 0:
             fd = self.fd
-            parts = self.parts or self._make_parts(reader)
+            parts = self.parts
             if cnt is None:
                 for off, s, n in parts:
                     if os.preadv(fd, [out[s:s + n]], off + j * n) != n:
@@ -292,10 +293,6 @@ class _OpenFile:
         return DataError(f"{os.fsdecode(self.path)}: short read of row {j}: the file is truncated "
                          f"(check the dataset with `dlbench verify`)")
 
-    def _make_parts(self, reader) -> list:
-        self.parts = list(zip(self.offsets, reader._starts, self.nbytes))
-        return self.parts
-
     def read_rows_scatter(self, j: int, count: int, iovs) -> int:
         """Rows j .. j+count-1 with ONE ``preadv`` per array, scattered straight into the rows' slices
         (``iovs[a]``: that array's memoryview in each destination row)."""
@@ -332,12 +329,10 @@ class _OpenFile:
                     raise DataError(f"{os.fsdecode(self.path)}: short read of rows {j}..{j + count - 1}: the file "
                                     f"is truncated")
             else:
-                import h5py
-
                 d, fs = self.ds[a], self.fspaces[a]
                 shape = self.counts[a][1:]
                 fs.select_hyperslab((j, *self.zeros[a]), (count, *shape))
-                ms = h5py.h5s.create_simple((count, *shape))
+                ms = self._h5s.create_simple((count, *shape))
                 d.read(ms, fs, blk.view(self.dtypes[a]).reshape((count, *shape)))
                 if cnt is not None:
                     dt = perf_counter_ns() - t0
@@ -370,7 +365,6 @@ class BlockReader(_ArraysMixin, SampleReader):
         self.counters = counters
         self._init_arrays(workload)
         self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
-        self._first = manifest.first
         self._spf = int(manifest.count[0]) if workload.layout == "hdf5_blocks" else 0
         self._max_open = max(1, int(max_open_files))
         self._open: OrderedDict[int, _OpenFile] = OrderedDict()
@@ -419,8 +413,6 @@ class BlockReader(_ArraysMixin, SampleReader):
             return h.read_rows_scatter(first, count, self._iovs_of(rows, row0, count))
         scratch = self._scratch
         if scratch is None or scratch[0].size < count * self._nbytes[0]:
-            from ..storage import aligned_empty
-
             cap = max(count, 64)
             scratch = self._scratch = [aligned_empty(cap * n, np.uint8) for n in self._nbytes]
         return h.read_rows_block(first, count, scratch, rows, row0)
