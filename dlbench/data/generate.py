@@ -86,16 +86,24 @@ def file_checksum(path: Path, buf: bytearray | None = None) -> int:
     mv = memoryview(buf)
     total = 0
     size = 0
+    cap = len(buf) - len(buf) % 8
     with open(path, "rb", buffering=0) as fh:
         while True:
-            n = fh.readinto(mv)
+            n = fh.readinto(mv[:cap]) or 0
+            while 0 < n < cap:  # a short read is not EOF: fill the buffer first, so words stay aligned
+                k = fh.readinto(mv[n:cap])
+                if not k:
+                    break
+                n += k
             if not n:
                 break
             size += n
-            if n % 8:
+            if n % 8:  # only at EOF
                 buf[n:n + (-n % 8)] = bytes(-n % 8)
                 n += -n % 8
             total += int(np.frombuffer(buf, dtype="<u8", count=n // 8).sum(dtype=np.uint64))
+            if n < cap:
+                break
     return (total + size) % (1 << 64)
 
 

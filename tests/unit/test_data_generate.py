@@ -169,3 +169,30 @@ def test_unwritable_dir_reported(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="not writable"):
         G.generate(W.load("hep_cnn", scale="tiny"), d, progress=False)
     assert not any(d.iterdir())
+
+
+class _ShortReads:
+    """A raw file whose ``readinto`` returns at most 13 bytes a call (a file system returning short reads)."""
+
+    def __init__(self, path):
+        self.fh = open(path, "rb", buffering=0)
+
+    def readinto(self, mv):
+        return self.fh.readinto(memoryview(mv)[:13])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.fh.close()
+
+
+def test_file_checksum_short_read_not_multiple_of_8(tmp_path, monkeypatch):
+    p = tmp_path / "f"
+    p.write_bytes(np.random.default_rng(0).integers(0, 256, 1000, dtype=np.uint8).tobytes())
+    want = G.file_checksum(p)
+    words = np.frombuffer(p.read_bytes() + bytes(-1000 % 8), dtype="<u8")
+    assert want == (int(words.sum(dtype=np.uint64)) + 1000) % (1 << 64)
+    monkeypatch.setattr(G, "open", lambda path, mode, buffering: _ShortReads(path), raising=False)
+    assert G.file_checksum(p) == want
+    assert G.file_checksum(p, bytearray(64)) == want  # a buffer smaller than the file: several full blocks
