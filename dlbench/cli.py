@@ -101,9 +101,14 @@ def generate(workload_name, scale, samples, data_dir, seed, force, fsync, progre
 
 @main.command()
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="the dataset to check")
-@click.option("--content", "check_content", is_flag=True, help="also recompute every sample and compare bytes")
-def verify(data_dir, check_content):
-    """Check a dataset against its manifest: files present, sizes, HDF5 shapes (and bytes with --content)."""
+@click.option("--content", "check_content", is_flag=True,
+              help="also recompute every sample and compare bytes (checks the checksums too)")
+@click.option("--checksum", "check_sum", is_flag=True,
+              help="also read every file whole and compare its checksum with the one generate recorded: catches "
+                   "flipped bytes; reads the whole dataset, as an epoch does (the default check reads metadata only)")
+def verify(data_dir, check_content, check_sum):
+    """Check a dataset against its manifest: files present, sizes, HDF5 shapes (checksums with --checksum,
+    every sample's bytes with --content)."""
     from .comm import get_comm
     from .data.manifest import Manifest
     from .data.verify import verify as run_verify
@@ -111,14 +116,20 @@ def verify(data_dir, check_content):
 
     comm = get_comm()
     m = Manifest.load(data_dir)
-    problems = run_verify(data_dir, content=check_content, comm=comm, manifest=m)
+    problems = run_verify(data_dir, content=check_content, comm=comm, manifest=m, checksum=check_sum)
     if problems:
         if comm.rank == 0:
             for p in problems:
                 click.echo(p)
         raise DataError(f"--data-dir {data_dir}: {len(problems)} problem(s) in {m.describe()}")
     if comm.rank == 0:
-        what = "files, sizes, shapes and content" if check_content else "files, sizes and shapes"
+        recorded = m.sum64 is not None and any(c is not None for c in m.sum64)
+        what = "files, sizes" + (", shapes" if check_content or (check_sum and recorded) else " and shapes")
+        if check_content or check_sum:
+            what += (", checksums" if check_content else " and checksums") if recorded else ""
+            what += " and content" if check_content else ""
+            if not recorded:
+                what += " (no checksums recorded by generate: not checked)"
         click.echo(f"ok: {m.describe()}, {_human_bytes(m.dataset_nbytes)}: {what} match the manifest")
 
 

@@ -16,7 +16,8 @@
   again. The manifest is written first with ``complete: false`` and rewritten with ``complete: true`` at
   the end.
 - Disk full (or any OSError while writing): the rank removes its temporary file, every rank stops, the
-  manifest stays ``complete: false``, and the error names the file; a re-run resumes.
+  manifest stays ``complete: false`` (with the checksums of the files completed so far in ``sum64``), and
+  the error names the file; a re-run resumes, writing only the files still missing.
 - Progress: every rank writes its counters to ``.dlbench-tmp/progress-<rank>``; rank 0 shows one rich
   progress bar over all ranks (on a terminal only) and returns the totals.
 """
@@ -86,16 +87,24 @@ def file_checksum(path: Path, buf: bytearray | None = None) -> int:
     mv = memoryview(buf)
     total = 0
     size = 0
+    cap = len(buf) - len(buf) % 8
     with open(path, "rb", buffering=0) as fh:
         while True:
-            n = fh.readinto(mv)
+            n = fh.readinto(mv[:cap]) or 0
+            while 0 < n < cap:  # a short read is not EOF: fill the buffer first, so words stay aligned
+                k = fh.readinto(mv[n:cap])
+                if not k:
+                    break
+                n += k
             if not n:
                 break
             size += n
-            if n % 8:
+            if n % 8:  # only at EOF
                 buf[n:n + (-n % 8)] = bytes(-n % 8)
                 n += -n % 8
             total += int(np.frombuffer(buf, dtype="<u8", count=n // 8).sum(dtype=np.uint64))
+            if n < cap:
+                break
     return (total + size) % (1 << 64)
 
 
@@ -581,12 +590,22 @@ def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: 
 
 
 def _cleanup_failed(data_dir: Path, m: Manifest, workload: Workload) -> None:
-    """After a failure: no temporary file stays behind (the manifest stays ``complete: false``)."""
+    """After a failure: no temporary file stays behind (the manifest stays ``complete: false``). The
+    checksums of the files completed so far (the ranks' ``sum-<rank>`` records) move into the incomplete
+    manifest's ``sum64`` first, so a re-run skips those files instead of writing them again."""
     if workload.layout == "hdf5_shared":
         (data_dir / (m.paths[0] + ".part")).unlink(missing_ok=True)
     else:
         for p in m.paths:
             (data_dir / (p + ".part")).unlink(missing_ok=True)
+        sums = _recorded_sums(data_dir, m)
+        if sums:
+            m.sum64 = [sums.get(i) for i in range(len(m.paths))]
+            m.complete = False
+            try:
+                m.save(data_dir)
+            except OSError:  # the disk is full: the re-run rewrites those files, nothing half-written stays
+                (data_dir / (MANIFEST_NAME + ".part")).unlink(missing_ok=True)
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
 
 

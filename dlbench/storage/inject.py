@@ -1,12 +1,15 @@
 """Fault injection (``dlbench run --inject``), for tests and for users who want to see how a strategy
 copes with a slow rank or a flaky file system.
 
-- ``slow-rank=R:FACTOR``: rank R is FACTOR× slower: each of its shared-tier reads takes FACTOR× its
-  measured time (the reader waits (FACTOR−1)× the read's own duration after it) and each compute step
+- ``slow-rank=R:FACTOR``: rank R is FACTOR× slower: each of its shared-tier reads (one sample, or one run
+  of consecutive samples read as one request) takes FACTOR× its measured time (the reader waits
+  (FACTOR−1)× the read's own duration after it, and adds the wait to the read time of the reader's
+  Darshan-style counters, so ``io_counters`` shows the slowed rank) and each compute step
   FACTOR× (sleep compute: FACTOR × the step time; torch compute: the step is followed by (FACTOR−1)× its
   measured time, recorded as compute). The other ranks are untouched. R must be a rank of the job.
 - ``fail-read=P``: each shared-tier read fails with probability P (0 ≤ P < 1) before it reaches the file,
-  seeded by (--seed, rank, sample, how many times this process has read the sample, attempt), and is
+  seeded by (--seed, rank, sample, how many times this process has read the sample, attempt; a run of
+  samples read as one request draws for each of its samples before the request), and is
   **retried**, as a loader facing a transient PFS error would, up to ``MAX_ATTEMPTS`` attempts; the number
   of retries is reported in the summary (``injected.read_retries``). A sample whose attempts all fail stops
   the run with one line naming the sample and its file. (Retry rather than fail at once: with P = 0.01 a
@@ -118,6 +121,7 @@ class FaultInjectingReader:
         self._times = np.zeros(max(int(n_samples), 1), dtype=np.int64) if self.p > 0 else None
         self.max_row_nbytes = getattr(inner, "max_row_nbytes", 0)
         self.decoded_nbytes = getattr(inner, "decoded_nbytes", 0)
+        self._counters = getattr(inner, "counters", None)  # Darshan-style counters of the wrapped reader
 
     def __getattr__(self, name):  # decode_into, decoded_shape, ... of the wrapped reader
         return getattr(self.inner, name)
@@ -127,21 +131,46 @@ class FaultInjectingReader:
         key = np.array([self.seed, self.rank, i, k, attempt], dtype=np.int64).tobytes()
         return zlib.crc32(key) < self.limit
 
+    def _admit(self, i: int) -> None:
+        """The injected failures of one read of sample ``i``: retried up to MAX_ATTEMPTS attempts."""
+        for attempt in range(MAX_ATTEMPTS):
+            if not self._fails(i, attempt):
+                break
+            self.retries += 1
+        else:
+            where = _where(self.where, i)
+            raise RunError(f"--inject fail-read={self.p:g}: reading sample {i} ({where}) failed "
+                           f"{MAX_ATTEMPTS} times in a row (injected fault); no retry left")
+        self._times[i] += 1
+
+    def _slow_down(self, t0: int) -> None:
+        """The slow rank's wait: (FACTOR−1)× the read's own time, added to the read time of the reader's
+        Darshan-style counters (as ThrottledReader does for its modelled wait)."""
+        t1 = self.clock()
+        wait_ns(int((self.factor - 1) * (t1 - t0)), self.clock)
+        if self._counters is not None:
+            self._counters.add_read_time(self.clock() - t1)
+
     def read_into(self, i: int, out) -> int:
         t0 = self.clock()
         if self.p > 0:
-            for attempt in range(MAX_ATTEMPTS):
-                if not self._fails(i, attempt):
-                    break
-                self.retries += 1
-            else:
-                where = _where(self.where, i)
-                raise RunError(f"--inject fail-read={self.p:g}: reading sample {i} ({where}) failed "
-                               f"{MAX_ATTEMPTS} times in a row (injected fault); no retry left")
-            self._times[i] += 1
+            self._admit(i)
         n = self.inner.read_into(i, out)
         if self.factor > 1:
-            wait_ns(int((self.factor - 1) * (self.clock() - t0)), self.clock)
+            self._slow_down(t0)
+        return n
+
+    def read_run_into(self, first: int, count: int, rows, row0: int = 0) -> int:
+        """A run of consecutive samples (``SampleReader.read_run_into``, when the inner reader
+        ``supports_runs``): each sample of the run goes through the fail/retry of ``read_into`` before
+        the one request, and the slow rank waits (FACTOR−1)× the whole request's time after it."""
+        t0 = self.clock()
+        if self.p > 0:
+            for i in range(first, first + count):
+                self._admit(i)
+        n = self.inner.read_run_into(first, count, rows, row0)
+        if self.factor > 1:
+            self._slow_down(t0)
         return n
 
     def close(self) -> None:

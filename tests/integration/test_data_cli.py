@@ -102,3 +102,37 @@ def test_generated_jpegs_are_class_folders(cli, tmp_path):
     for c in range(4):
         names = sorted(p.name for p in (d / f"n{c:08d}").iterdir())
         assert all(int(n.split("_")[1].split(".")[0]) % 4 == c for n in names) and len(names) == 16
+
+
+def test_verify_checksum_catches_flipped_data_bytes(cli, tmp_path):
+    """verify ignored the sum64 checksums generate records: a flipped data byte passed unless --content."""
+    d = tmp_path / "d"
+    assert cli(["generate", "-w", "hep_cnn", "--data-dir", d, "--seed", "3"]).exit_code == 0
+    r = cli(["verify", "--data-dir", d, "--checksum"])
+    assert r.exit_code == 0 and "checksums match" in r.output
+    p = d / "block-000002.h5"
+    b = bytearray(p.read_bytes())
+    b[-100] ^= 0xFF
+    p.write_bytes(bytes(b))
+    r = cli(["verify", "--data-dir", d, "--checksum"])
+    assert r.exit_code == 3 and "1 problem(s)" in r.output
+    assert "block-000002.h5: checksum" in r.output and "bytes changed since" in r.output
+
+
+def test_verify_content_checks_checksum_of_bytes_outside_samples(tmp_path):
+    """--content also checks sum64: a file whose samples all match but whose other bytes changed (here: its
+    recorded checksum no longer matches) is reported by its checksum, once."""
+    from dlbench.data.generate import generate
+    from dlbench.data.manifest import Manifest
+    from dlbench.data.verify import verify
+    from dlbench.workload import load
+
+    d = tmp_path / "d"
+    generate(load("cosmoflow", scale="tiny", samples=4), d, progress=False)
+    m = Manifest.load(d)
+    assert verify(d, manifest=m, content=True) == verify(d, manifest=m, checksum=True) == []
+    m.sum64[1] = (m.sum64[1] + 1) % (1 << 64)
+    for kw in ({"checksum": True}, {"content": True}):
+        problems = verify(d, manifest=m, **kw)
+        assert len(problems) == 1 and m.paths[1] in problems[0] and "checksum" in problems[0]
+    assert verify(d, manifest=m) == []  # the default check reads metadata only

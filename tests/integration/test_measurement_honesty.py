@@ -108,3 +108,25 @@ def test_intervals_written_per_rank_and_summary_rebuilds_from_folder(tmp_path, c
     assert again["read_bytes"] == s["read_bytes"] == 2 * 32 * 262160
     r2 = cli(["report", rd])
     assert r2.exit_code == 0 and "exposed I/O share" in r2.output
+
+
+def test_inject_fail_read_reaches_surrogatetrain_chunked_run_reads(tmp_path, cli):
+    """FaultInjectingReader had no read_run_into: surrogatetrain's chunked run reads (forwarded to the inner
+    reader) silently skipped --inject fail-read."""
+    d = tmp_path / "pty"
+    assert cli(["generate", "-w", "ptychonn", "--scale", "tiny", "--data-dir", d, "--no-progress"]).exit_code == 0
+    base = ["run", "-w", "ptychonn", "-s", "surrogatetrain", "--data-dir", d, "-e", "1", "--batch-size", "16",
+            "--compute-time", "0", "-o", tmp_path / "res"]
+    r = cli([*base, "--inject", "fail-read=1"])
+    err = [ln for ln in r.output.splitlines() if ln.startswith("dlbench: error:")]
+    assert r.exit_code != 0 and len(err) == 1 and "train.h5" in err[0] and "--inject fail-read=1" in err[0]
+    # the draws are seeded per (sample, read count, attempt): a run of samples read as one request must draw
+    # the same faults as the same samples read one by one (--no-chunking); before the fix runs drew none
+    runs = []
+    for chunking in ([], ["--no-chunking"]):
+        r = cli([*base, *chunking, "--inject", "fail-read=0.25", "--verify"])
+        assert r.exit_code == 0, r.output
+        runs.append(_summary(r))
+        assert runs[-1]["verified_samples"] == 256
+    assert "one request per run" in runs[0]["strategy_stats"][0]["chunking"]
+    assert runs[0]["injected"]["read_retries"] == runs[1]["injected"]["read_retries"] > 0

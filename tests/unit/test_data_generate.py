@@ -169,3 +169,55 @@ def test_unwritable_dir_reported(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="not writable"):
         G.generate(W.load("hep_cnn", scale="tiny"), d, progress=False)
     assert not any(d.iterdir())
+
+
+class _ShortReads:
+    """A raw file whose ``readinto`` returns at most 13 bytes a call (a file system returning short reads)."""
+
+    def __init__(self, path):
+        self.fh = open(path, "rb", buffering=0)
+
+    def readinto(self, mv):
+        return self.fh.readinto(memoryview(mv)[:13])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.fh.close()
+
+
+def test_file_checksum_short_read_not_multiple_of_8(tmp_path, monkeypatch):
+    p = tmp_path / "f"
+    p.write_bytes(np.random.default_rng(0).integers(0, 256, 1000, dtype=np.uint8).tobytes())
+    want = G.file_checksum(p)
+    words = np.frombuffer(p.read_bytes() + bytes(-1000 % 8), dtype="<u8")
+    assert want == (int(words.sum(dtype=np.uint64)) + 1000) % (1 << 64)
+    monkeypatch.setattr(G, "open", lambda path, mode, buffering: _ShortReads(path), raising=False)
+    assert G.file_checksum(p) == want
+    assert G.file_checksum(p, bytearray(64)) == want  # a buffer smaller than the file: several full blocks
+
+
+def test_cleanup_failed_keeps_checksum_records_rerun_writes_only_missing(tmp_path, monkeypatch):
+    wl = W.load("cosmoflow", scale="tiny", samples=24)
+    d = tmp_path / "d"
+    real = G._Writer.write_file
+    calls = {"n": 0}
+
+    def full_after_10(self, f):
+        calls["n"] += 1
+        if calls["n"] > 10:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, f)
+
+    monkeypatch.setattr(G._Writer, "write_file", full_after_10)
+    with pytest.raises(DataError, match="disk full"):
+        G.generate(wl, d, progress=False)
+    assert not (d / G.TMP_DIR).exists() and not [p for p in _files(d) if p.endswith(".part")]
+    done = {p: (d / p).stat().st_mtime_ns for p in Manifest.load(d, require_complete=False).paths if (d / p).exists()}
+    assert len(done) == 10
+    monkeypatch.setattr(G._Writer, "write_file", real)
+    res = G.generate(wl, d, progress=False)
+    assert (res.files_written, res.files_skipped) == (14, 10)
+    assert {p: (d / p).stat().st_mtime_ns for p in done} == done  # not written again
+    assert verify(d, content=True) == []
