@@ -216,7 +216,6 @@ def run_sweep(st: RunStudy, comm, *, data_root=None, local_dir=None, out=None, e
     entry; returns the run folders (rank 0). A world size the sweep does not have is an error naming the
     sizes it has."""
     from . import workload as wl_mod
-    from .runner import RunConfig, run
 
     mine = [p for p in points(st) if p.ranks == comm.size]
     if not mine:
@@ -233,17 +232,11 @@ def run_sweep(st: RunStudy, comm, *, data_root=None, local_dir=None, out=None, e
         _generate_if_missing(wl, d, st, comm, echo)
         for r in st.runs:
             k += 1
-            cfg = RunConfig(workload=p.workload, strategy=r.strategy, options=dict(r.options), data_dir=str(d),
-                            epochs=epochs or st.epochs, batch_size=st.batch_size, seed=st.seed, out=out or st.out,
-                            compute_time_s=st.compute_time_s, system=st.system, local_dir=local_dir,
-                            ranks_per_node=None)
-            if echo:
-                opts = " ".join(f"--{kk.replace('_', '-')} {v}" for kk, v in r.options.items())
-                echo(f"[{k}/{total}] {p.workload} F={wl.samples} on {comm.size} rank(s), {comm.nodes} node(s): "
-                     f"{r.strategy} {opts}".rstrip())
-            res = run(cfg, comm)
+            head = f"[{k}/{total}] {p.workload} F={wl.samples} on {comm.size} rank(s), {comm.nodes} node(s): "
+            rd = _run_entry(st, r, p.workload, d, comm, out=out, epochs=epochs, local_dir=local_dir, echo=echo,
+                            head=head)
             if comm.rank == 0:
-                dirs.append(res["run_dir"])
+                dirs.append(rd)
     return dirs
 
 
@@ -325,7 +318,7 @@ def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None) -> list[str]
 def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, epochs=None, echo=None) -> list[str]:
     """Generate the data if missing, then every run; returns the run folders (rank 0; [] elsewhere)."""
     from . import workload as wl_mod
-    from .runner import RunConfig, data_dir_tag, default_data_dir, run
+    from .runner import data_dir_tag, default_data_dir
 
     wl = wl_mod.load(st.workload, scale=st.scale, samples=st.samples)
     d = Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed,
@@ -333,21 +326,33 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
     _generate_if_missing(wl, d, st, comm, echo)
     dirs = []
     for i, r in enumerate(st.runs):
-        cfg = RunConfig(workload=st.workload, strategy=r.strategy, options=dict(r.options), data_dir=str(d),
-                        epochs=epochs or st.epochs, batch_size=st.batch_size, seed=st.seed, out=out or st.out,
-                        compute_time_s=st.compute_time_s, system=st.system, local_dir=local_dir,
-                        ranks_per_node=None)
-        if echo:
-            opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in r.options.items())
-            echo(f"[{i + 1}/{len(st.runs)}] {r.strategy} {opts}".rstrip())
-        res = run(cfg, comm)
+        rd = _run_entry(st, r, st.workload, d, comm, out=out, epochs=epochs, local_dir=local_dir, echo=echo,
+                        head=f"[{i + 1}/{len(st.runs)}] ")
         if comm.rank == 0:
-            if res.get("write_error"):  # a full disk: the study cannot go on to its table
-                from .errors import OutputError
-
-                raise OutputError(res["write_error"])
-            dirs.append(res["run_dir"])
+            dirs.append(rd)
     return dirs
+
+
+def _run_entry(st: RunStudy, r: StudyRun, workload: str, data_dir: Path, comm, *, out, epochs, local_dir, echo,
+               head: str) -> str | None:
+    """One run entry of a study (``run_study``) or a sweep point (``run_sweep``) on ``data_dir``: echoes
+    ``head`` + the entry, runs it and returns its run folder (rank 0; None elsewhere). A run whose results
+    could not be written (a full disk: ``write_error``) is an OutputError: the study cannot go on to its table."""
+    from .errors import OutputError
+    from .runner import RunConfig, run
+
+    cfg = RunConfig(workload=workload, strategy=r.strategy, options=dict(r.options), data_dir=str(data_dir),
+                    epochs=epochs or st.epochs, batch_size=st.batch_size, seed=st.seed, out=out or st.out,
+                    compute_time_s=st.compute_time_s, system=st.system, local_dir=local_dir, ranks_per_node=None)
+    if echo:
+        opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in r.options.items())
+        echo(f"{head}{r.strategy} {opts}".rstrip())
+    res = run(cfg, comm)
+    if comm.rank != 0:
+        return None
+    if res.get("write_error") or not res.get("run_dir"):
+        raise OutputError(res.get("write_error") or f"{r.strategy}: the run wrote no results folder")
+    return res["run_dir"]
 
 
 _MAX_INTERVAL_BYTES = 64 << 20   # larger runs: the steady-state exposed share is not computed ("-")

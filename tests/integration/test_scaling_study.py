@@ -103,3 +103,27 @@ def test_simulate_needs_a_simulate_part(tmp_path, cli):
     p = Path(__file__).resolve().parents[2] / "configs" / "studies" / "shuffle-comparison.yaml"
     r = cli(["study", p, "--simulate"])
     assert r.exit_code == 2 and "no sweep: or simulate: part" in r.output
+
+
+@pytest.mark.parametrize("sweep", [True, False])
+def test_sweep_full_disk_write_error_is_one_line(tmp_path, cli, monkeypatch, sweep):
+    """Regression: run_sweep appended res["run_dir"] even when it was None (a full disk: write_error), so the
+    study went on to compare and failed in read_run(None) with a TypeError traceback, losing the real message.
+    run_sweep and run_study share _run_entry, which raises the OutputError."""
+    from dlbench import runner
+
+    calls = []
+
+    def full_disk(cfg, comm):
+        calls.append(cfg.strategy)
+        return {"run_dir": None, "run": {}, "write_error": f"--out {cfg.out}: the results could not be written "
+                                                           f"(No space left on device)"}
+
+    monkeypatch.setattr(runner, "run", full_disk)
+    st = _study(tmp_path)
+    if not sweep:  # a plain study (no sweep): run_study
+        st.write_text(st.read_text().split("sweep:")[0] + "samples: 32\n")
+    r = cli(["study", st, "--out", tmp_path / "res", "--data-dir", tmp_path / "data"])
+    assert r.exit_code == 6, r.output
+    assert "No space left on device" in r.output and "Traceback" not in r.output and "TypeError" not in r.output
+    assert calls == ["naive"]   # the study stops at the first run it could not keep
