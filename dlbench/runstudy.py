@@ -249,16 +249,19 @@ def simulate_strategies(st: RunStudy) -> list[str]:
 
 def simulate_rows(st: RunStudy, pls_q: float) -> list[tuple[str, str, dict]]:
     """(label, strategy, options) to cost: the simulate part's strategies with their defaults, else every
-    measured run with its own options (the same plans the runs executed)."""
+    measured run with its own options (the same plans the runs executed). Labels are ``report.run_label``'s,
+    as the measured rows' (``pls Q=0.3``), so compare and plot pair a simulated row with its measured one."""
     sp = st.simulate
     if sp is not None and sp.strategies:
-        return [(s, s, {"exchange_fraction": pls_q} if s == "pls" else {}) for s in sp.strategies]
+        entries = [(s, {"exchange_fraction": pls_q} if s == "pls" else {}) for s in sp.strategies]
+    else:
+        entries = [(r.strategy, dict(r.options)) for r in st.runs]
     rows, seen = [], set()
-    for r in st.runs:
-        label = r.strategy + "".join(f" {k}={v}" for k, v in r.options.items())
+    for strat, opts in entries:
+        label = run_label({"config": {"strategy": strat, "options": opts}})
         if label not in seen:
             seen.add(label)
-            rows.append((label, r.strategy, dict(r.options)))
+            rows.append((label, strat, opts))
     return rows
 
 

@@ -127,3 +127,19 @@ def test_sweep_full_disk_write_error_is_one_line(tmp_path, cli, monkeypatch, swe
     assert r.exit_code == 6, r.output
     assert "No space left on device" in r.output and "Traceback" not in r.output and "TypeError" not in r.output
     assert calls == ["naive"]   # the study stops at the first run it could not keep
+
+
+def test_simulate_rows_labelled_like_measured_runs(tmp_path):
+    """Regression: simulate_rows hand-built labels ("pls exchange_fraction=0.5") while measured rows are
+    report.run_label's ("pls Q=0.5"), so a study's simulated and measured rows did not pair up."""
+    from dlbench.report import run_label
+    from dlbench.runstudy import simulate_rows
+
+    st = load_study(_study(tmp_path))
+    rows = simulate_rows(st, 0.1)
+    assert [lab for lab, _, _ in rows] == ["naive", "pls Q=0.5"]
+    measured = [run_label({"config": {"strategy": r.strategy, "options": dict(r.options)}}) for r in st.runs]
+    assert [lab for lab, _, _ in rows] == measured
+    dirs = run_simulate(st, out=tmp_path / "res")
+    labels = {json.loads((Path(d) / "run.json").read_text())["config"]["label"] for d in dirs}
+    assert labels == {"naive", "pls Q=0.5"}
