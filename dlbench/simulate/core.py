@@ -74,9 +74,13 @@ def sample_sizes(kind: str, n: int, mean: float, std: float, seed: int, lo: floa
 def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None = None,
                   step_time_s: float | None = None) -> SimWorkload:
     """A ``SimWorkload`` from a resolved ``dlbench.workload.Workload``; the step time is ``step_time_s``
-    if given, else the workload's for ``accelerator``, else the profile's compute throughput c."""
+    if given, else the workload's for ``accelerator`` (published, else measured: ``Workload.choose_step_time``,
+    as ``dlbench run``), scaled linearly to the local batch, else the profile's compute throughput c."""
     b = int(local_batch or wl.batch_size)
-    st = step_time_s if step_time_s is not None else (wl.step_time(accelerator, b) if accelerator else None)
+    if step_time_s is not None:
+        st = step_time_s
+    else:
+        st = wl.choose_step_time(accelerator).scaled(b) if accelerator else None
     if wl.layout == "jpeg_folders":
         d = wl.jpeg.size
         return SimWorkload(wl.name, wl.samples, b, d.kind, d.mean_bytes, d.std_bytes, d.min_bytes, d.max_bytes, st)

@@ -73,3 +73,22 @@ def test_thesis_rules_refuse_pls_exchange(cli, tmp_path):
     r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "cosmoflow", "--scale", "tiny", "--nodes", "2",
              "--strategies", "pls", "--rules", "thesis", "--out", tmp_path])
     assert r.exit_code == 2 and "exchange" in r.output and "Traceback" not in r.output
+
+
+def test_simulate_accelerator_uses_measured_step_time_like_run(cli, tmp_path):
+    """Regression: from_workload used Workload.step_time (published figures only) while run uses
+    choose_step_time (published, else measured): `simulate --accelerator h100 --workload deepcam` failed where
+    `run` works. The modelled step time is the measured h100 figure scaled to the local batch."""
+    from dlbench.simulate import from_workload
+    from dlbench.workload import load
+
+    wl = load("deepcam", scale="tiny")
+    ch = wl.choose_step_time("h100")
+    assert ch.kind == "measured"
+    assert from_workload(wl, accelerator="h100", local_batch=4).step_time_s == ch.scaled(4)
+    r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "deepcam", "--scale", "tiny", "--nodes", "2",
+             "--accelerator", "h100", "--strategies", "naive", "--out", tmp_path, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "deepcam", "--scale", "tiny", "--nodes", "2",
+             "--accelerator", "v100", "--out", tmp_path])
+    assert r.exit_code == 2 and "--accelerator=v100" in r.output and "Traceback" not in r.output
