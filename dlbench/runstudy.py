@@ -310,7 +310,8 @@ def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None) -> list[str]
                     continue
                 config = {"command": "simulate", "study": st.name, "system": to_dict(profile), "workload": to_dict(swl),
                           "strategy": strat, "label": label, "options": opts, "nodes": n, "ranks_per_node": rpn,
-                          "epochs": E, "seed": st.seed, "write_overlap": True,
+                          "epochs": E, "seed": st.seed, "rules": res[label]["model_rules"],
+                          "write_overlap": res[label]["model_rules"]["write"] == "overlap",
                           "scaling": sw.scaling if sw is not None else None}
                 dirs.append(str(write_simulated_run(out or st.out, config=config, summary=res[label])))
         if echo:
