@@ -170,16 +170,22 @@ def sweep_sizes(st: RunStudy) -> list[int]:
     return sorted({p.ranks for p in points(st)})
 
 
-def point_data_dir(st: RunStudy, root: Path, p: Point) -> Path:
-    """``<root>/<workload>-<scale>-F<F>-seed<seed>``: one dataset per workload and size (weak scaling
-    needs one per world size; strong scaling shares one)."""
-    return Path(root) / f"{Path(p.workload).stem}-{st.scale or 'full'}-F{p.samples or 'preset'}-seed{st.seed}"
+def point_data_dir(st: RunStudy, root: Path, p: Point, wl) -> Path:
+    """``<root>/<workload>[-<tag>]-<scale>-F<F>-seed<seed>``: one dataset per workload and size (weak scaling
+    needs one per world size; strong scaling shares one). ``wl``: the point's resolved workload; ``tag``
+    (``runner.data_dir_tag``) tells a user's YAML apart from a built-in of the same name, as in run_study."""
+    from .runner import data_dir_tag
+
+    tag = data_dir_tag(wl.spec_path, wl)
+    return Path(root) / (f"{Path(p.workload).stem}{'-' + tag if tag else ''}-{st.scale or 'full'}"
+                         f"-F{p.samples or 'preset'}-seed{st.seed}")
 
 
 def default_sweep_data_root() -> Path:
-    import os
+    """``<data root>/sweeps`` (``host.data_root``: $DLBENCH_DATA_DIR, default ~/.cache/dlbench/data)."""
+    from .host import data_root
 
-    return Path(os.environ.get("DLBENCH_DATA_DIR") or Path.home() / ".cache" / "dlbench" / "data") / "sweeps"
+    return data_root() / "sweeps"
 
 
 def _generate_if_missing(wl, d: Path, st: RunStudy, comm, echo) -> None:
@@ -205,7 +211,7 @@ def generate_sweep(st: RunStudy, comm, *, data_root=None, echo=None, nodes_list=
     for key in dict.fromkeys((p.workload, p.samples) for p in points(st, nodes_list=nodes_list)):
         p = Point(key[0], 0, None, key[1])
         wl = wl_mod.load(p.workload, scale=st.scale, samples=p.samples)
-        d = point_data_dir(st, root, p)
+        d = point_data_dir(st, root, p, wl)
         _generate_if_missing(wl, d, st, comm, echo)
         out.append(d)
     return out
@@ -228,7 +234,7 @@ def run_sweep(st: RunStudy, comm, *, data_root=None, local_dir=None, out=None, e
     total = len(mine) * len(st.runs)
     for p in mine:
         wl = wl_mod.load(p.workload, scale=st.scale, samples=p.samples)
-        d = point_data_dir(st, root, p)
+        d = point_data_dir(st, root, p, wl)
         _generate_if_missing(wl, d, st, comm, echo)
         for r in st.runs:
             k += 1

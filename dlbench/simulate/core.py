@@ -101,23 +101,14 @@ def check_size(wl: SimWorkload, nodes: int, ranks_per_node: int, *, available: i
     n = -(-wl.samples // W)
     est = BYTES_PER_ACCESS * W * n + 64 * 8 * W
     if available is None:
-        available = _mem_available()
+        from ..host import meminfo
+
+        available = meminfo("MemAvailable")
     if available and est > 0.8 * available:
         raise ConfigError(f"--nodes {nodes}: costing {W:,} ranks x {n:,} samples per epoch needs about "
                           f"{est / 2**30:.1f} GiB; {available / 2**30:.1f} GiB available here; simulate fewer "
                           f"nodes or samples")
     return est
-
-
-def _mem_available() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def sim_context(*, wl: SimWorkload, nodes: int, ranks_per_node: int, epochs: int, seed: int,

@@ -143,3 +143,24 @@ def test_simulate_rows_labelled_like_measured_runs(tmp_path):
     dirs = run_simulate(st, out=tmp_path / "res")
     labels = {json.loads((Path(d) / "run.json").read_text())["config"]["label"] for d in dirs}
     assert labels == {"naive", "pls Q=0.5"}
+
+
+def test_point_data_dir_user_yaml_named_like_builtin_has_own_dataset(tmp_path):
+    """Regression: point_data_dir left out data_dir_tag, so a sweep over a user YAML named like a built-in
+    (here a copy of hep_cnn.yaml with other shapes) shared the built-in's sweep dataset."""
+    from dlbench import workload as wl_mod
+    from dlbench.config import resource_dir
+    from dlbench.runstudy import point_data_dir
+
+    user = tmp_path / "mine" / "hep_cnn.yaml"
+    user.parent.mkdir()
+    user.write_text((resource_dir("workloads") / "hep_cnn.yaml").read_text().replace("[3, 32, 32]", "[3, 16, 16]"))
+    builtin = load_study(_study(tmp_path))
+    u = _study(tmp_path, name="u.yaml")
+    u.write_text(u.read_text().replace("workload: hep_cnn", f"workload: {user}"))
+    mine = load_study(u)
+    pb, pu = points(builtin)[0], points(mine)[0]
+    db = point_data_dir(builtin, tmp_path, pb, wl_mod.load(pb.workload, scale=builtin.scale, samples=pb.samples))
+    du = point_data_dir(mine, tmp_path, pu, wl_mod.load(pu.workload, scale=mine.scale, samples=pu.samples))
+    assert db.name == "hep_cnn-tiny-F32-seed0"
+    assert du != db and du.name.startswith("hep_cnn-user-") and du.name.endswith("-tiny-F32-seed0")
