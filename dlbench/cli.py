@@ -610,6 +610,11 @@ def _parse_strategy_options(items) -> dict:
     return out
 
 
+# simulate's flags that a --study file sets (combining them with --study is an error, not silently ignored)
+_STUDY_SETS = ("system", "workload", "scale", "samples", "nodes", "ranks_per_node", "strategies", "epochs",
+               "local_batch", "accelerator", "compute_time", "pls_q")
+
+
 @main.command("simulate")
 @click.option("--system", "system", metavar="PROFILE", help="system profile: a name in configs/systems or a YAML path")
 @click.option("--workload", metavar="W", help="built-in workload name or YAML path (sample sizes and batch)")
@@ -650,6 +655,13 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
     reference = None
     opt_map = _parse_strategy_options(options)
     if study:
+        ctx = click.get_current_context()
+        given = [f"--{name.replace('_', '-')}" for name in _STUDY_SETS if
+                 ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)]
+        if given:
+            raise ConfigError(f"--study {study}: {', '.join(given)} cannot be combined with --study (the study file "
+                              f"sets {'it' if len(given) == 1 else 'them'}); edit the study, or drop --study and "
+                              f"pass the flags")
         from .simulate import study as study_mod
 
         st = study_mod.load(study)
@@ -665,14 +677,15 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         missing = [f for f, v in (("--system", system), ("--workload", workload), ("--nodes", nodes)) if v is None]
         if missing:
             raise ConfigError(f"simulate needs {', '.join(missing)} (or --study FILE)")
+        from .runner import check_seconds
         from .simulate import from_workload
         from .workload import load as load_workload
 
+        if compute_time is not None:
+            check_seconds("--compute-time", compute_time)
         profile = load_profile(system)
         wl = from_workload(load_workload(workload, scale=scale, samples=samples),
                            accelerator=accelerator, local_batch=local_batch, step_time_s=compute_time)
-        if compute_time is not None and compute_time < 0:
-            raise ConfigError(f"--compute-time={compute_time}: must be >= 0 seconds")
         names = [s.strip() for s in strategies.split(",") if s.strip()]
         for s in names:
             if s not in strategy_names():
@@ -703,7 +716,8 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         config = {"command": "simulate", "system": to_dict(profile), "workload": to_dict(wl),
                   "strategy": summary["strategy"], "label": label, "options": summary.get("options", {}),
                   "nodes": nodes, "ranks_per_node": ranks_per_node, "epochs": epochs, "seed": seed,
-                  "loader_threads": loader_threads, "write_overlap": not serial_write, **cfg_extra}
+                  "loader_threads": loader_threads, "rules": summary["model_rules"],
+                  "write_overlap": summary["model_rules"]["write"] == "overlap", **cfg_extra}
         dirs.append(write_simulated_run(out, config=config, summary=summary))
     click.echo(compare_table(dirs, fmt=fmt, reference_s=reference))
 

@@ -76,16 +76,15 @@ def find_run_dirs(paths: Sequence, dedup: bool = True) -> list[Path]:
 
 def load_runs(paths: Sequence) -> tuple[list[dict], list[str]]:
     """``read_run`` of every run folder; failed runs and unreadable run.json are left out with a note."""
-    import json
-
+    from .errors import DlbenchError
     from .results import read_run
 
     runs, notes = [], []
     for d in find_run_dirs(paths):
         try:
             r = read_run(d)
-        except (OSError, json.JSONDecodeError) as exc:
-            notes.append(f"{d}: unreadable run.json ({type(exc).__name__}: {exc}); skipped")
+        except (OSError, DlbenchError) as exc:
+            notes.append(f"{d}: unreadable run.json ({exc}); skipped")
             continue
         if r.get("status") == "failed" or not r.get("summary"):
             notes.append(f"{d}: failed or incomplete run ({_err(r)}); skipped")
@@ -106,9 +105,10 @@ def is_simulated(r: dict) -> bool:
 def _options(r: dict) -> dict:
     cfg = r.get("config") or {}
     s = r.get("summary") or {}
-    if is_simulated(r):
-        return {"exchange_fraction": cfg.get("pls_q")} if s.get("strategy") == "pls" else {}
-    return dict(cfg.get("options") or {})
+    if "options" in cfg or not is_simulated(r):
+        return dict(cfg.get("options") or {})
+    # simulated folders written before config carried "options": pls's Q was config["pls_q"]
+    return {"exchange_fraction": cfg.get("pls_q")} if s.get("strategy") == "pls" else {}
 
 
 def labels(runs: Sequence[dict], *, ranks: bool | None = None) -> list[str]:

@@ -8,7 +8,8 @@
                     run has at most ``NPZ_MAX_RECORDS`` records (``read_intervals`` reads either form)
 - ``trace.json``    Chrome trace format (opens in Perfetto / chrome://tracing): one process per rank,
                     one track per thread, an ``X`` event per interval (``ts``/``dur`` in µs)
-- ``timelogger.csv`` TimeLogger's columns plus ``Process ID, Current Thread``
+- ``timelogger.csv`` TimeLogger's columns plus ``Process ID, Current Thread`` (one row per record: left out,
+                    with a note under ``skipped_files``, above ``NPZ_MAX_RECORDS`` records)
 
 Only rank 0 calls ``write_run``. It is meant for a ``finally`` block: it writes what it can, never raises
 over missing or partial intervals, and records artefacts that failed under ``write_errors``. No metric
@@ -386,13 +387,21 @@ def write_run(run_dir, *, config, summary, per_epoch=None, intervals=None, error
         write_errors["intervals"] = f"{type(exc).__name__}: {exc}"
     if spilled:
         files += sorted(p.name for p in run_dir.glob("intervals-rank*"))
+    skipped: dict[str, str] = {}
     if ivs:
-        artefacts = [("intervals.npz", write_intervals)]
-        if spilled and intervals.records() > NPZ_MAX_RECORDS:
-            artefacts = []  # the per-rank files are the raw data; one npz would hold every rank at once
-        for name, fn in (*artefacts,
-                         ("trace.json", lambda p, iv: _dump_json(p, trace_events(iv))),
-                         ("timelogger.csv", write_timelogger_csv)):
+        n_rec = intervals.records() if spilled else sum(len(a["start_ns"]) for a in ivs)
+        artefacts = [("intervals.npz", write_intervals),
+                     ("trace.json", lambda p, iv: _dump_json(p, trace_events(iv))),
+                     ("timelogger.csv", write_timelogger_csv)]
+        if n_rec > NPZ_MAX_RECORDS:
+            # one row per record of every rank: the csv (and, from per-rank files, the one npz holding every
+            # rank at once) would be unbounded; the per-rank interval files are the raw data
+            too_big = ("intervals.npz", "timelogger.csv") if spilled else ("timelogger.csv",)
+            for name in too_big:
+                skipped[name] = (f"not written: {n_rec:,} interval records, over the {NPZ_MAX_RECORDS:,} cap "
+                                 f"(NPZ_MAX_RECORDS)")
+            artefacts = [a for a in artefacts if a[0] not in too_big]
+        for name, fn in artefacts:
             try:
                 fn(run_dir / name, ivs)
                 files.append(name)
@@ -410,6 +419,8 @@ def write_run(run_dir, *, config, summary, per_epoch=None, intervals=None, error
         "config": config, "environment": env, "summary": summary, "per_epoch": per_epoch,
         "error": error, "files": files, "write_errors": write_errors or None,
     }
+    if skipped:
+        doc["skipped_files"] = skipped
     if extra:
         for k, v in dict(extra).items():
             doc.setdefault(k, v)

@@ -13,7 +13,6 @@ under MPI aborts the whole job with its message, so no rank hangs in a collectiv
 
 from __future__ import annotations
 
-import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,8 +67,9 @@ def default_data_dir(workload: str, scale: str, seed: int, tag: str = "") -> Pat
     """``$DLBENCH_DATA_DIR/<workload>[-<tag>]-<scale>-seed<seed>``; ``$DLBENCH_DATA_DIR`` defaults to
     ``~/.cache/dlbench/data``. ``tag`` (``data_dir_tag``) tells a user's YAML apart from a built-in of the
     same name."""
-    root = Path(os.environ.get("DLBENCH_DATA_DIR") or Path.home() / ".cache" / "dlbench" / "data")
-    return root / f"{Path(workload).name}{'-' + tag if tag else ''}-{scale}-seed{seed}"
+    from .host import data_root
+
+    return data_root() / f"{Path(workload).name}{'-' + tag if tag else ''}-{scale}-seed{seed}"
 
 
 def data_dir_tag(spec_path: str, workload) -> str:
@@ -124,17 +124,6 @@ def _proc_io() -> dict:
             return {k: int(v) for k, v in (line.split(":") for line in f)}
     except OSError:
         return {}
-
-
-def _mem_total_bytes() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 class Loop:
@@ -734,7 +723,9 @@ def page_cache_check(manifest, gathered: list) -> dict:
     under 10 % of what was read came from the device, the run measured the page cache, not storage
     (MLPerf Storage asks for a dataset ≥ 5× host memory). Counts the trainer processes and the DataLoader
     workers (their own /proc/self/io, reported by the prefetch executor as ``strategy_stats.worker_io``)."""
-    mem = _mem_total_bytes()
+    from .host import meminfo
+
+    mem = meminfo("MemTotal")
     ds = int(manifest.sample_nbytes().sum())
 
     def total(key: str) -> int:

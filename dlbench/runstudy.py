@@ -170,16 +170,22 @@ def sweep_sizes(st: RunStudy) -> list[int]:
     return sorted({p.ranks for p in points(st)})
 
 
-def point_data_dir(st: RunStudy, root: Path, p: Point) -> Path:
-    """``<root>/<workload>-<scale>-F<F>-seed<seed>``: one dataset per workload and size (weak scaling
-    needs one per world size; strong scaling shares one)."""
-    return Path(root) / f"{Path(p.workload).stem}-{st.scale or 'full'}-F{p.samples or 'preset'}-seed{st.seed}"
+def point_data_dir(st: RunStudy, root: Path, p: Point, wl) -> Path:
+    """``<root>/<workload>[-<tag>]-<scale>-F<F>-seed<seed>``: one dataset per workload and size (weak scaling
+    needs one per world size; strong scaling shares one). ``wl``: the point's resolved workload; ``tag``
+    (``runner.data_dir_tag``) tells a user's YAML apart from a built-in of the same name, as in run_study."""
+    from .runner import data_dir_tag
+
+    tag = data_dir_tag(wl.spec_path, wl)
+    return Path(root) / (f"{Path(p.workload).stem}{'-' + tag if tag else ''}-{st.scale or 'full'}"
+                         f"-F{p.samples or 'preset'}-seed{st.seed}")
 
 
 def default_sweep_data_root() -> Path:
-    import os
+    """``<data root>/sweeps`` (``host.data_root``: $DLBENCH_DATA_DIR, default ~/.cache/dlbench/data)."""
+    from .host import data_root
 
-    return Path(os.environ.get("DLBENCH_DATA_DIR") or Path.home() / ".cache" / "dlbench" / "data") / "sweeps"
+    return data_root() / "sweeps"
 
 
 def _generate_if_missing(wl, d: Path, st: RunStudy, comm, echo) -> None:
@@ -205,7 +211,7 @@ def generate_sweep(st: RunStudy, comm, *, data_root=None, echo=None, nodes_list=
     for key in dict.fromkeys((p.workload, p.samples) for p in points(st, nodes_list=nodes_list)):
         p = Point(key[0], 0, None, key[1])
         wl = wl_mod.load(p.workload, scale=st.scale, samples=p.samples)
-        d = point_data_dir(st, root, p)
+        d = point_data_dir(st, root, p, wl)
         _generate_if_missing(wl, d, st, comm, echo)
         out.append(d)
     return out
@@ -216,7 +222,6 @@ def run_sweep(st: RunStudy, comm, *, data_root=None, local_dir=None, out=None, e
     entry; returns the run folders (rank 0). A world size the sweep does not have is an error naming the
     sizes it has."""
     from . import workload as wl_mod
-    from .runner import RunConfig, run
 
     mine = [p for p in points(st) if p.ranks == comm.size]
     if not mine:
@@ -229,21 +234,15 @@ def run_sweep(st: RunStudy, comm, *, data_root=None, local_dir=None, out=None, e
     total = len(mine) * len(st.runs)
     for p in mine:
         wl = wl_mod.load(p.workload, scale=st.scale, samples=p.samples)
-        d = point_data_dir(st, root, p)
+        d = point_data_dir(st, root, p, wl)
         _generate_if_missing(wl, d, st, comm, echo)
         for r in st.runs:
             k += 1
-            cfg = RunConfig(workload=p.workload, strategy=r.strategy, options=dict(r.options), data_dir=str(d),
-                            epochs=epochs or st.epochs, batch_size=st.batch_size, seed=st.seed, out=out or st.out,
-                            compute_time_s=st.compute_time_s, system=st.system, local_dir=local_dir,
-                            ranks_per_node=None)
-            if echo:
-                opts = " ".join(f"--{kk.replace('_', '-')} {v}" for kk, v in r.options.items())
-                echo(f"[{k}/{total}] {p.workload} F={wl.samples} on {comm.size} rank(s), {comm.nodes} node(s): "
-                     f"{r.strategy} {opts}".rstrip())
-            res = run(cfg, comm)
+            head = f"[{k}/{total}] {p.workload} F={wl.samples} on {comm.size} rank(s), {comm.nodes} node(s): "
+            rd = _run_entry(st, r, p.workload, d, comm, out=out, epochs=epochs, local_dir=local_dir, echo=echo,
+                            head=head)
             if comm.rank == 0:
-                dirs.append(res["run_dir"])
+                dirs.append(rd)
     return dirs
 
 
@@ -256,16 +255,19 @@ def simulate_strategies(st: RunStudy) -> list[str]:
 
 def simulate_rows(st: RunStudy, pls_q: float) -> list[tuple[str, str, dict]]:
     """(label, strategy, options) to cost: the simulate part's strategies with their defaults, else every
-    measured run with its own options (the same plans the runs executed)."""
+    measured run with its own options (the same plans the runs executed). Labels are ``report.run_label``'s,
+    as the measured rows' (``pls Q=0.3``), so compare and plot pair a simulated row with its measured one."""
     sp = st.simulate
     if sp is not None and sp.strategies:
-        return [(s, s, {"exchange_fraction": pls_q} if s == "pls" else {}) for s in sp.strategies]
+        entries = [(s, {"exchange_fraction": pls_q} if s == "pls" else {}) for s in sp.strategies]
+    else:
+        entries = [(r.strategy, dict(r.options)) for r in st.runs]
     rows, seen = [], set()
-    for r in st.runs:
-        label = r.strategy + "".join(f" {k}={v}" for k, v in r.options.items())
+    for strat, opts in entries:
+        label = run_label({"config": {"strategy": strat, "options": opts}})
         if label not in seen:
             seen.add(label)
-            rows.append((label, r.strategy, dict(r.options)))
+            rows.append((label, strat, opts))
     return rows
 
 
@@ -314,7 +316,8 @@ def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None) -> list[str]
                     continue
                 config = {"command": "simulate", "study": st.name, "system": to_dict(profile), "workload": to_dict(swl),
                           "strategy": strat, "label": label, "options": opts, "nodes": n, "ranks_per_node": rpn,
-                          "epochs": E, "seed": st.seed, "write_overlap": True,
+                          "epochs": E, "seed": st.seed, "rules": res[label]["model_rules"],
+                          "write_overlap": res[label]["model_rules"]["write"] == "overlap",
                           "scaling": sw.scaling if sw is not None else None}
                 dirs.append(str(write_simulated_run(out or st.out, config=config, summary=res[label])))
         if echo:
@@ -325,7 +328,7 @@ def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None) -> list[str]
 def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, epochs=None, echo=None) -> list[str]:
     """Generate the data if missing, then every run; returns the run folders (rank 0; [] elsewhere)."""
     from . import workload as wl_mod
-    from .runner import RunConfig, data_dir_tag, default_data_dir, run
+    from .runner import data_dir_tag, default_data_dir
 
     wl = wl_mod.load(st.workload, scale=st.scale, samples=st.samples)
     d = Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed,
@@ -333,21 +336,33 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
     _generate_if_missing(wl, d, st, comm, echo)
     dirs = []
     for i, r in enumerate(st.runs):
-        cfg = RunConfig(workload=st.workload, strategy=r.strategy, options=dict(r.options), data_dir=str(d),
-                        epochs=epochs or st.epochs, batch_size=st.batch_size, seed=st.seed, out=out or st.out,
-                        compute_time_s=st.compute_time_s, system=st.system, local_dir=local_dir,
-                        ranks_per_node=None)
-        if echo:
-            opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in r.options.items())
-            echo(f"[{i + 1}/{len(st.runs)}] {r.strategy} {opts}".rstrip())
-        res = run(cfg, comm)
+        rd = _run_entry(st, r, st.workload, d, comm, out=out, epochs=epochs, local_dir=local_dir, echo=echo,
+                        head=f"[{i + 1}/{len(st.runs)}] ")
         if comm.rank == 0:
-            if res.get("write_error"):  # a full disk: the study cannot go on to its table
-                from .errors import OutputError
-
-                raise OutputError(res["write_error"])
-            dirs.append(res["run_dir"])
+            dirs.append(rd)
     return dirs
+
+
+def _run_entry(st: RunStudy, r: StudyRun, workload: str, data_dir: Path, comm, *, out, epochs, local_dir, echo,
+               head: str) -> str | None:
+    """One run entry of a study (``run_study``) or a sweep point (``run_sweep``) on ``data_dir``: echoes
+    ``head`` + the entry, runs it and returns its run folder (rank 0; None elsewhere). A run whose results
+    could not be written (a full disk: ``write_error``) is an OutputError: the study cannot go on to its table."""
+    from .errors import OutputError
+    from .runner import RunConfig, run
+
+    cfg = RunConfig(workload=workload, strategy=r.strategy, options=dict(r.options), data_dir=str(data_dir),
+                    epochs=epochs or st.epochs, batch_size=st.batch_size, seed=st.seed, out=out or st.out,
+                    compute_time_s=st.compute_time_s, system=st.system, local_dir=local_dir, ranks_per_node=None)
+    if echo:
+        opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in r.options.items())
+        echo(f"{head}{r.strategy} {opts}".rstrip())
+    res = run(cfg, comm)
+    if comm.rank != 0:
+        return None
+    if res.get("write_error") or not res.get("run_dir"):
+        raise OutputError(res.get("write_error") or f"{r.strategy}: the run wrote no results folder")
+    return res["run_dir"]
 
 
 _MAX_INTERVAL_BYTES = 64 << 20   # larger runs: the steady-state exposed share is not computed ("-")

@@ -74,9 +74,13 @@ def sample_sizes(kind: str, n: int, mean: float, std: float, seed: int, lo: floa
 def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None = None,
                   step_time_s: float | None = None) -> SimWorkload:
     """A ``SimWorkload`` from a resolved ``dlbench.workload.Workload``; the step time is ``step_time_s``
-    if given, else the workload's for ``accelerator``, else the profile's compute throughput c."""
+    if given, else the workload's for ``accelerator`` (published, else measured: ``Workload.choose_step_time``,
+    as ``dlbench run``), scaled linearly to the local batch, else the profile's compute throughput c."""
     b = int(local_batch or wl.batch_size)
-    st = step_time_s if step_time_s is not None else (wl.step_time(accelerator, b) if accelerator else None)
+    if step_time_s is not None:
+        st = step_time_s
+    else:
+        st = wl.choose_step_time(accelerator).scaled(b) if accelerator else None
     if wl.layout == "jpeg_folders":
         d = wl.jpeg.size
         return SimWorkload(wl.name, wl.samples, b, d.kind, d.mean_bytes, d.std_bytes, d.min_bytes, d.max_bytes, st)
@@ -97,23 +101,14 @@ def check_size(wl: SimWorkload, nodes: int, ranks_per_node: int, *, available: i
     n = -(-wl.samples // W)
     est = BYTES_PER_ACCESS * W * n + 64 * 8 * W
     if available is None:
-        available = _mem_available()
+        from ..host import meminfo
+
+        available = meminfo("MemAvailable")
     if available and est > 0.8 * available:
         raise ConfigError(f"--nodes {nodes}: costing {W:,} ranks x {n:,} samples per epoch needs about "
                           f"{est / 2**30:.1f} GiB; {available / 2**30:.1f} GiB available here; simulate fewer "
                           f"nodes or samples")
     return est
-
-
-def _mem_available() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def sim_context(*, wl: SimWorkload, nodes: int, ranks_per_node: int, epochs: int, seed: int,

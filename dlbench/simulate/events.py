@@ -156,14 +156,13 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     stall = np.zeros(W)
     barrier = np.zeros(W)
     fetch_t = np.zeros((W, len(TIER_NAMES)))
-    bytes_t = np.zeros((W, len(TIER_NAMES)))
+    # bytes by the tier each fetch is charged to (a tier-filled access whose fill is not done is read from the
+    # PFS, and counted there): per rank a python list, added to in the loops below
+    bytes_l = [[0.0] * len(TIER_NAMES) for _ in range(W)]
     samples = np.zeros(W)
     for r in range(W):
-        s = np.asarray(S[r])
-        src = np.asarray(SRC[r], dtype=np.int64)
-        bytes_t[r] = np.bincount(src, weights=s, minlength=len(TIER_NAMES))[:len(TIER_NAMES)]
         compute[r] = float(np.sum(COMP[r]))
-        samples[r] = len(s)
+        samples[r] = len(S[r])
     log = [-np.inf] * nodes          # latest logged PFS-read start per node
     for nd, t in fill_starts.items():   # the tier threads' reads are all scheduled (logged) at the start
         log[nd] = t
@@ -192,7 +191,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
             for r in range(W):
                 nd = node_of[r]
                 tr = B
-                Sr, SRCr, FILLr, Cr = S[r], SRC[r], FILL[r], COMP[r]
+                Sr, SRCr, FILLr, Cr, br = S[r], SRC[r], FILL[r], COMP[r], bytes_l[r]
                 for f in range(pos[r], end[r]):
                     s = Sr[f]
                     c = SRCr[f]
@@ -205,6 +204,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                         fetch = s * fixed_spb[c]
                     io = fetch + s * w_spb
                     fetch_t[r, c] += fetch
+                    br[c] += s
                     stall[r] += io
                     tr += io + Cr[f]
                 t[r] = tr
@@ -230,7 +230,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 must = step_start[r][j + 1]     # the current step is scheduled whatever the capacity
                 f = nxt[r]
                 nd = node_of[r]
-                Sr, SRCr, FILLr, fr, av = S[r], SRC[r], FILL[r], free[r], avail[r]
+                Sr, SRCr, FILLr, fr, av, br = S[r], SRC[r], FILL[r], free[r], avail[r], bytes_l[r]
                 if use_ready:
                     rdy, IDr, KPr = ready[r], IDS[r], KEEP[r]
                 while f < n_acc[r] and (f < must or held[r] + Sr[f] <= cap):
@@ -260,6 +260,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     wr = s * w_spb
                     cost = fetch + wr if series else (fetch if fetch > wr else wr)
                     fetch_t[r, c] += fetch
+                    br[c] += s
                     fr[k] = st + cost
                     av[f] = st + cost
                     held[r] += s
@@ -300,6 +301,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
             epoch_times[e] = step_end[k - 1] - prev
             prev = step_end[k - 1]
     fetch_by = {n: fetch_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
+    bytes_t = np.asarray(bytes_l, dtype=np.float64).reshape(W, len(TIER_NAMES))
     bytes_by = {n: bytes_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
     return epoch_times, compute, stall, barrier, fetch_by, bytes_by, samples
 

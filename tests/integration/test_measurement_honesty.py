@@ -101,6 +101,8 @@ def test_intervals_written_per_rank_and_summary_rebuilds_from_folder(tmp_path, c
     assert any(n.startswith("intervals-rank0-") and n.endswith("-t1.rec") for n in names)  # the worker's
     assert ("intervals.npz" in names) == (npz_limit is None)
     run = json.loads((rd / "run.json").read_text())
+    assert ("timelogger.csv" in names) == (npz_limit is None)   # the csv is capped like the npz
+    assert set(run.get("skipped_files") or {}) == (set() if npz_limit is None else {"intervals.npz", "timelogger.csv"})
     s = run["summary"]
     again = summarize(results.read_intervals(rd), workload="cosmoflow", strategy="prefetch", epochs=2)
     assert again["epoch_time_s"] == pytest.approx(s["epoch_time_s"])

@@ -103,3 +103,64 @@ def test_simulate_needs_a_simulate_part(tmp_path, cli):
     p = Path(__file__).resolve().parents[2] / "configs" / "studies" / "shuffle-comparison.yaml"
     r = cli(["study", p, "--simulate"])
     assert r.exit_code == 2 and "no sweep: or simulate: part" in r.output
+
+
+@pytest.mark.parametrize("sweep", [True, False])
+def test_sweep_full_disk_write_error_is_one_line(tmp_path, cli, monkeypatch, sweep):
+    """Regression: run_sweep appended res["run_dir"] even when it was None (a full disk: write_error), so the
+    study went on to compare and failed in read_run(None) with a TypeError traceback, losing the real message.
+    run_sweep and run_study share _run_entry, which raises the OutputError."""
+    from dlbench import runner
+
+    calls = []
+
+    def full_disk(cfg, comm):
+        calls.append(cfg.strategy)
+        return {"run_dir": None, "run": {}, "write_error": f"--out {cfg.out}: the results could not be written "
+                                                           f"(No space left on device)"}
+
+    monkeypatch.setattr(runner, "run", full_disk)
+    st = _study(tmp_path)
+    if not sweep:  # a plain study (no sweep): run_study
+        st.write_text(st.read_text().split("sweep:")[0] + "samples: 32\n")
+    r = cli(["study", st, "--out", tmp_path / "res", "--data-dir", tmp_path / "data"])
+    assert r.exit_code == 6, r.output
+    assert "No space left on device" in r.output and "Traceback" not in r.output and "TypeError" not in r.output
+    assert calls == ["naive"]   # the study stops at the first run it could not keep
+
+
+def test_simulate_rows_labelled_like_measured_runs(tmp_path):
+    """Regression: simulate_rows hand-built labels ("pls exchange_fraction=0.5") while measured rows are
+    report.run_label's ("pls Q=0.5"), so a study's simulated and measured rows did not pair up."""
+    from dlbench.report import run_label
+    from dlbench.runstudy import simulate_rows
+
+    st = load_study(_study(tmp_path))
+    rows = simulate_rows(st, 0.1)
+    assert [lab for lab, _, _ in rows] == ["naive", "pls Q=0.5"]
+    measured = [run_label({"config": {"strategy": r.strategy, "options": dict(r.options)}}) for r in st.runs]
+    assert [lab for lab, _, _ in rows] == measured
+    dirs = run_simulate(st, out=tmp_path / "res")
+    labels = {json.loads((Path(d) / "run.json").read_text())["config"]["label"] for d in dirs}
+    assert labels == {"naive", "pls Q=0.5"}
+
+
+def test_point_data_dir_user_yaml_named_like_builtin_has_own_dataset(tmp_path):
+    """Regression: point_data_dir left out data_dir_tag, so a sweep over a user YAML named like a built-in
+    (here a copy of hep_cnn.yaml with other shapes) shared the built-in's sweep dataset."""
+    from dlbench import workload as wl_mod
+    from dlbench.config import resource_dir
+    from dlbench.runstudy import point_data_dir
+
+    user = tmp_path / "mine" / "hep_cnn.yaml"
+    user.parent.mkdir()
+    user.write_text((resource_dir("workloads") / "hep_cnn.yaml").read_text().replace("[3, 32, 32]", "[3, 16, 16]"))
+    builtin = load_study(_study(tmp_path))
+    u = _study(tmp_path, name="u.yaml")
+    u.write_text(u.read_text().replace("workload: hep_cnn", f"workload: {user}"))
+    mine = load_study(u)
+    pb, pu = points(builtin)[0], points(mine)[0]
+    db = point_data_dir(builtin, tmp_path, pb, wl_mod.load(pb.workload, scale=builtin.scale, samples=pb.samples))
+    du = point_data_dir(mine, tmp_path, pu, wl_mod.load(pu.workload, scale=mine.scale, samples=pu.samples))
+    assert db.name == "hep_cnn-tiny-F32-seed0"
+    assert du != db and du.name.startswith("hep_cnn-user-") and du.name.endswith("-tiny-F32-seed0")

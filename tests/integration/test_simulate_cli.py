@@ -73,3 +73,75 @@ def test_thesis_rules_refuse_pls_exchange(cli, tmp_path):
     r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "cosmoflow", "--scale", "tiny", "--nodes", "2",
              "--strategies", "pls", "--rules", "thesis", "--out", tmp_path])
     assert r.exit_code == 2 and "exchange" in r.output and "Traceback" not in r.output
+
+
+def test_simulate_accelerator_uses_measured_step_time_like_run(cli, tmp_path):
+    """Regression: from_workload used Workload.step_time (published figures only) while run uses
+    choose_step_time (published, else measured): `simulate --accelerator h100 --workload deepcam` failed where
+    `run` works. The modelled step time is the measured h100 figure scaled to the local batch."""
+    from dlbench.simulate import from_workload
+    from dlbench.workload import load
+
+    wl = load("deepcam", scale="tiny")
+    ch = wl.choose_step_time("h100")
+    assert ch.kind == "measured"
+    assert from_workload(wl, accelerator="h100", local_batch=4).step_time_s == ch.scaled(4)
+    r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "deepcam", "--scale", "tiny", "--nodes", "2",
+             "--accelerator", "h100", "--strategies", "naive", "--out", tmp_path, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "deepcam", "--scale", "tiny", "--nodes", "2",
+             "--accelerator", "v100", "--out", tmp_path])
+    assert r.exit_code == 2 and "--accelerator=v100" in r.output and "Traceback" not in r.output
+
+
+STUDY_RULES_THESIS = """
+name: small
+system: hdmlp-thesis
+rules: thesis
+workload: {name: w, samples: 800, global_batch: 40, size: {kind: normal, mean_bytes: 1.0e6, std_bytes: 1.0e5}}
+nodes: 4
+epochs: 2
+strategies: [lowerbound, naive]
+"""
+
+
+def test_simulate_study_conflicting_flags_are_an_error(cli, tmp_path):
+    """Regression: with --study, --nodes/--epochs/--system/... were silently replaced by the study's values."""
+    study = tmp_path / "s.yaml"
+    study.write_text(STUDY_RULES_THESIS)
+    r = cli(["simulate", "--study", study, "--nodes", "64", "--epochs", "3", "--out", tmp_path / "out"])
+    assert r.exit_code == 2 and "--nodes, --epochs cannot be combined with --study" in r.output, r.output
+    assert "Traceback" not in r.output and not (tmp_path / "out").exists()
+    for flag, val in (("--system", "laptop-pfs"), ("--workload", "cosmoflow"), ("--strategies", "naive"),
+                      ("--ranks-per-node", "2"), ("--accelerator", "h100"), ("--compute-time", "0.1"),
+                      ("--local-batch", "4"), ("--pls-q", "0.3")):
+        r = cli(["simulate", "--study", study, flag, val, "--out", tmp_path / "out"])
+        assert r.exit_code == 2 and f"{flag} cannot be combined with --study" in r.output, (flag, r.output)
+    # flags that work with a study stay allowed
+    r = cli(["simulate", "--study", study, "--seed", "3", "--rules", "default", "--option", "naive.drop_last=true",
+             "--format", "json", "--out", tmp_path / "out"])
+    assert r.exit_code == 0, r.output
+
+
+def test_simulate_compute_time_nan_inf_is_one_line(cli, tmp_path):
+    """Regression: --compute-time nan / inf passed the `< 0` check; now checked as `dlbench run` does."""
+    for bad in ("nan", "inf", "-1"):
+        r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "cosmoflow", "--scale", "tiny", "--nodes",
+                 "2", "--compute-time", bad, "--out", tmp_path / "out"])
+        assert r.exit_code == 2 and f"--compute-time={bad}" in r.output and "finite" in r.output, r.output
+        assert "Traceback" not in r.output and not (tmp_path / "out").exists()
+
+
+def test_simulate_config_records_model_rules_not_write_overlap_true(cli, tmp_path):
+    """Regression: run.json's config recorded write_overlap True under rules thesis (write: series)."""
+    study = tmp_path / "s.yaml"
+    study.write_text(STUDY_RULES_THESIS)
+    r = cli(["simulate", "--study", study, "--out", tmp_path / "thesis"])
+    assert r.exit_code == 0, r.output
+    for f in _runs(tmp_path / "thesis"):
+        cfg = json.loads(f.read_text())["config"]
+        assert cfg["write_overlap"] is False and cfg["rules"]["write"] == "series"
+    r = cli(["simulate", "--study", study, "--rules", "default", "--out", tmp_path / "default"])
+    assert r.exit_code == 0, r.output
+    cfg = json.loads(_runs(tmp_path / "default")[0].read_text())["config"]
+    assert cfg["write_overlap"] is True and cfg["rules"]["write"] == "overlap"

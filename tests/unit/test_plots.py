@@ -48,15 +48,17 @@ def _run(root, strategy="naive", ranks=2, epochs=2, options=None, io_counters=No
     return d
 
 
-def _sim(root, strategy, nodes, epoch_time_s, share, sps):
+def _sim(root, strategy, nodes, epoch_time_s, share, sps, options=None):
     s = {"workload": "tiny", "strategy": strategy, "ranks": nodes, "nodes": nodes, "epochs": 1, "simulated": True,
          "total_time_s": epoch_time_s + 0.5, "epoch_time_s": [epoch_time_s], "exposed_io_share": share,
          "samples_per_s": sps, "system": "laptop-pfs", "modelled_breakdown": {"prologue_s": 0.5},
          "phase_time_s": {"compute": epoch_time_s * (1 - share), "stall": epoch_time_s * share, "read": 0.2,
                           "stage": 0.5}}
     d = new_run_dir(root, "tiny", strategy)
-    write_run(d, config={"command": "simulate", "strategy": strategy, "nodes": nodes, "pls_q": 0.1}, summary=s,
-              simulated=True)
+    cfg = {"command": "simulate", "strategy": strategy, "nodes": nodes}
+    # options=None: a folder in the old layout (pls's Q in config["pls_q"]); else today's config["options"]
+    cfg.update({"pls_q": 0.1} if options is None else {"options": options, "label": strategy})
+    write_run(d, config=cfg, summary=s, simulated=True)
     return d
 
 
@@ -212,6 +214,30 @@ def test_labels_distinguish_options_and_mark_simulated(tmp_path):
     _sim(tmp_path, "pls", 1, 1.0, 0.1, 10.0)
     runs = plots.order_runs(plots.load_runs([tmp_path])[0])
     assert plots.labels(runs) == ["pls Q=0.1", "pls Q=0.3", "pls Q=0.1 [sim]"]
+
+
+def test_simulated_pls_q_series_not_merged(tmp_path):
+    """Regression: _options read config["pls_q"], which simulated runs no longer store (they store "options"),
+    so simulated pls Q=0.1 and Q=0.3 were both 'pls [sim]' and scaling_points averaged them into one curve."""
+    for q, t in ((0.1, 1.0), (0.3, 3.0)):
+        _sim(tmp_path, "pls", 4, t, 0.2, 10.0, options={"exchange_fraction": q})
+    runs = plots.order_runs(plots.load_runs([tmp_path])[0])
+    assert sorted(plots.labels(runs)) == ["pls Q=0.1 [sim]", "pls Q=0.3 [sim]"]
+    pts = plots.scaling_points(runs)
+    assert set(pts) == {("pls Q=0.1", True), ("pls Q=0.3", True)}
+    assert pts[("pls Q=0.1", True)][4]["epoch_time_s"] == pytest.approx(1.0)
+    assert pts[("pls Q=0.3", True)][4]["n"] == 1
+
+
+def test_load_runs_skips_bad_run_json(tmp_path):
+    """Regression: load_runs caught OSError/JSONDecodeError but read_run raises DataError, so one corrupt
+    run.json under a results root aborted `dlbench plot` instead of being skipped with a note."""
+    ok = _run(tmp_path, "naive")
+    bad = new_run_dir(tmp_path, "tiny", "prefetch")
+    (bad / "run.json").write_text('{"schema": "dlbench.run/1", "summ')
+    runs, notes = plots.load_runs([tmp_path])
+    assert [r["run_dir"] for r in runs] == [str(ok)]
+    assert len(notes) == 1 and str(bad) in notes[0] and "skipped" in notes[0] and "not valid JSON" in notes[0]
 
 
 def test_find_run_dirs_root_and_errors(tmp_path):

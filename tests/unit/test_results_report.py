@@ -194,3 +194,20 @@ def _write_many(d, k):
 
     for _ in range(100):
         write_run(d, config={"pad": "x" * (4000 * (k + 1))}, summary={}, error=f"rank {k}")
+
+
+def test_timelogger_csv_capped_like_npz(tmp_path, monkeypatch):
+    """Regression: timelogger.csv had no size cap (one row per record of every rank) while intervals.npz was
+    left out above NPZ_MAX_RECORDS; the csv is now left out above the same cap, with a note in run.json."""
+    import dlbench.results as results
+
+    monkeypatch.setattr(results, "NPZ_MAX_RECORDS", 2 * 2 * 3 * 3 - 1)   # one record fewer than _timelines'
+    d = _write(tmp_path)
+    run = read_run(d)
+    assert "timelogger.csv" not in run["files"] and not (d / "timelogger.csv").exists()
+    assert "over the 35 cap" in run["skipped_files"]["timelogger.csv"] and "36 interval records" in \
+        run["skipped_files"]["timelogger.csv"]
+    assert {"intervals.npz", "trace.json"} <= set(run["files"])   # in-memory intervals: the npz is their copy
+    monkeypatch.setattr(results, "NPZ_MAX_RECORDS", 36)
+    run = read_run(_write(tmp_path))
+    assert "timelogger.csv" in run["files"] and "skipped_files" not in run

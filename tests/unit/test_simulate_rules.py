@@ -235,3 +235,24 @@ def test_event_costing_matches_vectorised_model_at_fixed_gamma():
     vec = m.cost(plan, sizes, "prefetch", threads_per_rank=2.0)
     ev = cost_events(m, plan, sizes, "prefetch", 2.0, 0.0)
     assert ev[0].sum() == pytest.approx(vec.total_time_s, rel=0.01)
+
+
+def test_tier_fill_bytes_counted_where_fetch_is_charged():
+    """Regression: with fill_by_tier_threads, an access whose tier fill had not finished was re-read from the
+    PFS (its fetch charged to shared) while its bytes stayed on the own tier (the plan's static source). Now
+    every tier's bytes are those its fetch time was charged for."""
+    wl = SimWorkload("f", 2000, 5, "fixed", 1e6)
+    row = ("h", "clairvoyant", {"loader_threads": 2, "local_cache_capacity": 1e11})
+    plain = simulate([row], wl=wl, profile=PROF, nodes=4, epochs=3, rules="thesis")["h"]
+    fill = simulate([(*row, {"fill_by_tier_threads": True})], wl=wl, profile=PROF, nodes=4, epochs=3,
+                    rules="thesis")["h"]
+    mem_spb = Model(PROF, rules="thesis").fetch_s_per_byte(4, PROF.staging.threads)[2]   # MEMORY: fixed rate
+    for r in (plain, fill):
+        b, br = r["bytes_by_tier"], r["modelled_breakdown"]
+        assert b["local"] == 0 and b["memory"] > 0
+        # own-tier fetch seconds (per loader thread: 2) = own-tier bytes x the tier's seconds per byte
+        assert br["local_s"] * 2 == pytest.approx(b["memory"] * mem_spb, rel=1e-9)
+    # the re-reads moved from memory to shared; nothing is lost or counted twice
+    assert fill["bytes_by_tier"]["shared"] > plain["bytes_by_tier"]["shared"]
+    assert fill["bytes_by_tier"]["memory"] < plain["bytes_by_tier"]["memory"]
+    assert sum(fill["bytes_by_tier"].values()) == pytest.approx(sum(plain["bytes_by_tier"].values()))
