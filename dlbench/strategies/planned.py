@@ -155,7 +155,7 @@ class PlannedExecutor(Executor):
         self.peers = PeerPush(ctx, self.stores, self.max_row, tl)
         if self.fill_thread and (self.plan_keeps_or_evicts()):
             ftl = tl.sibling(200, 1 << 14) if hasattr(tl, "sibling") else Timeline(1 << 14, ctx.rank, thread=200)
-            self.filler = Filler(self.stores, ftl, ctx.clock)
+            self.filler = Filler(self.stores, ftl, ctx.clock, on_error=self.loader.fail)
             self.loader.fills_async = True
         pro = plan.prologue
         mine = np.nonzero(pro.rank == ctx.rank)[0]

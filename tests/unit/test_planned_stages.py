@@ -1,0 +1,77 @@
+"""The planned executor's stages (stages.py) on one rank: errors of one stage reach the trainer promptly."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from dlbench import workload as wl_mod
+from dlbench.comm import SerialComm
+from dlbench.data.formats import MemoryReader
+from dlbench.runner import Loop, RunConfig
+from dlbench.storage import MemoryTier
+from dlbench.strategies.stages import SampleStore, Stopped
+from dlbench.timeline import Timeline
+
+
+class DiskFull(OSError):
+    pass
+
+
+def _run_in_thread(fn, timeout):
+    """Run ``fn`` in a thread; (finished, its exception). A run still going after ``timeout`` s hangs."""
+    box = {}
+
+    def target():
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            box["exc"] = exc
+
+    th = threading.Thread(target=target, daemon=True)
+    th.start()
+    th.join(timeout)
+    return not th.is_alive(), box.get("exc")
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_fill_error_hang_raises_the_fill_error(monkeypatch, tmp_path, threads):
+    """Regression (fix-exec 1, HANG): a fill job that raised left the loader threads waiting for their ring
+    buffer forever (threads > 0), or the trainer waited 120 s and reported 'never reached the tier'."""
+    def bad_put(self, sid, row):
+        raise DiskFull(28, "No space left on device (injected)")
+
+    monkeypatch.setattr(MemoryTier, "put", bad_put)
+    monkeypatch.setattr(MemoryTier, "put_many", lambda self, items: bad_put(self, 0, None), raising=False)
+    wl = wl_mod.load("cosmoflow", scale="tiny")
+    mem = MemoryReader(wl, seed=0)
+    cfg = RunConfig(workload="cosmoflow", strategy="clairvoyant", epochs=3, batch_size=4, compute_time_s=0.0,
+                    options={"loader_threads": threads, "window": 2, "cache_capacity": 1 << 30},
+                    out=str(tmp_path / "res"), local_dir=str(tmp_path / "local"))
+    loop = Loop(cfg, SerialComm(), wl, mem, None, reader_factory=lambda: MemoryReader(wl, seed=0))
+    finished, exc = _run_in_thread(lambda: loop.run(Timeline(1 << 14, 0)), timeout=30)
+    assert finished, "the run hangs after a failed cache fill"
+    assert isinstance(exc, DiskFull), repr(exc)
+
+
+def test_read_pinned_stall_stops_when_told():
+    """Regression (fix-exec 2, STALL): a loader thread waiting in read_pinned for a fill ignored the loader's
+    stop and waited the full timeout (120 s) on any error or Ctrl-C mid-epoch."""
+    store = SampleStore(MemoryTier(1 << 20, 4096), 2)
+    stop = threading.Event()
+    out = np.zeros(4096, np.uint8)
+    box = {}
+
+    def reader():
+        try:
+            store.read_pinned(7, out, wait=True, timeout=60, stop=stop.is_set)
+        except Stopped as exc:
+            box["exc"] = exc
+
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    stop.set()
+    with store.cond:
+        store.cond.notify_all()
+    th.join(10)
+    assert not th.is_alive() and isinstance(box.get("exc"), Stopped)
