@@ -75,3 +75,58 @@ def test_read_pinned_stall_stops_when_told():
         store.cond.notify_all()
     th.join(10)
     assert not th.is_alive() and isinstance(box.get("exc"), Stopped)
+
+
+def _local_ctx(tmp_path, world=4):
+    """Rank 0 of ``world`` ranks on one node, a serial comm (the local tier's tag broadcast is a no-op)."""
+    from dlbench.strategies import RunContext
+
+    wl = wl_mod.load("cosmoflow", scale="tiny")
+    sizes = np.full(MemoryReader(wl, seed=0).samples, wl.sample_nbytes, np.int64)
+    return RunContext(workload=wl, n_samples=len(sizes), sample_nbytes=sizes, world_size=world, rank=0,
+                      node_map=np.zeros(world, np.int64), seed=0, epochs=2, local_batch=2, comm=SerialComm(),
+                      timeline=Timeline(1 << 12, 0), reader_factory=lambda: MemoryReader(wl, seed=0),
+                      local_dir=tmp_path / "local")
+
+
+def _planned(ctx, local_bytes):
+    from dlbench.plan import LOCAL, MEMORY
+    from dlbench.plan.clairvoyant import clairvoyant_plan
+    from dlbench.strategies.planned import PlannedExecutor
+
+    plan = clairvoyant_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
+                            epochs=ctx.epochs, local_batch=ctx.local_batch, seed=0, sample_nbytes=ctx.sample_nbytes,
+                            memory_slots=0, local_bytes=float(local_bytes))
+    return PlannedExecutor(ctx, plan, capacity_bytes={MEMORY: 0.0, LOCAL: float(local_bytes)})
+
+
+def test_planned_local_tier_checks_the_node_need_not_one_ranks(monkeypatch, tmp_path):
+    """Regression (fix-exec 3): the planned executor checked the free space of the node-local disk for one
+    rank's cache although every rank of the node writes its own cache there."""
+    from dlbench.errors import CapacityError
+    from dlbench.storage import tiers
+
+    cap = 1 << 20
+    monkeypatch.setattr(tiers, "free_bytes", lambda p: 3 * cap)    # room for 3 ranks' caches, 4 on the node
+    ex = _planned(_local_ctx(tmp_path, world=4), cap)
+    with pytest.raises(CapacityError, match="--local-dir"):
+        ex._open_stores()
+    ex.close()
+
+
+def test_planned_stale_removed_is_reported_in_stats(tmp_path):
+    """Regression (fix-exec 3): the planned executor removed stale run directories of killed runs but never
+    reported them (localcopy does, as ``stale_local_dirs_removed``)."""
+    import socket
+
+    stale = tmp_path / "local" / "run-killed"
+    (stale / "node0").mkdir(parents=True)
+    (stale / f".owner-{socket.gethostname()}-{(1 << 22) + 12345}").touch()   # beyond pid_max: dead
+    ex = _planned(_local_ctx(tmp_path, world=1), 1 << 20)
+    try:
+        ex._open_stores()
+        assert ex.stats()["stale_local_dirs_removed"] == [str(stale)]
+        assert not stale.exists()
+    finally:
+        ex.close()
+    assert not any((tmp_path / "local").glob("run-*"))
