@@ -60,29 +60,45 @@ class SampleStore:
         return int(sid) in self.refs
 
     def put(self, sid: int, row) -> int:
+        """One more reference to ``sid``, storing ``row`` if it is new. The tier write (a file on the local
+        tier) is made outside the store's lock, so loader reads and peer sends of other samples go on meanwhile:
+        there is one putter (the fill thread, or the trainer), the tier has its own lock, and nobody reads
+        ``sid`` before its reference is counted (readers wait for it)."""
         with self.cond:
             r = self.refs.get(sid, 0)
-            n = self.tier.put(sid, row) if r == 0 else 0
-            self.refs[sid] = r + 1
-            if r == 0:
-                self.cond.notify_all()
+            if r:
+                self.refs[sid] = r + 1
+                return 0
+        n = self.tier.put(sid, row)
+        with self.cond:
+            self.refs[sid] = self.refs.get(sid, 0) + 1
+            self.cond.notify_all()
         return n
 
     def put_many(self, items) -> int:
         """``put`` for several (sid, row) pairs; a tier with ``put_many`` stores the new ones in one go."""
-        new, total = [], 0
-        with self.cond:
+        new, extra = [], {}
+        with self.cond:          # references to samples held already (or twice in ``items``): counted now
             for sid, row in items:
-                r = self.refs.get(sid, 0)
-                if r == 0:
+                if sid in self.refs:
+                    self.refs[sid] += 1
+                elif sid in extra:
+                    extra[sid] += 1
+                else:
+                    extra[sid] = 1
                     new.append((sid, row))
-                self.refs[sid] = r + 1
-            many = getattr(self.tier, "put_many", None)
-            if many is not None:
-                total = many(new)
-            else:
-                for sid, row in new:
-                    total += self.tier.put(sid, row)
+        if not new:
+            return 0
+        many = getattr(self.tier, "put_many", None)
+        if many is not None:
+            total = many(new)
+        else:
+            total = 0
+            for sid, row in new:
+                total += self.tier.put(sid, row)
+        with self.cond:
+            for sid, k in extra.items():
+                self.refs[sid] = self.refs.get(sid, 0) + k
             self.cond.notify_all()
         return total
 

@@ -130,3 +130,54 @@ def test_planned_stale_removed_is_reported_in_stats(tmp_path):
     finally:
         ex.close()
     assert not any((tmp_path / "local").glob("run-*"))
+
+
+class _LockProbeTier:
+    """A tier whose writes check, from another thread, that the store's lock is free meanwhile."""
+
+    def __init__(self):
+        self.store = None
+        self.free_during_write = []
+        self.rows = {}
+
+    def _probe(self):
+        ok = []
+
+        def other():
+            got = self.store.cond.acquire(timeout=5)
+            ok.append(got)
+            if got:
+                self.store.cond.release()
+
+        th = threading.Thread(target=other)
+        th.start()
+        th.join()
+        self.free_during_write.append(ok[0])
+
+    def put(self, sid, row):
+        self._probe()
+        self.rows[sid] = bytes(row)
+        return len(self.rows[sid])
+
+    def delete(self, sid):
+        del self.rows[sid]
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_store_put_lock_not_held_during_tier_write(many):
+    """Regression (fix-exec 5): SampleStore.put held the store's lock during the tier write (a file write on
+    the local tier), blocking loader reads and peer sends of other samples."""
+    tier = _LockProbeTier()
+    store = SampleStore(tier, 1)
+    tier.store = store
+    row = np.arange(8, dtype=np.uint8)
+    if many:
+        assert store.put_many([(3, row), (4, row), (3, row)]) == 16
+    else:
+        assert store.put(3, row) == 8 and store.put(4, row) == 8 and store.put(3, row) == 0
+    assert tier.free_during_write == [True, True]
+    assert store.refs == {3: 2, 4: 1}            # a sample held twice is stored once, counted twice
+    store.release(3)
+    assert 3 in tier.rows
+    store.release(3)
+    assert 3 not in tier.rows and store.refs == {4: 1}
