@@ -102,10 +102,15 @@ class SampleStore:
             self.cond.notify_all()
         return total
 
-    def pin(self, sid: int) -> None:
-        """One more reference to a held sample (a send in flight from its slot, a read in progress)."""
+    def pin(self, sid: int) -> bool:
+        """One more reference to ``sid`` if it is held (a send in flight from its slot: an eviction meanwhile
+        cannot free it); False if it is not held."""
         with self.cond:
-            self.refs[sid] += 1
+            r = self.refs.get(sid)
+            if r is None:
+                return False
+            self.refs[sid] = r + 1
+            return True
 
     def adopt(self, sid: int) -> None:
         """Count a sample written into the tier directly (``tier.reserve``) as stored."""
@@ -576,11 +581,9 @@ class PeerPush:
             if st is None:     # not held yet: it is stored at the end of an earlier step (plan order is kept)
                 break
             if st.code == MEMORY:
-                with st.cond:  # pinned under the store's lock: a concurrent eviction cannot free the slot
-                    if sid not in st.refs:
-                        break
-                    st.refs[sid] += 1
-                    buf = st.tier.view(sid)
+                if not st.pin(sid):    # evicted since: the plan's order is kept, it is stored again later
+                    break
+                buf = st.tier.view(sid)
                 self.pending.popleft()
                 req = self.comm.isend(buf, dst, tag=self.tag(col))
                 self.inflight.append((req, st, sid, None))
@@ -608,8 +611,8 @@ class PeerPush:
             # a bigger pool; rows in flight keep the old block alive through their requests
             old = 0 if self.rows is None else len(self.rows)
             self.rows = aligned_rows(max(4, 2 * old), self.max_row)
-            self.free_rows = list(range(len(self.rows) - 1, -1, -1))
-            self.free_rows = [k for k in self.free_rows if k not in self._busy()]
+            busy = self._busy()
+            self.free_rows = [k for k in range(len(self.rows) - 1, -1, -1) if k not in busy]
         return self.free_rows.pop()
 
     def _busy(self) -> set:

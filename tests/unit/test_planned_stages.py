@@ -181,3 +181,16 @@ def test_store_put_lock_not_held_during_tier_write(many):
     assert 3 in tier.rows
     store.release(3)
     assert 3 not in tier.rows and store.refs == {4: 1}
+
+
+def test_store_pin_dead_code_is_the_send_path():
+    """Regression (fix-exec 6): SampleStore.pin was unused (PeerPush inlined it, unchecked) and
+    wait_present was dead. pin is the send path's pin now: a reference only to a held sample."""
+    store = SampleStore(MemoryTier(1 << 16, 4096), 2)
+    assert not hasattr(store, "wait_present")
+    assert store.pin(5) is False and 5 not in store.refs
+    store.put(5, np.ones(16, np.uint8))
+    assert store.pin(5) is True and store.refs[5] == 2
+    store.release(5)
+    store.release(5)
+    assert 5 not in store.refs
