@@ -52,11 +52,18 @@ class LocalCopyOptions:
     window: int = opt(2, help="steps the loader threads read ahead", min=0, max=1024)
 
 
-def set_pipeline(plan: Plan, threads: int) -> Plan:
-    """Record on the plan the loader its executor runs (what ``dlbench simulate`` costs): ``threads``
-    loader threads per rank reading ahead, or 0: the trainer reads synchronously."""
+def pipeline_for(threads: int) -> dict:
+    """Plan keywords (``pipeline``, ``loader_threads``) for the loader an executor runs (what ``dlbench
+    simulate`` costs): ``threads`` loader threads per rank reading ahead, or 0: the trainer reads
+    synchronously. The one rule (``cache.pipeline_of`` for options, ``set_pipeline`` for built plans)."""
     t = int(threads)
-    plan.pipeline, plan.loader_threads = ("prefetch", t) if t > 0 else ("sync", 1)
+    return {"pipeline": "prefetch" if t > 0 else "sync", "loader_threads": t if t > 0 else 1}
+
+
+def set_pipeline(plan: Plan, threads: int) -> Plan:
+    """Record ``pipeline_for(threads)`` on a built plan."""
+    kw = pipeline_for(threads)
+    plan.pipeline, plan.loader_threads = kw["pipeline"], kw["loader_threads"]
     return plan
 
 

@@ -194,3 +194,32 @@ def test_store_pin_dead_code_is_the_send_path():
     store.release(5)
     store.release(5)
     assert 5 not in store.refs
+
+
+@pytest.mark.parametrize("threads", [0, 3])
+def test_near_copies_pipeline_rule_and_executor_builder_are_one(tmp_path, threads):
+    """Regression (fix-exec 7): clairvoyant's and surrogatetrain's executors repeated cache.planned_executor,
+    and localcopy.set_pipeline repeated cache.pipeline_of's rule; one of each now, with the same results."""
+    from types import SimpleNamespace
+
+    from dlbench import strategies
+    from dlbench.plan import LOCAL, MEMORY
+    from dlbench.strategies.cache import pipeline_of, slot_bytes
+    from dlbench.strategies.localcopy import set_pipeline
+    from dlbench.strategies.surrogatetrain import SurrogateTrainExecutor
+
+    ctx = _local_ctx(tmp_path, world=1)
+    plan = set_pipeline(_planned(ctx, 0).plan, threads)
+    assert {"pipeline": plan.pipeline, "loader_threads": plan.loader_threads} == pipeline_of(
+        SimpleNamespace(loader_threads=threads))
+    for name, local in (("clairvoyant", 1 << 20), ("surrogatetrain", 0)):
+        st = strategies.get(name)
+        opts = strategies.parse_options(st, {"loader_threads": threads, "cache_capacity": 1 << 24,
+                                             **({"local_cache_capacity": local} if local else {})}, where=name)
+        ex = st.executor(ctx, st.plan(ctx, opts), opts)
+        peak = int(ex.plan.meta["cache_peak_samples"][0])
+        assert ex.threads == threads
+        assert ex.capacity[MEMORY] == max(peak, 1 if name == "surrogatetrain" else 0) * slot_bytes(ctx)
+        assert ex.capacity[LOCAL] == float(max(ex.plan.meta.get("local_cache_peak_bytes") or [0]))
+        assert isinstance(ex, SurrogateTrainExecutor) == (name == "surrogatetrain")
+        ex.close()
