@@ -223,3 +223,27 @@ def test_near_copies_pipeline_rule_and_executor_builder_are_one(tmp_path, thread
         assert ex.capacity[LOCAL] == float(max(ex.plan.meta.get("local_cache_peak_bytes") or [0]))
         assert isinstance(ex, SurrogateTrainExecutor) == (name == "surrogatetrain")
         ex.close()
+
+
+def test_loader_end_stall_wakes_a_thread_waiting_for_a_fill(tmp_path):
+    """Regression (fix-exec 2, STALL): Loader.end() only notified the loader's own condition, so a loader
+    thread waiting in read_pinned for a sample's fill (any error or Ctrl-C mid-epoch) held the join 120 s."""
+    from types import SimpleNamespace
+
+    from dlbench.plan import MEMORY
+    from dlbench.strategies.stages import Loader, Ring, Stores
+
+    ctx = _local_ctx(tmp_path, world=1)
+    store = SampleStore(MemoryTier(1 << 20, 4096), MEMORY)
+    loader = Loader(ctx, Stores({MEMORY: store}), Ring(2, 1, 4096), 1, None, Timeline(1 << 10, 0))
+    # one step, one access: sample 3 from the memory tier, which nobody ever stores
+    view = SimpleNamespace(epoch=0, steps=1, ids=np.array([3]), src=np.array([MEMORY]), bounds=np.array([0, 1]),
+                           step_of=np.array([0]), run_len=np.array([1]), local=np.array([0]), need=np.array([1]))
+    loader.begin(view)
+    th = loader._threads[0]
+    th.join(0.3)
+    assert th.is_alive()                      # waiting for the fill
+    finished, exc = _run_in_thread(loader.end, timeout=10)
+    assert finished and exc is None, "Loader.end() waits for the loader thread's read_pinned timeout"
+    assert not th.is_alive()
+    loader.close()
