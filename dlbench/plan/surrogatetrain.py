@@ -88,42 +88,79 @@ def path_cost(cost: np.ndarray, order) -> int:
 
 
 def _nearest_neighbour(cost: np.ndarray, start: int) -> list[int]:
+    """The path that always goes to the cheapest unvisited epoch (ties: the lowest)."""
     E = cost.shape[0]
-    left = set(range(E)) - {start}
+    row_of = np.asarray(cost, dtype=np.float64)
+    seen = np.zeros(E, dtype=bool)
     path = [start]
-    while left:
-        cur = path[-1]
-        nxt = min(left, key=lambda b: (int(cost[cur, b]), b))
+    seen[start] = True
+    for _ in range(E - 1):
+        row = np.where(seen, np.inf, row_of[path[-1]])
+        nxt = int(np.argmin(row))           # argmin: the first of equal minima, the lowest epoch
         path.append(nxt)
-        left.remove(nxt)
+        seen[nxt] = True
     return path
 
 
 def _improve(cost: np.ndarray, path: list[int]) -> list[int]:
-    """2-opt (segment reversal) and or-opt (move a segment of 1-3 epochs) on a path with asymmetric costs."""
-    best = path_cost(cost, path)
+    """2-opt (segment reversal) and or-opt (move a segment of 1-3 epochs) on a path with asymmetric costs,
+    best move first until none improves. Every move is scored by its cost change alone, all moves of a kind at
+    once: the path is padded with a virtual epoch V (cost 0 to and from everything) at both ends, so every
+    move changes a fixed set of edges; a reversal of positions i..j also reverses the edges inside it, whose
+    change is a difference of prefix sums of the forward and backward edge costs. O(E^2) per move."""
     E = len(path)
-    improved = True
-    while improved:
-        improved = False
-        for i in range(E - 1):
-            for j in range(i + 1, E):
-                cand = path[:i] + path[i:j + 1][::-1] + path[j + 1:]
-                c = path_cost(cost, cand)
-                if c < best:
-                    path, best, improved = cand, c, True
-        for k in (1, 2, 3):                       # or-opt: move a segment of k epochs elsewhere
-            for i in range(E - k + 1):
-                seg, rest = path[i:i + k], path[:i] + path[i + k:]
-                for j in range(len(rest) + 1):
-                    if j == i:
-                        continue
-                    cand = rest[:j] + seg + rest[j:]
-                    c = path_cost(cost, cand)
-                    if c < best:
-                        path, best, improved = cand, c, True
-                        break
-    return path
+    if E < 3:
+        return list(path)
+    c = np.zeros((E + 1, E + 1), dtype=np.int64)     # V = E
+    c[:E, :E] = cost
+    P = np.array([E, *path, E], dtype=np.int64)      # padded: positions 0 and E + 1 are V
+    n = E + 2
+    # 2-opt: reverse P[i..j], 1 <= i < j <= E
+    Ri, Rj = np.triu_indices(E, 1)
+    Ri, Rj = Ri + 1, Rj + 1
+    # or-opt, per segment length k: segment P[i..i+k-1] (1 <= i <= E-k+1) re-inserted between rest[q-1] and
+    # rest[q] (1 <= q <= E+1-k, q != i), rest = P without the segment
+    ork = []
+    for k in (1, 2, 3):
+        if k >= E:
+            break
+        i = np.arange(1, E - k + 2)[:, None]
+        q = np.arange(1, E + 2 - k)[None, :]
+        ii, qq = np.broadcast_arrays(i, q)
+        ok = ii != qq
+        ork.append((k, ii[ok], qq[ok]))
+    while True:
+        fwd = c[P[:-1], P[1:]]                         # edge m: P[m] -> P[m+1]
+        bwd = c[P[1:], P[:-1]]
+        F = np.concatenate(([0], np.cumsum(fwd)))      # F[k]: sum of edges m < k
+        R = np.concatenate(([0], np.cumsum(bwd)))
+        d2 = (c[P[Ri - 1], P[Rj]] + c[P[Ri], P[Rj + 1]] - fwd[Ri - 1] - fwd[Rj]
+              + (R[Rj] - R[Ri]) - (F[Rj] - F[Ri]))
+        best_d, best_move = 0, None
+        if len(d2):
+            m = int(np.argmin(d2))
+            if d2[m] < best_d:
+                best_d, best_move = int(d2[m]), ("2opt", int(Ri[m]), int(Rj[m]))
+        for k, ii, qq in ork:
+            a, s0, s1, b = P[ii - 1], P[ii], P[ii + k - 1], P[ii + k]
+            left = np.where(qq - 1 < ii, P[qq - 1], P[np.minimum(qq - 1 + k, n - 1)])   # rest[q-1]
+            right = np.where(qq < ii, P[qq], P[np.minimum(qq + k, n - 1)])              # rest[q]
+            d = (c[a, b] - c[a, s0] - c[s1, b]
+                 + c[left, s0] + c[s1, right] - c[left, right])
+            m = int(np.argmin(d))
+            if d[m] < best_d:
+                best_d, best_move = int(d[m]), ("or", k, int(ii[m]), int(qq[m]))
+        if best_move is None:
+            break
+        if best_move[0] == "2opt":
+            _, i, j = best_move
+            P[i:j + 1] = P[i:j + 1][::-1].copy()
+        else:
+            _, k, i, q = best_move
+            seg = P[i:i + k].copy()
+            rest = np.concatenate((P[:i], P[i + k:]))
+            P = np.concatenate((rest[:q], seg, rest[q:]))
+    return [int(v) for v in P[1:-1]]
 
 
 def order_heuristic(cost: np.ndarray) -> list[int]:

@@ -20,6 +20,7 @@ from ..errors import CapacityError
 from ..plan import LOCAL, MEMORY, Plan
 from ..storage import PAGE
 from .base import Executor, RunContext
+from .localcopy import pipeline_for
 from .planned import PlannedExecutor, peak_holdings
 
 
@@ -83,18 +84,21 @@ def check_cache_capacity(ctx: RunContext, plan: Plan, options, what: str) -> Non
                             f"--cache-capacity BYTES, use more ranks, or choose another strategy")
 
 
-def planned_executor(ctx: RunContext, plan: Plan, options) -> Executor:
+def planned_executor(ctx: RunContext, plan: Plan, options, *, local_bytes: float = 0.0, min_samples: int = 0,
+                     executor: type[PlannedExecutor] = PlannedExecutor) -> Executor:
+    """The cache family's executor: a memory tier of this rank's peak cache (at least ``min_samples``
+    slots), a node-local tier of ``local_bytes`` (the same on every rank: opening it is collective), the
+    options' loader threads, window and fill thread. ``executor``: a ``PlannedExecutor`` subclass."""
     peak = cache_peak_samples(plan)
-    cap = {MEMORY: float(int(peak[ctx.rank]) * slot_bytes(ctx)), LOCAL: 0.0}
-    return PlannedExecutor(ctx, plan, capacity_bytes=cap, threads=options.loader_threads, window=options.window,
-                           capacity_flag="--cache-capacity", fill_thread=options.fill_thread)
+    cap = {MEMORY: float(max(int(peak[ctx.rank]), int(min_samples)) * slot_bytes(ctx)), LOCAL: float(local_bytes)}
+    return executor(ctx, plan, capacity_bytes=cap, threads=options.loader_threads, window=options.window,
+                    capacity_flag="--cache-capacity", fill_thread=options.fill_thread)
 
 
 def pipeline_of(options) -> dict:
     """Plan keywords for the loader the executor will run (what ``dlbench simulate`` costs): loader threads
     reading ahead, or the trainer reading synchronously (``localcopy.set_pipeline`` for built plans)."""
-    t = int(options.loader_threads)
-    return {"pipeline": "prefetch" if t > 0 else "sync", "loader_threads": t if t > 0 else 1}
+    return pipeline_for(options.loader_threads)
 
 
 __all__ = ["CacheOptions", "slot_bytes", "memory_capacity_per_rank", "capacity_samples", "check_cache_capacity",

@@ -12,16 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..config import opt
-from ..plan import LOCAL, MEMORY, Plan
+from ..plan import Plan
 from ..plan.clairvoyant import clairvoyant_plan
 from . import register
 from .base import Executor, RunContext, Strategy
-from .cache import CacheOptions, capacity_samples, check_cache_capacity, pipeline_of, slot_bytes
+from .cache import CacheOptions, capacity_samples, check_cache_capacity, pipeline_of, planned_executor
 from .naive import GLOBAL_SHUFFLE
-from .planned import PlannedExecutor
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,9 +51,6 @@ class Clairvoyant(Strategy):
         return plan
 
     def executor(self, ctx: RunContext, plan: Plan, options: ClairvoyantOptions) -> Executor:
-        local = int(max(plan.meta.get("local_cache_peak_bytes") or [0]))
-        peak = np.asarray(plan.meta["cache_peak_samples"], dtype=np.int64)
         # every rank opens the same tiers (opening the local tier is collective): sized by the largest need
-        cap = {MEMORY: float(int(peak[ctx.rank]) * slot_bytes(ctx)), LOCAL: float(local)}
-        return PlannedExecutor(ctx, plan, capacity_bytes=cap, threads=options.loader_threads, window=options.window,
-                               capacity_flag="--cache-capacity", fill_thread=options.fill_thread)
+        local = int(max(plan.meta.get("local_cache_peak_bytes") or [0]))
+        return planned_executor(ctx, plan, options, local_bytes=float(local))

@@ -52,11 +52,18 @@ class LocalCopyOptions:
     window: int = opt(2, help="steps the loader threads read ahead", min=0, max=1024)
 
 
-def set_pipeline(plan: Plan, threads: int) -> Plan:
-    """Record on the plan the loader its executor runs (what ``dlbench simulate`` costs): ``threads``
-    loader threads per rank reading ahead, or 0: the trainer reads synchronously."""
+def pipeline_for(threads: int) -> dict:
+    """Plan keywords (``pipeline``, ``loader_threads``) for the loader an executor runs (what ``dlbench
+    simulate`` costs): ``threads`` loader threads per rank reading ahead, or 0: the trainer reads
+    synchronously. The one rule (``cache.pipeline_of`` for options, ``set_pipeline`` for built plans)."""
     t = int(threads)
-    plan.pipeline, plan.loader_threads = ("prefetch", t) if t > 0 else ("sync", 1)
+    return {"pipeline": "prefetch" if t > 0 else "sync", "loader_threads": t if t > 0 else 1}
+
+
+def set_pipeline(plan: Plan, threads: int) -> Plan:
+    """Record ``pipeline_for(threads)`` on a built plan."""
+    kw = pipeline_for(threads)
+    plan.pipeline, plan.loader_threads = kw["pipeline"], kw["loader_threads"]
     return plan
 
 
@@ -140,9 +147,8 @@ class LocalCopyExecutor(Executor):
         raise NotImplementedError
 
     def _open_store(self) -> SampleStore:
-        ctx, comm = self.ctx, self.ctx.comm
+        ctx = self.ctx
         need = int(self.store_need_bytes())
-        tag = comm.bcast(f"{os.getpid()}-{time.time_ns()}" if comm.rank == 0 else None)
         if self.kind == "memory":
             stride = -(-max(self.max_row, 1) // PAGE) * PAGE
             slots = max(1, -(-need // stride))   # need is in slot bytes (capacity_sizes)
@@ -153,18 +159,9 @@ class LocalCopyExecutor(Executor):
                                     f"available; pass --local-capacity BYTES or use --tier local")
             io = ctx.io_counters.new("memory", threadsafe=True) if ctx.io_counters is not None else None
             return SampleStore(MemoryTier(slots * stride, self.max_row, io_counters=io), MEMORY)
-        base = Path(ctx.local_dir) if ctx.local_dir is not None else Path("dlbench-local")
-        # free space for what this node stores (every rank of the node checks the node's total)
-        node = int(ctx.node_map[ctx.rank])
-        node_ranks = int(np.sum(np.asarray(ctx.node_map) == node))
-        self.stale_removed = remove_stale_run_dirs(base)  # copies of runs killed before they could clean up
-        check_local_dir(base, need * (node_ranks if self.private else 1))
-        self.root = base / f"run-{tag}"
-        tier = LocalTier(self.root, node, max(need, 1), check_free=False,
-                         subdir=f"rank{ctx.rank}" if self.private else "",
-                         io_counters=(ctx.io_counters.new("local", threadsafe=True)
-                                      if ctx.io_counters is not None else None))
-        (self.root / owner_marker()).touch()
+        node_ranks = int(np.sum(np.asarray(ctx.node_map) == ctx.node_map[ctx.rank]))
+        tier, self.root, self.stale_removed = open_local_tier(ctx, need * (node_ranks if self.private else 1),
+                                                              need, private=self.private)
         return SampleStore(tier, LOCAL)
 
     # ---- prologue ----------------------------------------------------------------------------------
@@ -333,26 +330,59 @@ class LocalCopyExecutor(Executor):
         try:
             if self.root is None:                 # memory tier (freed with the process), or nothing staged yet
                 return
-            node_dir = self.root / f"node{int(self.ctx.node_map[self.ctx.rank])}"
-            if self.done and self.store is not None:
+            done = self.done and self.store is not None
+            if done:
                 self.ctx.comm.barrier()      # nobody on the node still reads a shared copy
                 self.store.clear()
-                if self.private:
-                    shutil.rmtree(node_dir / f"rank{self.ctx.rank}", ignore_errors=True)
-            elif self.interrupted:
-                # every rank is being interrupted: whichever gets here first removes the whole run directory of
-                # this host (the rank MPI_Abort kills next may never reach its own clean-up)
-                shutil.rmtree(self.root, ignore_errors=True)
-            else:   # a failure: this rank's copies (the others still run until the abort reaches them)
-                shutil.rmtree(node_dir / f"rank{self.ctx.rank}" if self.private else node_dir, ignore_errors=True)
-            release_run_dir(self.root, node_dir)
-            left = node_dir / f"rank{self.ctx.rank}" if self.private else node_dir
-            self.cleanup_note = (f"could not remove the local copies in {left}" if left.exists() and not self.done
-                                 else f"local copies under {self.root} removed")
+            self.cleanup_note = remove_local_tier(self.ctx, self.root, private=self.private, done=done,
+                                                  interrupted=self.interrupted)
         finally:
             if self._loader is not None:
                 self._loader.close()
             self.reader.close()
+
+
+def open_local_tier(ctx: RunContext, need_per_node: int, cap: int, *, private: bool) -> tuple[LocalTier, Path, list]:
+    """The rank's node-local tier under ``--local-dir`` for one run: (tier, the run's directory, stale run
+    directories removed). Collective (rank 0's tag names the run directory ``run-<tag>``, broadcast first, so a
+    rank that raises below does not leave the others waiting in the broadcast). Removes the copies of killed
+    runs (``remove_stale_run_dirs``), checks the free space for ``need_per_node`` bytes (what all the node's
+    ranks store there together), opens a tier of ``cap`` bytes in ``node<k>/rank<r>`` (``private``) or
+    ``node<k>`` (shared by the node's ranks) and marks this rank an owner of the run directory (undone by
+    ``remove_local_tier``)."""
+    comm = ctx.comm
+    tag = comm.bcast(f"{os.getpid()}-{time.time_ns()}" if comm.rank == 0 else None)
+    base = Path(ctx.local_dir) if ctx.local_dir is not None else Path("dlbench-local")
+    stale = remove_stale_run_dirs(base)  # copies of runs killed before they could clean up
+    check_local_dir(base, int(need_per_node))
+    root = base / f"run-{tag}"
+    tier = LocalTier(root, int(ctx.node_map[ctx.rank]), max(int(cap), 1), check_free=False,
+                     subdir=f"rank{ctx.rank}" if private else "",
+                     io_counters=(ctx.io_counters.new("local", threadsafe=True)
+                                  if ctx.io_counters is not None else None))
+    (root / owner_marker()).touch()
+    return tier, root, stale
+
+
+def remove_local_tier(ctx: RunContext, root: Path, *, private: bool, done: bool, interrupted: bool) -> str:
+    """Clean-up of ``open_local_tier``'s directories on every exit path (the caller has already cleared the
+    tier after a complete run, ``done``): after a complete run the rank's directory (``private``); after an
+    interrupt (every rank stops) the whole run directory of this host (the rank MPI_Abort kills next may never
+    reach its own clean-up); after a failure this rank's directory (``private``) or the node's (the others
+    still run until the abort reaches them). Then this rank's owner marker and the directories left empty.
+    Returns what was done, for the run's message."""
+    node_dir = root / f"node{int(ctx.node_map[ctx.rank])}"
+    mine = node_dir / f"rank{ctx.rank}" if private else node_dir
+    if done:
+        if private:
+            shutil.rmtree(mine, ignore_errors=True)
+    elif interrupted:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        shutil.rmtree(mine, ignore_errors=True)
+    release_run_dir(root, node_dir)
+    return (f"could not remove the local copies in {mine}" if mine.exists() and not done
+            else f"local copies under {root} removed")
 
 
 def release_run_dir(root: Path, node_dir: Path) -> None:

@@ -19,9 +19,6 @@ peak holdings); a tier that overflows raises CapacityError naming the option to 
 
 from __future__ import annotations
 
-import os
-import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,10 +26,10 @@ import numpy as np
 
 from ..errors import RunError
 from ..plan import LOCAL, MEMORY, NO_TIER, SHARED, Plan
-from ..storage import LocalTier, MemoryTier, aligned_rows, check_local_dir
+from ..storage import MemoryTier, aligned_rows
 from ..timeline import PHASE_ID, Timeline
 from .base import Batch, Executor, RunContext
-from .localcopy import owner_marker, release_run_dir, remove_stale_run_dirs
+from .localcopy import open_local_tier, remove_local_tier
 from .stages import EpochView, Filler, Loader, PeerPush, Ring, SampleStore, Stores
 
 
@@ -119,15 +116,10 @@ class PlannedExecutor(Executor):
             if code == MEMORY:
                 tier = MemoryTier(int(cap), self.max_row, flag=self.capacity_flag,
                                   io_counters=self._counters("memory"))
-            elif code == LOCAL:
-                base = Path(ctx.local_dir) if ctx.local_dir is not None else Path("dlbench-local")
-                self.stale_removed = remove_stale_run_dirs(base)
-                check_local_dir(base, int(cap))
-                tag = ctx.comm.bcast(f"{os.getpid()}-{time.time_ns()}" if ctx.comm.rank == 0 else None)
-                self.root = base / f"run-{tag}"
-                tier = LocalTier(self.root, int(ctx.node_map[ctx.rank]), max(int(cap), 1), check_free=False,
-                                 subdir=f"rank{ctx.rank}", io_counters=self._counters("local"))
-                (self.root / owner_marker()).touch()
+            elif code == LOCAL:   # collective: every rank opens it (strategies size it by the largest need)
+                node_ranks = int(np.sum(np.asarray(ctx.node_map) == ctx.node_map[ctx.rank]))
+                tier, self.root, self.stale_removed = open_local_tier(ctx, int(cap) * node_ranks, int(cap),
+                                                                      private=True)
             else:
                 raise RunError(f"tier code {code}: not an own tier")
             stores[code] = SampleStore(tier, code)
@@ -155,7 +147,7 @@ class PlannedExecutor(Executor):
         self.peers = PeerPush(ctx, self.stores, self.max_row, tl)
         if self.fill_thread and (self.plan_keeps_or_evicts()):
             ftl = tl.sibling(200, 1 << 14) if hasattr(tl, "sibling") else Timeline(1 << 14, ctx.rank, thread=200)
-            self.filler = Filler(self.stores, ftl, ctx.clock)
+            self.filler = Filler(self.stores, ftl, ctx.clock, on_error=self.loader.fail)
             self.loader.fills_async = True
         pro = plan.prologue
         mine = np.nonzero(pro.rank == ctx.rank)[0]
@@ -291,6 +283,8 @@ class PlannedExecutor(Executor):
                "cache_fill_bytes": self.stage_bytes + (self.filler.bytes if self.filler is not None else 0),
                "loader": {"threads": self.threads, "window_steps": self.window,
                           "fill_thread": self.filler is not None}}
+        if self.stale_removed:
+            out["stale_local_dirs_removed"] = list(self.stale_removed)
         for code, st in self.stores.by_code.items():
             ts = st.tier.stats()
             out["tiers"][("shared", "local", "memory")[code]] = {
@@ -318,12 +312,9 @@ class PlannedExecutor(Executor):
             try:
                 self.stores.clear()
             finally:
-                if self.root is not None and self.interrupted:   # every rank stops: the whole run dir of the host
-                    shutil.rmtree(self.root, ignore_errors=True)
-                elif self.root is not None:
-                    node_dir = self.root / f"node{int(self.ctx.node_map[self.ctx.rank])}"
-                    shutil.rmtree(node_dir / f"rank{self.ctx.rank}", ignore_errors=True)
-                    release_run_dir(self.root, node_dir)
+                if self.root is not None:
+                    remove_local_tier(self.ctx, self.root, private=True, done=self.done,
+                                      interrupted=self.interrupted)
 
 
 __all__ = ["PlannedExecutor", "peak_holdings"]

@@ -39,6 +39,10 @@ WAIT_TIMEOUT_S = 120.0   # a loader waiting this long for a sample the plan says
 TAG_BASE = 1 << 12
 
 
+class Stopped(RunError):
+    """A wait given up because the loader is stopping (an error elsewhere, the end of the epoch)."""
+
+
 class SampleStore:
     """One own tier with a reference count per sample id. Thread-safe: the trainer (peer sends, pins), the
     fill thread (puts, evictions) and loader threads (pinned reads) share it; a reference count change and
@@ -56,36 +60,57 @@ class SampleStore:
         return int(sid) in self.refs
 
     def put(self, sid: int, row) -> int:
+        """One more reference to ``sid``, storing ``row`` if it is new. The tier write (a file on the local
+        tier) is made outside the store's lock, so loader reads and peer sends of other samples go on meanwhile:
+        there is one putter (the fill thread, or the trainer), the tier has its own lock, and nobody reads
+        ``sid`` before its reference is counted (readers wait for it)."""
         with self.cond:
             r = self.refs.get(sid, 0)
-            n = self.tier.put(sid, row) if r == 0 else 0
-            self.refs[sid] = r + 1
-            if r == 0:
-                self.cond.notify_all()
+            if r:
+                self.refs[sid] = r + 1
+                return 0
+        n = self.tier.put(sid, row)
+        with self.cond:
+            self.refs[sid] = self.refs.get(sid, 0) + 1
+            self.cond.notify_all()
         return n
 
     def put_many(self, items) -> int:
         """``put`` for several (sid, row) pairs; a tier with ``put_many`` stores the new ones in one go."""
-        new, total = [], 0
-        with self.cond:
+        new, extra = [], {}
+        with self.cond:          # references to samples held already (or twice in ``items``): counted now
             for sid, row in items:
-                r = self.refs.get(sid, 0)
-                if r == 0:
+                if sid in self.refs:
+                    self.refs[sid] += 1
+                elif sid in extra:
+                    extra[sid] += 1
+                else:
+                    extra[sid] = 1
                     new.append((sid, row))
-                self.refs[sid] = r + 1
-            many = getattr(self.tier, "put_many", None)
-            if many is not None:
-                total = many(new)
-            else:
-                for sid, row in new:
-                    total += self.tier.put(sid, row)
+        if not new:
+            return 0
+        many = getattr(self.tier, "put_many", None)
+        if many is not None:
+            total = many(new)
+        else:
+            total = 0
+            for sid, row in new:
+                total += self.tier.put(sid, row)
+        with self.cond:
+            for sid, k in extra.items():
+                self.refs[sid] = self.refs.get(sid, 0) + k
             self.cond.notify_all()
         return total
 
-    def pin(self, sid: int) -> None:
-        """One more reference to a held sample (a send in flight from its slot, a read in progress)."""
+    def pin(self, sid: int) -> bool:
+        """One more reference to ``sid`` if it is held (a send in flight from its slot: an eviction meanwhile
+        cannot free it); False if it is not held."""
         with self.cond:
-            self.refs[sid] += 1
+            r = self.refs.get(sid)
+            if r is None:
+                return False
+            self.refs[sid] = r + 1
+            return True
 
     def adopt(self, sid: int) -> None:
         """Count a sample written into the tier directly (``tier.reserve``) as stored."""
@@ -110,14 +135,23 @@ class SampleStore:
         self.read_bytes += n
         return n
 
-    def read_pinned(self, sid: int, out: np.ndarray, *, wait: bool, timeout: float = WAIT_TIMEOUT_S) -> int:
+    def read_pinned(self, sid: int, out: np.ndarray, *, wait: bool, timeout: float = WAIT_TIMEOUT_S,
+                    stop=None) -> int:
         """Read a sample while holding a reference, so an eviction meanwhile cannot free its slot; ``wait``:
-        until the sample is stored (a fill in another thread), else it must be held now."""
+        until the sample is stored (a fill in another thread), else it must be held now. ``stop()``: give up
+        waiting (raises ``Stopped``) once it is true (the loader is ending or a fill failed); whoever sets it
+        notifies ``cond``."""
         with self.cond:
             if sid not in self.refs:
                 if not wait:
                     raise KeyError(sid)
-                if not self.cond.wait_for(lambda: sid in self.refs, timeout):
+                if stop is None:
+                    ok = self.cond.wait_for(lambda: sid in self.refs, timeout)
+                else:
+                    ok = self.cond.wait_for(lambda: sid in self.refs or stop(), timeout)
+                    if sid not in self.refs and stop():
+                        raise Stopped(f"stopped while waiting for sample {sid}")
+                if not ok:
                     raise RunError(f"sample {sid} never reached the {('shared', 'local', 'memory')[self.code]} "
                                    f"tier although the plan reads it from there (waited {timeout:.0f} s)")
             self.refs[sid] += 1
@@ -125,14 +159,6 @@ class SampleStore:
             return self.read_into(sid, out)
         finally:
             self.release(sid)
-
-    def wait_present(self, sid: int, timeout: float = WAIT_TIMEOUT_S) -> None:
-        if sid in self.refs:
-            return
-        with self.cond:
-            if not self.cond.wait_for(lambda: sid in self.refs, timeout):
-                raise RunError(f"sample {sid} never reached the {('shared', 'local', 'memory')[self.code]} tier "
-                               f"although the plan reads it from there (waited {timeout:.0f} s)")
 
     def clear(self) -> None:
         with self.cond:
@@ -284,7 +310,12 @@ class Loader:
                 n = st.read_into(sid, dst)
             else:
                 try:   # fills may land in another thread (loader threads, the fill thread): wait for them
-                    n = st.read_pinned(sid, dst, wait=bool(self.threads or self.fills_async))
+                    n = st.read_pinned(sid, dst, wait=bool(self.threads or self.fills_async),
+                                       stop=self._stopping)
+                except Stopped:
+                    if self._error is not None:     # a failed fill (``fail``): its error, not a timeout
+                        raise self._error from None
+                    raise
                 except KeyError:
                     raise RunError(f"plan of {self.ctx.workload.name}: rank {self.ctx.rank} reads sample {sid} "
                                    f"from its {('shared', 'local', 'memory')[code]} tier at epoch {view.epoch} step "
@@ -296,8 +327,28 @@ class Loader:
             tl.add(PHASE_ID["decode"], t1, clock(), view.epoch, t, 0, code)
         return 1
 
+    def _stopping(self) -> bool:
+        return self._stop
+
+    def fail(self, exc: BaseException) -> None:
+        """Another stage failed (the fill thread): record its error for the trainer's next ``wait``/``fill``
+        and stop the loader threads, waking them wherever they wait (a step's buffer, a sample's fill)."""
+        with self.cond:
+            if self._error is None:
+                self._error = exc
+            self._stop = True
+            self.cond.notify_all()
+        self._wake_stores()
+
+    def _wake_stores(self) -> None:
+        for st in self.stores.by_code.values():
+            with st.cond:
+                st.cond.notify_all()
+
     # ---- inline -------------------------------------------------------------------------------------
     def fill(self, view: EpochView, t: int) -> None:
+        if self._error is not None:
+            raise self._error
         b0, b1 = int(view.bounds[t]), int(view.bounds[t + 1])
         src, run_len = view.src, view.run_len
         for col in range(b0, b1):
@@ -310,7 +361,7 @@ class Loader:
         self._done = np.zeros(view.steps, dtype=np.int64)
         self._free_upto = self.ring.depth      # steps < this may be written
         self._counter = itertools.count()
-        self._stop = False
+        self._stop = self._error is not None
         self._threads = [threading.Thread(target=self._work, args=(k,), daemon=True, name=f"dlbench-loader-{k}")
                          for k in range(self.threads)]
         for th in self._threads:
@@ -336,9 +387,10 @@ class Loader:
                     self._done[t] += m
                     if self._done[t] == view.need[t]:
                         cond.notify_all()
-        except BaseException as exc:  # handed to the trainer at its next wait
+        except BaseException as exc:  # handed to the trainer at its next wait (the first error wins)
             with cond:
-                self._error = exc
+                if self._error is None:
+                    self._error = exc
                 cond.notify_all()
 
     def wait(self, t: int) -> None:
@@ -360,6 +412,7 @@ class Loader:
         with self.cond:
             self._stop = True
             self.cond.notify_all()
+        self._wake_stores()     # a thread waiting for a sample's fill (``read_pinned``) stops too
         for th in self._threads:
             th.join()
         self._threads = []
@@ -375,10 +428,11 @@ class Filler:
     writing a fill (a memory copy, or a file on the node-local disk) is not trainer time. Step t's job copies
     its kept rows from the step's ring buffer into the stores, drops the evictions, records a ``stage``
     interval (bytes written) on its own timeline, then hands the ring buffer back (``on_done(t)``: the loader
-    may refill it). Readers of a sample still being filled wait for it (``SampleStore.read_pinned``); peer
+    may refill it). A job that raises stops the thread and is handed to ``on_error`` (the loader stops and
+    raises it to the trainer) and to the next ``wait``. Readers of a sample still being filled wait for it (``SampleStore.read_pinned``); peer
     sends are posted once the sample is held; ``wait(t)`` blocks until step t's job is done."""
 
-    def __init__(self, stores: Stores, timeline, clock):
+    def __init__(self, stores: Stores, timeline, clock, on_error=None):
         import queue
 
         self.stores = stores
@@ -389,6 +443,7 @@ class Filler:
         self.done_upto = -1          # jobs are numbered by a global step counter (epochs in order)
         self.submitted = -1
         self.error: BaseException | None = None
+        self.on_error = on_error     # told the error of a failed job (``Loader.fail``: its waiters stop)
         self.bytes = 0
         self.thread = threading.Thread(target=self._work, daemon=True, name="dlbench-fill")
         self.thread.start()
@@ -422,6 +477,8 @@ class Filler:
                 with self.cond:
                     self.error = exc
                     self.cond.notify_all()
+                if self.on_error is not None:
+                    self.on_error(exc)
                 return
             with self.cond:
                 self.done_upto = g
@@ -524,11 +581,9 @@ class PeerPush:
             if st is None:     # not held yet: it is stored at the end of an earlier step (plan order is kept)
                 break
             if st.code == MEMORY:
-                with st.cond:  # pinned under the store's lock: a concurrent eviction cannot free the slot
-                    if sid not in st.refs:
-                        break
-                    st.refs[sid] += 1
-                    buf = st.tier.view(sid)
+                if not st.pin(sid):    # evicted since: the plan's order is kept, it is stored again later
+                    break
+                buf = st.tier.view(sid)
                 self.pending.popleft()
                 req = self.comm.isend(buf, dst, tag=self.tag(col))
                 self.inflight.append((req, st, sid, None))
@@ -556,8 +611,8 @@ class PeerPush:
             # a bigger pool; rows in flight keep the old block alive through their requests
             old = 0 if self.rows is None else len(self.rows)
             self.rows = aligned_rows(max(4, 2 * old), self.max_row)
-            self.free_rows = list(range(len(self.rows) - 1, -1, -1))
-            self.free_rows = [k for k in self.free_rows if k not in self._busy()]
+            busy = self._busy()
+            self.free_rows = [k for k in range(len(self.rows) - 1, -1, -1) if k not in busy]
         return self.free_rows.pop()
 
     def _busy(self) -> set:

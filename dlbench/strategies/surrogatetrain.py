@@ -21,16 +21,16 @@ import numpy as np
 
 from ..config import opt
 from ..errors import CapacityError, ConfigError
-from ..plan import LOCAL, MEMORY, Plan
+from ..plan import Plan
 from ..plan.surrogatetrain import surrogatetrain_plan
 from . import register
 from .base import Executor, RunContext, Semantics, Strategy
 from .cache import (
     CacheOptions,
-    cache_peak_samples,
     check_cache_capacity,
     memory_capacity_per_rank,
     pipeline_of,
+    planned_executor,
     slot_bytes,
 )
 from .planned import PlannedExecutor
@@ -135,8 +135,4 @@ class SurrogateTrain(Strategy):
         return plan
 
     def executor(self, ctx: RunContext, plan: Plan, options: SurrogateTrainOptions) -> Executor:
-        peak = cache_peak_samples(plan)
-        cap = {MEMORY: float(max(int(peak[ctx.rank]), 1) * slot_bytes(ctx)), LOCAL: 0.0}
-        return SurrogateTrainExecutor(ctx, plan, capacity_bytes=cap, threads=options.loader_threads,
-                                      window=options.window, capacity_flag="--cache-capacity",
-                                      fill_thread=options.fill_thread)
+        return planned_executor(ctx, plan, options, min_samples=1, executor=SurrogateTrainExecutor)
