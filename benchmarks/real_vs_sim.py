@@ -92,15 +92,14 @@ def modelled(setup, strategy: str, options: dict, system: str | None = None) -> 
     s = simulate([("x", strategy, dict(options))], wl=wl, profile=load_profile(system), nodes=nodes,
                  ranks_per_node=rpn, epochs=epochs, seed=seed)["x"]
     ep = s["epoch_time_s"]
-    W = nodes * rpn
-    t = s["bytes_by_tier"]       # accesses' bytes, mean per rank over all epochs
+    t = s["bytes_by_tier"]       # accesses' bytes, summed over ranks over all epochs (as a run's)
     # a run counts background moves (pls's exchange: the plan's transfers) as peer bytes received too
     sizes = wl.sizes(seed)
     plan = build_plan("naive" if strategy == "lowerbound" else strategy, wl=wl, nodes=nodes, ranks_per_node=rpn,
                       epochs=epochs, seed=seed, profile=load_profile(system), sizes=sizes, options=dict(options))
     moved = sum(float(sizes[e.transfers.sample].sum()) for e in plan if e.transfers is not None)
     return {"epoch0_s": ep[0], "epoch_s": sum(ep[1:]) / len(ep[1:]) if len(ep) > 1 else ep[0],
-            "bytes": (round(t["shared"] * W), round((t["memory"] + t["local"]) * W), round(t["peer"] * W + moved)),
+            "bytes": (round(t["shared"]), round(t["memory"] + t["local"]), round(t["peer"] + moved)),
             "notes": s.get("model_notes") or []}
 
 

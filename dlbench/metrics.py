@@ -113,7 +113,7 @@ def rank_breakdown(a: dict, epochs: Sequence[int], *, n_tiers: int = 4) -> dict:
         _get(a, "epochs", np.int32), _get(a, "epoch_start_ns", np.int64), _get(a, "epoch_end_ns", np.int64),
         a.get("epoch_samples") if a.get("epoch_samples") is not None else np.zeros(len(_get(a, "epochs", np.int32))))}
 
-    def one(mask: np.ndarray, window: tuple[int, int] | None) -> dict:
+    def one(mask: np.ndarray, window: tuple[int, int] | None, window_is_prologue: bool = False) -> dict:
         if window is None:
             window = (int(start[mask].min()), int(end[mask].max())) if mask.any() else (0, 0)
         d = {"time_s": (window[1] - window[0]) * NS, "start_ns": window[0], "end_ns": window[1]}
@@ -123,7 +123,10 @@ def rank_breakdown(a: dict, epochs: Sequence[int], *, n_tiers: int = 4) -> dict:
         rd = mask & (phase == PHASE_ID["read"])
         d["read_bytes"] = int(nbytes[rd].sum())
         d["read_ops"] = int(rd.sum())
-        bt = np.bincount(tier[rd].astype(np.int64), weights=nbytes[rd].astype(np.float64), minlength=n_tiers)
+        d["shared_read_ops"] = int((rd & (tier == 0)).sum())
+        # the prologue's bytes by tier also count what staging received from other nodes (exchange, PEER)
+        mv = rd | (mask & (phase == PHASE_ID["exchange"])) if window_is_prologue else rd
+        bt = np.bincount(tier[mv].astype(np.int64), weights=nbytes[mv].astype(np.float64), minlength=n_tiers)
         d["bytes_by_tier"] = [int(x) for x in bt]
         st0 = mask & (phase == PHASE_ID["stall"]) & (step == 0)
         d["first_step_stall_s"] = float(union_length(start[st0], end[st0])) * NS
@@ -137,7 +140,7 @@ def rank_breakdown(a: dict, epochs: Sequence[int], *, n_tiers: int = 4) -> dict:
         d["samples"] = m[2] if m else 0
         out["epochs"].append(d)
     pm = marked.get(-1)
-    pro = one(ep < 0, (pm[0], pm[1]) if pm else None)
+    pro = one(ep < 0, (pm[0], pm[1]) if pm else None, window_is_prologue=True)
     out["prologue"] = pro
     return out
 
@@ -206,41 +209,75 @@ def summarize_breakdowns(bds: Sequence[dict], eps: Sequence[int], *, workload: s
                          ranks: int | None = None, nodes: int = 1, tier_names: Sequence[str] | None = None,
                          simulated: bool = False) -> dict:
     """``summarize`` from every rank's ``rank_breakdown`` (what ranks send when their intervals stay in
-    their own files). Same formulas (module docstring)."""
+    their own files): gathers the per-rank arrays and calls ``summary_from_arrays``."""
     if tier_names is None:
         from .plan import TIER_NAMES as tier_names
     nt = len(tier_names)
-    ranks = len(bds) if ranks is None else int(ranks)
     R = len(bds)
     E = len(eps)
     T = np.array([[d["time_s"] for d in b["epochs"]] for b in bds], dtype=np.float64).reshape(R, E)
     P = {p: np.array([[d["phase_time_s"][p] for d in b["epochs"]] for b in bds]).reshape(R, E) for p in PHASES}
     RB = np.array([[d["read_bytes"] for d in b["epochs"]] for b in bds], dtype=np.float64).reshape(R, E)
+    RO = np.array([[d.get("shared_read_ops", 0) for d in b["epochs"]] for b in bds], dtype=np.float64).reshape(R, E)
     S = np.array([[d["samples"] for d in b["epochs"]] for b in bds], dtype=np.float64).reshape(R, E)
     FS = np.array([[d["first_step_stall_s"] for d in b["epochs"]] for b in bds]).reshape(R, E)
-    Tr = T.sum(axis=1)
     pro_t = np.array([b["prologue"]["time_s"] for b in bds], dtype=np.float64)
-
-    pr = {
-        "total_epoch_time_s": Tr.tolist(),
-        "prologue_time_s": pro_t.tolist(),
-        "exposed_io_share": [_div(x, t) for x, t in zip(P["stall"].sum(1), Tr)],
-        "e2e_exposed_io_share": [_div(x + p, t + p) for x, t, p in zip(P["stall"].sum(1), Tr, pro_t)],
-        "read_share": [_div(x, t) for x, t in zip(P["read"].sum(1), Tr)],
-        "au": [_div(x, t) for x, t in zip(P["compute"].sum(1), Tr)],
-        "read_bytes": [int(x) for x in RB.sum(1)],
-        "read_bandwidth_bytes_per_s": [_div(b, t) for b, t in zip(RB.sum(1), P["read"].sum(1))],
-        "samples": [float(x) for x in S.sum(1)],
-        "samples_per_s": [_div(n, t) for n, t in zip(S.sum(1), Tr)],
-        "phase_time_s": {p: P[p].sum(1).tolist() for p in PHASES},
-        "first_step_stall_s": FS.sum(1).tolist(),
-    }
     bbt = np.zeros(nt, dtype=np.int64)
     pbbt = np.zeros(nt, dtype=np.int64)
     for b in bds:
         for d in b["epochs"]:
             bbt += np.asarray(d["bytes_by_tier"][:nt], dtype=np.int64)
         pbbt += np.asarray(b["prologue"]["bytes_by_tier"][:nt], dtype=np.int64)
+    pro_phase = {p: np.array([b["prologue"]["phase_time_s"][p] for b in bds], dtype=np.float64) for p in PHASES}
+    return summary_from_arrays(T, P, RB.sum(1), S.sum(1), pro_t, workload=workload, strategy=strategy, eps=eps,
+                               ranks=ranks, nodes=nodes, tier_names=tier_names, bytes_by_tier=bbt,
+                               prologue_bytes_by_tier=pbbt, prologue_phase_time_s=pro_phase,
+                               first_step_stall_s=FS, read_requests=RO.sum(1), simulated=simulated)
+
+
+def summary_from_arrays(T: np.ndarray, P: dict, read_bytes: np.ndarray, samples: np.ndarray,
+                        prologue_time_s: np.ndarray, *, workload: str, strategy: str, eps: Sequence[int],
+                        bytes_by_tier, prologue_bytes_by_tier, tier_names: Sequence[str],
+                        ranks: int | None = None, nodes: int = 1, prologue_phase_time_s: dict | None = None,
+                        first_step_stall_s: np.ndarray | None = None, read_requests: np.ndarray | None = None,
+                        simulated: bool = False) -> dict:
+    """The one definition of every summary number, for measured and simulated runs alike (``GLOSSARY``).
+
+    ``T`` (R, E): each rank's epoch times; ``P``: phase -> (R, E) phase times (or (R,) totals over the
+    epochs: only ``plan`` is reported per epoch); ``read_bytes``/``samples``/``read_requests`` (R,): per-rank
+    totals over the epochs; ``prologue_time_s`` (R,); ``bytes_by_tier``/``prologue_bytes_by_tier``: per tier,
+    summed over ranks; ``first_step_stall_s`` (R, E) where recorded."""
+    T = np.asarray(T, dtype=np.float64)
+    R, E = T.shape
+    ranks = R if ranks is None else int(ranks)
+
+    def tot(x) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        return x.sum(axis=1) if x.ndim == 2 else x.reshape(R)
+
+    Pt = {p: tot(P.get(p, np.zeros(R))) for p in PHASES}
+    Tr = T.sum(axis=1)
+    pro_t = np.asarray(prologue_time_s, dtype=np.float64).reshape(R)
+    RB = np.asarray(read_bytes, dtype=np.float64).reshape(R)
+    S = np.asarray(samples, dtype=np.float64).reshape(R)
+    FS = np.zeros((R, E)) if first_step_stall_s is None else np.asarray(first_step_stall_s, dtype=np.float64)
+    plan_p = np.asarray(P.get("plan", np.zeros((R, E))), dtype=np.float64)
+    plan_p = plan_p if plan_p.ndim == 2 else np.zeros((R, E))
+    pro_phase = prologue_phase_time_s or {}
+    pr = {
+        "total_epoch_time_s": Tr.tolist(),
+        "prologue_time_s": pro_t.tolist(),
+        "exposed_io_share": [_div(x, t) for x, t in zip(Pt["stall"], Tr)],
+        "e2e_exposed_io_share": [_div(x + p, t + p) for x, t, p in zip(Pt["stall"], Tr, pro_t)],
+        "read_share": [_div(x, t) for x, t in zip(Pt["read"], Tr)],
+        "au": [_div(x, t) for x, t in zip(Pt["compute"], Tr)],
+        "read_bytes": [int(x) for x in RB],
+        "read_bandwidth_bytes_per_s": [_div(b, t) for b, t in zip(RB, Pt["read"])],
+        "samples": [float(x) for x in S],
+        "samples_per_s": [_div(n, t) for n, t in zip(S, Tr)],
+        "phase_time_s": {p: Pt[p].tolist() for p in PHASES},
+        "first_step_stall_s": FS.sum(1).tolist(),
+    }
 
     def mean(x) -> float:
         return float(np.mean(x)) if len(x) else 0.0
@@ -250,27 +287,29 @@ def summarize_breakdowns(bds: Sequence[dict], eps: Sequence[int], *, workload: s
     total_samples = float(S.sum())
     summary = {
         "workload": workload, "strategy": strategy, "ranks": ranks, "nodes": int(nodes),
-        "epochs": E, "epoch_ids": eps, "simulated": bool(simulated),
+        "epochs": E, "epoch_ids": list(eps), "simulated": bool(simulated),
         "total_time_s": float(epoch_time.sum()) + prologue_time,
         "prologue_time_s": prologue_time,
         "epoch_time_s": epoch_time.tolist(),
         "epoch_time_max_s": (T.max(axis=0) if R else np.zeros(E)).tolist(),
         "exposed_io_share": mean(pr["exposed_io_share"]),
         "e2e_exposed_io_share": mean(pr["e2e_exposed_io_share"]),
-        "plan_time_s": (P["plan"].mean(axis=0) if R else np.zeros(E)).tolist(),
+        "plan_time_s": (plan_p.mean(axis=0) if R else np.zeros(E)).tolist(),
         "read_share": mean(pr["read_share"]),
         "au": mean(pr["au"]),
         "samples": int(round(total_samples)),
         "samples_per_s": _div(total_samples, (T.max(axis=0).sum() if R else 0.0)),
         "read_bytes": int(RB.sum()),
+        "shared_read_requests": int(np.asarray(read_requests).sum()) if read_requests is not None else None,
         "read_bandwidth_bytes_per_s": mean(pr["read_bandwidth_bytes_per_s"]),
         "aggregate_read_bandwidth_bytes_per_s": float(sum(pr["read_bandwidth_bytes_per_s"])),
-        "bytes_by_tier": {n: int(v) for n, v in zip(tier_names, bbt)},
-        "prologue_bytes_by_tier": {n: int(v) for n, v in zip(tier_names, pbbt)},
+        "bytes_by_tier": {n: int(v) for n, v in zip(tier_names, bytes_by_tier)},
+        "prologue_bytes_by_tier": {n: int(v) for n, v in zip(tier_names, prologue_bytes_by_tier)},
         "phase_time_s": {p: mean(pr["phase_time_s"][p]) for p in PHASES},
-        "phase_share": {p: mean([_div(x, t) for x, t in zip(P[p].sum(1), Tr)]) for p in PHASES
+        "phase_share": {p: mean([_div(x, t) for x, t in zip(Pt[p], Tr)]) for p in PHASES
                         if p not in OUTSIDE_EPOCH},
-        "prologue_phase_time_s": {p: mean([b["prologue"]["phase_time_s"][p] for b in bds]) for p in PHASES},
+        "prologue_phase_time_s": {p: mean(np.asarray(pro_phase.get(p, np.zeros(R)), dtype=np.float64).reshape(R))
+                                  for p in PHASES},
         "first_step_stall_s": (FS.mean(axis=0) if R else np.zeros(E)).tolist(),
         "imbalance": _div(Tr.max(), Tr.mean()) - 1.0 if R and Tr.mean() > 0 else 0.0,
         "per_rank": pr,
@@ -278,25 +317,41 @@ def summarize_breakdowns(bds: Sequence[dict], eps: Sequence[int], *, workload: s
                                                  "read_share", "au", "read_bytes", "read_bandwidth_bytes_per_s",
                                                  "samples_per_s")},
                    "compute_s": _stats(pr["phase_time_s"]["compute"]), "samples": _stats(pr["samples"])},
-        "definitions": {
-            "phase_time": "length of the union of the phase's intervals (overlaps counted once)",
-            "epoch_time": "mark_epoch end - start per rank; summary value is the mean over ranks",
-            "exposed_io_share": "stall / epoch time, mean over ranks",
-            "e2e_exposed_io_share": "(stall + prologue) / (epoch time + prologue), mean over ranks: staging "
-                                    "before epoch 0 counted as exposed I/O",
-            "plan_time": "building each epoch's plan, before its epoch clock starts (not in epoch time)",
-            "verify": "--verify's per-batch checks: a phase inside the epoch, between stall and compute",
-            "read_share": "union read time / epoch time, mean over ranks",
-            "au": "compute / epoch time, mean over ranks",
-            "read_bandwidth": "bytes read / union read time per rank, mean over ranks",
-            "samples_per_s": "all samples / sum over epochs of the slowest rank's epoch time",
-            "imbalance": "max over ranks / mean over ranks - 1 of total epoch time",
-            "first_step": "included in all figures; first_step_stall_s shows step 0's stall per epoch",
-            "total_time": "sum of mean epoch times + mean prologue (stage) time",
-            "epoch_attribution": "intervals count toward the epoch they are tagged with",
-        },
+        "definitions": dict(GLOSSARY),
     }
     return summary
+
+
+# The glossary of every summary number: one meaning for measured and simulated runs (``dlbench report
+# --explain`` prints it; docs/architecture.md repeats it).
+GLOSSARY = {
+    "phase_time": "length of the union of the phase's intervals (overlaps counted once); simulated: the "
+                  "model's seconds of that phase per rank",
+    "epoch_time": "per rank, epoch end - start (the prologue excluded); summary value: mean over ranks",
+    "total_time": "sum of mean epoch times + mean prologue (stage) time",
+    "exposed_io_share": "stall / epoch time per rank, mean over ranks (prologue excluded: see e2e)",
+    "e2e_exposed_io_share": "(stall + prologue) / (epoch time + prologue) per rank, mean over ranks: staging "
+                            "before epoch 0 counted as exposed I/O",
+    "read_share": "read time / epoch time per rank, mean over ranks (can exceed exposed share: reads overlap "
+                  "compute)",
+    "au": "compute / epoch time per rank, mean over ranks (DLIO's accelerator utilisation)",
+    "phase_share": "each phase's time / epoch time per rank, mean over ranks",
+    "read_bytes": "bytes delivered to the trainers by reads during the epochs, summed over ranks (prologue "
+                  "bytes under prologue_bytes_by_tier)",
+    "shared_read_requests": "read requests to the shared file system during the epochs, summed over ranks (a "
+                            "run of consecutive samples read as one request counts once)",
+    "bytes_by_tier": "read_bytes split by the tier they came from (shared FS, memory, local disk, peer), summed "
+                     "over ranks",
+    "prologue_bytes_by_tier": "bytes moved before epoch 0 (staging), by source tier, summed over ranks",
+    "read_bandwidth": "read bytes / read time per rank, mean over ranks",
+    "samples_per_s": "all samples / sum over epochs of the slowest rank's epoch time",
+    "imbalance": "max over ranks / mean over ranks - 1 of total epoch time",
+    "plan_time": "building each epoch's plan, before its epoch clock starts (not in epoch time)",
+    "verify": "--verify's per-batch checks: a phase inside the epoch, between stall and compute",
+    "first_step": "included in all figures; first_step_stall_s shows step 0's stall per epoch",
+    "epoch_attribution": "intervals count toward the epoch they are tagged with",
+    "simulated": "true: every number above is the performance model's, from the same plan a run executes",
+}
 
 
 def per_epoch_table(per_rank_arrays: Sequence[dict], epochs=None) -> list[dict]:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError, unknown_choice
-from ..plan import TIER_NAMES, Plan
+from ..plan import SHARED, TIER_NAMES, Plan
+from ..timeline import PHASES
 from ..system import SystemProfile
 from .model import Costing, Model
 
@@ -49,6 +50,7 @@ class SimWorkload:
     min_bytes: float = 1.0
     max_bytes: float = float("inf")
     step_time_s: float | None = None     # per local batch, when the accelerator is given
+    layout: str | None = None            # the data layout, where a plan depends on it (None: any)
 
     def sizes(self, seed: int) -> np.ndarray:
         return sample_sizes(self.size_kind, self.samples, self.mean_bytes, self.std_bytes, seed,
@@ -83,8 +85,10 @@ def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None
         st = wl.choose_step_time(accelerator).scaled(b) if accelerator else None
     if wl.layout == "jpeg_folders":
         d = wl.jpeg.size
-        return SimWorkload(wl.name, wl.samples, b, d.kind, d.mean_bytes, d.std_bytes, d.min_bytes, d.max_bytes, st)
-    return SimWorkload(wl.name, wl.samples, b, "fixed", float(wl.sample_nbytes), 0.0, step_time_s=st)
+        return SimWorkload(wl.name, wl.samples, b, d.kind, d.mean_bytes, d.std_bytes, d.min_bytes, d.max_bytes, st,
+                           layout=wl.layout)
+    return SimWorkload(wl.name, wl.samples, b, "fixed", float(wl.sample_nbytes), 0.0, step_time_s=st,
+                       layout=wl.layout)
 
 
 BYTES_PER_ACCESS = 200   # the model's working set per access of one epoch (ids, tiers, sizes, times: ~25 arrays)
@@ -148,55 +152,73 @@ def policy_of(strategy: str, plan: Plan) -> str:
     return "ondemand" if plan.pipeline == "sync" else "prefetch"
 
 
-def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict | None = None) -> dict:
-    """run.json's summary (contract 4 keys) for a modelled run, ``simulated: true``, with the modelled
-    breakdown (PFS, peer, local, compute, stall)."""
-    total = c.total_time_s
+def _prologue_bytes(plan: Plan | None, sizes: np.ndarray | None) -> np.ndarray:
+    """Bytes moved before epoch 0 by source tier, summed over ranks: the prologue's own reads, plus for an
+    all-gather what every storage group receives from the others (PEER)."""
+    out = np.zeros(len(TIER_NAMES))
+    if plan is None or sizes is None:
+        return out
+    pro = plan.prologue
+    if not len(pro.sample):
+        return out
+    s = np.asarray(sizes, dtype=np.float64)[pro.sample]
+    out += np.bincount(pro.src.astype(np.int64), weights=s, minlength=len(TIER_NAMES))[:len(TIER_NAMES)]
+    if pro.allgather:
+        groups = pro.groups if pro.groups is not None else plan.node_map
+        g = np.asarray(groups)[pro.rank]
+        own = np.bincount(g, weights=s)
+        ngroups = len(np.unique(np.asarray(groups)))
+        out[TIER_NAMES.index("peer")] += float(s.sum()) * ngroups - float(own.sum())
+    return out
+
+
+def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict | None = None,
+              plan: Plan | None = None, sizes: np.ndarray | None = None) -> dict:
+    """run.json's summary for a modelled run (``simulated: true``): the same function and the same
+    definitions as a measured run's (``metrics.summary_from_arrays``, ``metrics.GLOSSARY``), fed with the
+    model's per-rank phase times, plus the modelled breakdown (PFS, peer, local, compute, stall)."""
+    from ..metrics import summary_from_arrays
+
     W = c.ranks
-
-    def stats(x):
-        x = np.asarray(x, dtype=np.float64)
-        mean = float(x.mean()) if len(x) else 0.0
-        return {"min": float(x.min()), "mean": mean, "max": float(x.max()),
-                "imbalance": float(x.max() / mean - 1) if mean else 0.0}
-
     read_s = sum(c.fetch_s_by_tier[n] for n in TIER_NAMES)
     read_b = sum(c.bytes_by_tier[n] for n in TIER_NAMES)
-    stall = c.stall_s
-    phase = {"read": float(read_s.mean()), "stage": float(c.prologue_s), "compute": float(c.compute_s.mean()),
-             "stall": float(stall.mean()), "barrier": float(c.barrier_s.mean()), "exchange": float(c.exchange_s.mean()),
-             "decode": 0.0, "transfer": 0.0, "checkpoint": 0.0}
-    breakdown = {
+    z = np.zeros(W)
+    phases = {"read": read_s, "compute": c.compute_s, "stall": c.stall_s, "barrier": c.barrier_s,
+              "exchange": c.exchange_s}
+    P = {p: np.asarray(phases.get(p, z), dtype=np.float64) for p in PHASES}
+    # every rank's epoch ends at the step barrier in the model: T[r, e] = the epoch's time
+    T = np.broadcast_to(np.asarray(c.epoch_time_s, dtype=np.float64), (W, c.epochs))
+    pro_phase = {p: np.full(W, float(c.prologue_s) if p == "stage" else 0.0) for p in PHASES}
+    requests = None
+    if plan is not None:
+        requests = np.zeros(W)
+        if c.strategy != LOWERBOUND:
+            for ep in plan:
+                mask = (ep.sample_ids >= 0) & (ep.source == SHARED)
+                if ep.chunk is not None:
+                    mask &= ep.chunk != 0
+                requests += mask.sum(axis=1)
+    out = summary_from_arrays(
+        T, P, read_b, c.samples, np.full(W, float(c.prologue_s)), workload=workload, strategy=c.strategy,
+        eps=list(range(c.epochs)), ranks=W, nodes=c.nodes, tier_names=TIER_NAMES,
+        bytes_by_tier=[float(c.bytes_by_tier[n].sum()) for n in TIER_NAMES],
+        prologue_bytes_by_tier=_prologue_bytes(plan, sizes), prologue_phase_time_s=pro_phase,
+        read_requests=requests, simulated=True)
+    out["modelled_breakdown"] = {
         "pfs_s": float(c.fetch_s_by_tier["shared"].mean()),
         "peer_s": float(c.fetch_s_by_tier["peer"].mean()),
         "local_s": float((c.fetch_s_by_tier["local"] + c.fetch_s_by_tier["memory"]).mean()),
         "compute_s": float(c.compute_s.mean()),
-        "stall_s": float(stall.mean()),
+        "stall_s": float(c.stall_s.mean()),
         "barrier_s": float(c.barrier_s.mean()),
         "exchange_s": float(c.exchange_s.mean()),
         "prologue_s": float(c.prologue_s),
         "note": "fetch times are thread-busy seconds per rank (divided by the rank's loader threads); with "
-                "prefetching they overlap compute, so stall_s is what is exposed",
+                "prefetching they overlap compute, so stall_s is what is exposed; exchange_s is the exposed "
+                "exchange (a step waiting for its exchange), its own phase as in a measured run",
     }
-    samples = float(c.samples.sum())
-    out = {
-        "workload": workload, "strategy": c.strategy, "ranks": W, "nodes": c.nodes, "epochs": c.epochs,
-        "total_time_s": total, "epoch_time_s": [float(x) for x in c.epoch_time_s],
-        "exposed_io_share": float(stall.mean() + c.exchange_s.mean()) / total if total else 0.0,
-        "read_share": float(read_s.mean()) / total if total else 0.0,
-        "au": float(c.compute_s.mean()) / total if total else 0.0,
-        "samples_per_s": samples / total if total else 0.0,
-        "read_bytes": float(read_b.mean()),
-        "read_bandwidth_bytes_per_s": float(read_b.mean() / read_s.mean()) if read_s.mean() > 0 else 0.0,
-        "bytes_by_tier": {n: float(c.bytes_by_tier[n].mean()) for n in TIER_NAMES},
-        "phase_time_s": phase,
-        "per_rank": {"compute_s": stats(c.compute_s), "stall_s": stats(stall), "barrier_s": stats(c.barrier_s),
-                     "read_s": stats(read_s), "read_bytes": stats(read_b)},
-        "simulated": True,
-        "system": profile.name,
-        "modelled_breakdown": breakdown,
-        "model_notes": list(c.notes),
-    }
+    out["system"] = profile.name
+    out["model_notes"] = list(c.notes)
     if extra:
         out.update(extra)
     return out
@@ -240,7 +262,7 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
                        fill_to_capacity=bool(mo.get("prologue_fill_to_capacity", False)),
                        tier_fill=bool(mo.get("fill_by_tier_threads", False)))
         c.strategy = name
-        out[label] = summarize(c, workload=wl.name, profile=profile,
+        out[label] = summarize(c, workload=wl.name, profile=profile, plan=plan, sizes=sizes,
                                extra={"label": label, "plan_order": plan.meta.get("order", ""),
                                       "plan_pipeline": plan.pipeline, "plan_loader_threads_per_rank": threads,
                                       "options": o or {}, "model_options": mo,

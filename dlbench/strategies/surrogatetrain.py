@@ -98,8 +98,8 @@ class SurrogateTrainExecutor(PlannedExecutor):
         out["bytes_per_request"] = byts / reqs if reqs else 0.0
         out["run_requests"] = ld.run_requests if ld else 0
         out["chunking"] = ("one request per run of consecutive ids" if runs else
-                           ("off (--no-chunking)" if not self.plan.meta.get("chunking") else
-                            f"per-sample reads: layout {self.ctx.workload.layout} has no run reads"))
+                           (f"per-sample reads: layout {self.ctx.workload.layout} has no run reads"
+                            if self.plan.meta.get("warning") else "off (--no-chunking)"))
         m = self.plan.meta
         out["plan"] = {k: m[k] for k in ("epoch_order", "epoch_order_cost", "identity_order_cost",
                                          "buffer_samples_per_rank", "shared_loads_per_epoch", "buffer_hits_per_epoch",
@@ -121,14 +121,17 @@ class SurrogateTrain(Strategy):
 
     def plan(self, ctx: RunContext, options: SurrogateTrainOptions) -> Plan:
         c, src = buffer_samples(ctx, options)
+        # runs of consecutive ids are one request only in one shared HDF5 file: elsewhere the plan says one
+        # request per sample, as the executor reads them (the simulator costs what runs)
+        layout = getattr(ctx.workload, "layout", None)
+        chunking = options.chunking and layout in (None, "hdf5_shared")
         plan = surrogatetrain_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                                    epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, buffer_samples=c,
                                    reorder=options.reorder, remap=options.remap, balance=options.balance,
-                                   chunking=options.chunking, eviction=options.eviction, **pipeline_of(options))
+                                   chunking=chunking, eviction=options.eviction, **pipeline_of(options))
         plan.meta["buffer_source"] = src
         plan.meta["semantics"] = SEMANTICS.as_dict()
-        layout = getattr(ctx.workload, "layout", None)
-        if options.chunking and layout not in (None, "hdf5_shared"):
+        if options.chunking and not chunking:
             plan.meta["warning"] = (f"--chunking: layout {layout} is not one shared HDF5 file; runs of consecutive "
                                     f"ids are read one sample per request")
         check_cache_capacity(ctx, plan, options, f"surrogatetrain's buffer ({c:,} samples per rank, {src})")
