@@ -35,7 +35,46 @@ import numpy as np
 from .errors import ConfigError
 from .timeline import FIELDS, PHASES
 
-SCHEMA = "dlbench.run/1"
+SCHEMA = "dlbench.run/2"
+
+
+def _from_v1(doc: dict) -> dict:
+    """dlbench.run/1 → /2. Measured summaries keep their meaning. Simulated /1 summaries gave bytes per rank
+    (mean) and divided the shares by epochs + prologue with exposed exchange in the exposed numerator; /2
+    uses the measured definitions (``metrics.GLOSSARY``): bytes summed over ranks, shares over epoch time,
+    the prologue in ``e2e_exposed_io_share``. Recomputed from the /1 summary's own phase times."""
+    s = doc.get("summary")
+    if isinstance(s, dict) and s.get("simulated"):
+        s = dict(s)
+        W = s.get("ranks") or 1
+        ph = s.get("phase_time_s") or {}
+        pro = float(ph.get("stage", 0.0) or 0.0)
+        total = float(s.get("total_time_s") or 0.0)
+        epochs_t = total - pro
+
+        def div(a, b):
+            return float(a) / b if b else 0.0
+
+        for k in ("bytes_by_tier",):
+            if isinstance(s.get(k), dict):
+                s[k] = {n: float(v) * W for n, v in s[k].items()}
+        if isinstance(s.get("read_bytes"), int | float):
+            s["read_bytes"] = float(s["read_bytes"]) * W
+        stall = float(ph.get("stall", 0.0) or 0.0)
+        s["exposed_io_share"] = div(stall, epochs_t)
+        s["e2e_exposed_io_share"] = div(stall + pro, total)
+        s["au"] = div(ph.get("compute", 0.0), epochs_t)
+        s["read_share"] = div(ph.get("read", 0.0), epochs_t)
+        s["prologue_time_s"] = pro
+        s["phase_time_s"] = {**ph, "stage": 0.0}
+        s["prologue_phase_time_s"] = {"stage": pro}
+        s["upgraded_from"] = "dlbench.run/1"
+        doc = {**doc, "summary": s}
+    return {**doc, "schema": SCHEMA}
+
+
+# a loader per results schema version (pyperf's _JSON_MAP_VERSION): each returns the current layout
+SCHEMA_LOADERS = {"dlbench.run/1": _from_v1, SCHEMA: lambda doc: doc}
 TIMELOGGER_COLUMNS = ("Epoch", "Rank", "Action Name", "Action Description", "Start Time", "End Time",
                       "Time Taken", "Process ID", "Current Thread")
 PHASE_DESCRIPTION = {
@@ -453,11 +492,17 @@ def read_run(run_dir) -> dict:
     except ValueError as e:
         raise DataError(f"{f}: not valid JSON ({e.msg}, line {e.lineno} column {e.colno}): truncated or "
                         f"corrupt") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+    got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+    if not isinstance(doc, dict) or not (isinstance(got, str) and got.startswith("dlbench.run/")):
         raise DataError(f"{f}: not a dlbench run (schema {got!r}, expected {SCHEMA!r})")
+    if got not in SCHEMA_LOADERS:
+        from . import __version__
+
+        raise DataError(f"{f}: results schema {got!r} is not one this dlbench ({__version__}) reads "
+                        f"({', '.join(SCHEMA_LOADERS)}); it was written by a newer dlbench: upgrade to read it")
     for key in ("summary", "config"):
         if doc.get(key) is not None and not isinstance(doc[key], dict):
             raise DataError(f"{f}: not a dlbench run ({key!r} is a {type(doc[key]).__name__}, not a mapping)")
+    doc = SCHEMA_LOADERS[got](doc)
     doc["run_dir"] = str(f.parent)
     return doc

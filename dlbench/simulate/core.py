@@ -10,8 +10,8 @@ import numpy as np
 
 from ..errors import ConfigError, unknown_choice
 from ..plan import SHARED, TIER_NAMES, Plan
-from ..timeline import PHASES
 from ..system import SystemProfile
+from ..timeline import PHASES
 from .model import Costing, Model
 
 MODEL_OPTIONS = {

@@ -16,7 +16,7 @@ def test_run_writes_results_folder(tiny, tmp_path, cli, strategy, extra):
     rd = run_dir_of(r.output)
     assert rd.parent.parent.parent == out and rd.parent.name == strategy
     run = json.loads((rd / "run.json").read_text())
-    assert run["schema"] == "dlbench.run/1" and run["error"] is None
+    assert run["schema"] == "dlbench.run/2" and run["error"] is None
     s = run["summary"]
     for k in ("workload", "strategy", "ranks", "nodes", "epochs", "total_time_s", "epoch_time_s", "exposed_io_share",
               "read_share", "au", "samples_per_s", "read_bytes", "read_bandwidth_bytes_per_s", "bytes_by_tier",

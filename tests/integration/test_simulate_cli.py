@@ -15,7 +15,7 @@ def test_simulate_flags_write_runs(cli, tmp_path):
     runs = _runs(tmp_path)
     assert len(runs) == 3
     run = json.loads(runs[0].read_text())
-    assert run["schema"] == "dlbench.run/1" and run["summary"]["simulated"] is True
+    assert run["schema"] == "dlbench.run/2" and run["summary"]["simulated"] is True
     assert {"pfs_s", "peer_s", "local_s", "compute_s", "stall_s"} <= set(run["summary"]["modelled_breakdown"])
 
 

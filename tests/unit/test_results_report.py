@@ -46,7 +46,7 @@ def test_write_and_read_run(tmp_path):
     d = _write(tmp_path)
     assert d.parent == tmp_path / "tiny" / "naive"
     run = read_run(d)
-    assert run["schema"] == "dlbench.run/1" and run["status"] == "ok" and run["error"] is None
+    assert run["schema"] == "dlbench.run/2" and run["status"] == "ok" and run["error"] is None
     assert run["config"]["x"] == 3
     env = run["environment"]
     assert env["python"] and "numpy" in env["packages"] and "commit" in env["git"] and "dirty" in env["git"]
@@ -103,7 +103,7 @@ def test_write_run_never_raises_on_partial_intervals(tmp_path):
     assert read_run(d2)["error"] == "no data" and read_run(d2)["files"] == []
     d3 = new_run_dir(tmp_path, "w", "s")
     write_run(d3, config={}, summary={}, intervals=[{"start_ns": 5}])  # a scalar where an array belongs
-    assert read_run(d3)["schema"] == "dlbench.run/1"
+    assert read_run(d3)["schema"] == "dlbench.run/2"
 
 
 def test_render_summary_and_compare(tmp_path):
