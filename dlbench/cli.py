@@ -413,11 +413,22 @@ class _sigterm_as_interrupt:
 
 
 @main.command("report")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-def report_cmd(run_dir):
-    """Re-render a run's summary from its results folder."""
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False), required=False)
+@click.option("--explain", is_flag=True, help="print what every summary number means (measured and simulated alike)")
+def report_cmd(run_dir, explain):
+    """Re-render a run's summary from its results folder (--explain: the glossary of its numbers)."""
     from . import report, results
 
+    if explain:
+        from .metrics import GLOSSARY
+
+        w = max(map(len, GLOSSARY))
+        click.echo("\n".join(f"{k:<{w}}  {v}" for k, v in GLOSSARY.items()))
+        if run_dir is None:
+            return
+        click.echo("")
+    if run_dir is None:
+        raise click.UsageError("give a RUN_DIR (a folder `dlbench run` or `simulate` wrote), or --explain")
     click.echo(report.render_summary(results.read_run(run_dir)))
 
 

@@ -211,3 +211,40 @@ def test_timelogger_csv_capped_like_npz(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "NPZ_MAX_RECORDS", 36)
     run = read_run(_write(tmp_path))
     assert "timelogger.csv" in run["files"] and "skipped_files" not in run
+
+
+def test_previous_schema_version_is_upgraded_and_unknown_refused(tmp_path):
+    """Results schema (issue 16): a /1 simulated run (bytes per rank, shares over epochs + prologue) reads
+    with /2's meanings; a newer, unknown version is one line."""
+    import json
+
+    import pytest
+
+    from dlbench.errors import DataError
+    from dlbench.results import SCHEMA, read_run
+
+    d = tmp_path / "old"
+    d.mkdir()
+    s = {"workload": "w", "strategy": "pls", "ranks": 4, "nodes": 4, "epochs": 2, "simulated": True,
+         "total_time_s": 10.0, "epoch_time_s": [2.0, 2.0], "exposed_io_share": 0.7, "au": 0.1, "read_share": 0.0,
+         "read_bytes": 100.0, "bytes_by_tier": {"shared": 0.0, "local": 100.0, "memory": 0.0, "peer": 0.0},
+         "phase_time_s": {"stage": 6.0, "stall": 1.0, "compute": 3.0, "read": 0.5}}
+    (d / "run.json").write_text(json.dumps({"schema": "dlbench.run/1", "config": {}, "summary": s}))
+    run = read_run(d)
+    t = run["summary"]
+    assert run["schema"] == SCHEMA and t["upgraded_from"] == "dlbench.run/1"
+    assert t["read_bytes"] == 400.0 and t["bytes_by_tier"]["local"] == 400.0
+    assert t["exposed_io_share"] == pytest.approx(1.0 / 4.0) and t["au"] == pytest.approx(3.0 / 4.0)
+    assert t["e2e_exposed_io_share"] == pytest.approx(7.0 / 10.0)
+    (d / "run.json").write_text(json.dumps({"schema": "dlbench.run/99", "summary": {}}))
+    with pytest.raises(DataError, match=r"dlbench.run/99.*upgrade"):
+        read_run(d)
+
+
+def test_report_explain_prints_the_glossary(cli):
+    from dlbench.metrics import GLOSSARY
+
+    r = cli(["report", "--explain"])
+    assert r.exit_code == 0
+    for k in ("exposed_io_share", "e2e_exposed_io_share", "bytes_by_tier", "shared_read_requests", "au"):
+        assert k in r.output and GLOSSARY[k][:30] in r.output
