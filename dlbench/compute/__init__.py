@@ -1,7 +1,7 @@
 """Compute emulation per training step: sleep (``sleep.py``) and real torch models (``models.py``).
 
 A compute object has ``.step(batch, sample_ids, n, timeline, epoch, step)`` and ``.close()`` and records
-its own phases on the timeline (contract 6)."""
+its own phases on the timeline (docs/architecture.md contract 6)."""
 
 from .sleep import SleepCompute, write_checkpoint
 

@@ -65,7 +65,7 @@ def model_name_for(workload, model: str | None = None) -> str:
     return name
 
 
-# ----- row layout: contract 1 ---------------------------------------------------------------------------------
+# ----- row layout: docs/architecture.md contract 1 ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Field:
@@ -78,7 +78,7 @@ class Field:
 
 
 def row_fields(workload) -> tuple[Field, ...]:
-    """Byte layout of one row (contract 1): the arrays of ``workload.arrays`` concatenated in order; for
+    """Byte layout of one row (docs/architecture.md contract 1): the arrays of ``workload.arrays`` concatenated in order; for
     ``jpeg_folders`` the decoded image (``jpeg.decoded_shape`` uint8) alone (its label is ``i % classes``)."""
     if workload.layout == "jpeg_folders":
         shape = tuple(workload.jpeg.decoded_shape)

@@ -1,6 +1,6 @@
 """Sleep compute: emulate an accelerator's step time on the host, accurately.
 
-``time.sleep`` overshoots by ≈ 100 µs per call here (LIMITS.md: +8 % at 1 ms steps), so a step is
+``time.sleep`` overshoots by ≈ 100 µs per call here (docs/LIMITS.md: +8 % at 1 ms steps), so a step is
 deadline-based: sleep until ``spin_s`` (200 µs) before the deadline, then spin on ``perf_counter_ns``;
 the margin widens to 2 × the moving average of the observed sleep overshoot when the machine is loaded.
 Step times are fixed or drawn from a normal distribution N(step_time_s, stdev_s) clipped at 0, seeded per

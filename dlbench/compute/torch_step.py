@@ -1,8 +1,8 @@
 """Real compute (``--compute torch``): each step trains the workload's model on the batch the strategy delivered.
 
-A step records, on the rank's timeline (contract 3/6):
+A step records, on the rank's timeline (docs/architecture.md contract 3/6):
 
-- ``transfer``: the batch's rows split into arrays (views, contract 1), copied into pinned host buffers (CUDA),
+- ``transfer``: the batch's rows split into arrays (views, docs/architecture.md contract 1), copied into pinned host buffers (CUDA),
   moved host→device and converted from the stored dtype (layout permutes, normalisation); synchronized.
 - ``compute``: forward, loss, backward, then (after the allreduce) the optimizer step; ``torch.cuda.synchronize``
   before each timer stops. Two intervals per step under MPI (before and after the allreduce), one otherwise.

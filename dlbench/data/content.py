@@ -4,7 +4,7 @@ The bytes of sample ``i`` depend only on ``(workload name, seed, i)`` (and the a
 the resolved workload), never on the number of ranks, the order of generation or anything written before.
 ``verify --content`` and ``run --verify`` recompute them with ``expected_row``.
 
-HDF5 layouts (contract 1: a row is the concatenation, in the order of ``workload.arrays``, of each
+HDF5 layouts (docs/architecture.md contract 1: a row is the concatenation, in the order of ``workload.arrays``, of each
 array's C-contiguous bytes):
 
 - Each sample has its own generator, ``numpy.random.default_rng([workload_id, seed, i])`` (PCG64 seeded
@@ -16,7 +16,7 @@ array's C-contiguous bytes):
   and usable by a real model. Because the block length is prime, no two 4 KiB pages of an array hold the
   same bytes (the small block's phase against the pages repeats only after 4 MiB, the large one's after
   64 MiB), so page-level deduplication cannot shortcut the I/O, while filling costs about as much as a
-  memcpy (LIMITS.md: tiling runs at ≈ 30 GB/s, drawing every value at 1.7 GB/s).
+  memcpy (docs/LIMITS.md: tiling runs at ≈ 30 GB/s, drawing every value at 1.7 GB/s).
 - A label array (``role: label``) holds floats in [0, 1) or integers in {0, 1} (valid class ids for
   binary and for 3-class segmentation losses); fully random when it is small, and tiled from a random block
   like the data when it is larger than one block (PtychoNN's 64 KiB targets, DeepCAM's masks), so that
@@ -107,7 +107,7 @@ def _fill_one(rng: np.random.Generator, typed: np.ndarray, role: str) -> None:
 
 
 def fill_row(workload: Workload, seed: int, i: int, out: np.ndarray) -> int:
-    """Write sample ``i``'s row (contract 1) into ``out[:nbytes]`` and return nbytes."""
+    """Write sample ``i``'s row (docs/architecture.md contract 1) into ``out[:nbytes]`` and return nbytes."""
     if workload.layout == "jpeg_folders":
         data = jpeg_bytes(workload, seed, i)
         out[:len(data)] = np.frombuffer(data, dtype=np.uint8)

@@ -7,7 +7,7 @@ writes such a skeleton (sparse: data regions are holes); ``H5Template`` reads it
 the generator can write every further file of the same shape with plain ``os.pwrite`` (metadata
 segments + data), without h5py per file and without parallel HDF5.
 
-Readers (contract 2). ``open_reader(data_dir, manifest, workload)`` returns a ``SampleReader`` whose
+Readers (docs/architecture.md contract 2). ``open_reader(data_dir, manifest, workload)`` returns a ``SampleReader`` whose
 ``read_into(i, out)`` writes sample i's row into ``out[:nbytes]`` (uint8, ideally page-aligned: see
 ``aligned_empty``) and returns nbytes. Reads go through the HDF5 library (low-level h5py API, which skips
 the high-level ``h5py.File``/``Dataset`` Python overhead but does the same library I/O):

@@ -1,4 +1,4 @@
-"""Pure planners of the cache family (STRATEGIES.md): the bytes of each access come from the PFS, the
+"""Pure planners of the cache family (docs/STRATEGIES.md): the bytes of each access come from the PFS, the
 rank's own cache, or the cache of the peer that holds the sample. NumPy only; no files, MPI or clocks.
 
 Common tools:

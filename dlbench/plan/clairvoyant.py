@@ -1,4 +1,4 @@
-"""Clairvoyant prefetching (HDMLP / NoPFS, STRATEGIES.md): the seed fixes every rank's access stream for all
+"""Clairvoyant prefetching (HDMLP / NoPFS, docs/STRATEGIES.md): the seed fixes every rank's access stream for all
 epochs, so each rank knows how often it will read each sample and when it first reads it. Pure NumPy.
 
 What the plan says, for every rank r:

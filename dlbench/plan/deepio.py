@@ -1,4 +1,4 @@
-"""DeepIO (Zhu et al., entropy-aware in-memory shuffle; STRATEGIES.md): pure planner.
+"""DeepIO (Zhu et al., entropy-aware in-memory shuffle; docs/STRATEGIES.md): pure planner.
 
 **Partition.** Rank r owns the contiguous range [r·F/W, (r+1)·F/W) and holds its first ``capacity``
 samples in memory, read from the shared FS before epoch 0 (the prologue). When the dataset exceeds the

@@ -1,4 +1,4 @@
-"""Locality-aware loading (Yang & Cong, STRATEGIES.md): pure planner, and the per-global-batch rebalancing
+"""Locality-aware loading (Yang & Cong, docs/STRATEGIES.md): pure planner, and the per-global-batch rebalancing
 that deepio's opportunistic mode shares.
 
 ``locality_plan``:

@@ -1,5 +1,5 @@
 """Pure planners for the staging, local-shuffling and partial-local-shuffling (PLS) strategies
-(STRATEGIES.md). Each returns a ``Plan``; no files, MPI or clocks. Shared by the executors and
+(docs/STRATEGIES.md). Each returns a ``Plan``; no files, MPI or clocks. Shared by the executors and
 ``dlbench simulate``.
 
 - ``staging_plan``: the whole dataset is staged to every node before epoch 0 (each rank reads a disjoint

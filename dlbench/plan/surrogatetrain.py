@@ -1,4 +1,4 @@
-"""SurrogateTrain / SOLAR's planner (STRATEGIES.md ``surrogatetrain``): pure NumPy, no files, MPI or clocks.
+"""SurrogateTrain / SOLAR's planner (docs/STRATEGIES.md ``surrogatetrain``): pure NumPy, no files, MPI or clocks.
 
 Offline scheduling
 ------------------

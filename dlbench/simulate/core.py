@@ -1,5 +1,5 @@
 """Costing strategies end to end: workload sample sizes → the strategy's Plan (the same planners the
-executors use) → the model → a summary in run.json's schema (contract 4), marked simulated."""
+executors use) → the model → a summary in run.json's schema (docs/architecture.md contract 4), marked simulated."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The performance model (HDMLP thesis / NoPFS paper; STRATEGIES.md "The performance model"), costing a
+"""The performance model (HDMLP thesis / NoPFS paper; docs/STRATEGIES.md "The performance model"), costing a
 strategy's ``Plan`` with NumPy over (ranks × samples) per epoch — no Python loop per sample or per step
 (except under the ``thesis-window`` rule, below).
 

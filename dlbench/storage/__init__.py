@@ -1,5 +1,5 @@
 """Storage tiers and buffers. ``aligned_empty`` gives page-aligned NumPy buffers: a read into a buffer
-that sits a few bytes past a page boundary runs 4–5× slower here (LIMITS.md, the alignment trap), and
+that sits a few bytes past a page boundary runs 4–5× slower here (docs/LIMITS.md, the alignment trap), and
 every NumPy allocation of ≥ 128 KiB sits at page + 16."""
 
 from __future__ import annotations

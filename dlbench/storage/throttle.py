@@ -458,7 +458,7 @@ class Throttle:
 
 
 class ThrottledReader:
-    """A SampleReader (contract 2) whose ``read_into`` goes through a Throttle; everything else
+    """A SampleReader (docs/architecture.md contract 2) whose ``read_into`` goes through a Throttle; everything else
     (``max_row_nbytes``, ``decode_into``, ...) passes through. Counts reads, bytes, real read time and
     the time added by the model (``stats()``)."""
 

@@ -259,7 +259,7 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
         self.capacity_bytes = capacity_bytes
         self.row_nbytes, self.stride, self.slots = row_nbytes, stride, int(slots)
         self.slab = aligned_rows(self.slots, row_nbytes)
-        # fault every page in now: first touch costs ~1 GB/s here (LIMITS.md), and a slot filled by a
+        # fault every page in now: first touch costs ~1 GB/s here (docs/LIMITS.md), and a slot filled by a
         # receive or a read must run at copy speed, not at page-fault speed
         self.slab[:, ::PAGE] = 0
         self._slot: dict[int, int] = {}

@@ -1,7 +1,7 @@
 """What a strategy is: an ``Options`` dataclass, a pure planner and an executor.
 
 A strategy module defines a subclass of ``Strategy`` with ``name``, ``summary``, ``semantics`` (the row of
-STRATEGIES.md's sample-order table), an ``Options`` frozen dataclass (fields declared with
+docs/STRATEGIES.md's sample-order table), an ``Options`` frozen dataclass (fields declared with
 ``config.opt``: defaults, units, help) and two methods:
 
 - ``plan(ctx, options) -> Plan`` — pure: NumPy only, no files, MPI or clocks;
@@ -27,7 +27,7 @@ from ..plan import Plan
 
 @dataclass(frozen=True)
 class Semantics:
-    """A row of the sample-order semantics table (STRATEGIES.md)."""
+    """A row of the sample-order semantics table (docs/STRATEGIES.md)."""
 
     full_permutation_each_epoch: str
     global_batch_is_global_shuffle: str

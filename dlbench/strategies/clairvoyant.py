@@ -1,4 +1,4 @@
-"""clairvoyant: HDMLP / NoPFS clairvoyant prefetching (STRATEGIES.md; planner: ``plan/clairvoyant.py``).
+"""clairvoyant: HDMLP / NoPFS clairvoyant prefetching (docs/STRATEGIES.md; planner: ``plan/clairvoyant.py``).
 
 Every rank computes its own access stream for all epochs from the seed, counts r_k, and caches its
 most-accessed samples: in its memory tier (``--cache-capacity``) and, with ``--local-cache-capacity``, in a

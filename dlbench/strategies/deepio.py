@@ -1,4 +1,4 @@
-"""deepio: DeepIO's entropy-aware in-memory shuffle (STRATEGIES.md; planner: ``plan/deepio.py``). Each rank
+"""deepio: DeepIO's entropy-aware in-memory shuffle (docs/STRATEGIES.md; planner: ``plan/deepio.py``). Each rank
 preloads a partition of the dataset into memory before epoch 0 (as much of its range [r·F/W, (r+1)·F/W) as
 ``--cache-capacity`` holds). ``--mode ordered`` keeps the exact global shuffle, each sample from the rank's
 own memory, a peer's memory (non-blocking MPI on the plan's schedule) or the shared FS. ``--mode

@@ -1,4 +1,4 @@
-"""locality: locality-aware loading (Yang & Cong, STRATEGIES.md; planner: ``plan/locality.py``). Epoch 0 reads
+"""locality: locality-aware loading (Yang & Cong, docs/STRATEGIES.md; planner: ``plan/locality.py``). Epoch 0 reads
 the global shuffle from the shared FS and each rank keeps what it read in its memory cache (up to
 ``--cache-capacity``: its first reads). From epoch 1, each global batch of the global shuffle is re-assigned
 so that ranks train on the samples they hold; samples nobody holds come from the shared FS, and ranks with

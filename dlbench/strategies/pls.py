@@ -1,4 +1,4 @@
-"""pls: partial local shuffling (STRATEGIES.md). As ``local``, plus: every epoch each rank marks the first
+"""pls: partial local shuffling (docs/STRATEGIES.md). As ``local``, plus: every epoch each rank marks the first
 Q·F/W samples of its freshly shuffled shard for exchange; they travel to peers in per-step chunks with
 non-blocking MPI (Isend/Irecv of the sample bytes posted at step start, completed at step end, so the
 transfer overlaps the step's compute), the peer of each chunk chosen by a seeded cyclic shift so every
@@ -53,7 +53,7 @@ class PlsExecutor(ShardExecutor):
         self._ep = None
         # the most samples anyone sends or receives in a step: one page-aligned row each, preallocated and
         # faulted in once (fresh memory costs ~1 GB/s on first touch; a file read into a row that is not
-        # page-aligned runs 4-5x slower: LIMITS.md)
+        # page-aligned runs 4-5x slower: docs/LIMITS.md)
         worst = 1
         for ep in plan:
             t = ep.transfers

@@ -6,7 +6,7 @@ num_workers × prefetch_factor batches. Reads still go to the shared tier every 
 How a batch travels: a worker reads the step's samples into one uint8 tensor in shared memory
 (page-aligned, so no alignment trap and no copy when it is handed to the trainer). Each worker keeps a
 ring of prefetch_factor + 2 such buffers, allocated once and reused: a fresh buffer per batch would pay
-first-touch page faults (≈ 1 GB/s here, LIMITS.md) on every byte. A buffer is reused only after the
+first-touch page faults (≈ 1 GB/s here, docs/LIMITS.md) on every byte. A buffer is reused only after the
 worker has produced prefetch_factor + 1 later batches, and the DataLoader never has more than
 prefetch_factor batches of a worker in flight, so the trainer is done with it by then. The worker
 returns the buffer with
@@ -106,7 +106,7 @@ class _StepDataset:
         ids = np.asarray(ids, dtype=np.int64)
         if info is None:  # num_workers=0: the trainer's own /proc/self/io and counters count these reads
             return rows, ids, times, 0, None, None
-        rc, rb = _proc_io_pair()  # ≈ 10 µs per batch, against ≈ 700 µs of IPC per batch (LIMITS.md)
+        rc, rb = _proc_io_pair()  # ≈ 10 µs per batch, against ≈ 700 µs of IPC per batch (docs/LIMITS.md)
         # a worker's Darshan-style counters travel back with every batch (cumulative; the trainer keeps the
         # latest per worker reader): a ~25-int list per batch
         cnt = getattr(reader, "counters", None)

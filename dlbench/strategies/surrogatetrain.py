@@ -1,4 +1,4 @@
-"""surrogatetrain: SurrogateTrain / SOLAR (STRATEGIES.md): offline epoch ordering, remapping of buffered
+"""surrogatetrain: SurrogateTrain / SOLAR (docs/STRATEGIES.md): offline epoch ordering, remapping of buffered
 samples to the rank that holds them, load balancing at the price of unequal local batches, aggregated chunked
 HDF5 loading and a lookahead-evicting per-rank buffer of C/W samples. The planner is
 ``dlbench/plan/surrogatetrain.py`` (pure); the ``PlannedExecutor`` carries it out (the buffer is the rank's
