@@ -1,6 +1,7 @@
 """naive: every step each rank reads its local batch of π_e from the shared tier, one request per
 sample, synchronously, then computes. No prefetch, no cache across epochs. Exact global shuffle
-(DistributedSampler order)."""
+(DistributedSampler order). Carried out by the ``PlannedExecutor`` inline (``sync_read_epoch`` below is
+the bare per-sample loop the local-copy strategies still use)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from dataclasses import dataclass
 
 from ..config import opt
 from ..plan import SHARED, Plan, global_shuffle_plan
-from ..storage import aligned_rows
 from ..timeline import PHASE_ID
 from . import register
 from .base import Batch, Executor, RunContext, Semantics, Strategy
@@ -64,29 +64,6 @@ def sync_read_epoch(ctx: RunContext, plan: Plan, e: int, rows, read_into, tier: 
             after_step(e, s)
 
 
-class SyncReadExecutor(Executor):
-    """Reads each step's samples one by one into a reused, page-aligned batch buffer (decoding JPEGs
-    into the decoded rows), recording one ``read`` (and ``decode``) interval per sample."""
-
-    def __init__(self, ctx: RunContext, plan: Plan, tier: int = SHARED):
-        self.ctx, self.plan, self.tier = ctx, plan, tier
-        self.reader = ctx.reader_factory()
-        self.jpeg = ctx.workload.layout == "jpeg_folders"
-        b = plan.local_batch
-        if self.jpeg:
-            self.raw = aligned_rows(1, self.reader.max_row_nbytes)[0]
-            self.rows = aligned_rows(b, ctx.workload.decoded_nbytes)
-        else:
-            self.rows = aligned_rows(b, self.reader.max_row_nbytes)
-
-    def epoch(self, e: int) -> Iterator[Batch]:
-        return sync_read_epoch(self.ctx, self.plan, e, self.rows, self.reader.read_into, self.tier,
-                               raw=getattr(self, "raw", None), decode=self.reader.decode_into if self.jpeg else None)
-
-    def close(self) -> None:
-        self.reader.close()
-
-
 @register
 class Naive(Strategy):
     name = "naive"
@@ -98,4 +75,8 @@ class Naive(Strategy):
         return shared_tier_plan(self.name, ctx, options.drop_last)
 
     def executor(self, ctx: RunContext, plan: Plan, options: NaiveOptions) -> Executor:
-        return SyncReadExecutor(ctx, plan)
+        # the one executor of planned strategies, inline: the trainer reads each step's samples itself,
+        # one request per sample, with no own tier, no read-ahead and no fill thread
+        from .planned import PlannedExecutor
+
+        return PlannedExecutor(ctx, plan, capacity_bytes={}, threads=0, window=0, fill_thread=False)

@@ -84,9 +84,8 @@ class PlannedExecutor(Executor):
         self.ctx, self.plan = ctx, plan
         self.threads, self.window = int(threads), max(0, int(window))
         self.jpeg = ctx.workload.layout == "jpeg_folders"
-        probe = ctx.reader_factory()
-        self.max_row = int(probe.max_row_nbytes)
-        probe.close()
+        self._reader = ctx.reader_factory()     # the loader's first reader (opened once: the counters see opens)
+        self.max_row = int(self._reader.max_row_nbytes)
         self.row_nbytes = ctx.workload.decoded_nbytes if self.jpeg else self.max_row
         self.capacity = dict(capacity_bytes)
         self.capacity_flag = capacity_flag
@@ -143,7 +142,8 @@ class PlannedExecutor(Executor):
         ctx, plan = self.ctx, self.plan
         self._open_stores()
         tl = ctx.timeline
-        self.loader = Loader(ctx, self.stores, self.ring, self.threads, self.raw_ring, tl)
+        self.loader = Loader(ctx, self.stores, self.ring, self.threads, self.raw_ring, tl, first_reader=self._reader)
+        self._reader = None
         self.peers = PeerPush(ctx, self.stores, self.max_row, tl)
         if self.fill_thread and (self.plan_keeps_or_evicts()):
             ftl = tl.sibling(200, 1 << 14) if hasattr(tl, "sibling") else Timeline(1 << 14, ctx.rank, thread=200)
@@ -308,6 +308,9 @@ class PlannedExecutor(Executor):
                 self.filler.close()
             if self.loader is not None:
                 self.loader.close()
+            if self._reader is not None:       # never started
+                self._reader.close()
+                self._reader = None
         finally:
             try:
                 self.stores.clear()

@@ -244,6 +244,7 @@ class EpochView:
             raise RunError(f"plan of {plan.strategy}: background transfers are carried out by that strategy's own "
                            f"executor, not the planned executor")
         self.plan_epoch = ep
+        self.lists: tuple[list, list, list] | None = None    # (ids, src, run_len) as lists: Loader.fill
 
 
 class Loader:
@@ -254,7 +255,7 @@ class Loader:
     buffer is free (``release(t)``), read, and count the step done; ``wait(t)`` blocks until it is."""
 
     def __init__(self, ctx, stores: Stores, ring: Ring, threads: int, raw_ring: Ring | None, timeline, *,
-                 wait_for_samples: bool = True):
+                 wait_for_samples: bool = True, first_reader=None):
         self.ctx, self.stores, self.ring, self.threads = ctx, stores, ring, int(threads)
         self.wait_for_samples = wait_for_samples
         self.fills_async = False          # a fill thread stores the plan's keeps (PlannedExecutor)
@@ -262,7 +263,10 @@ class Loader:
         self.jpeg = raw_ring is not None
         self.cond = threading.Condition()
         n = max(1, self.threads)
-        self.readers = [ctx.reader_factory() for _ in range(n)]
+        # ``first_reader``: one the caller opened already (each open of the shared tier is an I/O the counters
+        # see): it becomes reader 0
+        self.readers = ([first_reader] if first_reader is not None else []) + [
+            ctx.reader_factory() for _ in range(n - (first_reader is not None))]
         # each loader thread records into its own timeline (spilling with the trainer's when it spills)
         self.timelines = [timeline] if self.threads == 0 else [
             timeline.sibling(100 + k, 1 << 14) if hasattr(timeline, "sibling") else Timeline(1 << 14, ctx.rank,
@@ -350,10 +354,31 @@ class Loader:
         if self._error is not None:
             raise self._error
         b0, b1 = int(view.bounds[t]), int(view.bounds[t + 1])
-        src, run_len = view.src, view.run_len
-        for col in range(b0, b1):
-            if src[col] != PEER and run_len[col]:
-                self._read(0, view, col)
+        if view.lists is None:       # once per epoch: plain lists for the per-sample loop below
+            view.lists = (view.ids.tolist(), view.src.tolist(), view.run_len.tolist())
+        ids, src, run_len = view.lists
+        # the hot path (naive's every access): a single-sample shared-tier read straight into the step's row,
+        # locals only; everything else (own tiers, runs, JPEG decoding) through ``_read``
+        fast = not self.jpeg
+        out = self.ring[t]
+        read_into = self.readers[0].read_into
+        add, clock = self.timelines[0].add, self.ctx.clock
+        READ, e = PHASE_ID["read"], view.epoch
+        reads = nbytes = 0
+        try:
+            for col in range(b0, b1):
+                c = src[col]
+                if fast and c == SHARED and run_len[col] == 1:
+                    t0 = clock()
+                    n = read_into(ids[col], out[col - b0])
+                    add(READ, t0, clock(), e, t, n, SHARED)
+                    reads += 1
+                    nbytes += n
+                elif c != PEER and run_len[col]:
+                    self._read(0, view, col)
+        finally:
+            self.shared_reads += reads
+            self.shared_bytes += nbytes
 
     # ---- threads ------------------------------------------------------------------------------------
     def begin(self, view: EpochView) -> None:
