@@ -23,7 +23,6 @@ import time
 
 import numpy as np
 
-
 ROW = 4096
 
 
