@@ -238,9 +238,10 @@ def _strategy_option_fields() -> dict:
     for name in strategies.names():
         strat = strategies.get(name)
         for row in describe_fields(strat.Options):
-            ent = out.setdefault(row["name"], {"owners": [], "row": row, "defaults": {}})
+            ent = out.setdefault(row["name"], {"owners": [], "row": row, "defaults": {}, "helps": {}})
             ent["owners"].append(name)
             ent["defaults"][name] = row["default"]
+            ent["helps"].setdefault(row["help"], []).append(name)
     return out
 
 
@@ -259,9 +260,13 @@ def _strategy_options(f):
     for name, ent in sorted(_strategy_option_fields().items(), reverse=True):
         row = ent["row"]
         flag = "--" + name.replace("_", "-")
-        owners = ", ".join(ent["owners"])
         unit = f" [{row['unit']}]" if row["unit"] else ""
-        helptext = f"({owners}) {row['help']}{unit}; {_defaults_text(ent['defaults'])}"
+        # a flag several strategies own with different meanings (--mode: lbann's and deepio's) says each one's
+        if len(ent["helps"]) == 1:
+            what = f"({', '.join(ent['owners'])}) {row['help']}"
+        else:
+            what = "; ".join(f"({', '.join(o)}) {h}" for h, o in ent["helps"].items())
+        helptext = f"{what}{unit}; {_defaults_text(ent['defaults'])}"
         if row["type"] == "bool":
             f = click.option(f"{flag}/--no-{flag[2:]}", name, default=None, help=helptext)(f)
         else:

@@ -24,9 +24,8 @@ DEEPIO = Semantics("yes (ordered); no unless memory holds the dataset (opportuni
 
 @dataclass(frozen=True, kw_only=True)
 class DeepioOptions(CacheOptions):
-    mode: str = opt("ordered", help="deepio: ordered (exact global shuffle from own/peer memory or the shared FS) or "
-                                    "opportunistic (batches drawn from memory only); lbann: preload (each rank "
-                                    "reads its range before epoch 0) or dynamic (cache at first touch)",
+    mode: str = opt("ordered", help="ordered (exact global shuffle from own/peer memory or the shared FS) or "
+                                    "opportunistic (batches drawn from memory only)",
                     choices=("ordered", "opportunistic"))
     drop_last: bool = opt(False, help="drop the permutation's tail instead of padding it to a multiple of the "
                                       "ranks (DistributedSampler drop_last)")

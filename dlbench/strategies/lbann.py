@@ -19,8 +19,8 @@ from .naive import GLOBAL_SHUFFLE
 
 @dataclass(frozen=True, kw_only=True)
 class LbannOptions(CacheOptions):
-    mode: str = opt("preload", help="lbann: preload (each rank reads its range before epoch 0) or dynamic (cache at "
-                                    "first touch); deepio: ordered or opportunistic",
+    mode: str = opt("preload", help="preload (each rank reads its range before epoch 0) or dynamic (cache at "
+                                    "first touch)",
                     choices=("preload", "dynamic"))
     drop_last: bool = opt(False, help="drop the permutation's tail instead of padding it to a multiple of the "
                                       "ranks (DistributedSampler drop_last)")
