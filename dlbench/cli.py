@@ -778,5 +778,58 @@ def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, th
     click.echo(f"  wrote {path}")
 
 
+@main.command("calibrate-storage")
+@click.option("--data-dir", required=True, type=click.Path(exists=True, file_okay=False),
+              help="the shared tier to measure: a dataset folder (its files are read at random offsets)")
+@click.option("--local-dir", type=click.Path(file_okay=False), default=None,
+              help="node-local storage to measure (files are written and removed there)")
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="the system profile YAML to write")
+@click.option("--request-bytes", type=click.IntRange(4096, 1 << 30), default=None,
+              help="read request size [default: the median file size, at most 1 MiB]")
+@click.option("--max-threads", type=click.IntRange(1, 64), default=8, show_default=True,
+              help="reader threads per rank: 1, 2, 4, ... up to this")
+@click.option("--budget-s", type=click.FloatRange(1, 86400), default=60.0, show_default=True,
+              help="time budget, split over the measured points")
+@click.option("--repeat", type=click.IntRange(1, 20), default=3, show_default=True, help="repeats of each point")
+@click.option("--cache", type=click.Choice(["direct", "drop", "keep"]), default="direct", show_default=True,
+              help="direct: O_DIRECT reads (the device's figures); drop: evict the files from the page cache before "
+                   "each point; keep: as they are (page cache included)")
+@click.option("--name", default=None, help="profile name [default: calibrated-<host>]")
+def calibrate_storage_cmd(data_dir, local_dir, out, request_bytes, max_threads, budget_s, repeat, cache, name):
+    """Measure the shared tier's t(γ) and latency, the local tier, memory copies and (under MPI) the network,
+    and write a system profile for `run --system` and `simulate --system`."""
+    from pathlib import Path
+
+    import yaml
+
+    from .comm import get_comm
+    from .storage.calibrate import calibrate_storage
+    from .system import from_dict
+
+    outp = Path(out)
+    if outp.exists() and outp.is_dir():
+        raise ConfigError(f"--out {out}: is a folder; give a file path for the profile YAML")
+    if not outp.parent.exists() or not os.access(outp.parent, os.W_OK):
+        raise ConfigError(f"--out {out}: folder {outp.parent} does not exist or is not writable (checked before "
+                          f"measuring)")
+    comm = get_comm()
+    with _sigterm_as_interrupt():
+        prof = calibrate_storage(data_dir, comm=comm, local_dir=local_dir, request_bytes=request_bytes,
+                                 max_threads=max_threads, budget_s=budget_s, repeat=repeat, cache=cache, name=name,
+                                 echo=click.echo)
+    if comm.rank == 0:
+        from_dict(prof, where="calibrate-storage")      # the written profile loads
+        tmp = outp.with_name(f".{outp.name}.tmp{os.getpid()}")
+        try:
+            tmp.write_text("# written by dlbench calibrate-storage; calibration: the raw figures\n"
+                           + yaml.safe_dump(prof, sort_keys=False))
+            os.replace(tmp, outp)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise ConfigError(f"--out {out}: cannot write the profile ({e.strerror or e})") from None
+        click.echo(f"  wrote {outp} ({prof['calibration']['elapsed_s']:.1f} s of measurement); use it with "
+                   f"--system {outp}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

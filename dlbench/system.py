@@ -147,6 +147,8 @@ class SystemProfile:
     tiers: tuple[TierSpec, ...] = opt((), help="node-local tiers, fastest first")
     rules: ModelRules = opt(factory=ModelRules, help="the performance model's rule set (dlbench simulate)")
     sources: tuple[str, ...] = opt((), help="where the figures come from")
+    calibration: dict | None = opt(None, help="the raw measurements of `dlbench calibrate-storage` with their "
+                                              "spread (on record; the model reads the curves above)")
 
     # --- derived, in bytes and bytes/s -------------------------------------------------------------------
     def _need_pfs(self) -> PfsSpec:

@@ -1,0 +1,56 @@
+"""dlbench calibrate-storage (issue 19): a system profile measured here, loadable by run and simulate."""
+
+import time
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def cf(tmp_path_factory):
+    from dlbench.data.generate import generate
+    from dlbench.workload import load
+
+    d = tmp_path_factory.mktemp("cal") / "cf"
+    generate(load("cosmoflow", scale="tiny"), d, seed=0, progress=False)
+    return d
+
+
+def test_calibrated_profile_loads_and_simulates(cf, tmp_path, cli):
+    from dlbench.system import load
+
+    out = tmp_path / "me.yaml"
+    r = cli(["calibrate-storage", "--data-dir", str(cf), "--local-dir", str(tmp_path / "loc"), "-o", str(out),
+             "--budget-s", "2", "--max-threads", "2", "--repeat", "2"])
+    assert r.exit_code == 0, r.output
+    p = load(out)
+    cal = p.calibration
+    assert [c.clients for c in p.pfs.aggregate] == [1, 2] and all(c.mb_per_s > 0 for c in p.pfs.aggregate)
+    assert len(cal["shared_mb_per_s"]["1"]) == 2            # every repeat on record (the spread)
+    assert p.pfs.latency_s == pytest.approx(cal["latency_s"]["median"], rel=1e-3, abs=1e-6)
+    assert {t.kind for t in p.tiers} == {"memory", "local"}
+    assert not list((tmp_path / "loc").rglob("calib-*"))    # its test files are removed
+    r = cli(["simulate", "--system", str(out), "--workload", "cosmoflow", "--nodes", "4", "--strategies", "naive",
+             "--accelerator", "a100", "--out", str(tmp_path / "sim")])
+    assert r.exit_code == 0, r.output
+
+
+def test_unwritable_output_is_refused_before_measuring(cf, tmp_path, cli):
+    t0 = time.perf_counter()
+    r = cli(["calibrate-storage", "--data-dir", str(cf), "-o", str(tmp_path / "no" / "such" / "p.yaml"),
+             "--budget-s", "30"])
+    assert r.exit_code != 0 and "--out" in r.output and "checked before measuring" in r.output
+    assert time.perf_counter() - t0 < 20
+
+
+@pytest.mark.mpi
+def test_two_ranks_measure_the_network(cf, tmp_path, run_mpi):
+    import yaml
+
+    out = tmp_path / "mpi.yaml"
+    r = run_mpi(["calibrate-storage", "--data-dir", cf, "-o", out, "--budget-s", "2", "--max-threads", "1",
+                 "--repeat", "1"])
+    assert r.returncode == 0, r.stderr
+    d = yaml.safe_load(out.read_text())
+    assert d["calibration"]["ranks"] == 2 and d["calibration"]["network_mb_per_s"] > 0
+    assert d["network_mb_per_s"] == pytest.approx(d["calibration"]["network_mb_per_s"], rel=1e-3)
+    assert [a["clients"] for a in d["pfs"]["aggregate"]] == [2]
