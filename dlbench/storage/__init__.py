@@ -4,9 +4,33 @@ every NumPy allocation of ≥ 128 KiB sits at page + 16."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 PAGE = 4096
+
+# ---- the read call of every data read (dataset files and local-tier copies) ---------------------------------
+# ``preadv(fd, buffers, offset) -> bytes read``: ``os.preadv`` by default. CPython calls glibc's
+# ``preadv64v2`` for it, which Darshan intercepts but dftracer 2.2 does not (it wraps read, pread64, readv,
+# preadv64, not the v2 calls): under dftracer every such read would be invisible. ``DLBENCH_READ_CALL=readv``
+# (read once, at import) reads with ``lseek`` + ``readv`` instead, calls every POSIX tracer sees, at one
+# more system call per read (≈ 1 µs here); the run records which call it used (``io_counters.read_call``).
+# Readers use one descriptor per thread, so the seek + read pair is never interleaved with another thread's.
+READ_CALLS = ("preadv", "readv")
+READ_CALL = os.environ.get("DLBENCH_READ_CALL", "preadv") or "preadv"
+if READ_CALL not in READ_CALLS:
+    from ..errors import ConfigError
+
+    raise ConfigError(f"DLBENCH_READ_CALL={READ_CALL!r} (environment): choose one of: {', '.join(READ_CALLS)}")
+
+
+def _lseek_readv(fd: int, buffers, offset: int) -> int:
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.readv(fd, buffers)
+
+
+preadv = os.preadv if READ_CALL == "preadv" else _lseek_readv
 
 
 def aligned_empty(shape, dtype=np.uint8, align: int = PAGE) -> np.ndarray:
@@ -40,6 +64,6 @@ from .throttle import (  # noqa: E402
 )
 from .tiers import TIER_NAMES, LocalTier, MemoryTier, TierCounters, check_local_dir, free_bytes  # noqa: E402
 
-__all__ = ["PAGE", "aligned_empty", "aligned_rows", "PfsModel", "ReaderCounter", "LocalGamma", "Throttle",
+__all__ = ["PAGE", "READ_CALL", "READ_CALLS", "preadv", "aligned_empty", "aligned_rows", "PfsModel", "ReaderCounter", "LocalGamma", "Throttle",
            "ThrottledReader", "throttle_reader", "throttled_factory", "TIER_NAMES", "LocalTier", "MemoryTier",
            "TierCounters", "check_local_dir", "free_bytes", "CounterSet", "IOCounters"]
