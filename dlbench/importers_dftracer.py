@@ -39,7 +39,6 @@ What is made of it (``parse_traces`` → ``dftracer_run``):
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import zlib
@@ -91,19 +90,58 @@ def trace_files(paths) -> list[Path]:
     return uniq
 
 
-def _lines(path: Path, bad: list):
-    """(line number, text) of a trace file; a .gz cut short ends the file with a bad-line entry."""
-    if path.name.endswith(".gz"):
-        fh = gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    else:
-        fh = open(path, encoding="utf-8", errors="replace")
-    n = 0
+def _gz_chunks(path: Path, bad: list):
+    """Decompressed chunks of a (multi-member) gzip file; a stream cut short or damaged ends with a bad-line
+    entry, after everything before the damage has been yielded (what a killed process leaves is kept)."""
+    d, fed = zlib.decompressobj(16 + zlib.MAX_WBITS), False
     try:
-        with fh:
-            for n, line in enumerate(fh, 1):  # noqa: B007 - n is used after the loop
-                yield n, line
-    except (EOFError, OSError, zlib.error) as e:
-        bad.append((str(path), n + 1, f"compressed stream cut short or damaged ({type(e).__name__}: {e})"))
+        with open(path, "rb") as fh:
+            while True:
+                raw = fh.read(1 << 20)
+                if not raw:
+                    break
+                while raw:
+                    fed = True
+                    yield d.decompress(raw)
+                    raw = b""
+                    if d.eof:  # a member ended: what follows is the next member
+                        raw = d.unused_data
+                        d, fed = zlib.decompressobj(16 + zlib.MAX_WBITS), False
+        yield d.flush()
+    except zlib.error as e:
+        bad.append((str(path), 0, f"compressed stream damaged ({e})"))
+        return
+    except OSError as e:
+        bad.append((str(path), 0, f"cannot read it ({e.strerror or e})"))
+        return
+    if fed and not d.eof:
+        bad.append((str(path), 0, "compressed stream cut short (the process was killed, or the copy is incomplete)"))
+
+
+def _lines(path: Path, bad: list):
+    """(line number, text) of a trace file (.pfw, or .pfw.gz read incrementally so a cut stream keeps its
+    complete lines)."""
+    if not path.name.endswith(".gz"):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                yield from enumerate(fh, 1)
+        except OSError as e:
+            bad.append((str(path), 0, f"cannot read it ({e.strerror or e})"))
+        return
+    n, rest = 0, b""
+    damage: list = []
+    for chunk in _gz_chunks(path, damage):
+        buf = rest + chunk
+        parts = buf.split(b"\n")
+        rest = parts.pop()
+        for line in parts:
+            n += 1
+            yield n, line.decode("utf-8", errors="replace")
+    for f, _ln, why in damage:  # the stream's damage: after its last line (a cut line included)
+        bad.append((f, n + 1 + (1 if rest else 0), why))
+    if rest:
+        n += 1
+        yield n, rest.decode("utf-8", errors="replace")
 
 
 # ---- the parse ----------------------------------------------------------------------------------------------
@@ -340,6 +378,8 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
     for e, fh, src, ln in pending:
         bad.append((src, ln, f"file hash {fh} never named (no FH event): the call is not attributed to a file"))
         handle(e, None)
+    order = {str(f): k for k, f in enumerate(files)}
+    bad.sort(key=lambda b: (order.get(b[0], len(order)), b[1]))
     if strict and bad:
         f, ln, why = bad[0]
         raise DataError(f"TRACE={f}: line {ln}: {why} ({len(bad)} bad line(s) in all); drop --strict to skip "
@@ -375,8 +415,10 @@ def _tier_code(cls: str) -> int:
 
 
 def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, strict: bool = False,
-                 mounts=None) -> tuple[dict, list[dict]]:
-    """(run.json document, per-rank interval arrays) of dftracer traces: see the module docstring."""
+                 mounts=None, hdf5_split: bool = True) -> tuple[dict, list[dict]]:
+    """(run.json document, per-rank interval arrays) of dftracer traces: see the module docstring.
+    ``hdf5_split``: split the reads of HDF5 files that are readable here into data and libhdf5's metadata
+    (``summary.hdf5_metadata``; opens each such file once with h5py)."""
     from .metrics import union_length
     from .timeline import FIELDS, PHASE_ID
 
@@ -450,6 +492,18 @@ def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, s
     if t["failed_calls"]:
         notes.append("failed calls (ret < 0) not counted: " + ", ".join(f"{k} {v}" for k, v in
                                                                          sorted(t["failed_calls"].items())))
+    if hdf5_split:
+        h5 = hdf5_metadata(t["per_file"])
+        if h5["files_split"] or h5["files_not_split"]:
+            summary["hdf5_metadata"] = h5
+            if h5["files_split"]:
+                notes.append(f"hdf5 metadata: {h5['metadata_reads']:,} of {h5['metadata_reads'] + h5['data_reads']:,} "
+                             f"reads ({h5['metadata_bytes']:,} B) of {h5['files_split']:,} HDF5 file(s) were libhdf5's "
+                             f"own metadata reads (outside every dataset's data), {h5['data_reads']:,} reads "
+                             f"({h5['data_bytes']:,} B) their data")
+            if h5["files_not_split"]:
+                notes.append(f"hdf5 metadata: {h5['files_not_split']:,} HDF5 file(s) not readable here: their reads "
+                             f"are not split into data and metadata")
     summary["import_notes"] = notes
     ioc["note"] = ("Imported from dftracer traces: POSIX/STDIO calls counted Darshan-style per file class and per "
                    "rank (bytes = the calls' return values; offsets of read/readv tracked from opens and lseek); "
@@ -521,6 +575,32 @@ def data_regions(path) -> list[tuple[int, int]] | None:
     except (OSError, ValueError):
         return None
     return sorted(regions)
+
+
+HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc4")
+
+
+def hdf5_metadata(per_file: dict) -> dict:
+    """The reads of the traced HDF5 files (by suffix) split into data and libhdf5's metadata, over all files and
+    per class: ``{"data_reads", "data_bytes", "metadata_reads", "metadata_bytes", "files_split",
+    "files_not_split", "by_class": {class: {...}}}``. A file not readable here (another machine's) is not split."""
+    keys = ("data_reads", "data_bytes", "metadata_reads", "metadata_bytes")
+    out: dict = {k: 0 for k in keys}
+    out.update(files_split=0, files_not_split=0, by_class={})
+    for path, d in per_file.items():
+        if not path.lower().endswith(HDF5_SUFFIXES) or not d["read_offsets"]:
+            continue
+        regions = data_regions(path) if os.path.isfile(path) else None
+        if regions is None:
+            out["files_not_split"] += 1
+            continue
+        sp = split_data_metadata(d["read_offsets"], regions)
+        out["files_split"] += 1
+        cls = out["by_class"].setdefault(d["class"], {k: 0 for k in keys})
+        for k in keys:
+            out[k] += sp[k]
+            cls[k] += sp[k]
+    return out
 
 
 def split_data_metadata(read_offsets, regions) -> dict:

@@ -520,6 +520,9 @@ def run(cfg: RunConfig, comm, progress=None) -> dict:
 
     check_compute(cfg)  # before any dataset is generated
     check_compute_options(cfg, wl_mod.load_spec(cfg.workload)[0].name)
+    from .storage import check_read_call
+
+    check_read_call()  # DLBENCH_READ_CALL
     if not cfg.dry_run:
         err = None
         if comm.rank == 0:

@@ -19,10 +19,16 @@ PAGE = 4096
 # Readers use one descriptor per thread, so the seek + read pair is never interleaved with another thread's.
 READ_CALLS = ("preadv", "readv")
 READ_CALL = os.environ.get("DLBENCH_READ_CALL", "preadv") or "preadv"
-if READ_CALL not in READ_CALLS:
-    from ..errors import ConfigError
 
-    raise ConfigError(f"DLBENCH_READ_CALL={READ_CALL!r} (environment): choose one of: {', '.join(READ_CALLS)}")
+
+def check_read_call() -> str:
+    """``READ_CALL``, or ConfigError (one line) for a value not in ``READ_CALLS`` (the runner checks it before
+    anything runs; a read with a bad value raises the same error, never falls back)."""
+    if READ_CALL not in READ_CALLS:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"DLBENCH_READ_CALL={READ_CALL!r} (environment): choose one of: {', '.join(READ_CALLS)}")
+    return READ_CALL
 
 
 def _lseek_readv(fd: int, buffers, offset: int) -> int:
@@ -30,7 +36,12 @@ def _lseek_readv(fd: int, buffers, offset: int) -> int:
     return os.readv(fd, buffers)
 
 
-preadv = os.preadv if READ_CALL == "preadv" else _lseek_readv
+def _bad_read_call(fd: int, buffers, offset: int) -> int:
+    check_read_call()
+    raise AssertionError("unreachable")
+
+
+preadv = {"preadv": os.preadv, "readv": _lseek_readv}.get(READ_CALL, _bad_read_call)
 
 
 def aligned_empty(shape, dtype=np.uint8, align: int = PAGE) -> np.ndarray:
@@ -64,6 +75,6 @@ from .throttle import (  # noqa: E402
 )
 from .tiers import TIER_NAMES, LocalTier, MemoryTier, TierCounters, check_local_dir, free_bytes  # noqa: E402
 
-__all__ = ["PAGE", "READ_CALL", "READ_CALLS", "preadv", "aligned_empty", "aligned_rows", "PfsModel", "ReaderCounter", "LocalGamma", "Throttle",
+__all__ = ["PAGE", "READ_CALL", "READ_CALLS", "check_read_call", "preadv", "aligned_empty", "aligned_rows", "PfsModel", "ReaderCounter", "LocalGamma", "Throttle",
            "ThrottledReader", "throttle_reader", "throttled_factory", "TIER_NAMES", "LocalTier", "MemoryTier",
            "TierCounters", "check_local_dir", "free_bytes", "CounterSet", "IOCounters"]

@@ -37,14 +37,15 @@ def preload_library() -> Path | None:
     return None
 
 
-def run_traced(mpiexec: str, lib: Path, args, trace_dir: Path, traced_dirs, cwd: Path, n: int = 2, timeout=240):
+def run_traced(mpiexec: str, lib: Path, args, trace_dir: Path, traced_dirs, cwd: Path, n: int = 2, timeout=240,
+               read_call: str = "readv"):
     trace_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.pop("DLBENCH_NO_MPI", None)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     trc = {"LD_PRELOAD": str(lib), "DFTRACER_ENABLE": "1", "DFTRACER_INIT": "PRELOAD",
            "DFTRACER_LOG_FILE": str(trace_dir / "trace"), "DFTRACER_DATA_DIR": ":".join(map(str, traced_dirs)),
-           "DFTRACER_INC_METADATA": "1", "DFTRACER_TRACE_COMPRESSION": "1", "DLBENCH_READ_CALL": "readv"}
+           "DFTRACER_INC_METADATA": "1", "DFTRACER_TRACE_COMPRESSION": "1", "DLBENCH_READ_CALL": read_call}
     # the preload library goes to the Python processes only (mpiexec and its proxies stay untraced)
     cmd = [mpiexec, "-n", str(n), "env", *(f"{k}={v}" for k, v in trc.items()), sys.executable, "-m", "dlbench.cli",
            *map(str, args)]
