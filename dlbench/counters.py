@@ -53,7 +53,8 @@ NOTE = ("Darshan-style counters of dlbench's own I/O, per file class (shared = t
         "node-local copies, memory = the in-process memory tier, checkpoint), per rank; DataLoader workers' "
         "reads included. Reads are counted per read call (one per array of a sample); HDF5's own metadata "
         "reads are not seen (H5F_OPENS counts the opens that cause them; a POSIX tracer such as dftracer counts them: `dlbench import dftracer`); H5D_READS counts H5Dread calls only (rows read with pread at a contiguous "
-        "dataset's offset are POSIX reads); memory-tier reads are copies, with no offsets (no SEQ/CONSEC). "
+        "dataset's offset are POSIX reads); memory-tier reads are copies, with no offsets (no SEQ/CONSEC); files that are not samples (the dataset's "
+        "manifest, the local dir's write probe) are not counted. "
         "Times in seconds; with an emulated PFS (--system with pfs) read times include the modelled wait.")
 
 _MAX_I = tuple(IDX[k] for k in MAX_KEYS)
