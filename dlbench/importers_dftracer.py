@@ -495,12 +495,7 @@ def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, s
     if hdf5_split:
         h5 = hdf5_metadata(t["per_file"])
         if h5["files_split"] or h5["files_not_split"]:
-            summary["hdf5_metadata"] = h5
-            if h5["files_split"]:
-                notes.append(f"hdf5 metadata: {h5['metadata_reads']:,} of {h5['metadata_reads'] + h5['data_reads']:,} "
-                             f"reads ({h5['metadata_bytes']:,} B) of {h5['files_split']:,} HDF5 file(s) were libhdf5's "
-                             f"own metadata reads (outside every dataset's data), {h5['data_reads']:,} reads "
-                             f"({h5['data_bytes']:,} B) their data")
+            summary["hdf5_metadata"] = ioc["hdf5_metadata"] = h5
             if h5["files_not_split"]:
                 notes.append(f"hdf5 metadata: {h5['files_not_split']:,} HDF5 file(s) not readable here: their reads "
                              f"are not split into data and metadata")
