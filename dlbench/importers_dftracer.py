@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
+from array import array
 from bisect import bisect_left
 from pathlib import Path
 
@@ -146,13 +147,37 @@ def _lines(path: Path, bad: list):
 
 # ---- the parse ----------------------------------------------------------------------------------------------
 class _Proc:
+    """One traced process: its parent, its span, its read calls (as int64 arrays: a trace may hold 10^7 reads)
+    and its counters per class."""
+
     __slots__ = ("pid", "host", "ppid", "first_ns", "last_ns", "reads", "by_class")
 
     def __init__(self, pid: int, host: str):
         self.pid, self.host, self.ppid = pid, host, None
         self.first_ns = self.last_ns = None
-        self.reads: list[tuple] = []            # (start_ns, end_ns, nbytes, tid, class)
+        # start_ns, end_ns, nbytes, tid, class number: one array each
+        self.reads = tuple(array("q") for _ in range(5))
         self.by_class: dict[str, IOCounters] = {}
+
+
+class ReadRecords:
+    """(offset, bytes, pid) of a file's reads in three int64 arrays (24 B a read); iterates as tuples."""
+
+    __slots__ = ("off", "n", "pid")
+
+    def __init__(self):
+        self.off, self.n, self.pid = array("q"), array("q"), array("q")
+
+    def add(self, off: int, n: int, pid: int) -> None:
+        self.off.append(off)
+        self.n.append(n)
+        self.pid.append(pid)
+
+    def __len__(self) -> int:
+        return len(self.off)
+
+    def __iter__(self):
+        return zip(self.off, self.n, self.pid)
 
 
 class Classifier:
@@ -218,7 +243,8 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
     "files_by_class", "per_file", "bad_lines", "bad_line_count", "failed_calls", "other_calls", "events",
     "time_unit"}``. ``per_file``: {path: {"class", "opens", "reads", "bytes_read", "writes",
     "bytes_written", "reads_by_pid": {pid: n}, "bytes_by_pid", "opens_by_pid", "read_offsets": [...]}}
-    (``read_offsets``: (offset, bytes, pid) of every read, kept for comparisons)."""
+    (``read_offsets``: ``ReadRecords``, (offset, bytes, pid) of every read, kept for comparisons); ``classes``:
+    the class names by number (``_Proc.reads[4]``)."""
     files = trace_files(paths)
     classify = Classifier(tiers, mounts)
     bad: list = []
@@ -233,6 +259,7 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
     failed: dict[str, int] = {}
     other: dict[str, int] = {}
     events = 0
+    class_no: dict[str, int] = {}
     pending: list = []   # call events whose fhash had no FH yet (FH lines may follow in a merged trace)
 
     def fstat(path):
@@ -240,7 +267,7 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
         if d is None:
             d = per_file[path] = {"class": classify(path), "opens": 0, "reads": 0, "bytes_read": 0, "writes": 0,
                                   "bytes_written": 0, "opens_by_pid": {}, "reads_by_pid": {}, "bytes_by_pid": {},
-                                  "read_offsets": []}
+                                  "read_offsets": ReadRecords()}
             file_no[path] = len(file_no)
         return d
 
@@ -303,8 +330,13 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
             d["bytes_read"] += nbytes
             d["reads_by_pid"][pid] = d["reads_by_pid"].get(pid, 0) + 1
             d["bytes_by_pid"][pid] = d["bytes_by_pid"].get(pid, 0) + nbytes
-            d["read_offsets"].append((off, nbytes, pid))
-            pr.reads.append((ts, ts + dur, nbytes, tid, cls))
+            d["read_offsets"].add(off, nbytes, pid)
+            rs = pr.reads
+            rs[0].append(ts)
+            rs[1].append(ts + dur)
+            rs[2].append(nbytes)
+            rs[3].append(tid)
+            rs[4].append(class_no.setdefault(cls, len(class_no)))
             return
         if name in WRITE_AT_CALLS or name in WRITE_POS_CALLS:
             if ret is None or ret < 0:
@@ -388,7 +420,7 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
         raise DataError(f"TRACE={files[0]}{' ...' if len(files) > 1 else ''}: no dftracer events found")
     return {"files": [str(p) for p in files], "procs": procs, "per_file": per_file, "bad_lines": bad[:MAX_BAD_LINES_KEPT],
             "bad_line_count": len(bad), "failed_calls": failed, "other_calls": other, "events": events,
-            "time_unit": unit}
+            "time_unit": unit, "classes": sorted(class_no, key=class_no.get)}
 
 
 def ranks_of(procs: dict) -> tuple[list[tuple], dict]:
@@ -436,19 +468,22 @@ def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, s
     lasts = [p.last_ns for p in procs.values() if p.last_ns is not None]
     total_s = (max(lasts) - min(firsts)) / 1e9 if firsts else None
     intervals, read_union_s, rank_bytes = [], [], []
+    tier_of = np.array([_tier_code(c) for c in t["classes"]] or [0], dtype=np.uint8)
     for r, root in enumerate(roots):
-        rows = [x for k, p in procs.items() if rank_of.get(k) == r for x in p.reads]
-        rows.sort()
-        n = len(rows)
+        mine = [p for k, p in procs.items() if rank_of.get(k) == r]
+        cols = [np.concatenate([np.frombuffer(p.reads[j], dtype=np.int64) for p in mine]) if mine
+                else np.zeros(0, np.int64) for j in range(5)]
+        order = np.argsort(cols[0], kind="stable")
+        cols = [c[order] for c in cols]
+        n = len(cols[0])
         arr = {f: np.zeros(n, dtype=dt) for f, dt in FIELDS}
-        if n:
-            a = np.array([(s, e, b) for s, e, b, _t, _c in rows], dtype=np.int64)
-            arr["start_ns"], arr["end_ns"], arr["nbytes"] = a[:, 0], a[:, 1], a[:, 2]
-            arr["tier"] = np.array([_tier_code(c) for *_x, c in rows], dtype=np.uint8)
+        arr["start_ns"], arr["end_ns"], arr["nbytes"] = cols[0], cols[1], cols[2]
+        arr["tier"] = tier_of[cols[4]] if n else np.zeros(0, np.uint8)
         arr["phase"][:] = PHASE_ID["read"]
-        tid_no: dict = {}
-        arr["thread"] = np.array([tid_no.setdefault(tid, len(tid_no)) for _s, _e, _b, tid, _c in rows],
-                                 dtype=np.int32)
+        # threads numbered per rank (pid, tid) in order of first read
+        _u, first, inv = np.unique(cols[3], return_index=True, return_inverse=True)
+        rank_of_first = np.argsort(np.argsort(first))
+        arr["thread"] = rank_of_first[inv].astype(np.int32) if n else np.zeros(0, np.int32)
         p = procs[root]
         lo = min((procs[k].first_ns for k in procs if rank_of.get(k) == r), default=p.first_ns or 0)
         hi = max((procs[k].last_ns for k in procs if rank_of.get(k) == r), default=p.last_ns or 0)
