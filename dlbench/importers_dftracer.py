@@ -17,7 +17,8 @@ What is made of it (``parse_traces`` → ``dftracer_run``):
   ``fread``; bytes = ``ret``), the access-size histogram, sequential/consecutive reads (Darshan's rules,
   the offset of ``read``/``readv``/``fread`` tracked from opens, ``lseek`` returns and earlier reads of the
   process), read time (Σ ``dur``), writes. A call that failed (``ret`` < 0) is not counted as a read or
-  write; failures are counted apart (``failed_calls``).
+  write; failures are counted apart (``failed_calls``). ``imported.files`` holds per-file opens, reads,
+  bytes and writes (per pid too) of the ``MAX_FILES_KEPT`` files with the most bytes (``files_total``: all).
 - File classes: ``--tier PREFIX=NAME`` names the files under a path prefix (longest prefix wins:
   ``--tier /lustre/ds=shared --tier /tmp/loc=local``); other files are classed by the mount point that
   holds their path on *this* machine (``/proc/self/mounts``, ``"<mount point> (<fs type>)"``), since a
@@ -62,6 +63,7 @@ SEEK_CALLS = frozenset(("lseek", "lseek64", "fseek", "fseeko", "fseeko64"))
 IO_CATS = frozenset(("POSIX", "STDIO"))
 TIME_UNITS_NS = {"US": 1000, "NS": 1, "MS": 1_000_000, "S": 1_000_000_000}
 MAX_BAD_LINES_KEPT = 50
+MAX_FILES_KEPT = 2000      # per-file counters written to run.json (the files with the most bytes)
 TRACE_SUFFIXES = (".pfw", ".pfw.gz")
 
 
@@ -538,7 +540,10 @@ def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, s
     ioc["note"] = ("Imported from dftracer traces: POSIX/STDIO calls counted Darshan-style per file class and per "
                    "rank (bytes = the calls' return values; offsets of read/readv tracked from opens and lseek); "
                    "read times = Σ call durations, in seconds.")
-    per_file = {p: {k: v for k, v in d.items() if k not in ("read_offsets",)} for p, d in t["per_file"].items()}
+    # per file in run.json: the MAX_FILES_KEPT files with the most bytes moved (a trace may name 10^6 files)
+    kept = sorted(t["per_file"], key=lambda p: -(t["per_file"][p]["bytes_read"] + t["per_file"][p]["bytes_written"]))
+    kept = kept[:MAX_FILES_KEPT]
+    per_file = {p: {k: v for k, v in t["per_file"][p].items() if k not in ("read_offsets",)} for p in kept}
     for d in per_file.values():
         for k in ("opens_by_pid", "reads_by_pid", "bytes_by_pid"):
             d[k] = {str(pid): v for pid, v in d[k].items()}
@@ -549,7 +554,7 @@ def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, s
                 "failed_calls": t["failed_calls"], "other_calls": t["other_calls"],
                 "processes": [{"host": k[0], "pid": k[1], "ppid": procs[k].ppid, "rank": rank_of.get(k)}
                               for k in sorted(procs, key=lambda k: (rank_of.get(k, -1), k))],
-                "files": per_file, "tiers": dict(tiers or {})}
+                "files": per_file, "files_total": len(t["per_file"]), "tiers": dict(tiers or {})}
     doc = {"config": {"workload": app, "strategy": "imported-dftracer", "source": imported["source"],
                       "tiers": dict(tiers or {})},
            "summary": summary, "imported": imported}
