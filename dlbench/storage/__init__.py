@@ -15,7 +15,7 @@ PAGE = 4096
 # ``preadv64v2`` for it, which Darshan intercepts but dftracer 2.2 does not (it wraps read, pread64, readv,
 # preadv64, not the v2 calls): under dftracer every such read would be invisible. ``DLBENCH_READ_CALL=readv``
 # (read once, at import) reads with ``lseek`` + ``readv`` instead, calls every POSIX tracer sees, at one
-# more system call per read (≈ 1 µs here); the run records which call it used (``io_counters.read_call``).
+# more system call per read (+0.6 µs on a cached 4 KiB read here: benchmarks/read_call.py); the run records which call it used (``io_counters.read_call``).
 # Readers use one descriptor per thread, so the seek + read pair is never interleaved with another thread's.
 READ_CALLS = ("preadv", "readv")
 READ_CALL = os.environ.get("DLBENCH_READ_CALL", "preadv") or "preadv"
