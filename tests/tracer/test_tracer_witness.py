@@ -87,6 +87,11 @@ def test_counters_equal_the_tracers_calls(hep, tmp_path, strategy):
     assert sh["H5F_OPENS"] > 0 and tr["shared"]["metadata_reads"] > 0
     assert tr["shared"]["metadata_bytes"] <= tr["shared"]["metadata_reads"] * DATA_REGION_START
     assert tr["shared"]["reads"] == tr["shared"]["data_reads"] + tr["shared"]["metadata_reads"]
+    # every process that opened a block file paid libhdf5 the same metadata reads (9 here), once however often
+    # it opened it (a re-open shares the open file): no metadata read is a misplaced data read, none is missing
+    per_open = c["metadata_per_open_file"]
+    assert set(per_open) == {per_open[0]} and per_open[0] > 0
+    assert len(per_open) <= sh["H5F_OPENS"] and len(per_open) * per_open[0] == tr["shared"]["metadata_reads"]
     # the local tier's row files: opens (writes and reads), reads, bytes, writes
     lo = ioc["by_class"].get("local")
     if "LOC" in STRATEGIES[strategy]:

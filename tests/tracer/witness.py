@@ -93,6 +93,7 @@ def compare(run_dir: Path, trace_dir: Path, data_dir: Path, local_dir: Path | No
     tr = {"shared": blank(), "local": blank()}
     tr_rank = [{"shared": blank(), "local": blank()} for _ in range(W)]
     unattributed = []
+    meta_per_open_file: list[int] = []   # libhdf5's metadata reads of each (process, HDF5 file it opened)
     for path, d in t["per_file"].items():
         path = os.path.normpath(path)
         if path in dataset:
@@ -113,6 +114,8 @@ def compare(run_dir: Path, trace_dir: Path, data_dir: Path, local_dir: Path | No
                 "metadata_bytes": 0}
             row = {"opens": d["opens_by_pid"].get(pid, 0), "reads": len(offs), "bytes": sum(n for _, n, _p in offs),
                    **split}
+            if regions and row["opens"]:
+                meta_per_open_file.append(split["metadata_reads"])
             r = proc_rank.get(pid)
             targets = [tr[cls]]
             if r is None:
@@ -125,6 +128,7 @@ def compare(run_dir: Path, trace_dir: Path, data_dir: Path, local_dir: Path | No
         tr[cls]["writes"] += d["writes"]
         tr[cls]["bytes_written"] += d["bytes_written"]
     return {"dlbench": ioc, "trace": tr, "trace_by_rank": tr_rank, "unattributed": unattributed,
+            "metadata_per_open_file": meta_per_open_file,
             "bad_lines": t["bad_line_count"], "read_call": ioc.get("read_call")}
 
 
