@@ -233,11 +233,16 @@ def parse_tier_args(items) -> dict:
     return out
 
 
+_INT_LIMIT = 1 << 62   # a field past this is garbage (and would not fit the int64 records)
+
+
 def _int(v, default=None):
+    """``int(v)``, or ``default`` for a missing, non-numeric, infinite or absurdly large value."""
     try:
-        return int(v)
-    except (TypeError, ValueError):
+        i = int(v)
+    except (TypeError, ValueError, OverflowError):
         return default
+    return i if -_INT_LIMIT < i < _INT_LIMIT else default
 
 
 def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, mounts=None) -> dict:
@@ -368,7 +373,7 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
             except ValueError as exc:
                 bad.append((str(f), lineno, f"not JSON ({exc.msg})"))
                 continue
-            if not isinstance(e, dict) or "name" not in e:
+            if not isinstance(e, dict) or not isinstance(e.get("name"), str):
                 bad.append((str(f), lineno, "not a trace event (a JSON object with a name)"))
                 continue
             cat, name = e.get("cat"), e.get("name")
@@ -386,6 +391,11 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
                     host = hosts.get(str(a.get("hhash", "")), str(a.get("hhash", "")))
                     pr = procs.get((host, pid)) or procs.setdefault((host, pid), _Proc(pid, host))
                     pr.ppid = _int(a.get("ppid"))
+                    ts = _int(e.get("ts"))
+                    if ts is not None:
+                        ts *= unit_ns
+                        pr.first_ns = ts if pr.first_ns is None else min(pr.first_ns, ts)
+                        pr.last_ns = ts if pr.last_ns is None else max(pr.last_ns, ts)
                 continue
             if cat not in IO_CATS:
                 other[f"{cat}:{name}"] = other.get(f"{cat}:{name}", 0) + 1
@@ -487,8 +497,10 @@ def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, s
         rank_of_first = np.argsort(np.argsort(first))
         arr["thread"] = rank_of_first[inv].astype(np.int32) if n else np.zeros(0, np.int32)
         p = procs[root]
-        lo = min((procs[k].first_ns for k in procs if rank_of.get(k) == r), default=p.first_ns or 0)
-        hi = max((procs[k].last_ns for k in procs if rank_of.get(k) == r), default=p.last_ns or 0)
+        lo = min((procs[k].first_ns for k in procs if rank_of.get(k) == r and procs[k].first_ns is not None),
+                 default=0)
+        hi = max((procs[k].last_ns for k in procs if rank_of.get(k) == r and procs[k].last_ns is not None),
+                 default=lo)
         arr.update(epochs=np.array([0], np.int32), epoch_start_ns=np.array([lo], np.int64),
                    epoch_end_ns=np.array([hi], np.int64), epoch_samples=np.array([0], np.int64),
                    rank=r, pid=p.pid, wall_offset_ns=0)

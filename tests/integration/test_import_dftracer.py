@@ -163,3 +163,22 @@ def test_cli_bad_inputs_leave_nothing(tmp_path, cli):
     r = cli(["import", "dftracer", APP, "--tier", "nope", "--out", out])
     assert r.exit_code == 2 and "PREFIX=NAME" in r.output
     assert not out.exists() or not any(out.rglob("run.json"))
+
+
+def test_garbage_fields_are_skipped_not_raised(tmp_path):
+    """Regression (found by mutating the fixture): infinite or huge numbers, a non-string name, args that are
+    not an object, a process with a start event and no calls must not raise; the good call still counts."""
+    lines = ['{"name":"pread64","cat":"POSIX","pid":5,"tid":5,"ts":1e999,"dur":1,"args":{"fname":"/d/x","ret":1e30}}',
+             '{"name":["pread64"],"cat":"POSIX","pid":5,"ts":1}',
+             '{"name":"read","cat":"POSIX","pid":5,"ts":2,"args":[1,2]}',
+             '{"name":"start","cat":"dftracer","ph":1,"pid":6,"ts":3,"args":{"ppid":5}}',
+             '{"name":"start","cat":"dftracer","ph":1,"pid":7,"args":{"ppid":null}}',
+             '{"name":"pread64","cat":"POSIX","pid":5,"tid":5,"ts":10,"dur":2,"args":{"fname":"/d/x","ret":8,"offset":4}}']
+    p = tmp_path / "g.pfw"
+    p.write_text("\n".join(lines) + "\n")
+    doc, _ = D.dftracer_run([p], tiers={"/d": "shared"}, mounts=[])
+    sh = doc["summary"]["io_counters"]["by_class"]["shared"]
+    assert (sh["POSIX_READS"], sh["POSIX_BYTES_READ"]) == (1, 8)
+    assert doc["imported"]["failed_calls"] == {"pread64": 1}  # ret unusable: not a read
+    assert [b[1] for b in doc["imported"]["bad_lines"]] == [2]
+    assert doc["summary"]["ranks"] == 2  # pid 5 (with its child 6) and pid 7
