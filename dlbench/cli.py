@@ -513,6 +513,31 @@ def import_timelogger_cmd(csv_path, name, nodes, fold_setup, out):
     _imported(importers.timelogger_run(csv_path, name=name, nodes=nodes, fold_setup=fold_setup), out)
 
 
+@import_group.command("dftracer")
+@click.argument("traces", metavar="TRACE...", nargs=-1, required=True, type=click.Path())
+@click.option("--name", default=None, help="application name for the folder [default: the trace's log-file name]")
+@click.option("--tier", "tiers", multiple=True, metavar="PREFIX=NAME",
+              help="file class of the files under PREFIX (repeatable; longest prefix wins) [default: the mount "
+                   "point holding each path on this machine]")
+@click.option("--strict", is_flag=True, default=False,
+              help="refuse a trace with a bad line (default: skip, count and report them with line numbers)")
+@click.option("--hdf5-split/--no-hdf5-split", default=True, show_default=True,
+              help="split the reads of HDF5 files readable here into data and libhdf5's metadata (opens each once)")
+@click.option("--out", "-o", default="results", show_default=True,
+              help="results root: <out>/<name>/imported-dftracer/<UTC stamp>/")
+def import_dftracer_cmd(traces, name, tiers, strict, hdf5_split, out):
+    """dftracer traces (.pfw/.pfw.gz files, or folders of them): per-file, per-rank and per-class POSIX counters,
+    bytes by tier, read intervals."""
+    from . import importers_dftracer as D
+    from . import report, results
+
+    doc, intervals = D.dftracer_run(traces, name=name, tiers=D.parse_tier_args(tiers), strict=strict,
+                                    hdf5_split=hdf5_split)
+    rd = D.write_dftracer(doc, intervals, out)
+    click.echo(report.render_summary(results.read_run(rd)))
+    click.echo(f"results: {rd}")
+
+
 # ===== shuffle strategies: study ============================================================================
 
 

@@ -19,7 +19,14 @@ Darshan's POSIX and H5D modules':
 - ``POSIX_WRITES`` / ``POSIX_BYTES_WRITTEN`` / ``POSIX_F_WRITE_TIME``: writes (staging copies, checkpoints);
 - ``H5D_OPENS`` / ``H5D_READS`` / ``H5D_BYTES_READ``: HDF5 dataset opens and ``H5Dread`` calls. Rows that
   dlbench reads with ``pread`` at a contiguous dataset's offset (the default for shared/blocks layouts)
-  are POSIX reads, not H5D reads — as Darshan would see them.
+  are POSIX reads, not H5D reads — as Darshan would see them;
+- ``H5F_OPENS``: HDF5 files opened (``H5Fopen``, Darshan's H5F module). libhdf5 reads the file's metadata
+  (superblock, object headers, heaps) with its own ``pread`` calls inside ``H5Fopen``/``H5Dopen``; dlbench
+  cannot see them (h5py calls the library, which reads on its own), so they are NOT in ``POSIX_READS`` /
+  ``POSIX_BYTES_READ``: those count the data dlbench (or ``H5Dread`` for it) reads. A POSIX tracer sees
+  them: under dftracer (tests/tracer), an ``H5Fopen`` of a dlbench skeleton costs 9 reads, 3,024 B of
+  metadata, and a re-open in a process that still holds the file open costs none (libhdf5 shares the
+  open file). ``dlbench import dftracer`` counts them from a trace.
 
 Aggregation: counters add over files, processes and ranks, except the ``MAX_KEYS`` (maximum).
 """
@@ -35,7 +42,7 @@ BUCKET_EDGES = (100, 1024, 10240, 102400, 1 << 20, 4 << 20, 10 << 20, 100 << 20,
 
 COUNTERS = ("POSIX_OPENS", "POSIX_READS", "POSIX_BYTES_READ", *BUCKETS, "POSIX_SEQ_READS", "POSIX_CONSEC_READS",
             "POSIX_MAX_BYTE_READ", "POSIX_F_READ_TIME", "POSIX_F_MAX_READ_TIME", "POSIX_WRITES",
-            "POSIX_BYTES_WRITTEN", "POSIX_F_WRITE_TIME", "H5D_OPENS", "H5D_READS", "H5D_BYTES_READ")
+            "POSIX_BYTES_WRITTEN", "POSIX_F_WRITE_TIME", "H5D_OPENS", "H5D_READS", "H5D_BYTES_READ", "H5F_OPENS")
 IDX = {k: i for i, k in enumerate(COUNTERS)}
 N = len(COUNTERS)
 MAX_KEYS = ("POSIX_MAX_BYTE_READ", "POSIX_F_MAX_READ_TIME")
@@ -45,8 +52,9 @@ CLASSES = ("shared", "local", "memory", "checkpoint")
 NOTE = ("Darshan-style counters of dlbench's own I/O, per file class (shared = the dataset dir, local = "
         "node-local copies, memory = the in-process memory tier, checkpoint), per rank; DataLoader workers' "
         "reads included. Reads are counted per read call (one per array of a sample); HDF5's own metadata "
-        "reads are not seen; H5D_READS counts H5Dread calls only (rows read with pread at a contiguous "
-        "dataset's offset are POSIX reads); memory-tier reads are copies, with no offsets (no SEQ/CONSEC). "
+        "reads are not seen (H5F_OPENS counts the opens that cause them; a POSIX tracer such as dftracer counts them: `dlbench import dftracer`); H5D_READS counts H5Dread calls only (rows read with pread at a contiguous "
+        "dataset's offset are POSIX reads); memory-tier reads are copies, with no offsets (no SEQ/CONSEC); files that are not samples (the dataset's "
+        "manifest, the local dir's write probe) are not counted. "
         "Times in seconds; with an emulated PFS (--system with pfs) read times include the modelled wait.")
 
 _MAX_I = tuple(IDX[k] for k in MAX_KEYS)
@@ -81,9 +89,10 @@ def from_named(d: dict) -> list[int]:
 
 def summarize(per_rank: list[dict]) -> dict:
     """``per_rank``: for every rank, ``{class: raw vector}`` (already combined over the rank's processes).
-    Returns the run.json block ``{"by_class", "by_rank", "slowest_rank", "buckets", "note"}``: by_class
-    over all ranks (classes with no activity left out), by_rank over all classes of each rank, and the rank
-    with the largest cumulative read time."""
+    Returns the run.json block ``{"by_class", "by_rank", "by_rank_class", "slowest_rank", "buckets", "note"}``:
+    by_class over all ranks (classes with no activity left out), by_rank over all classes of each rank,
+    by_rank_class each rank's classes apart (``[{class: counters}]``, classes with no activity left out), and
+    the rank with the largest cumulative read time."""
     classes = [c for c in CLASSES if any(c in r for r in per_rank)]
     classes += sorted({c for r in per_rank for c in r} - set(classes))
     by_class = {}
@@ -92,11 +101,13 @@ def summarize(per_rank: list[dict]) -> dict:
         if any(v):
             by_class[c] = to_named(v)
     by_rank = [to_named(combine(r.values()) if r else zeros()) for r in per_rank]
+    by_rank_class = [{c: to_named(combine([v])) for c, v in sorted(r.items()) if any(v)} for r in per_rank]
     slowest = None
     if by_rank:
         r = max(range(len(by_rank)), key=lambda k: by_rank[k]["POSIX_F_READ_TIME"])
         slowest = {"rank": r, "POSIX_F_READ_TIME": by_rank[r]["POSIX_F_READ_TIME"]}
-    return {"by_class": by_class, "by_rank": by_rank, "slowest_rank": slowest, "buckets": list(BUCKETS),
+    return {"by_class": by_class, "by_rank": by_rank, "by_rank_class": by_rank_class, "slowest_rank": slowest,
+            "buckets": list(BUCKETS),
             "note": NOTE}
 
 

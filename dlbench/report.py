@@ -152,6 +152,15 @@ def render_io_counters(ioc: dict | None) -> str:
         hist = [f"{bucket_label(b)}: {c.get(b, 0)}" for b in ioc.get("buckets") or [] if c.get(b)]
         if hist:
             out.append(f"read sizes ({cls}): " + ", ".join(hist))
+    for cls, c in ioc["by_class"].items():
+        if c.get("H5F_OPENS"):
+            out.append(f"hdf5 ({cls}): {c['H5F_OPENS']} file opens; libhdf5's own metadata reads for them are not in "
+                       f"the reads above (a POSIX tracer counts them: dlbench import dftracer)")
+    h5 = ioc.get("hdf5_metadata")
+    if h5 and h5.get("files_split"):
+        out.append(f"hdf5 metadata (libhdf5's own reads, not data, included above): {h5['metadata_reads']:,} reads, "
+                   f"{h5['metadata_bytes'] / MB:.3f} MB; data: {h5['data_reads']:,} reads, "
+                   f"{h5['data_bytes'] / MB:.1f} MB ({h5['files_split']:,} HDF5 files)")
     sr = ioc.get("slowest_rank")
     if sr and len(ioc.get("by_rank") or []) > 1:
         if sr.get("POSIX_F_READ_TIME") is not None:

@@ -520,6 +520,9 @@ def run(cfg: RunConfig, comm, progress=None) -> dict:
 
     check_compute(cfg)  # before any dataset is generated
     check_compute_options(cfg, wl_mod.load_spec(cfg.workload)[0].name)
+    from .storage import check_read_call
+
+    check_read_call()  # DLBENCH_READ_CALL
     if not cfg.dry_run:
         err = None
         if comm.rank == 0:
@@ -703,6 +706,9 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
         summary["injected"] = {**loop.injection.describe(),
                                "read_retries": int(sum(g.get("read_retries", 0) for g in gathered) + worker_retries)}
     summary["io_counters"] = counters.summarize([g.get("io_counters") or {} for g in gathered])
+    from .storage import READ_CALL
+
+    summary["io_counters"]["read_call"] = "lseek+readv" if READ_CALL == "readv" else "preadv (glibc preadv64v2)"
     try:
         results.write_run(run_dir, config=config_echo, summary=summary, intervals=per_rank, error=None)
     except OSError as e:

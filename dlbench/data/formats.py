@@ -43,7 +43,7 @@ from time import perf_counter_ns
 import numpy as np
 
 from ..errors import DataError
-from ..storage import PAGE, aligned_empty  # noqa: F401  (re-exported for readers and generate)
+from ..storage import PAGE, aligned_empty, preadv  # noqa: F401  (re-exported for readers and generate)
 from ..workload import Workload
 
 IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
@@ -188,7 +188,7 @@ class PerSampleReader(_ArraysMixin, SampleReader):
         if offs is None:  # every file is written from one template: the offsets of the first hold for all
             offs = self._offsets = [-1 if o is None else int(o)
                                     for o in (h5open(fid, name).get_offset() for name in self._names)]
-        cnt.open()
+        cnt.h5f_open()
         for name, v, n, off in zip(self._names, views, self._nbytes, offs):
             d = h5open(fid, name)
             t0 = clock()
@@ -237,7 +237,7 @@ class _OpenFile:
                 raise DataError(f"{path.decode()}: datasets are not contiguous and unfiltered; "
                                 "read them with via='hdf5'")
         if counters is not None:
-            counters.open(2 if self.fd >= 0 else 1)
+            counters.h5f_open(2 if self.fd >= 0 else 1)
             counters.h5d_open(len(self.ds))
         self.fspaces = [d.get_space() for d in self.ds]
         self.mspaces = [h5py.h5s.create_simple((1, *sh)) for sh in shapes]
@@ -258,13 +258,13 @@ class _OpenFile:
             parts = self.parts
             if cnt is None:
                 for off, s, n in parts:
-                    if os.preadv(fd, [out[s:s + n]], off + j * n) != n:
+                    if preadv(fd, [out[s:s + n]], off + j * n) != n:
                         raise self._short(j)
                 return
             clock, f = perf_counter_ns, self.file_no
             for off, s, n in parts:
                 t0 = clock()
-                got = os.preadv(fd, [out[s:s + n]], off + j * n)
+                got = preadv(fd, [out[s:s + n]], off + j * n)
                 cnt.read(f, off + j * n, got, clock() - t0)
                 if got != n:
                     raise self._short(j)
@@ -304,7 +304,7 @@ class _OpenFile:
                 hi = min(count, lo + IOV_MAX)
                 want = (hi - lo) * n
                 t0 = clock()
-                r = os.preadv(self.fd, views[lo:hi], off + (j + lo) * n)
+                r = preadv(self.fd, views[lo:hi], off + (j + lo) * n)
                 if cnt is not None:          # one POSIX read of the whole run (what Darshan would count)
                     cnt.read(self.file_no, off + (j + lo) * n, r, clock() - t0)
                 if r != want:
@@ -322,7 +322,7 @@ class _OpenFile:
             blk = scratch[a][:count * n]
             cnt, t0 = self.counters, perf_counter_ns()
             if self.fd >= 0:
-                r = os.preadv(self.fd, [blk], self.offsets[a] + j * n)
+                r = preadv(self.fd, [blk], self.offsets[a] + j * n)
                 if cnt is not None:
                     cnt.read(self.file_no, self.offsets[a] + j * n, r, perf_counter_ns() - t0)
                 if r != count * n:
@@ -452,10 +452,10 @@ class JpegReader(SampleReader):
         try:
             cnt = self.counters
             if cnt is None:
-                got = os.preadv(fd, [out[:n]], 0)
+                got = preadv(fd, [out[:n]], 0)
             else:
                 t0 = perf_counter_ns()
-                got = os.preadv(fd, [out[:n]], 0)
+                got = preadv(fd, [out[:n]], 0)
                 cnt.open_read(i, 0, got, perf_counter_ns() - t0)
         finally:
             os.close(fd)

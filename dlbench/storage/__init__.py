@@ -4,9 +4,44 @@ every NumPy allocation of ≥ 128 KiB sits at page + 16."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 PAGE = 4096
+
+# ---- the read call of every data read (dataset files and local-tier copies) ---------------------------------
+# ``preadv(fd, buffers, offset) -> bytes read``: ``os.preadv`` by default. CPython calls glibc's
+# ``preadv64v2`` for it, which Darshan intercepts but dftracer 2.2 does not (it wraps read, pread64, readv,
+# preadv64, not the v2 calls): under dftracer every such read would be invisible. ``DLBENCH_READ_CALL=readv``
+# (read once, at import) reads with ``lseek`` + ``readv`` instead, calls every POSIX tracer sees, at one
+# more system call per read (+0.6 µs on a cached 4 KiB read here: benchmarks/read_call.py); the run records which call it used (``io_counters.read_call``).
+# Readers use one descriptor per thread, so the seek + read pair is never interleaved with another thread's.
+READ_CALLS = ("preadv", "readv")
+READ_CALL = os.environ.get("DLBENCH_READ_CALL", "preadv") or "preadv"
+
+
+def check_read_call() -> str:
+    """``READ_CALL``, or ConfigError (one line) for a value not in ``READ_CALLS`` (the runner checks it before
+    anything runs; a read with a bad value raises the same error, never falls back)."""
+    if READ_CALL not in READ_CALLS:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"DLBENCH_READ_CALL={READ_CALL!r} (environment): choose one of: {', '.join(READ_CALLS)}")
+    return READ_CALL
+
+
+def _lseek_readv(fd: int, buffers, offset: int) -> int:
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.readv(fd, buffers)
+
+
+def _bad_read_call(fd: int, buffers, offset: int) -> int:
+    check_read_call()
+    raise AssertionError("unreachable")
+
+
+preadv = {"preadv": os.preadv, "readv": _lseek_readv}.get(READ_CALL, _bad_read_call)
 
 
 def aligned_empty(shape, dtype=np.uint8, align: int = PAGE) -> np.ndarray:
@@ -40,6 +75,6 @@ from .throttle import (  # noqa: E402
 )
 from .tiers import TIER_NAMES, LocalTier, MemoryTier, TierCounters, check_local_dir, free_bytes  # noqa: E402
 
-__all__ = ["PAGE", "aligned_empty", "aligned_rows", "PfsModel", "ReaderCounter", "LocalGamma", "Throttle",
+__all__ = ["PAGE", "READ_CALL", "READ_CALLS", "check_read_call", "preadv", "aligned_empty", "aligned_rows", "PfsModel", "ReaderCounter", "LocalGamma", "Throttle",
            "ThrottledReader", "throttle_reader", "throttled_factory", "TIER_NAMES", "LocalTier", "MemoryTier",
            "TierCounters", "check_local_dir", "free_bytes", "CounterSet", "IOCounters"]

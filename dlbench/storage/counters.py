@@ -4,7 +4,7 @@
 ``+=`` is the cheapest update Python has: no per-read allocation, no dict) and Darshan's
 ``last_byte_read`` per file (a list indexed by the reader's file number, or a dict keyed by sample id for
 the tiers). Readers and tiers call ``read(f, offset, nbytes, dt_ns)`` once per read call, ``open()`` per
-file open, ``h5d_read(nbytes)`` per ``H5Dread``. Not locked: a reader belongs to one thread (formats.py).
+file open (``h5f_open`` for an HDF5 file), ``h5d_read(nbytes)`` per ``H5Dread``. Not locked: a reader belongs to one thread (formats.py).
 A tier that several threads read gets ``LockedIOCounters`` (``CounterSet.new(..., threadsafe=True)``).
 
 ``CounterSet``: a process's counters of one run, one ``IOCounters`` per ``new()`` call (per reader or
@@ -27,6 +27,7 @@ _SEQ, _CONSEC, _MAXB = IDX["POSIX_SEQ_READS"], IDX["POSIX_CONSEC_READS"], IDX["P
 _T, _TMAX = IDX["POSIX_F_READ_TIME"], IDX["POSIX_F_MAX_READ_TIME"]
 _W, _WB, _WT = IDX["POSIX_WRITES"], IDX["POSIX_BYTES_WRITTEN"], IDX["POSIX_F_WRITE_TIME"]
 _H5O, _H5R, _H5B = IDX["H5D_OPENS"], IDX["H5D_READS"], IDX["H5D_BYTES_READ"]
+_H5F = IDX["H5F_OPENS"]
 
 
 class IOCounters:
@@ -102,6 +103,13 @@ class IOCounters:
     def h5d_open(self, n: int = 1) -> None:
         self.c[_H5O] += n
 
+    def h5f_open(self, posix_opens: int = 1) -> None:
+        """An HDF5 file opened (H5F_OPENS) with ``posix_opens`` descriptors (HDF5's, and dlbench's own beside
+        it for pread)."""
+        c = self.c
+        c[_H5F] += 1
+        c[_OPENS] += posix_opens
+
     def h5d_read(self, nbytes: int) -> None:
         c = self.c
         c[_H5R] += 1
@@ -164,6 +172,10 @@ class LockedIOCounters(IOCounters):
     def h5d_open(self, n: int = 1) -> None:
         with self.lock:
             IOCounters.h5d_open(self, n)
+
+    def h5f_open(self, posix_opens: int = 1) -> None:
+        with self.lock:
+            IOCounters.h5f_open(self, posix_opens)
 
     def h5d_read(self, nbytes: int) -> None:
         with self.lock:

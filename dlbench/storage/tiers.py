@@ -28,7 +28,7 @@ from time import perf_counter_ns
 import numpy as np
 
 from ..errors import CapacityError, ConfigError
-from . import PAGE, aligned_rows
+from . import PAGE, aligned_rows, preadv
 
 TIER_NAMES = ("shared", "local", "memory")
 
@@ -193,10 +193,10 @@ class LocalTier:
             io = self.io_counters
             while off < n:
                 if io is None:
-                    got = os.preadv(fd, [view[off:n]], off)
+                    got = preadv(fd, [view[off:n]], off)
                 else:
                     t0 = perf_counter_ns()
-                    got = os.preadv(fd, [view[off:n]], off)
+                    got = preadv(fd, [view[off:n]], off)
                     if off == 0:  # the open of this read, counted with its first read call
                         io.open_read(sid, off, got, perf_counter_ns() - t0)
                     else:

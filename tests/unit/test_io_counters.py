@@ -65,6 +65,10 @@ def test_summarize_sums_maxes_and_slowest_rank():
     assert sh["POSIX_READS"] == 3 and sh["POSIX_BYTES_READ"] == 8202
     assert sh["POSIX_MAX_BYTE_READ"] == 100_009 and sh["POSIX_F_MAX_READ_TIME"] == pytest.approx(7e-6)
     assert len(out["by_rank"]) == 2 and out["by_rank"][1]["POSIX_READS"] == 3
+    # each rank's classes apart: rank 1's shared reads (2) and memory copy (1), rank 0's shared only
+    rc = out["by_rank_class"]
+    assert list(rc[0]) == ["shared"] and sorted(rc[1]) == ["memory", "shared"]
+    assert rc[1]["shared"]["POSIX_READS"] == 2 and rc[1]["memory"]["POSIX_READS"] == 1
     assert out["slowest_rank"] == {"rank": 1, "POSIX_F_READ_TIME": pytest.approx(8.01e-6)}
     assert out["buckets"] == list(C.BUCKETS) and len(out["buckets"]) == 10
     assert C.from_named(C.to_named(C.combine([b.c]))) == C.combine([b.c])
@@ -109,6 +113,7 @@ def test_reader_counts_in_order_and_shuffled(seq4k, via):
     assert got["POSIX_SEQ_READS"] == 64 and got["POSIX_CONSEC_READS"] == 63  # first row at off0 > 0
     assert got["POSIX_MAX_BYTE_READ"] == off0 + 64 * 4096 - 1
     assert got["POSIX_OPENS"] == (2 if via == "pread" else 1) and got["H5D_OPENS"] == 1
+    assert got["H5F_OPENS"] == 1  # the HDF5 open whose metadata reads libhdf5 does unseen (tests/tracer)
     assert got["H5D_READS"] == (0 if via == "pread" else 64)
 
     order = np.random.default_rng(1).permutation(64)
@@ -163,6 +168,7 @@ def test_per_sample_hdf5_counts_opens_h5d_and_per_file_last_byte(tmp_path):
     got = C.to_named(cs.totals()["shared"])
     assert got["POSIX_OPENS"] == 128 and got["POSIX_READS"] == 128 and got["POSIX_BYTES_READ"] == 128 * 4096
     assert got["H5D_OPENS"] == 128 and got["H5D_READS"] == 128 and got["H5D_BYTES_READ"] == 128 * 4096
+    assert got["H5F_OPENS"] == 128
     assert got["POSIX_SEQ_READS"] == 64 and got["POSIX_CONSEC_READS"] == 0  # first pass only: data past 0
 
 
