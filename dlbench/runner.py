@@ -181,13 +181,20 @@ class _CacheControl:
         self.evictions.append({"before_epoch": e, "evict_s": (t1 - t0) * 1e-9, **got})
 
     def _totals(self, executor, io) -> tuple[int, int, int]:
-        """(requested bytes, rchar, read_bytes) so far: this process plus the executor's worker processes."""
+        """(requested bytes, rchar, read_bytes) so far: this process plus its live DataLoader workers. Linux adds
+        a child's /proc/<pid>/io to its parent's when the parent reaps it (a DataLoader's workers at the end of
+        every epoch, unless persistent), so reaped workers are already in /proc/self/io; a worker still alive
+        (or not yet reaped) is read from its own /proc/<pid>/io (its counters start at 0 at fork)."""
         from .counters import IDX
 
         own = _proc_io()
-        workers = getattr(executor, "worker_io", None) or {}
-        rc = own.get("rchar", 0) + sum(int(v[0]) for v in workers.values())
-        rb = own.get("read_bytes", 0) + sum(int(v[1]) for v in workers.values())
+        rc, rb = own.get("rchar", 0), own.get("read_bytes", 0)
+        me = os.getpid()
+        for pid in getattr(executor, "worker_io", None) or {}:
+            if _parent_of(pid) == me:      # still our child: not yet in our own counters
+                w = self.pc.proc_io(pid)
+                rc += w.get("rchar", 0)
+                rb += w.get("read_bytes", 0)
         b = IDX["POSIX_BYTES_READ"]
         req = sum(vec[b] for cls, vec in io.totals().items() if cls in ("shared", "local"))
         return int(req), int(rc), int(rb)
@@ -203,6 +210,15 @@ class _CacheControl:
 
     def rank_record(self) -> dict:
         return {"epochs": self.epochs, "evictions": self.evictions, "accounting": self.accounting}
+
+
+def _parent_of(pid: int) -> int:
+    """The parent pid of ``pid`` from /proc/<pid>/stat (-1 when it is gone)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
 
 
 def _proc_io() -> dict:
@@ -837,9 +853,9 @@ def page_cache_check(manifest, gathered: list) -> dict:
     ds = int(manifest.sample_nbytes().sum())
 
     def total(key: str) -> int:
-        own = sum(g["io"].get(key, 0) for g in gathered)
-        workers = sum(((g.get("strategy_stats") or {}).get("worker_io") or {}).get(key, 0) for g in gathered)
-        return int(own + workers)
+        # the workers are not added: the executor's close() joins (reaps) them before the trainer's last reading,
+        # and Linux adds a reaped child's /proc/<pid>/io to its parent's (adding them counted their bytes twice)
+        return int(sum(g["io"].get(key, 0) for g in gathered))
 
     rchar, dev = total("rchar"), total("read_bytes")
     workers_rchar = int(sum(((g.get("strategy_stats") or {}).get("worker_io") or {}).get("rchar", 0)
