@@ -783,6 +783,7 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
                                                workload=workload.name, strategy=cfg.strategy, ranks=comm.size,
                                                nodes=comm.nodes)
         tier_io = metrics.merge_tier_io([x["tier_io"] for x in red])
+        latency = metrics.merge_read_latency([x["read_latency"] for x in red])
         per_rank = results.SpilledIntervals(run_dir)
     else:
         if any(g.get("reduced") is not None for g in gathered):  # mixed: some ranks could not see the folder
@@ -795,11 +796,13 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
         summary = metrics.summarize(per_rank, workload=workload.name, strategy=cfg.strategy, ranks=comm.size,
                                     nodes=comm.nodes, epochs=cfg.epochs)
         tier_io = metrics.tier_io(per_rank)
+        latency = metrics.merge_read_latency([metrics.read_latency_rank(a) for a in per_rank])
     summary["semantics"] = loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict()
     summary["order"] = loop.plan.meta.get("order")
     summary["order_quality"] = order_quality(loop.plan)
     summary["shared_tier"] = loop.system.describe_shared_tier()
     summary["tier_io"] = tier_io
+    summary["read_latency"] = latency
     if loop.plan.meta.get("warning"):
         summary["plan_warning"] = loop.plan.meta["warning"]
     summary["compute"] = {"mode": cfg.compute, **(gathered[0].get("compute") or {})}
