@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import errno
 import os
+
 import numpy as np
 
 CACHE_MODES = ("keep", "drop", "direct")
