@@ -377,9 +377,6 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     warn = (res["run"].get("summary", {}).get("page_cache") or {}).get("warning")
     if warn:
         click.echo(f"dlbench: warning: {warn}", err=True)
-    cache_warn = (res["run"].get("summary", {}).get("cache") or {}).get("warning")
-    if cache_warn:
-        click.echo(f"dlbench: warning: {cache_warn}", err=True)
     inj = res["run"].get("summary", {}).get("injected")
     if inj:
         click.echo(f"dlbench: warning: faults injected (--inject): {inj}", err=True)

@@ -163,7 +163,7 @@ def render_cache(c: dict | None) -> str:
     if ml:
         out.append(f"MLPerf Storage check (dataset >= 5x a node's RAM): {ml.get('line')}")
     if c.get("warning"):
-        out.append(f"warning: {c['warning']}")
+        out.append(f"warning: {c['warning']}")   # printed here once (the run's summary and `dlbench report`)
     return "\n".join(out)
 
 
