@@ -169,6 +169,7 @@ class _CacheControl:
 
         t0 = clock()
         got = {"files": 0, "bytes": 0}
+        self.comm.barrier()   # every rank is done with the prologue / last epoch (its local copies all written)
         if self.leader:
             paths = [str(self.data_dir / p) for p in self.manifest.paths]
             root = getattr(executor, "root", None)      # localcopy/planned: the run's node-local directory
