@@ -133,7 +133,9 @@ class _CacheControl:
 
         if mode not in pagecache.CACHE_MODES:
             raise unknown_choice("cache", mode, pagecache.CACHE_MODES)
-        self.mode, self.comm, self.data_dir, self.manifest = mode, comm, Path(data_dir), manifest
+        # data_dir None: a fake reader (tests): nothing on disk to evict or probe
+        self.mode, self.comm, self.manifest = mode, comm, manifest
+        self.data_dir = Path(data_dir) if data_dir is not None else None
         self.pc = pagecache
         self.warning = None
         self.read_direct = False
@@ -142,7 +144,7 @@ class _CacheControl:
             self.read_direct = ok
             self.warning = why or None
             paths = list(getattr(manifest, "paths", []) or [])
-            if ok and paths:           # a file system that refuses O_DIRECT: one line now, not mid-run
+            if ok and paths and self.data_dir is not None:           # a file system that refuses O_DIRECT: one line now, not mid-run
                 os.close(pagecache.open_direct(os.fsencode(str(self.data_dir / paths[0]))))
             if local_root.is_dir():
                 probe = local_root / f".dlbench-direct-probe-{os.getpid()}"
@@ -154,7 +156,7 @@ class _CacheControl:
         self.evicting = mode == "drop" or (mode == "direct" and not self.read_direct)
         self.leader = comm.rank == min(comm.node_ranks())   # one rank per node evicts
         self.accounting = None
-        if comm.rank == 0 and (self.data_dir / MANIFEST_NAME).exists():
+        if comm.rank == 0 and self.data_dir is not None and (self.data_dir / MANIFEST_NAME).exists():
             self.accounting = pagecache.device_accounting(self.data_dir / MANIFEST_NAME)
         self.epochs: list[dict] = []
         self.evictions: list[dict] = []
@@ -171,7 +173,8 @@ class _CacheControl:
         got = {"files": 0, "bytes": 0}
         self.comm.barrier()   # every rank is done with the prologue / last epoch (its local copies all written)
         if self.leader:
-            paths = [str(self.data_dir / p) for p in self.manifest.paths]
+            paths = ([str(self.data_dir / p) for p in self.manifest.paths] if self.data_dir is not None
+                     else [])
             root = getattr(executor, "root", None)      # localcopy/planned: the run's node-local directory
             if root is not None:
                 paths += self.pc.files_under(Path(root) / f"node{self.comm.node}")
