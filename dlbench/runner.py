@@ -126,16 +126,16 @@ class _CacheControl:
     buffered reads), and per epoch the bytes requested from files and those that reached the device (this
     process and the executor's DataLoader workers, ``worker_io``)."""
 
-    def __init__(self, mode: str, workload, manifest, data_dir: Path, comm, local_root: Path):
+    def __init__(self, mode: str, workload, manifest, data_dir: Path, comm, local_root: Path, *, probe: bool = True):
         from .data.manifest import MANIFEST_NAME
         from .errors import unknown_choice
         from .storage import pagecache
 
         if mode not in pagecache.CACHE_MODES:
             raise unknown_choice("cache", mode, pagecache.CACHE_MODES)
-        # data_dir None: a fake reader (tests): nothing on disk to evict or probe
+        # data_dir None: a fake reader (tests): nothing on disk to evict or probe; probe False: --dry-run
         self.mode, self.comm, self.manifest = mode, comm, manifest
-        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.data_dir = Path(data_dir) if data_dir is not None and probe else None
         self.pc = pagecache
         self.warning = None
         self.read_direct = False
@@ -146,7 +146,7 @@ class _CacheControl:
             paths = list(getattr(manifest, "paths", []) or [])
             if ok and paths and self.data_dir is not None:           # a file system that refuses O_DIRECT: one line now, not mid-run
                 os.close(pagecache.open_direct(os.fsencode(str(self.data_dir / paths[0]))))
-            if local_root.is_dir():
+            if probe and local_root.is_dir():
                 probe = local_root / f".dlbench-direct-probe-{os.getpid()}"
                 try:
                     probe.write_bytes(b"\0" * pagecache.DIRECT_ALIGN)
@@ -266,7 +266,8 @@ class Loop:
         self.injection = parse_injection(cfg.inject, comm.size)
         self._injected_readers: list = []
         self.cache = _CacheControl(cfg.cache, workload, manifest, data_dir, comm,
-                                   Path(cfg.local_dir) if cfg.local_dir else default_local_dir())
+                                   Path(cfg.local_dir) if cfg.local_dir else default_local_dir(),
+                                   probe=not cfg.dry_run)
         direct = self.cache.read_direct
         base_factory = reader_factory or (lambda: open_reader(data_dir, manifest, workload, counters=io,
                                                               direct=direct))
