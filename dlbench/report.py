@@ -157,8 +157,6 @@ def render_cache(c: dict | None) -> str:
            _table(["epoch", "requested (MB)", "device (MB)", "device/requested", "verdict", "evict before (s)"],
                   rows)]
     out.append(f"verdict: {c.get('verdict_line')}")
-    if not dev.get("available"):
-        out.append(f"device bytes unavailable: {dev.get('reason')}")
     ml = c.get("mlperf") or {}
     if ml:
         out.append(f"MLPerf Storage check (dataset >= 5x a node's RAM): {ml.get('line')}")

@@ -288,8 +288,13 @@ def summarize(mode: str, ranks: list[dict], *, direct_reads: bool, warning: str 
     word, line = verdict(req, dev, avail, why)
     ratio = dataset_bytes / node_mem_bytes if node_mem_bytes else None
     meets = bool(ratio is not None and ratio >= MLPERF_RATIO)
-    moot = mode in ("drop", "direct")
-    if meets:
+    in_memory = acc.get("fs_type") in MEMORY_FS
+    moot = mode in ("drop", "direct") and not in_memory
+    if in_memory:
+        meets = False
+        ml = (f"the dataset is on {acc.get('fs_type')} ({acc.get('mount')}), a memory-backed file system: every read "
+              f"is a memory read, whatever its size or the cache mode: not met")
+    elif meets:
         ml = f"dataset {dataset_bytes / 1e9:.2f} GB is {ratio:.1f}x a node's RAM (>= {MLPERF_RATIO:g}x): met"
     elif moot:
         ml = (f"dataset {dataset_bytes / 1e9:.2f} GB is {ratio or 0:.2g}x a node's RAM (< {MLPERF_RATIO:g}x), moot: "

@@ -105,6 +105,9 @@ def test_summarize_sums_ranks_and_checks_mlperf():
     assert s["mlperf"]["ok"] and s["mlperf"]["moot"]
     s = pagecache.summarize("keep", ranks, direct_reads=False, warning=None, dataset_bytes=600, node_mem_bytes=100)
     assert s["mlperf"]["meets_5x"]
+    ranks[0]["accounting"] = {"available": False, "reason": "tmpfs", "fs_type": "tmpfs", "mount": "/dev/shm"}
+    s = pagecache.summarize("direct", ranks, direct_reads=True, warning=None, dataset_bytes=600, node_mem_bytes=100)
+    assert not s["mlperf"]["ok"] and "memory-backed" in s["mlperf"]["line"] and s["verdict"] == "unknown"
 
 
 # ---- O_DIRECT -------------------------------------------------------------------------------------------
