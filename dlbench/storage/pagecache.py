@@ -153,11 +153,11 @@ def device_accounting(probe_file: str | os.PathLike) -> dict:
 
 def verdict(requested_bytes: int, device_bytes: int, available: bool, reason: str = "") -> tuple[str, str]:
     """(word, one line): ``cold`` when device bytes >= COLD_AT x requested, ``warm`` when <= WARM_AT x,
-    ``mixed`` between; ``unknown`` when device bytes are unavailable or nothing was requested."""
+    ``mixed`` between; ``unknown`` when device bytes are unavailable; ``none`` when no file was read."""
     if not available:
         return "unknown", f"unknown: device bytes unavailable ({reason})"
     if requested_bytes <= 0:
-        return "unknown", "unknown: no bytes were read from files"
+        return "none", "none: no bytes were read from files (samples came from memory or peers)"
     r = device_bytes / requested_bytes
     word = "cold" if r >= COLD_AT else "warm" if r <= WARM_AT else "mixed"
     return word, (f"{word}: {device_bytes / 1e6:.1f} MB of {requested_bytes / 1e6:.1f} MB requested came from the "

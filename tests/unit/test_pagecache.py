@@ -83,7 +83,7 @@ def test_verdict_thresholds_and_unknown():
     assert pagecache.verdict(100, 50, True)[0] == "mixed"
     word, line = pagecache.verdict(100, 0, False, "tmpfs")
     assert word == "unknown" and "unavailable" in line and "tmpfs" in line   # never "warm" blindly
-    assert pagecache.verdict(0, 0, True)[0] == "unknown"
+    assert pagecache.verdict(0, 0, True)[0] == "none"
 
 
 def test_summarize_sums_ranks_and_checks_mlperf():
