@@ -204,7 +204,9 @@ class _CacheControl:
         return int(req), int(rc), int(rb)
 
     def epoch_io(self, e: int | None, executor, io) -> None:
-        """``e`` None: mark the start; else record epoch ``e``'s bytes since the last mark (-1: the prologue)."""
+        """``e`` None: mark the start (before the prologue); else record epoch ``e``'s bytes since the last mark
+        (-1: the prologue): epoch e's bytes run from the end of e - 1 to its end, so what loader threads read
+        between epochs (while the plan is built and the cache evicted) counts toward the epoch it serves."""
         now = self._totals(executor, io)
         if e is not None:
             start = self._mark
@@ -348,7 +350,6 @@ class Loop:
                 timeline.add(PLAN, p0, clock(), e, -1)
                 cache.evict_before(e, timeline, clock, executor, self.io)  # --cache drop: outside the epoch
                 comm.barrier()
-                cache.epoch_io(None, executor, self.io)      # reset: the epoch's bytes start here
                 t_epoch = clock()
                 it = executor.epoch(e)
                 if progress is not None:
