@@ -313,7 +313,8 @@ def summarize(mode: str, ranks: list[dict], *, direct_reads: bool, warning: str 
                                "(POSIX_BYTES_READ of the shared and local classes; HDF5 metadata not included), "
                                "all ranks and DataLoader workers",
             "device_read_bytes": "read_bytes of /proc/<pid>/io (bytes fetched from a block device), summed over "
-                                 "ranks and their DataLoader worker processes, between the epoch's bounds",
+                                 "ranks and their DataLoader worker processes, from the end of the previous epoch "
+                                 "(or of the prologue) to the end of this one",
             "rchar_bytes": "rchar of /proc/<pid>/io: every byte read calls returned (pipes and sockets included)",
             "verdict": f"device / requested over the epochs: >= {COLD_AT:g} cold, <= {WARM_AT:g} warm, else mixed; "
                        "unknown where device bytes are unavailable",
