@@ -82,3 +82,20 @@ def test_run_cache_keep_reports_device_bytes_and_compare_shows_them(tmp_path, cl
 def test_run_cache_bad_value_is_one_line(tmp_path, cli, tiny):
     r = cli(["run", "--data-dir", tiny, "-e", "1", "--cache", "cold", "-o", tmp_path / "res"])
     assert r.exit_code != 0 and "cold" in r.output and "Traceback" not in r.output
+
+
+def test_prefetch_workers_device_bytes_counted_once(tmp_path, cli, tiny):
+    """Regression (issue 17): DataLoader workers' /proc/<pid>/io is added to the trainer's when it reaps them,
+    so adding the workers' own figures as well showed a cold epoch as 2x the dataset from the device. Both
+    paths: workers reaped at every epoch's end, and persistent workers (still alive: read from their /proc)."""
+    for extra in ([], ["--persistent-workers"]):
+        _r, _d, s = _run(cli, tmp_path, tiny, "-s", "prefetch", "--num-workers", "2", "--cache", "drop", *extra)
+        c = s["cache"]
+        if not c["device_bytes"]["available"]:
+            import pytest
+
+            pytest.skip(f"device bytes unavailable here: {c['device_bytes']['reason']}")
+        for d in c["per_epoch"]:
+            if d["epoch"] >= 0:
+                assert 0.9 * d["requested_bytes"] <= d["device_read_bytes"] <= 1.5 * d["requested_bytes"], d
+        assert s["page_cache"]["device_read_bytes"] <= 1.5 * s["read_bytes"]
