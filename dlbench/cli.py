@@ -316,10 +316,14 @@ def _strategy_options(f):
               help="fault injection (repeatable): slow-rank=R:FACTOR (rank R's reads and compute take FACTOR x), "
                    "fail-read=P (each shared-tier read fails with probability P, seeded, and is retried; retries "
                    "in the summary)")
+@click.option("--cache", type=click.Choice(["keep", "drop", "direct"]), default="keep", show_default=True,
+              help="page cache: keep (as it comes); drop (evict the dataset and local copies with posix_fadvise "
+                   "before every epoch, one rank per node); direct (O_DIRECT reads where the layout is read by "
+                   "offset). The summary gives requested vs device bytes per epoch and a cold/warm verdict")
 @_strategy_options
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
         compute_stdev, compute_profile, device, precision, model, barrier, checkpoint_every, ranks_per_node, verify,
-        dry_run, progress, system, local_dir, inject, **strategy_opts):
+        dry_run, progress, system, local_dir, inject, cache, **strategy_opts):
     """Run the measured epoch loop for one strategy (serially, or under mpiexec/srun)."""
     import json
 
@@ -349,7 +353,7 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
                     accelerator=accelerator, compute_time_s=compute_time, compute_stdev_s=compute_stdev,
                     compute_profile=compute_profile, device=device, precision=precision, model=model, barrier=barrier,
                     checkpoint_every=checkpoint_every, verify=verify, ranks_per_node=ranks_per_node,
-                    dry_run=dry_run, system=system, local_dir=local_dir, inject=tuple(inject))
+                    dry_run=dry_run, system=system, local_dir=local_dir, inject=tuple(inject), cache=cache)
     from .storage.inject import parse as parse_injection
 
     parse_injection(inject)  # a bad --inject: one line before any MPI work

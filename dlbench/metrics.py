@@ -39,6 +39,13 @@ counts (``read_bytes``, ``bytes_by_tier``, ``samples``) are **sums over ranks**.
                                 its slowest rank does)
 - aggregate_read_bandwidth_bytes_per_s = Σ_r read bandwidth of rank r
 - imbalance           = max_r T_r / mean_r T_r − 1, with T_r = Σ_e T[r,e] (0 = perfectly balanced)
+
+Read latency (``read_latency``): the duration (end − start) of every ``read`` interval of the epochs (one per
+read request the executor timed: a sample, or a run of samples for aggregated loading; the prologue's staging
+reads apart are left out), per tier. Per rank: exact (count, mean, P50/P95/P99 by linear interpolation, max).
+All ranks: count, mean and max exact; P50/P95/P99 from the ranks' merged log-spaced histograms
+(``LAT_PER_DECADE`` = 100 bins per decade from ``LAT_MIN_NS``: a bin's centre is within ±1.2 % of any
+duration in it), so rank 0 never gathers every duration.
 """
 
 from __future__ import annotations
@@ -145,6 +152,78 @@ def rank_breakdown(a: dict, epochs: Sequence[int], *, n_tiers: int = 4) -> dict:
     return out
 
 
+LAT_PER_DECADE = 100
+LAT_MIN_NS = 100                      # bin 0: < 100 ns; the last bin: >= 10^4 s
+LAT_DECADES = 11
+LAT_BINS = LAT_PER_DECADE * LAT_DECADES + 2
+LAT_Q = (50, 95, 99)
+
+
+def _lat_bins(d_ns: np.ndarray) -> np.ndarray:
+    x = np.log10(np.maximum(d_ns, 1).astype(np.float64) / LAT_MIN_NS) * LAT_PER_DECADE
+    return np.clip(np.floor(x).astype(np.int64) + 1, 0, LAT_BINS - 1)
+
+
+def _lat_bin_value_s(idx: np.ndarray) -> np.ndarray:
+    """A bin's geometric centre in seconds (bin 0: LAT_MIN_NS)."""
+    idx = np.asarray(idx, dtype=np.float64)
+    return np.where(idx <= 0, LAT_MIN_NS, LAT_MIN_NS * 10.0 ** ((idx - 0.5) / LAT_PER_DECADE)) * NS
+
+
+def read_latency_rank(a: dict, tier_names: Sequence[str] | None = None) -> dict:
+    """One rank's read latencies per tier (module docstring): ``{"rank", "tiers": {name: {count, mean_s,
+    p50_s, p95_s, p99_s, max_s}}, "hist": {name: [bin indices, counts]}}`` (tiers without reads left out)."""
+    if tier_names is None:
+        from .plan import TIER_NAMES as tier_names
+    phase, ep = _get(a, "phase", np.uint8), _get(a, "epoch", np.int32)
+    m = (phase == PHASE_ID["read"]) & (ep >= 0)
+    d = (_get(a, "end_ns", np.int64)[m].astype(np.int64) - _get(a, "start_ns", np.int64)[m].astype(np.int64))
+    tier = _get(a, "tier", np.uint8)[m].astype(np.int64)
+    out: dict = {"rank": int(a.get("rank", 0)), "tiers": {}, "hist": {}}
+    for code, name in enumerate(tier_names):
+        x = d[tier == code]
+        if not x.size:
+            continue
+        q = np.percentile(x, LAT_Q) * NS
+        out["tiers"][name] = {"count": int(x.size), "mean_s": float(x.mean()) * NS,
+                              **{f"p{k}_s": float(v) for k, v in zip(LAT_Q, q)}, "max_s": float(x.max()) * NS}
+        h = np.bincount(_lat_bins(x), minlength=LAT_BINS)
+        nz = np.nonzero(h)[0]
+        out["hist"][name] = [nz.tolist(), h[nz].tolist()]
+    return out
+
+
+def merge_read_latency(parts: Sequence[dict]) -> dict:
+    """run.json's ``summary["read_latency"]`` from every rank's ``read_latency_rank``: ``per_rank`` (exact),
+    ``all`` (per tier over all ranks; percentiles from the merged histograms, exact where one rank read)."""
+    parts = sorted(parts, key=lambda p: p.get("rank", 0))
+    names = list(dict.fromkeys(n for p in parts for n in p.get("tiers", {})))
+    all_: dict = {}
+    for name in names:
+        have = [p for p in parts if name in p.get("tiers", {})]
+        st = [p["tiers"][name] for p in have]
+        count = sum(x["count"] for x in st)
+        row = {"count": int(count), "mean_s": sum(x["mean_s"] * x["count"] for x in st) / count,
+               "max_s": max(x["max_s"] for x in st), "ranks": len(have)}
+        if len(have) == 1:
+            row.update({f"p{k}_s": st[0][f"p{k}_s"] for k in LAT_Q})
+        else:
+            h = np.zeros(LAT_BINS, dtype=np.int64)
+            for p in have:
+                idx, cnt = p["hist"][name]
+                np.add.at(h, np.asarray(idx, dtype=np.int64), np.asarray(cnt, dtype=np.int64))
+            cum = np.cumsum(h)
+            for k in LAT_Q:
+                b = int(np.searchsorted(cum, k / 100.0 * count))   # the bin holding the k-th percentile
+                row[f"p{k}_s"] = float(min(_lat_bin_value_s(np.array([b]))[0], row["max_s"]))
+        all_[name] = row
+    return {"all": all_, "per_rank": [{"rank": p.get("rank", i), "tiers": p.get("tiers", {})}
+                                      for i, p in enumerate(parts)],
+            "definition": "duration of every read interval of the epochs, per tier; per rank exact (linear "
+                          "interpolation); all ranks: count/mean/max exact, P50/P95/P99 from merged histograms "
+                          f"({LAT_PER_DECADE} bins per decade, within 1.2 %) unless one rank read the tier"}
+
+
 def _stats(vals: Sequence[float]) -> dict:
     v = np.asarray(vals, dtype=np.float64)
     if v.size == 0:
@@ -190,7 +269,8 @@ def rank_reduce(a: dict, epochs, *, tier_names: Sequence[str] | None = None) -> 
     eps = _epoch_list([a], epochs)
     return {"rank": int(a.get("rank", 0)), "epoch_ids": eps,
             "breakdown": rank_breakdown(a, eps, n_tiers=len(tier_names)),
-            "tier_io": tier_io([a], tier_names), "records": int(len(a.get("start_ns", ())))}
+            "tier_io": tier_io([a], tier_names), "records": int(len(a.get("start_ns", ()))),
+            "read_latency": read_latency_rank(a, tier_names)}
 
 
 def merge_tier_io(parts: Sequence[dict]) -> dict:

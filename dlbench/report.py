@@ -119,6 +119,10 @@ def render_summary(run: dict) -> str:
         lines.append("")
         lines.append(_table(["TimeLogger description", "rows", f"sum / {imp.get('nodes')} nodes (s)",
                              "per epoch (s)"], rows))
+    for block in (render_cache(s.get("cache")), render_read_latency(s.get("read_latency"))):
+        if block:
+            lines.append("")
+            lines.append(block)
     ioc = render_io_counters(s.get("io_counters"))
     if ioc:
         lines.append("")
@@ -130,6 +134,61 @@ def render_summary(run: dict) -> str:
 
 def _div(x, d):
     return None if x is None else x / d
+
+
+def render_cache(c: dict | None) -> str:
+    """``summary["cache"]`` (``--cache``): requested vs device bytes per epoch, evictions, the verdict and the
+    MLPerf Storage check. Empty string for runs without it."""
+    if not c:
+        return ""
+    dev = c.get("device_bytes") or {}
+    ev = {x["before_epoch"]: x for x in c.get("evictions") or []}
+    rows = []
+    for d in c.get("per_epoch") or []:
+        e = d["epoch"]
+        if e < 0 and not d["requested_bytes"] and not d["device_read_bytes"]:
+            continue
+        x = ev.get(e)
+        rows.append(("prologue" if e < 0 else e, _f(d["requested_bytes"] / MB, "{:.1f}"),
+                     _f(d["device_read_bytes"] / MB, "{:.1f}") if dev.get("available") else "n/a",
+                     _f(d.get("device_share"), "{:.0%}") if dev.get("available") else "n/a", d.get("verdict", "-"),
+                     _f(x["evict_s"], "{:.3f}") if x else "-"))
+    out = [f"page cache: --cache {c.get('mode')}" + (" (O_DIRECT reads)" if c.get("direct_reads") else ""),
+           _table(["epoch", "requested (MB)", "device (MB)", "device/requested", "verdict", "evict before (s)"],
+                  rows)]
+    out.append(f"verdict: {c.get('verdict_line')}")
+    ml = c.get("mlperf") or {}
+    if ml:
+        out.append(f"MLPerf Storage check (dataset >= 5x a node's RAM): {ml.get('line')}")
+    if c.get("warning"):
+        out.append(f"warning: {c['warning']}")   # printed here once (the run's summary and `dlbench report`)
+    return "\n".join(out)
+
+
+def render_read_latency(lat: dict | None) -> str:
+    """``summary["read_latency"]``: P50/P95/P99/max per tier over all ranks, then per rank (several ranks)."""
+    if not lat or not lat.get("all"):
+        return ""
+
+    def ms(v):
+        return _f(None if v is None else v * 1e3, "{:.3f}")
+
+    rows = [(t, "all", d["count"], ms(d.get("p50_s")), ms(d.get("p95_s")), ms(d.get("p99_s")), ms(d.get("max_s")))
+            for t, d in lat["all"].items()]
+    per = lat.get("per_rank") or []
+    if len(per) > 1:
+        rows += [(t, p["rank"], d["count"], ms(d["p50_s"]), ms(d["p95_s"]), ms(d["p99_s"]), ms(d["max_s"]))
+                 for p in per for t, d in p["tiers"].items()]
+    return _table(["read latency", "rank", "reads", "P50 (ms)", "P95 (ms)", "P99 (ms)", "max (ms)"], rows)
+
+
+def _main_tier_latency(s: dict) -> tuple:
+    """(tier, its all-ranks latency row) of the tier with the most reads; (None, {}) without figures."""
+    allt = (s.get("read_latency") or {}).get("all") or {}
+    if not allt:
+        return None, {}
+    t = max(allt, key=lambda k: allt[k]["count"])
+    return t, allt[t]
 
 
 def render_io_counters(ioc: dict | None) -> str:
@@ -172,7 +231,9 @@ def render_io_counters(ioc: dict | None) -> str:
 
 
 COMPARE_COLUMNS = ("workload", "strategy", "run", "compute", "ranks", "epoch_time_s", "exposed_io_share",
-                   "e2e_exposed_io_share", "read_share", "au", "read_MB_per_s", "samples_per_s", "simulated", "run_dir")
+                   "e2e_exposed_io_share", "read_share", "au", "read_MB_per_s", "samples_per_s", "simulated", "run_dir",
+                   "cache", "device_share", "cache_verdict", "read_latency_tier", "read_p50_s", "read_p95_s",
+                   "read_p99_s", "read_max_s")
 
 
 def compare_rows(run_dirs: Sequence) -> list[dict]:
@@ -195,8 +256,22 @@ def compare_rows(run_dirs: Sequence) -> list[dict]:
             "samples_per_s": s.get("samples_per_s"),
             "simulated": bool(r.get("simulated") or s.get("simulated")), "run_dir": r.get("run_dir"),
             "status": r.get("status", "ok"),
+            **_cache_and_latency(s),
         })
     return rows
+
+
+def _cache_and_latency(s: dict) -> dict:
+    """compare's cache and read-latency fields (None for runs without them)."""
+    c = s.get("cache") or {}
+    ep = [d for d in c.get("per_epoch") or [] if d["epoch"] >= 0]
+    req = sum(d["requested_bytes"] for d in ep)
+    dev = sum(d["device_read_bytes"] for d in ep)
+    avail = (c.get("device_bytes") or {}).get("available")
+    t, lat = _main_tier_latency(s)
+    return {"cache": c.get("mode"), "device_share": dev / req if c and avail and req else None,
+            "cache_verdict": c.get("verdict"), "read_latency_tier": t,
+            **{f"read_{k}_s": lat.get(f"{k}_s") for k in ("p50", "p95", "p99", "max")}}
 
 
 def run_label(run: dict) -> str:
@@ -276,10 +351,24 @@ def compare(run_dirs: Sequence, fmt: str = "table") -> str:
     tab = [(r["workload"], r["run"], r["compute"], r["ranks"], _f(r["epoch_time_s"]), _f(r["exposed_io_share"], "{:.1%}"),
             _f(r["e2e_exposed_io_share"], "{:.1%}"), _f(r["read_share"], "{:.1%}"), _f(r["au"], "{:.1%}"), _f(r["read_MB_per_s"], "{:.1f}"),
             _f(r["samples_per_s"], "{:.1f}"), "yes" if r["simulated"] else "no",
-            r["status"]) for r in rows]
+            r["status"], _cache_label(r), _latency_label(r)) for r in rows]
     return _table(["workload", "run", "compute", "ranks", "epoch (s)", "exposed I/O", "e2e exposed", "read",
                    "AU", "MB/s",
-                   "samples/s", "simulated", "status"], tab, align_left=3)
+                   "samples/s", "simulated", "status", "cache (device/req)", "read P50/P99/max ms"], tab, align_left=3)
+
+
+def _cache_label(r: dict) -> str:
+    if not r.get("cache"):
+        return "-"
+    share = "n/a" if r.get("device_share") is None else f"{r['device_share']:.0%}"
+    return f"{r['cache']} {r.get('cache_verdict')} ({share})"
+
+
+def _latency_label(r: dict) -> str:
+    if r.get("read_p50_s") is None:
+        return "-"
+    return (f"{r['read_latency_tier']} " + "/".join(f"{r[k] * 1e3:.3g}" for k in ("read_p50_s", "read_p99_s",
+                                                                              "read_max_s")))
 
 
 # ---- imports of other tools' records: dlbench.importers (re-exported here) ----------------------------

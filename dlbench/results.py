@@ -81,7 +81,7 @@ PHASE_DESCRIPTION = {
     "read": "Read From Storage", "decode": "Decode And Collate", "transfer": "Host To Device",
     "exchange": "Exchange Between Ranks", "stage": "Stage To Local Tier", "compute": "Compute Step",
     "checkpoint": "Checkpoint", "stall": "Wait For Next Batch", "barrier": "Barrier",
-    "plan": "Build Epoch Plan", "verify": "Verify Batch",
+    "plan": "Build Epoch Plan", "verify": "Verify Batch", "evict": "Evict From Page Cache",
 }
 PACKAGES = ("dlbench", "numpy", "h5py", "torch", "mpi4py", "mpich", "click", "pyyaml", "pillow", "darshan")
 

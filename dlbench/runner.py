@@ -13,6 +13,7 @@ under MPI aborts the whole job with its message, so no rank hangs in a collectiv
 
 from __future__ import annotations
 
+import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,7 @@ class RunConfig:
     system: str = "local"                  # system profile: name in configs/systems or a YAML path
     local_dir: str | None = None           # node-local storage root (default: default_local_dir())
     inject: tuple = ()                     # --inject KIND=VALUE (dlbench.storage.inject)
+    cache: str = "keep"                    # --cache keep|drop|direct (dlbench.storage.pagecache)
 
 
 def default_local_dir() -> Path:
@@ -118,6 +120,113 @@ def check_compute_options(cfg: RunConfig, workload_name: str | None = None) -> N
                               f"{workload_name}`")
 
 
+class _CacheControl:
+    """``--cache keep|drop|direct`` on one rank (``dlbench.storage.pagecache``): what is read with O_DIRECT,
+    the eviction before the prologue and every epoch (``drop``, and ``direct`` where a layout falls back to
+    buffered reads), and per epoch the bytes requested from files and those that reached the device (this
+    process and the executor's DataLoader workers, ``worker_io``)."""
+
+    def __init__(self, mode: str, workload, manifest, data_dir: Path, comm, local_root: Path, *, probe: bool = True):
+        from .data.manifest import MANIFEST_NAME
+        from .errors import unknown_choice
+        from .storage import pagecache
+
+        if mode not in pagecache.CACHE_MODES:
+            raise unknown_choice("cache", mode, pagecache.CACHE_MODES)
+        # data_dir None: a fake reader (tests): nothing on disk to evict or probe; probe False: --dry-run
+        self.mode, self.comm, self.manifest = mode, comm, manifest
+        self.data_dir = Path(data_dir) if data_dir is not None and probe else None
+        self.pc = pagecache
+        self.warning = None
+        self.read_direct = False
+        if mode == "direct":
+            ok, why = pagecache.direct_support(workload.layout)
+            self.read_direct = ok
+            self.warning = why or None
+            paths = list(getattr(manifest, "paths", []) or [])
+            if ok and paths and self.data_dir is not None:           # a file system that refuses O_DIRECT: one line now, not mid-run
+                os.close(pagecache.open_direct(os.fsencode(str(self.data_dir / paths[0]))))
+            if probe and local_root.is_dir():
+                probe = local_root / f".dlbench-direct-probe-{os.getpid()}"
+                try:
+                    probe.write_bytes(b"\0" * pagecache.DIRECT_ALIGN)
+                    os.close(pagecache.open_direct(os.fsencode(str(probe)), flag="--cache direct (--local-dir)"))
+                finally:
+                    probe.unlink(missing_ok=True)
+        self.evicting = mode == "drop" or (mode == "direct" and not self.read_direct)
+        self.leader = comm.rank == min(comm.node_ranks())   # one rank per node evicts
+        self.accounting = None
+        if comm.rank == 0 and self.data_dir is not None and (self.data_dir / MANIFEST_NAME).exists():
+            self.accounting = pagecache.device_accounting(self.data_dir / MANIFEST_NAME)
+        self.epochs: list[dict] = []
+        self.evictions: list[dict] = []
+        self._mark = None
+
+    def evict_before(self, e: int, timeline, clock, executor, io) -> None:
+        """Evict (node leader) and wait at the barrier; the ``evict`` phase interval, tagged with the epoch it
+        precedes (the prologue's: epoch 0, so the prologue's bounds stay the staging's own)."""
+        if not self.evicting:
+            return
+        from .timeline import PHASE_ID
+
+        t0 = clock()
+        got = {"files": 0, "bytes": 0}
+        self.comm.barrier()   # every rank is done with the prologue / last epoch (its local copies all written)
+        if self.leader:
+            paths = ([str(self.data_dir / p) for p in self.manifest.paths] if self.data_dir is not None
+                     else [])
+            root = getattr(executor, "root", None)      # localcopy/planned: the run's node-local directory
+            if root is not None:
+                paths += self.pc.files_under(Path(root) / f"node{self.comm.node}")
+            got = self.pc.evict(paths)
+        self.comm.barrier()
+        t1 = clock()
+        timeline.add(PHASE_ID["evict"], t0, t1, max(e, 0), -1, got["bytes"])
+        self.evictions.append({"before_epoch": e, "evict_s": (t1 - t0) * 1e-9, **got})
+
+    def _totals(self, executor, io) -> tuple[int, int, int]:
+        """(requested bytes, rchar, read_bytes) so far: this process plus its live DataLoader workers. Linux adds
+        a child's /proc/<pid>/io to its parent's when the parent reaps it (a DataLoader's workers at the end of
+        every epoch, unless persistent), so reaped workers are already in /proc/self/io; a worker still alive
+        (or not yet reaped) is read from its own /proc/<pid>/io (its counters start at 0 at fork)."""
+        from .counters import IDX
+
+        own = _proc_io()
+        rc, rb = own.get("rchar", 0), own.get("read_bytes", 0)
+        me = os.getpid()
+        for pid in getattr(executor, "worker_io", None) or {}:
+            if _parent_of(pid) == me:      # still our child: not yet in our own counters
+                w = self.pc.proc_io(pid)
+                rc += w.get("rchar", 0)
+                rb += w.get("read_bytes", 0)
+        b = IDX["POSIX_BYTES_READ"]
+        req = sum(vec[b] for cls, vec in io.totals().items() if cls in ("shared", "local"))
+        return int(req), int(rc), int(rb)
+
+    def epoch_io(self, e: int | None, executor, io) -> None:
+        """``e`` None: mark the start (before the prologue); else record epoch ``e``'s bytes since the last mark
+        (-1: the prologue): epoch e's bytes run from the end of e - 1 to its end, so what loader threads read
+        between epochs (while the plan is built and the cache evicted) counts toward the epoch it serves."""
+        now = self._totals(executor, io)
+        if e is not None:
+            start = self._mark
+            self.epochs.append({"epoch": e, "requested_bytes": now[0] - start[0], "rchar_bytes": now[1] - start[1],
+                                "device_read_bytes": now[2] - start[2]})
+        self._mark = now
+
+    def rank_record(self) -> dict:
+        return {"epochs": self.epochs, "evictions": self.evictions, "accounting": self.accounting}
+
+
+def _parent_of(pid: int) -> int:
+    """The parent pid of ``pid`` from /proc/<pid>/stat (-1 when it is gone)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
 def _proc_io() -> dict:
     try:
         with open("/proc/self/io") as f:
@@ -158,7 +267,12 @@ class Loop:
 
         self.injection = parse_injection(cfg.inject, comm.size)
         self._injected_readers: list = []
-        base_factory = reader_factory or (lambda: open_reader(data_dir, manifest, workload, counters=io))
+        self.cache = _CacheControl(cfg.cache, workload, manifest, data_dir, comm,
+                                   Path(cfg.local_dir) if cfg.local_dir else default_local_dir(),
+                                   probe=not cfg.dry_run)
+        direct = self.cache.read_direct
+        base_factory = reader_factory or (lambda: open_reader(data_dir, manifest, workload, counters=io,
+                                                              direct=direct))
         self.ctx = strategies.RunContext(
             workload=workload, n_samples=manifest.samples, sample_nbytes=manifest.sample_nbytes(),
             world_size=comm.size, rank=comm.rank, node_map=comm.node_map, seed=cfg.seed, epochs=cfg.epochs,
@@ -169,7 +283,7 @@ class Loop:
                                              where=getattr(manifest, "file_of", None),
                                              registry=self._injected_readers),
             system=self.system, local_dir=Path(cfg.local_dir) if cfg.local_dir else default_local_dir(),
-            memory_budget_bytes=self.system.tier_capacity_bytes("memory"), io_counters=io)
+            memory_budget_bytes=self.system.tier_capacity_bytes("memory"), io_counters=io, cache=cfg.cache)
         if clock is not None:
             self.ctx.clock = clock
         self.plan = self.strategy.plan(self.ctx, self.options)
@@ -216,13 +330,17 @@ class Loop:
         STALL, CKPT, PLAN, VERIFY = PHASE_ID["stall"], PHASE_ID["checkpoint"], PHASE_ID["plan"], PHASE_ID["verify"]
         clock = self.ctx.clock
         io0 = _proc_io()
+        cache = self.cache
         global_step = 0
         ckpt_dir = Path(checkpoint_dir if checkpoint_dir is not None else cfg.out)
         delivered = 0
         ckpt_io = None
         try:
             comm.barrier()
+            cache.evict_before(-1, timeline, clock, executor, self.io)   # --cache drop: before the prologue
+            cache.epoch_io(None, executor, self.io)
             executor.start()
+            cache.epoch_io(-1, executor, self.io)        # the prologue's requested / device bytes
             self.started = True                # past the prologue: a failure from here on is a measured run's
             for e in range(cfg.epochs):
                 # the epoch's plan is built here, before its clock starts (it used to be built inside step
@@ -230,6 +348,7 @@ class Loop:
                 p0 = clock()
                 plan.epoch(e)
                 timeline.add(PLAN, p0, clock(), e, -1)
+                cache.evict_before(e, timeline, clock, executor, self.io)  # --cache drop: outside the epoch
                 comm.barrier()
                 t_epoch = clock()
                 it = executor.epoch(e)
@@ -270,6 +389,7 @@ class Loop:
                     s += 1
                 t_end = clock()
                 timeline.mark_epoch(e, t_epoch, t_end, samples=epoch_samples)
+                cache.epoch_io(e, executor, self.io)
                 if progress is not None:
                     progress.epoch_end(e, t_end)
                 if s != plan.epoch(e).steps:
@@ -307,6 +427,7 @@ class Loop:
             "read_retries": int(sum(r.retries for r in self._injected_readers)),
             "timeline_flush_s": sum(t.hot_flush_ns for t in (timeline, *extra_tl)) * 1e-9,
             "io_counters": self.io.totals(),
+            "cache": cache.rank_record(),
         }
 
 
@@ -671,6 +792,7 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
                                                workload=workload.name, strategy=cfg.strategy, ranks=comm.size,
                                                nodes=comm.nodes)
         tier_io = metrics.merge_tier_io([x["tier_io"] for x in red])
+        latency = metrics.merge_read_latency([x["read_latency"] for x in red])
         per_rank = results.SpilledIntervals(run_dir)
     else:
         if any(g.get("reduced") is not None for g in gathered):  # mixed: some ranks could not see the folder
@@ -683,11 +805,13 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
         summary = metrics.summarize(per_rank, workload=workload.name, strategy=cfg.strategy, ranks=comm.size,
                                     nodes=comm.nodes, epochs=cfg.epochs)
         tier_io = metrics.tier_io(per_rank)
+        latency = metrics.merge_read_latency([metrics.read_latency_rank(a) for a in per_rank])
     summary["semantics"] = loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict()
     summary["order"] = loop.plan.meta.get("order")
     summary["order_quality"] = order_quality(loop.plan)
     summary["shared_tier"] = loop.system.describe_shared_tier()
     summary["tier_io"] = tier_io
+    summary["read_latency"] = latency
     if loop.plan.meta.get("warning"):
         summary["plan_warning"] = loop.plan.meta["warning"]
     summary["compute"] = {"mode": cfg.compute, **(gathered[0].get("compute") or {})}
@@ -698,6 +822,15 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
     summary["strategy_stats"] = [g["strategy_stats"] for g in gathered]
     summary["verified_samples"] = int(sum(g["verified"] for g in gathered)) if cfg.verify else None
     summary["page_cache"] = page_cache_check(manifest, gathered)
+    from .host import meminfo
+    from .storage import pagecache
+
+    summary["cache"] = pagecache.summarize(cfg.cache, [g.get("cache") or {} for g in gathered],
+                                           direct_reads=loop.cache.read_direct, warning=loop.cache.warning,
+                                           dataset_bytes=int(manifest.sample_nbytes().sum()),
+                                           node_mem_bytes=meminfo("MemTotal"))
+    if cfg.cache != "keep" and summary["cache"]["verdict"] == "cold":
+        summary["page_cache"]["warning"] = None   # the eviction / O_DIRECT made the reads cold (verdict says so)
     # bookkeeping inside the timed loop: moving >= FLUSH_RECORDS pending records into arrays mid-epoch
     summary["timeline_flush_s"] = [float(g.get("timeline_flush_s", 0.0)) for g in gathered]
     if loop.injection.active:
@@ -735,9 +868,9 @@ def page_cache_check(manifest, gathered: list) -> dict:
     ds = int(manifest.sample_nbytes().sum())
 
     def total(key: str) -> int:
-        own = sum(g["io"].get(key, 0) for g in gathered)
-        workers = sum(((g.get("strategy_stats") or {}).get("worker_io") or {}).get(key, 0) for g in gathered)
-        return int(own + workers)
+        # the workers are not added: the executor's close() joins (reaps) them before the trainer's last reading,
+        # and Linux adds a reaped child's /proc/<pid>/io to its parent's (adding them counted their bytes twice)
+        return int(sum(g["io"].get(key, 0) for g in gathered))
 
     rchar, dev = total("rchar"), total("read_bytes")
     workers_rchar = int(sum(((g.get("strategy_stats") or {}).get("worker_io") or {}).get("rchar", 0)

@@ -29,6 +29,13 @@ Counters. ``open_reader(..., counters=CounterSet)`` gives the reader an ``IOCoun
 ``shared`` (``dlbench.storage.counters``): every open and read call is counted the Darshan way (file
 number = the manifest's file index). Without it (the default) the read loops are the uncounted ones.
 
+Direct I/O. ``open_reader(..., direct=True)`` (``dlbench run --cache direct``) opens the files read by offset
+with ``O_DIRECT`` and reads the 4 KiB-aligned span around each request through a page-aligned bounce buffer
+(``dlbench.storage.pagecache.pread_direct``): hdf5_shared/hdf5_blocks rows (row runs use the ``block`` mode)
+and jpeg_folders files. ``hdf5_per_sample`` cannot (libhdf5 opens and reads each file itself; see
+``pagecache.direct_support``): asking for it is a ConfigError, the runner falls back to buffered reads with
+eviction before every epoch and says so. HDF5 metadata (read by libhdf5 when a file is opened) stays buffered.
+
 Readers are not thread-safe for concurrent calls on one reader except the JPEG reader; give each thread
 its own reader (h5py serialises HDF5 calls with a global lock anyway).
 """
@@ -209,7 +216,8 @@ class _OpenFile:
     byte offset, through a descriptor kept open beside the HDF5 handle: the same bytes HDF5 returns,
     without its ≈ 100 µs per-call selection cost. ``via="hdf5"``: one hyperslab ``H5Dread`` per array."""
 
-    def __init__(self, path: bytes, names, shapes, nbytes, fapl, via: str, counters=None, file_no: int = 0):
+    def __init__(self, path: bytes, names, shapes, nbytes, fapl, via: str, counters=None, file_no: int = 0,
+                 direct=None):
         import h5py
 
         self.path = path
@@ -231,7 +239,11 @@ class _OpenFile:
             plain = all(o is not None and d.get_create_plist().get_nfilters() == 0
                         and d.get_create_plist().get_layout() == h5py.h5d.CONTIGUOUS
                         for o, d in zip(offs, self.ds))
-            if plain:
+            if plain and direct is not None:
+                from ..storage.pagecache import open_direct
+
+                self.fd = open_direct(path)
+            elif plain:
                 self.fd = os.open(path, os.O_RDONLY)
             elif via == "pread":
                 raise DataError(f"{path.decode()}: datasets are not contiguous and unfiltered; "
@@ -248,6 +260,28 @@ class _OpenFile:
         # (file offset, offset in the row, bytes) per array, as Python ints (no NumPy scalars on the read path)
         self.parts = [(int(o), int(st), int(n)) for o, st, n in zip(self.offsets, self.starts, nbytes)]
         self._h5s = h5py.h5s
+        self.direct = direct      # a pagecache.DirectBuffer: the fd is O_DIRECT (None: buffered)
+        if direct is not None:
+            if self.fd < 0:
+                self.close()
+                from ..errors import ConfigError
+
+                raise ConfigError(f"--cache direct: {path.decode()}'s datasets are not contiguous and unfiltered, "
+                                  f"so they are read through libhdf5, which cannot use O_DIRECT here")
+            self.read_row = self._read_row_direct   # the buffered read_row stays free of any mode test
+
+    def _read_row_direct(self, j: int, out: np.ndarray, reader) -> None:
+        """``read_row`` through O_DIRECT (``pagecache.pread_direct``: aligned span, bounce buffer)."""
+        from ..storage.pagecache import pread_direct
+
+        cnt, fd, bounce, clock, f = self.counters, self.fd, self.direct, perf_counter_ns, self.file_no
+        for off, s, n in self.parts:
+            t0 = clock()
+            got = pread_direct(fd, out[s:s + n], n, off + j * n, bounce)
+            if cnt is not None:
+                cnt.read(f, off + j * n, got, clock() - t0)
+            if got != n:
+                raise self._short(j)
 
     def read_row(self, j: int, out: np.ndarray, reader) -> None:
         """Row ``j`` of every array into ``out`` (laid out as ``reader``'s arrays, back to back); with
@@ -322,7 +356,12 @@ class _OpenFile:
             blk = scratch[a][:count * n]
             cnt, t0 = self.counters, perf_counter_ns()
             if self.fd >= 0:
-                r = preadv(self.fd, [blk], self.offsets[a] + j * n)
+                if self.direct is not None:
+                    from ..storage.pagecache import pread_direct
+
+                    r = pread_direct(self.fd, blk, count * n, self.offsets[a] + j * n, self.direct)
+                else:
+                    r = preadv(self.fd, [blk], self.offsets[a] + j * n)
                 if cnt is not None:
                     cnt.read(self.file_no, self.offsets[a] + j * n, r, perf_counter_ns() - t0)
                 if r != count * n:
@@ -358,10 +397,15 @@ class BlockReader(_ArraysMixin, SampleReader):
     """hdf5_shared / hdf5_blocks: files and datasets stay open (an LRU of ``max_open_files``)."""
 
     def __init__(self, data_dir: Path, manifest, workload: Workload, max_open_files: int = 64,
-                 via: str = "auto", counters=None):
+                 via: str = "auto", counters=None, direct: bool = False):
         if via not in ("auto", "pread", "hdf5"):
             raise ValueError(f"via={via!r}: choose auto, pread or hdf5")
         self._via = via
+        self._direct = None
+        if direct:
+            from ..storage.pagecache import DirectBuffer
+
+            self._direct = DirectBuffer()
         self.counters = counters
         self._init_arrays(workload)
         self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
@@ -371,7 +415,7 @@ class BlockReader(_ArraysMixin, SampleReader):
         self._fapl = _fapl()
         self._layout = workload.layout
         self.supports_runs = workload.layout == "hdf5_shared"
-        self.run_mode = "scatter"
+        self.run_mode = "scatter" if self._direct is None else "block"   # O_DIRECT: one aligned span per array
         self._scratch: list | None = None
         self._iov_cache: dict = {}
         if workload.layout == "hdf5_shared":
@@ -381,7 +425,7 @@ class BlockReader(_ArraysMixin, SampleReader):
         h = self._open.get(f)
         if h is None:
             h = _OpenFile(self._paths[f], self._names, self._shapes, self._nbytes, self._fapl, self._via,
-                          self.counters, f)
+                          self.counters, f, self._direct)
             self._open[f] = h
             if len(self._open) > self._max_open:
                 self._open.popitem(last=False)[1].close()
@@ -438,13 +482,35 @@ class BlockReader(_ArraysMixin, SampleReader):
 class JpegReader(SampleReader):
     """jpeg_folders: the file's bytes with one ``preadv``; ``decode_into`` for the decoded sample."""
 
-    def __init__(self, data_dir: Path, manifest, workload: Workload, counters=None):
+    def __init__(self, data_dir: Path, manifest, workload: Workload, counters=None, direct: bool = False):
         self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
         self._sizes = manifest.nbytes
         self.counters = counters
         self.max_row_nbytes = int(self._sizes.max()) if len(self._sizes) else 0
         self.decoded_shape = tuple(workload.jpeg.decoded_shape)  # type: ignore[union-attr]
         self.decoded_nbytes = int(np.prod(self.decoded_shape))
+        if direct:
+            from ..storage.pagecache import DirectBuffer
+
+            self._bounce = DirectBuffer(self.max_row_nbytes)
+            self.read_into = self._read_into_direct   # the buffered read_into stays free of any mode test
+
+    def _read_into_direct(self, i: int, out: np.ndarray) -> int:
+        """``read_into`` through O_DIRECT (the file's aligned span into the bounce buffer, then copied)."""
+        from ..storage.pagecache import open_direct, pread_direct
+
+        n = int(self._sizes[i])
+        fd = open_direct(self._paths[i])
+        try:
+            t0 = perf_counter_ns()
+            got = pread_direct(fd, out[:n], n, 0, self._bounce)
+            if self.counters is not None:
+                self.counters.open_read(i, 0, got, perf_counter_ns() - t0)
+        finally:
+            os.close(fd)
+        if got != n:
+            raise DataError(f"{self._paths[i].decode()}: read {got} B, the manifest says {n} B")
+        return n
 
     def read_into(self, i: int, out: np.ndarray) -> int:
         n = int(self._sizes[i])
@@ -529,10 +595,11 @@ class MemoryReader(SampleReader):
 
 
 def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_files: int = 64,
-                via: str = "auto", counters=None) -> SampleReader:
+                via: str = "auto", counters=None, direct: bool = False) -> SampleReader:
     """The reader of ``data_dir``'s layout (see the module docstring). The manifest must describe the
     same workload data (name, layout, arrays, samples) as ``workload``. ``via`` (hdf5_shared, hdf5_blocks):
-    ``auto``/``pread`` read rows at the datasets' byte offsets, ``hdf5`` through H5Dread hyperslabs."""
+    ``auto``/``pread`` read rows at the datasets' byte offsets, ``hdf5`` through H5Dread hyperslabs.
+    ``direct``: O_DIRECT reads (module docstring; a ConfigError for hdf5_per_sample and ``via="hdf5"``)."""
     from .manifest import spec_of
 
     if manifest.workload != workload.name or manifest.spec != spec_of(workload):
@@ -542,8 +609,17 @@ def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_
     d = Path(data_dir)
     if counters is not None:  # a CounterSet: this reader's counters, Darshan's last_byte_read per file
         counters = counters.new("shared", len(manifest.paths))
+    if direct:
+        from ..storage.pagecache import direct_support
+
+        ok, why = direct_support(workload.layout)
+        if not ok or via == "hdf5":
+            from ..errors import ConfigError
+
+            raise ConfigError(why or "--cache direct: via='hdf5' reads through libhdf5, which cannot use O_DIRECT")
     if workload.layout == "hdf5_per_sample":
         return PerSampleReader(d, manifest, workload, counters)
     if workload.layout in ("hdf5_shared", "hdf5_blocks"):
-        return BlockReader(d, manifest, workload, max_open_files=max_open_files, via=via, counters=counters)
-    return JpegReader(d, manifest, workload, counters)
+        return BlockReader(d, manifest, workload, max_open_files=max_open_files, via=via, counters=counters,
+                           direct=direct)
+    return JpegReader(d, manifest, workload, counters, direct=direct)

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from . import aligned_empty
+from .pagecache import evict
 
 MB = 1e6
 LAT_BYTES = 4096
@@ -51,24 +52,6 @@ def _files(data_dir: Path, min_bytes: int) -> list[tuple[str, int]]:
         except OSError:
             continue
     return out
-
-
-def drop_cache(paths) -> None:
-    """Evict files from the page cache (``posix_fadvise(DONTNEED)``: no root needed). Dirty pages (a file
-    just written) cannot be dropped, so each file is flushed first (``fdatasync``)."""
-    for p in paths:
-        try:
-            fd = os.open(p, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            try:
-                os.fdatasync(fd)
-            except OSError:
-                pass
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def _read_worker(files, fds, nbytes: int, stop_at: float, seed: int, out: list, k: int, lat: list | None) -> None:
@@ -235,7 +218,7 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
     def cold(paths):
         if cache == "drop":
             if first_node_rank:
-                drop_cache(paths)
+                evict(paths)
             comm.barrier()
 
     # --- shared tier: t(γ), latency ---
@@ -346,4 +329,4 @@ def _meminfo_total() -> int:
     return 8 << 30
 
 
-__all__ = ["calibrate_storage", "drop_cache", "read_rate"]
+__all__ = ["calibrate_storage", "read_rate"]

@@ -5,7 +5,8 @@
 - ``local``: a node-local directory (``--local-dir``), one subdirectory per node (``node<k>``), so several
   emulated nodes on one machine (``--ranks-per-node``) each get their own. ``LocalTier`` stores one file per
   sample row, written atomically (temporary file + rename) and read with ``os.preadv`` into the caller's
-  (page-aligned) buffer.
+  (page-aligned) buffer; with ``direct=True`` (``--cache direct``) through ``O_DIRECT``
+  (``pagecache.pread_direct``: the file's 4 KiB-aligned span into a bounce buffer, then copied).
 - ``memory``: ``MemoryTier``, a preallocated, page-aligned slab of fixed-size slots in the process.
 
 Both tiers have the same interface: ``put(sample_id, row) -> nbytes``, ``read_into(sample_id, out) ->
@@ -95,7 +96,8 @@ class LocalTier:
     name = "local"
 
     def __init__(self, root_dir: str | os.PathLike, node: int, capacity_bytes: int, *,
-                 flag: str = "--local-dir", check_free: bool = True, subdir: str = "", io_counters=None):
+                 flag: str = "--local-dir", check_free: bool = True, subdir: str = "", io_counters=None,
+                 direct: bool = False):
         capacity_bytes = int(capacity_bytes)
         if capacity_bytes <= 0:
             raise ConfigError(f"local tier capacity_bytes={capacity_bytes}: must be > 0")
@@ -113,6 +115,10 @@ class LocalTier:
         self._lock = threading.Lock()
         self.counters = TierCounters()
         self.io_counters = io_counters  # Darshan-style (dlbench.storage.counters.IOCounters), class "local"
+        self.direct = bool(direct)
+        if direct:   # O_DIRECT reads; the buffered read_into stays free of any mode test
+            self._bounce = threading.local()
+            self.read_into = self._read_into_direct
 
     def path_of(self, sample_id: int) -> str:
         return f"{self._dirs}{int(sample_id)}.row"
@@ -204,6 +210,34 @@ class LocalTier:
                 if got <= 0:
                     raise OSError(errno.EIO, f"short read of {self.path_of(sid)}: {off} of {n} bytes")
                 off += got
+        finally:
+            os.close(fd)
+        c = self.counters
+        c.reads += 1
+        c.read_bytes += n
+        return n
+
+    def _read_into_direct(self, sample_id: int, out: np.ndarray) -> int:
+        """``read_into`` through O_DIRECT (several loader threads may read one tier: a bounce buffer each)."""
+        from .pagecache import DirectBuffer, open_direct, pread_direct
+
+        sid = int(sample_id)
+        bounce = getattr(self._bounce, "buf", None)
+        if bounce is None:
+            bounce = self._bounce.buf = DirectBuffer()
+        fd = open_direct(self.path_of(sid))
+        try:
+            n = self._sizes.get(sid)
+            if n is None:
+                n = os.fstat(fd).st_size
+            if n > out.nbytes:
+                raise ValueError(f"buffer of {out.nbytes} bytes too small for sample {sid} ({n} bytes)")
+            t0 = perf_counter_ns()
+            got = pread_direct(fd, out.reshape(-1).view(np.uint8), n, 0, bounce)
+            if self.io_counters is not None:
+                self.io_counters.open_read(sid, 0, got, perf_counter_ns() - t0)
+            if got != n:
+                raise OSError(errno.EIO, f"short read of {self.path_of(sid)}: {got} of {n} bytes")
         finally:
             os.close(fd)
         c = self.counters

@@ -64,6 +64,7 @@ class RunContext:
     local_dir: Path | None = None  # --local-dir: node-local storage root (node<k> under it per node)
     memory_budget_bytes: float | None = None   # memory tier per node (the profile's), None: unbounded
     io_counters: Any = None        # dlbench.storage.counters.CounterSet of this process (None: not counted)
+    cache: str = "keep"            # --cache keep|drop|direct (dlbench.storage.pagecache): direct = O_DIRECT tier reads
     clock: Callable[[], int] = perf_counter_ns   # injectable (a fake clock in tests)
 
 

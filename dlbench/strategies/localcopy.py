@@ -357,7 +357,7 @@ def open_local_tier(ctx: RunContext, need_per_node: int, cap: int, *, private: b
     check_local_dir(base, int(need_per_node))
     root = base / f"run-{tag}"
     tier = LocalTier(root, int(ctx.node_map[ctx.rank]), max(int(cap), 1), check_free=False,
-                     subdir=f"rank{ctx.rank}" if private else "",
+                     subdir=f"rank{ctx.rank}" if private else "", direct=getattr(ctx, "cache", "keep") == "direct",
                      io_counters=(ctx.io_counters.new("local", threadsafe=True)
                                   if ctx.io_counters is not None else None))
     (root / owner_marker()).touch()

@@ -20,7 +20,10 @@ def test_page_cache_check_counts_dataloader_workers_reads(tmp_path, cli, tiny):
     assert s["strategy_stats"][0]["worker_io"]["processes"] >= 1
 
 
-def test_page_cache_check_sums_worker_io():
+def test_page_cache_check_does_not_count_reaped_workers_twice():
+    """Regression (issue 17): Linux adds a reaped child's /proc/<pid>/io to its parent's, and the executor's
+    close() reaps the DataLoader workers before the trainer's last reading, so adding the workers' own figures
+    counted their bytes twice (a cold prefetch run showed 2x the dataset from the device)."""
     import numpy as np
 
     from dlbench.runner import page_cache_check
@@ -29,10 +32,29 @@ def test_page_cache_check_sums_worker_io():
         def sample_nbytes(self):
             return np.full(10, 1000, dtype=np.int64)
 
-    g = [{"io": {"rchar": 100, "read_bytes": 0},
+    g = [{"io": {"rchar": 10_100, "read_bytes": 5_000},      # the trainer's, the reaped workers' included
           "strategy_stats": {"worker_io": {"rchar": 10_000, "read_bytes": 5_000}}}]
     pc = page_cache_check(M(), g)
     assert pc["rchar_bytes"] == 10_100 and pc["device_read_bytes"] == 5_000 and pc["workers_rchar_bytes"] == 10_000
+
+
+def test_reaped_child_io_is_added_to_the_parent(tmp_path):
+    """The kernel behaviour the page-cache check relies on: a child's reads appear in the parent's
+    /proc/self/io once the parent has reaped it."""
+    import multiprocessing as mp
+    import os
+
+    from dlbench.storage.pagecache import proc_io
+
+    if not proc_io():
+        pytest.skip("no /proc/self/io here")
+    p = tmp_path / "f.bin"
+    p.write_bytes(os.urandom(1 << 20))
+    before = proc_io()["rchar"]
+    child = mp.get_context("fork").Process(target=p.read_bytes)
+    child.start()
+    child.join()
+    assert proc_io()["rchar"] - before >= 1 << 20
 
 
 def _summary(r):
