@@ -31,6 +31,54 @@ from .errors import ConfigError
 SCHEDULERS = ("slurm", "pbs", "flux")
 EXT = {"slurm": "sbatch", "pbs": "pbs", "flux": "flux"}
 
+# account / partition / queue / bank: what schedulers accept as such names (Slurm allows a comma-separated
+# partition list, PBS a queue@server); nothing that a shell or a directive line would read as more
+_SCHED_NAME = r"[A-Za-z0-9][A-Za-z0-9_.+,@-]{0,99}"
+
+
+def check_study_name(name: object, where: str) -> str:
+    """The study name goes into job names, comments and directive lines: the plain-name rule of workloads
+    (letters, digits, ``_ . + -``), so no newline, quote or ``$`` can become a line of a batch script."""
+    from .workload import NAME_PATTERN
+
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name) or ".." in name:
+        raise ConfigError(f"study name={name!r} ({where}): must be 1-100 characters of letters, digits, '_', "
+                          f"'.', '+', '-', start with a letter or digit and hold no '..' (it names the jobs of "
+                          f"the batch scripts)")
+    return name
+
+
+def check_sched_name(flag: str, value: str | None) -> str | None:
+    """``--account`` / ``--partition``: a scheduler name (letters, digits, ``_ . + , @ -``) or None."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(_SCHED_NAME, value):
+        raise ConfigError(f"{flag}={value!r}: must be 1-100 characters of letters, digits, '_', '.', '+', ',', "
+                          f"'@', '-', starting with a letter or digit (it is written into the batch scripts)")
+    return value
+
+
+def _one_line(flag: str, value: str | None) -> str | None:
+    """A value written as one line of shell (``--env``, ``--dlbench``) must be one line: a newline or other
+    control character would start a line of its own in every script."""
+    if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ConfigError(f"{flag}={value!r}: must be one line without control characters (newline, tab, ...)")
+    return value
+
+
+def dlbench_words(cmd: str) -> str:
+    """``--dlbench``, the command that starts dlbench (``dlbench``, ``python -m dlbench.cli``, a path with
+    spaces in quotes): split as a shell would, every word re-quoted, so ``$(...)``, backticks or ``;`` in it
+    stay literal text of an argument."""
+    _one_line("--dlbench", cmd)
+    try:
+        words = shlex.split(cmd)
+    except ValueError as exc:
+        raise ConfigError(f"--dlbench={cmd!r}: not a command line ({exc})") from None
+    if not words:
+        raise ConfigError(f"--dlbench={cmd!r}: empty; give the command that starts dlbench, e.g. dlbench")
+    return shlex.join(words)
+
 
 @dataclass(frozen=True)
 class JobOptions:
@@ -83,7 +131,8 @@ def _hms(sec: int) -> str:
 def header(opt: JobOptions, *, name: str, nodes: int, tasks: int, k: int) -> list[str]:
     """The scheduler directives of one job: ``nodes`` nodes, ``k`` tasks per node, ``tasks`` in all."""
     sec = _seconds(opt.time)
-    acc, part = opt.account, opt.partition
+    acc, part = check_sched_name("--account", opt.account), check_sched_name("--partition", opt.partition)
+    check_study_name(name.removeprefix("dlbench-"), "job name")
     if opt.scheduler == "slurm":
         return [f"#SBATCH --job-name={name}", f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={k}",
                 f"#SBATCH --time={_hms(sec)}", "#SBATCH --output=logs/%x-%j.out",
@@ -138,10 +187,11 @@ def submit_all(opt: JobOptions, gen: str, points: list[str]) -> str:
         first, dep = "flux batch", "flux batch --dependency=afterok:$gen"
     lines = ["#!/bin/bash", "# Submit the dataset generation, then every point of the sweep after it.",
              "set -euo pipefail", 'cd "$(dirname "$0")"', "mkdir -p logs",
-             f"gen=$({first} {gen})", 'echo "generate: $gen"']
+             f"gen=$({first} {shlex.quote(gen)})", 'echo "generate: $gen"']
     for p in points:
-        lines.append(f'echo "{p}: $({dep} {p})"')
-    lines += [f'echo "when they are done: dlbench compare {opt.results} && dlbench plot {opt.results} --kind scaling"',
+        lines.append(f'echo {shlex.quote(p + ":")} "$({dep} {shlex.quote(p)})"')
+    res = shlex.quote(str(opt.results))
+    lines += ["echo " + shlex.quote(f"when they are done: dlbench compare {res} && dlbench plot {res} --kind scaling"),
               ""]
     return "\n".join(lines)
 
@@ -167,6 +217,10 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
 
         raise unknown_choice("scheduler", scheduler, SCHEDULERS)
     st = load_study(study_path)
+    check_study_name(st.name, f"{study_path} name")
+    account, partition = check_sched_name("--account", account), check_sched_name("--partition", partition)
+    _one_line("--env", env_line)
+    dlbench = dlbench_words(dlbench)
     sw = st.sweep
     k = int(ranks_per_node or (sw.ranks_per_node if sw is not None else 1))
     if k < 1:
