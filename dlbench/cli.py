@@ -467,6 +467,8 @@ def _imported(doc, out):
 
     rd = importers.write_imported(doc, out)
     click.echo(report.render_summary(results.read_run(rd)))
+    for w in doc.get("warnings") or ():
+        click.echo(f"dlbench: warning: {w}", err=True)
     click.echo(f"results: {rd}")
 
 

@@ -188,21 +188,67 @@ DARSHAN_MAGIC = 6567223  # DARSHAN_MAGIC_NR, the int64 after the 8-byte version 
 _HIST = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M", "100M_1G", "1G_PLUS")
 
 
-def _check_darshan_file(p: Path) -> None:
+# the header of a format-3 log (darshan-log-format.h): version string[8], magic int64, comp_type uint8 (+3 pad),
+# partial_flag uint32, name_map {off, len uint64}, mod_map[16] {off, len}, mod_ver[16] uint32
+_HDR_MAPS_AT, _MAX_MODS, _HDR_SIZE = 24, 16, 360
+# module ids of the log's own layout (they moved between format versions)
+_MOD_NAMES = {
+    "3.0": ("NULL", "POSIX", "MPI-IO", "HDF5", "PNETCDF", "BG/Q", "LUSTRE", "STDIO", "DXT_POSIX", "DXT_MPIIO"),
+    "3.1": ("NULL", "POSIX", "MPI-IO", "HDF5", "PNETCDF", "BG/Q", "LUSTRE", "STDIO", "DXT_POSIX", "DXT_MPIIO",
+            "MDHIM"),
+    "3.2": ("NULL", "POSIX", "MPI-IO", "H5F", "H5D", "PNETCDF", "BG/Q", "LUSTRE", "STDIO", "DXT_POSIX", "DXT_MPIIO",
+            "MDHIM", "APXC", "APMPI"),
+    "3.4": ("NULL", "POSIX", "MPI-IO", "H5F", "H5D", "PNETCDF_FILE", "PNETCDF_VAR", "BG/Q", "LUSTRE", "STDIO",
+            "DXT_POSIX", "DXT_MPIIO", "MDHIM", "APXC", "APMPI", "HEATMAP"),
+}
+
+
+def _module_name(version: str, idx: int) -> str:
+    names = _MOD_NAMES.get(version[:3])
+    return names[idx] if names is not None and idx < len(names) else f"module #{idx}"
+
+
+def _check_darshan_file(p: Path) -> dict:
+    """Validate a log before PyDarshan's C parser sees it: the header (version, magic) and every region the
+    header maps (the name table and each module's records) lying inside the file. A truncated log is
+    refused naming what is cut off (PyDarshan segfaults, aborts or silently reads fewer records on one).
+    Returns ``{"version", "size", "partial": [module names Darshan flagged partial]}``."""
     if not p.is_file():
         raise DataError(f"LOG={p}: no such file")
     try:
+        size = p.stat().st_size
         with open(p, "rb") as f:
-            head = f.read(16)
+            head = f.read(_HDR_SIZE)
     except OSError as exc:
         raise DataError(f"LOG={p}: cannot read it ({exc.strerror})") from None
-    ok = len(head) == 16 and DARSHAN_MAGIC in (struct.unpack("<q", head[8:])[0], struct.unpack(">q", head[8:])[0])
-    if not ok:
+    endian = None
+    if len(head) >= 16:
+        for e in ("<", ">"):
+            if struct.unpack(e + "q", head[8:16])[0] == DARSHAN_MAGIC:
+                endian = e
+    if endian is None:
         raise DataError(f"LOG={p}: not a Darshan log (no Darshan header); pass a .darshan file written by the "
                         f"Darshan runtime")
+    version = head[:8].rstrip(bytes(1)).decode(errors="replace")
     if not head[:2] == b"3.":
-        raise DataError(f"LOG={p}: Darshan log format {head[:8].rstrip(bytes(1)).decode(errors='replace')!r}: "
-                        f"PyDarshan reads format 3.x logs only")
+        raise DataError(f"LOG={p}: Darshan log format {version!r}: PyDarshan reads format 3.x logs only")
+    hdr = _HDR_SIZE if version >= "3.10" else _HDR_SIZE - 4 * _MAX_MODS  # 3.0x logs: no module versions
+    if len(head) < hdr:
+        raise DataError(f"LOG={p}: truncated Darshan log: {size} bytes, shorter than its {hdr}-byte header "
+                        f"(copy the whole log again)")
+    partial_flag = struct.unpack(endian + "I", head[20:24])[0]
+    maps = [struct.unpack(endian + "QQ", head[_HDR_MAPS_AT + 16 * i:_HDR_MAPS_AT + 16 * (i + 1)])
+            for i in range(1 + _MAX_MODS)]
+    regions = [("job record", hdr, maps[0][0] - hdr if maps[0][0] >= hdr else 0), ("name table", *maps[0])]
+    regions += [(f"{_module_name(version, i)} records", off, ln) for i, (off, ln) in enumerate(maps[1:]) if ln]
+    cut = [(name, off, ln) for name, off, ln in regions if off + ln > size or (ln and off < hdr)]
+    if cut:
+        what = ", ".join(f"{n} (bytes {o:,}..{o + ln:,})" for n, o, ln in cut[:4])
+        more = f" and {len(cut) - 4} more" if len(cut) > 4 else ""
+        raise DataError(f"LOG={p}: truncated or damaged Darshan log: {size:,} bytes, but its header maps "
+                        f"{what}{more} past the end of the file (copy the whole log again)")
+    partial = [_module_name(version, i) for i in range(_MAX_MODS) if partial_flag & (1 << i)]
+    return {"version": version, "size": size, "partial": partial}
 
 
 @contextmanager
@@ -241,6 +287,23 @@ def _report(path):
             err = f"{type(exc).__name__}: {exc}"
         gc.collect()  # the half-made report's destructor prints too: let it run while fd 2 is quiet
     raise DataError(f"LOG={p}: PyDarshan cannot read it ({err})")
+
+
+def _check_parsed(p: Path, rep) -> None:
+    """What PyDarshan read must be what the header promised: libdarshan reports a damaged compressed region
+    on stderr only and hands back a report without its records (counts silently 0)."""
+    job = rep.metadata.get("job") or {}
+    if not int(job.get("nprocs") or 0) > 0:
+        raise DataError(f"LOG={p}: damaged Darshan log: its job record reads as {job.get('nprocs')!r} processes "
+                        f"(the compressed job record could not be read)")
+    empty = [m for m, info in rep.modules.items()
+             if int(info.get("len") or 0) > 0 and m in rep.records and len(rep.records[m]) == 0]
+    if empty:
+        raise DataError(f"LOG={p}: damaged Darshan log: the header maps records of {', '.join(empty)} but none "
+                        f"could be read (a corrupt compressed region)")
+    if any(len(rep.records[m]) for m in rep.records) and not (getattr(rep, "name_records", None) or {}):
+        raise DataError(f"LOG={p}: damaged Darshan log: records but no file names (the name table could not be "
+                        f"read)")
 
 
 def _frames(rep, mod):
@@ -298,6 +361,34 @@ def import_darshan(path, rep=None) -> dict:
     return out
 
 
+# file-system types (as Darshan's mount table names them) by where the bytes live: a parallel / network file
+# system shared by the nodes, a node's own block device, or its memory. Anything else is "unclassified"
+# (reported apart, never counted as a node's own tier).
+SHARED_FS = ("lustre", "gpfs", "mmfs", "nfs", "nfs4", "beegfs", "fhgfs", "cephfs", "ceph", "fuse.ceph", "dvs",
+             "pvfs2", "orangefs", "panfs", "glusterfs", "fuse.glusterfs", "wekafs", "fuse.wekafs", "daos",
+             "fuse.daos", "cifs", "smb3", "smbfs", "afs", "hdfs", "fuse.hdfs", "quobyte", "fuse.quobyte", "vast",
+             "ifs", "fuse.sshfs", "9p", "virtiofs", "scality")
+LOCAL_FS = ("ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "jfs", "reiserfs", "vfat", "exfat", "ntfs",
+            "squashfs", "overlay", "iso9660", "erofs")
+MEMORY_FS = ("tmpfs", "ramfs", "devtmpfs", "hugetlbfs")
+
+
+def fs_tier(fstype: str | None) -> str:
+    """``shared`` / ``local`` / ``memory`` / ``unclassified`` for a file-system type from a mount table
+    (``lustre`` → shared, ``xfs`` → local, ``tmpfs`` → memory; case and a ``fuse.`` prefix tolerated)."""
+    t = str(fstype or "").strip().lower()
+    if not t:
+        return "unclassified"
+    for name in (t, t.removeprefix("fuse.")):
+        if name in SHARED_FS:
+            return "shared"
+        if name in LOCAL_FS:
+            return "local"
+        if name in MEMORY_FS:
+            return "memory"
+    return "unclassified"
+
+
 def _mount_of(name: str, mounts: list[str]) -> str:
     for m in mounts:  # longest first
         if name == m or name.startswith(m.rstrip("/") + "/"):
@@ -311,9 +402,10 @@ def darshan_counters(rep) -> tuple[dict, list]:
     Darshan reduces into one record) count in by_class but cannot be split per rank."""
     notes = []
     try:
-        mounts = sorted({m for m, _fs in rep.mounts}, key=len, reverse=True)
-    except Exception:  # noqa: BLE001
-        mounts = []
+        fs_of = {str(m): str(fs) for m, fs in rep.mounts}
+    except Exception:  # noqa: BLE001 - a log without a mount table
+        fs_of = {}
+    mounts = sorted(fs_of, key=len, reverse=True)
     names = getattr(rep, "name_records", {}) or {}
     nprocs = int((rep.metadata.get("job") or {}).get("nprocs") or 0)
     per_rank: list[dict] = [{} for _ in range(nprocs)]
@@ -356,6 +448,8 @@ def darshan_counters(rep) -> tuple[dict, list]:
                     shared_slowest = (int(slow_r[k]), t)
     ioc = C.summarize([{cls: C.combine(v) for cls, v in r.items()} for r in per_rank])
     ioc["by_class"] = {cls: C.to_named(C.combine(v)) for cls, v in by_class.items()}
+    ioc["class_fs"] = {cls: fs_of.get(cls) for cls in by_class}
+    ioc["class_tier"] = {cls: fs_tier(fs_of.get(cls)) for cls in by_class}
     rank_resolved = any(r["POSIX_F_READ_TIME"] > 0 for r in ioc["by_rank"])
     if not rank_resolved:
         ioc["slowest_rank"] = None
@@ -367,17 +461,113 @@ def darshan_counters(rep) -> tuple[dict, list]:
                      f"are in by_class, not by_rank; Darshan names rank {r} the slowest on them "
                      f"(POSIX_F_SLOWEST_RANK_TIME {t:.4g} s: its read+write+metadata time)")
     ioc["note"] = ("Imported from a Darshan log: POSIX and H5D counters as Darshan recorded them, summed over "
-                   "records (maxima for MAX counters); file classes are the mount points holding the files. "
-                   "Times in seconds.")
+                   "records (maxima for MAX counters); file classes are the mount points holding the files, "
+                   "class_fs their file-system types and class_tier where the bytes live (shared: a parallel "
+                   "or network file system; local; memory; unclassified). Times in seconds.")
     return ioc, notes
 
 
-def darshan_run(path, *, name: str | None = None) -> dict:
-    """A run.json document for a Darshan log: ``total_time_s`` (the job's run time), ``ranks`` (nprocs),
+def darshan_run(path, *, name: str | None = None, isolate: bool = True) -> dict:
+    """``darshan_doc`` of the log, parsed in a child process (``isolate``): PyDarshan's C parser can crash
+    the process (SIGSEGV, abort) on a damaged log; here that is one DataError naming the log and the signal.
+    The log is validated first (``_check_darshan_file``): a truncated one never reaches the parser. Logs that
+    Darshan itself flagged partial are imported with a note and ``doc["warnings"]`` naming the modules."""
+    p = Path(path)
+    info = _check_darshan_file(p)
+    doc = _darshan_in_child(p, name) if isolate else darshan_doc(p, name=name)
+    if info["partial"]:
+        msg = (f"LOG={p}: Darshan flagged the records of {', '.join(info['partial'])} partial (the runtime ran out "
+               f"of record memory): files past that point are missing, so their counts are lower bounds")
+        doc["summary"].setdefault("import_notes", []).append(msg)
+        doc["imported"]["partial_modules"] = info["partial"]
+        doc.setdefault("warnings", []).append(msg)
+    return doc
+
+
+def _darshan_child(path: str, name, conn, err_path: str) -> None:
+    """Child side of ``_darshan_in_child``: libdarshan's own messages go to ``err_path``; the document or
+    the one-line error goes back through ``conn``."""
+    from .errors import DlbenchError
+
+    try:
+        fd = os.open(err_path, os.O_WRONLY | os.O_TRUNC)
+        os.dup2(fd, 2)
+        os.close(fd)
+    except OSError:
+        pass
+    try:
+        conn.send(("ok", darshan_doc(path, name=name)))
+    except DlbenchError as exc:
+        conn.send(("err", type(exc).__name__, str(exc)))
+    except BaseException as exc:  # noqa: BLE001 - whatever PyDarshan raised, as one line in the parent
+        conn.send(("err", "DataError", f"LOG={path}: PyDarshan cannot read it ({type(exc).__name__}: {exc})"))
+    finally:
+        conn.close()
+
+
+def _darshan_in_child(p: Path, name) -> dict:
+    import multiprocessing
+    import signal
+    import tempfile
+
+    from . import errors
+
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process that may hold MPI or threads
+    fd, err_path = tempfile.mkstemp(prefix="dlbench-darshan-", suffix=".err")
+    os.close(fd)
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_darshan_child, args=(str(p), name, send, err_path), daemon=True)
+    try:
+        proc.start()
+        send.close()
+        try:
+            msg = recv.recv()
+        except EOFError:
+            msg = None
+        proc.join()
+        if msg is None:
+            code = proc.exitcode
+            how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 and
+                   -code in signal.Signals._value2member_map_ else f"exit status {code}")
+            said = _libdarshan_said(err_path, errors_only=False)
+            tail = f"; libdarshan said: {said[-1][:160]}" if said else ""
+            raise DataError(f"LOG={p}: PyDarshan's parser crashed on it ({how}): the log is damaged{tail}")
+        said = _libdarshan_said(err_path)
+        if msg[0] == "ok" and (proc.exitcode != 0 or said):
+            how = f"exit status {proc.exitcode}" if proc.exitcode != 0 else "errors while reading"
+            raise DataError(f"LOG={p}: damaged Darshan log: PyDarshan's parser reported {how}"
+                            + (f"; libdarshan said: {said[0][:160]}" if said else ""))
+        if msg[0] == "ok":
+            return msg[1]
+        cls = getattr(errors, msg[1], DataError)
+        raise (cls if isinstance(cls, type) and issubclass(cls, errors.DlbenchError) else DataError)(msg[2])
+    finally:
+        recv.close()
+        if proc.is_alive():
+            proc.terminate()
+            proc.join()
+        try:
+            os.unlink(err_path)
+        except OSError:
+            pass
+
+
+def _libdarshan_said(err_path: str, errors_only: bool = True) -> list[str]:
+    """The lines libdarshan wrote to the child's stderr (only its ``Error:`` lines by default)."""
+    try:
+        lines = [ln.strip() for ln in Path(err_path).read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return []
+    return [ln for ln in lines if ln.lower().startswith("error")] if errors_only else lines
+
+
+def darshan_doc(path, *, name: str | None = None) -> dict:
+    """A run.json document for a Darshan log (parsed in this process): ``total_time_s`` (the job's run time), ``ranks`` (nprocs),
     ``read_bytes``, ``phase_time_s["read"]`` (Σ POSIX_F_READ_TIME / nprocs: the mean cumulative read time
     of a rank), ``read_share``, ``read_bandwidth_bytes_per_s`` (bytes / Σ read time), ``io_counters``.
     Left out (``import_notes``): epochs, stall and so exposed I/O share, compute, samples/s."""
     rep = _report(path)
+    _check_parsed(Path(path), rep)
     detail = import_darshan(path, rep)
     job = detail.get("job") or {}
     exe = str(job.get("exe") or "")
@@ -393,7 +583,19 @@ def darshan_run(path, *, name: str | None = None) -> dict:
     rt = posix.get("POSIX_F_READ_TIME")
     if rb is not None:
         summary["read_bytes"] = int(rb)
-        summary["bytes_by_tier"] = {cls: c["POSIX_BYTES_READ"] for cls, c in ioc["by_class"].items()}
+        # by where the bytes live (the mount's file-system type), not by mount point: a Lustre scratch is
+        # the shared file system, not one of a node's own tiers
+        bt: dict = {}
+        for cls, c in ioc["by_class"].items():
+            tier = ioc["class_tier"].get(cls, "unclassified")
+            bt[tier] = bt.get(tier, 0) + int(c["POSIX_BYTES_READ"])
+        summary["bytes_by_tier"] = bt
+        if bt.get("unclassified"):
+            unk = sorted(f"{cls} ({ioc['class_fs'].get(cls) or 'no mount entry'})"
+                         for cls, t in ioc["class_tier"].items() if t == "unclassified"
+                         and ioc["by_class"][cls].get("POSIX_BYTES_READ"))
+            notes.append(f"bytes read on file systems of unknown kind are reported as 'unclassified', not as a "
+                         f"tier: {', '.join(unk)}")
     if rt is not None and nprocs:
         summary["phase_time_s"] = {"read": rt / nprocs}
         if run_time:

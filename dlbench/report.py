@@ -37,12 +37,21 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence], align_left: int = 1
 
 def _tier_bytes_text(bt: dict) -> str:
     """``shared FS X, own tiers Y (memory a, local b), peers Z`` in MB: where the epochs' bytes came from."""
-    own = {k: v for k, v in bt.items() if k not in ("shared", "peer")}
-    parts = [f"shared FS {bt.get('shared', 0) / MB:.1f}", f"own tiers {sum(own.values()) / MB:.1f}"]
+    own = {k: v for k, v in bt.items() if k not in ("shared", "peer", "unclassified")}
+    parts = [f"shared FS {_num(bt.get('shared', 0)) / MB:.1f}", f"own tiers {sum(map(_num, own.values())) / MB:.1f}"]
     if any(own.values()):
-        parts[-1] += " (" + ", ".join(f"{k} {v / MB:.1f}" for k, v in own.items() if v) + ")"
-    parts.append(f"peers {bt.get('peer', 0) / MB:.1f}")
+        parts[-1] += " (" + ", ".join(f"{k} {_num(v) / MB:.1f}" for k, v in own.items() if v) + ")"
+    parts.append(f"peers {_num(bt.get('peer', 0)) / MB:.1f}")
+    if bt.get("unclassified"):  # imported logs: a mount of unknown kind
+        parts.append(f"unclassified {_num(bt['unclassified']) / MB:.1f}")
     return ", ".join(parts)
+
+
+def _num(v) -> float:
+    try:
+        return float(v or 0)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def render_summary(run: dict) -> str:
