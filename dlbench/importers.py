@@ -31,14 +31,20 @@ from .errors import ConfigError, DataError
 TL_COLUMNS = ("Epoch", "Rank", "Action Description", "Time Taken")
 
 
-def import_timelogger(path, *, nodes: int | None = None, fold_setup: bool = True) -> dict:
+def import_timelogger(path, *, nodes: int | None = None, fold_setup: bool = True, strict: bool = False) -> dict:
     """Per-description sums of ``Time Taken`` from a TimeLogger CSV (plain or .gz; dlbench's own
     timelogger.csv too). Returns ``{"nodes", "ranks", "epochs", "rows", "descriptions": {desc: {"count",
     "sum_s", "per_node_s", "per_epoch_s": {epoch: Σ/nodes}}}, "per_rank": {desc: {rank: Σ}}}``. ``nodes``
     defaults to the number of distinct ranks ≥ 0 (the NERSC analysis divides by nodes, one rank per node);
     ``fold_setup`` counts epoch −1 (set-up) as epoch 0, as the original analysis does. Descriptions are
     stripped of the leading space TimeLogger writes. Sums use math.fsum. A file that is not such a CSV
-    raises DataError naming the file and the line."""
+    raises DataError naming the file and the line.
+
+    Garbled rows -- another column count than the header's, or an Epoch, Rank or Time Taken that is not a
+    number (many ranks appending to one file interleave their lines) -- are skipped and counted with their
+    line numbers in ``"skipped": {"count", "lines"}``; ``strict`` refuses the first one instead. A negative
+    or non-finite Time Taken is refused in any case (a time cannot be negative: the file is wrong, not
+    garbled)."""
     p = Path(path)
     if not p.is_file():
         raise DataError(f"CSV={p}: no such file")
@@ -52,6 +58,7 @@ def import_timelogger(path, *, nodes: int | None = None, fold_setup: bool = True
     epochs: set[int] = set()
     n = 0
     line = 1
+    skipped: list[int] = []
     try:
         with opener(p, "rt", newline="") as f:
             rd = csv.reader(f)
@@ -66,15 +73,27 @@ def import_timelogger(path, *, nodes: int | None = None, fold_setup: bool = True
                 if not row or not any(c.strip() for c in row):
                     continue
                 try:
-                    e = int(float(row[ie]))
-                    r = int(float(row[ir]))
+                    if len(row) != len(header):
+                        raise ValueError(f"{len(row)} columns, the header has {len(header)}")
+                    ef, rf = float(row[ie]), float(row[ir])
+                    if not (ef.is_integer() and rf.is_integer()):
+                        raise ValueError("Epoch and Rank must be whole numbers")
+                    e, r = int(ef), int(rf)
                     desc = row[idsc].strip()
                     t = float(row[itk])
-                except (ValueError, IndexError):
-                    raise DataError(f"CSV={p}: line {line}: not a TimeLogger row (Epoch, Rank, Time Taken must be "
-                                    f"numbers): {','.join(row)[:80]!r}") from None
+                except (ValueError, IndexError, OverflowError) as exc:
+                    if strict:
+                        raise DataError(f"CSV={p}: line {line}: not a TimeLogger row ({exc}; Epoch, Rank, Time "
+                                        f"Taken must be numbers): {','.join(row)[:80]!r} (--strict; without it "
+                                        f"garbled rows are skipped and counted)") from None
+                    skipped.append(line)
+                    continue
                 if not math.isfinite(t):
-                    raise DataError(f"CSV={p}: line {line}: Time Taken={row[itk]!r} is not a finite number")
+                    raise DataError(f"CSV={p}: line {line}: column 'Time Taken'={row[itk]!r} is not a finite "
+                                    f"number")
+                if t < 0:
+                    raise DataError(f"CSV={p}: line {line}: column 'Time Taken'={row[itk].strip()!r} is negative "
+                                    f"(a duration must be >= 0; rank {r}, epoch {e}, '{desc}')")
                 n += 1
                 ranks.add(r)
                 if fold_setup and e < 0:
@@ -85,6 +104,9 @@ def import_timelogger(path, *, nodes: int | None = None, fold_setup: bool = True
                 per_rank[desc][r].append(t)
     except (OSError, UnicodeDecodeError, EOFError, csv.Error) as exc:
         raise DataError(f"CSV={p}: not a readable TimeLogger CSV ({type(exc).__name__}: {exc})") from None
+    if n == 0 and skipped:
+        raise DataError(f"CSV={p}: no readable TimeLogger row: all {len(skipped)} rows are garbled (first at line "
+                        f"{skipped[0]}; Epoch, Rank, Time Taken must be numbers, one value per header column)")
     if n == 0:
         raise DataError(f"CSV={p}: a TimeLogger header but no rows")
     nn = nodes if nodes else max(1, len([r for r in ranks if r >= 0]))
@@ -94,7 +116,7 @@ def import_timelogger(path, *, nodes: int | None = None, fold_setup: bool = True
         out[desc] = {"count": len(vals), "sum_s": s, "per_node_s": s / nn,
                      "per_epoch_s": {e: math.fsum(v) / nn for e, v in sorted(per_epoch[desc].items())}}
     return {"nodes": nn, "ranks": sorted(r for r in ranks if r >= 0), "epochs": sorted(epochs), "rows": n,
-            "descriptions": out,
+            "skipped": {"count": len(skipped), "lines": skipped[:1000]}, "descriptions": out,
             "per_rank": {d: {r: math.fsum(v) for r, v in sorted(rv.items())} for d, rv in per_rank.items()}}
 
 
@@ -114,14 +136,15 @@ def _first(descs: dict, names) -> dict | None:
     return None
 
 
-def timelogger_run(path, *, name: str | None = None, nodes: int | None = None, fold_setup: bool = True) -> dict:
+def timelogger_run(path, *, name: str | None = None, nodes: int | None = None, fold_setup: bool = True,
+                   strict: bool = False) -> dict:
     """A run.json document (``config``, ``summary``, ``imported``) for a TimeLogger CSV. Filled where the
     CSV gives it (per node = Σ Time Taken / nodes, NERSC's analysis): ``epoch_time_s`` (Σ "Training
     Iteration" per epoch), ``phase_time_s`` read (Σ "HDF5 File Read"), decode (Σ "Load File" − read),
     stall (Σ "Call to Next Batch"), compute (Σ "Training Iteration" − Σ "Load File", NERSC's Training),
     ``exposed_io_share`` = stall / Σ epoch times, ``read_share``, ``au``, ``total_time_s`` (Σ "Global Total
     Time"). Left out (and said so in ``import_notes``): bytes, samples/s, I/O counters."""
-    t = import_timelogger(path, nodes=nodes, fold_setup=fold_setup)
+    t = import_timelogger(path, nodes=nodes, fold_setup=fold_setup, strict=strict)
     d = t["descriptions"]
     app = name or _stem(path)
     summary: dict = {"workload": app, "strategy": "imported-timelogger", "ranks": len(t["ranks"]) or None,
@@ -172,15 +195,28 @@ def timelogger_run(path, *, name: str | None = None, nodes: int | None = None, f
             vals = list(pr.values())
             mean = math.fsum(vals) / len(vals)
             summary["spread"] = {"read_s": {"min": min(vals), "mean": mean, "max": max(vals)}}
+    warnings = []
+    sk = t["skipped"]
+    if sk["count"]:
+        shown = ", ".join(map(str, sk["lines"][:10])) + (", ..." if sk["count"] > 10 else "")
+        msg = (f"CSV={path}: skipped {sk['count']} garbled row{'s' if sk['count'] != 1 else ''} of "
+               f"{sk['count'] + t['rows']} (lines {shown}; interleaved writes of several ranks?): the sums leave "
+               f"them out; --strict refuses such a file")
+        notes.append(msg)
+        warnings.append(msg)
     summary["import_notes"] = notes
     imported = {"kind": "timelogger", "source": str(Path(path).resolve()), "rows": t["rows"], "nodes": t["nodes"],
+                "skipped_rows": sk,
                 "epochs": t["epochs"], "fold_setup": fold_setup,
                 "descriptions": {k: {"count": v["count"], "sum_s": v["sum_s"], "per_node_s": v["per_node_s"],
                                      "per_epoch_s": {str(e): x for e, x in v["per_epoch_s"].items()}}
                                  for k, v in d.items()}}
-    return {"config": {"workload": app, "strategy": "imported-timelogger", "source": str(path), "nodes": nodes,
-                       "fold_setup": fold_setup},
-            "summary": summary, "imported": imported}
+    doc = {"config": {"workload": app, "strategy": "imported-timelogger", "source": str(path), "nodes": nodes,
+                      "fold_setup": fold_setup, "strict": strict},
+           "summary": summary, "imported": imported}
+    if warnings:
+        doc["warnings"] = warnings
+    return doc
 
 
 # ---- Darshan ----------------------------------------------------------------------------------------------

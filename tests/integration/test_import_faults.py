@@ -135,3 +135,73 @@ def test_lustre_scratch_bytes_are_the_shared_file_system(tmp_path):
     assert s["bytes_by_tier"] == {"shared": 4202504}
     assert s["io_counters"]["class_fs"] == {"/global/cscratch1": "lustre"}
     assert s["io_counters"]["class_tier"] == {"/global/cscratch1": "shared"}
+
+
+# ---- TimeLogger: negative, garbled, --strict ----------------------------------------------------------------
+TL_HEAD = "Epoch, Rank, Action Name, Action Description, Start Time, End Time, Time Taken\n"
+TL_ROWS = ["0,0, train, Training Iteration,10.0,11.0,1.0", "0,0, load, Load File,10.0,10.4,0.4",
+           "0,0, read, HDF5 File Read,10.0,10.3,0.3", "0,0, next, Call to Next Batch,10.0,10.1,0.1",
+           "0,1, train, Training Iteration,10.0,11.5,1.5", "0,1, load, Load File,10.0,10.5,0.5",
+           "0,1, read, HDF5 File Read,10.0,10.2,0.2", "0,1, next, Call to Next Batch,10.0,10.2,0.2"]
+# what many ranks appending to one file leave behind: two lines run together, a line cut short, a value cut
+GARBLED = ["0,1, train, Training Iteration,10.0,0,0, load, Load File,10.0,10.4,0.4",
+           "0,1, read, HDF5 Fi",
+           "0,0, next, Call to Next Batch,10.0,10.1,0.1e"]
+
+
+def _import_tl(tmp_path, text, *extra):
+    from click.testing import CliRunner
+
+    from dlbench.cli import main
+
+    f = tmp_path / "tl.csv"
+    f.write_text(text)
+    return CliRunner().invoke(main, ["import", "timelogger", str(f), "--out", str(tmp_path / "res"), *extra],
+                              catch_exceptions=False)
+
+
+def _summary(output):
+    rd = Path([ln for ln in output.splitlines() if ln.startswith("results: ")][-1].split(": ", 1)[1])
+    return json.loads((rd / "run.json").read_text())
+
+
+def test_negative_time_taken_is_refused(tmp_path):
+    rows = TL_ROWS[:5] + ["0,1, load, Load File,10.0,10.5,-5.0"] + TL_ROWS[6:]
+    r = _import_tl(tmp_path, TL_HEAD + "\n".join(rows) + "\n")
+    assert r.exit_code == 3, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("dlbench: error: CSV="), r.output
+    assert "line 7" in lines[0] and "'Time Taken'='-5.0' is negative" in lines[0] and "rank 1" in lines[0]
+    assert not (tmp_path / "res").exists()
+
+
+def test_garbled_rows_are_skipped_counted_and_warned(tmp_path):
+    (tmp_path / "a").mkdir()
+    clean = _import_tl(tmp_path / "a", TL_HEAD + "\n".join(TL_ROWS) + "\n")
+    assert clean.exit_code == 0, clean.output
+    rows = TL_ROWS[:2] + [GARBLED[0]] + TL_ROWS[2:5] + [GARBLED[1]] + TL_ROWS[5:] + [GARBLED[2]]
+    (tmp_path / "b").mkdir()
+    r = _import_tl(tmp_path / "b", TL_HEAD + "\n".join(rows) + "\n")
+    assert r.exit_code == 0, r.output
+    warn = [ln for ln in r.output.splitlines() if ln.startswith("dlbench: warning: ")]
+    assert len(warn) == 1 and "skipped 3 garbled rows of 11 (lines 4, 8, 12;" in warn[0], r.output
+    a, b = _summary(clean.output), _summary(r.output)
+    assert b["imported"]["skipped_rows"] == {"count": 3, "lines": [4, 8, 12]}
+    assert b["imported"]["rows"] == a["imported"]["rows"] == 8
+    assert b["summary"]["phase_time_s"] == a["summary"]["phase_time_s"]
+    assert b["summary"]["exposed_io_share"] == a["summary"]["exposed_io_share"]
+    assert any("skipped 3 garbled rows" in n for n in b["summary"]["import_notes"])
+
+
+def test_strict_refuses_the_first_garbled_row(tmp_path):
+    rows = TL_ROWS[:2] + [GARBLED[0]] + TL_ROWS[2:] + [GARBLED[1]]
+    r = _import_tl(tmp_path, TL_HEAD + "\n".join(rows) + "\n", "--strict")
+    assert r.exit_code == 3, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "line 4: not a TimeLogger row (12 columns, the header has 7" in lines[0], r.output
+    assert not (tmp_path / "res").exists()
+
+
+def test_only_garbled_rows_is_refused(tmp_path):
+    r = _import_tl(tmp_path, TL_HEAD + "\n".join(GARBLED) + "\n")
+    assert r.exit_code == 3 and "all 3 rows are garbled (first at line 2" in r.output, r.output
