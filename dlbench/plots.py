@@ -88,6 +88,7 @@ def find_run_dirs(paths: Sequence, dedup: bool = True) -> list[Path]:
 def load_runs(paths: Sequence) -> tuple[list[dict], list[str]]:
     """``read_run`` of every run folder; failed runs and unreadable run.json are left out with a note."""
     from .errors import DlbenchError
+    from .report import check_run
     from .results import read_run
 
     runs, notes = [], []
@@ -97,6 +98,7 @@ def load_runs(paths: Sequence) -> tuple[list[dict], list[str]]:
         except (OSError, DlbenchError) as exc:
             notes.append(f"{d}: unreadable run.json ({exc}); skipped")
             continue
+        check_run(r)  # a wrong-typed field: one line naming it, not a traceback in a figure
         if r.get("status") == "failed" or not r.get("summary"):
             notes.append(f"{d}: failed or incomplete run ({_err(r)}); skipped")
             continue
