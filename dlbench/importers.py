@@ -200,7 +200,7 @@ def timelogger_run(path, *, name: str | None = None, nodes: int | None = None, f
     if sk["count"]:
         shown = ", ".join(map(str, sk["lines"][:10])) + (", ..." if sk["count"] > 10 else "")
         msg = (f"CSV={path}: skipped {sk['count']} garbled row{'s' if sk['count'] != 1 else ''} of "
-               f"{sk['count'] + t['rows']} (lines {shown}; interleaved writes of several ranks?): the sums leave "
+               f"{sk['count'] + t['rows']} (line{'s' if sk['count'] != 1 else ''} {shown}; interleaved writes of several ranks?): the sums leave "
                f"them out; --strict refuses such a file")
         notes.append(msg)
         warnings.append(msg)
