@@ -29,6 +29,7 @@ from pathlib import Path
 from .errors import ConfigError
 
 SCHEDULERS = ("slurm", "pbs", "flux")
+MAX_NODES, MAX_RANKS_PER_NODE = 1_000_000, 65_536  # far above any machine: a typo, not a job
 EXT = {"slurm": "sbatch", "pbs": "pbs", "flux": "flux"}
 
 # account / partition / queue / bank: what schedulers accept as such names (Slurm allows a comma-separated
@@ -111,6 +112,8 @@ def parse_nodes_list(text: str) -> tuple[int, ...]:
         raise ConfigError(f"--nodes-list={text!r}: expected comma-separated node counts, e.g. 1,2,4,8") from None
     if not vals or min(vals) < 1:
         raise ConfigError(f"--nodes-list={text!r}: expected node counts >= 1, e.g. 1,2,4,8")
+    if max(vals) > MAX_NODES:
+        raise ConfigError(f"--nodes-list={text!r}: node counts must be <= {MAX_NODES:,} (no machine has more)")
     return tuple(sorted(set(vals)))
 
 
@@ -222,11 +225,13 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
     _one_line("--env", env_line)
     dlbench = dlbench_words(dlbench)
     sw = st.sweep
-    k = int(ranks_per_node or (sw.ranks_per_node if sw is not None else 1))
-    if k < 1:
-        raise ConfigError(f"--ranks-per-node={k}: must be >= 1")
-    if generate_nodes < 1:
-        raise ConfigError(f"--generate-nodes={generate_nodes}: must be >= 1")
+    k = int(ranks_per_node if ranks_per_node is not None else (sw.ranks_per_node if sw is not None else 1))
+    if not 1 <= k <= MAX_RANKS_PER_NODE:
+        raise ConfigError(f"--ranks-per-node={k}: must be 1..{MAX_RANKS_PER_NODE:,}")
+    if not 1 <= generate_nodes <= MAX_NODES:
+        raise ConfigError(f"--generate-nodes={generate_nodes}: must be 1..{MAX_NODES:,}")
+    if nodes_list is not None and (not nodes_list or min(nodes_list) < 1 or max(nodes_list) > MAX_NODES):
+        raise ConfigError(f"--nodes-list={','.join(map(str, nodes_list))}: node counts must be 1..{MAX_NODES:,}")
     # jobs: (file tag, nodes, ranks, ranks per node); a ranks sweep puts W ranks on ceil(W / k) nodes
     if nodes_list or (sw is not None and sw.nodes):
         nodes = tuple(nodes_list or sw.nodes)

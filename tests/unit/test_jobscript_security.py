@@ -139,3 +139,21 @@ def test_generated_scripts_run_no_injected_command(tmp_path, scheduler):
         assert c[c.index("--out") + 1] == str(results)
     assert sum("--generate-only" in c for c in launches) == 1
     assert not _pwned(tmp_path)
+
+
+@pytest.mark.parametrize("kw,msg", [({"ranks_per_node": 0}, "--ranks-per-node=0: must be 1.."),
+                                    ({"ranks_per_node": 10**20}, "--ranks-per-node=1000"),
+                                    ({"generate_nodes": 10**20}, "--generate-nodes=1000"),
+                                    ({"nodes_list": (1, 10**20)}, "--nodes-list=1,1000")])
+def test_zero_or_huge_counts_are_refused(tmp_path, kw, msg):
+    """--ranks-per-node 0 used to fall back to the sweep's value silently; 10^20 nodes was written."""
+    with pytest.raises(ConfigError, match=msg.replace(".", r"\.")):
+        write_jobscripts(WEAK, tmp_path, scheduler="slurm", data_dir=tmp_path / "d", results=tmp_path / "r",
+                         **{"nodes_list": (1,), **kw})
+
+
+def test_huge_nodes_list_flag_is_refused():
+    from dlbench.jobscript import parse_nodes_list
+
+    with pytest.raises(ConfigError, match="<= 1,000,000"):
+        parse_nodes_list("1,99999999999999999999")
