@@ -46,10 +46,9 @@ def import_timelogger(path, *, nodes: int | None = None, fold_setup: bool = True
     or non-finite Time Taken is refused in any case (a time cannot be negative: the file is wrong, not
     garbled)."""
     p = Path(path)
-    if not p.is_file():
-        raise DataError(f"CSV={p}: no such file")
-    if nodes is not None and nodes < 1:
-        raise ConfigError(f"--nodes={nodes}: must be >= 1")
+    _regular(p, "CSV")
+    if nodes is not None and not 1 <= nodes <= 1_000_000:
+        raise ConfigError(f"--nodes={nodes}: must be 1..1,000,000")
     opener = gzip.open if p.suffix == ".gz" else open
     sums: dict[str, list[float]] = defaultdict(list)
     per_epoch: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -118,6 +117,23 @@ def import_timelogger(path, *, nodes: int | None = None, fold_setup: bool = True
     return {"nodes": nn, "ranks": sorted(r for r in ranks if r >= 0), "epochs": sorted(epochs), "rows": n,
             "skipped": {"count": len(skipped), "lines": skipped[:1000]}, "descriptions": out,
             "per_rank": {d: {r: math.fsum(v) for r, v in sorted(rv.items())} for d, rv in per_rank.items()}}
+
+
+def _regular(p: Path, what: str) -> None:
+    """A regular file, or one line: no such file, or what it is instead (a FIFO would block the read)."""
+    import stat
+
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise DataError(f"{what}={p}: no such file") from None
+    except OSError as exc:
+        raise DataError(f"{what}={p}: cannot read it ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else
+                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise DataError(f"{what}={p}: {kind}, not a regular file; pass the log file itself")
 
 
 # which TimeLogger descriptions mean what (NERSC DL-Parallel-IO's HEP-CNN names, and dlbench's own)
@@ -249,8 +265,7 @@ def _check_darshan_file(p: Path) -> dict:
     header maps (the name table and each module's records) lying inside the file. A truncated log is
     refused naming what is cut off (PyDarshan segfaults, aborts or silently reads fewer records on one).
     Returns ``{"version", "size", "partial": [module names Darshan flagged partial]}``."""
-    if not p.is_file():
-        raise DataError(f"LOG={p}: no such file")
+    _regular(p, "LOG")
     try:
         size = p.stat().st_size
         with open(p, "rb") as f:

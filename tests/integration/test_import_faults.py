@@ -205,3 +205,27 @@ def test_strict_refuses_the_first_garbled_row(tmp_path):
 def test_only_garbled_rows_is_refused(tmp_path):
     r = _import_tl(tmp_path, TL_HEAD + "\n".join(GARBLED) + "\n")
     assert r.exit_code == 3 and "all 3 rows are garbled (first at line 2" in r.output, r.output
+
+
+@pytest.mark.parametrize("kind", ["darshan", "timelogger"])
+def test_fifo_device_or_symlink_loop_is_one_line(tmp_path, kind):
+    """A FIFO was reported as 'no such file' (and would block a read); a symlink loop gave a traceback."""
+    from click.testing import CliRunner
+
+    from dlbench.cli import main
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    for path, msg in ((fifo, "a FIFO, not a regular file"), (Path(os.devnull), "a device, not a regular file"),
+                      (tmp_path / "a", "cannot read it")):
+        r = CliRunner().invoke(main, ["import", kind, str(path), "--out", str(tmp_path / "res")],
+                               catch_exceptions=False)
+        assert r.exit_code == 3 and msg in r.output, (path, r.output)
+    assert not (tmp_path / "res").exists()
+
+
+def test_timelogger_nodes_bounded(tmp_path):
+    r = _import_tl(tmp_path, TL_HEAD + "\n".join(TL_ROWS) + "\n", "--nodes", str(10 ** 15))
+    assert r.exit_code == 2 and "--nodes=1000000000000000: must be 1..1,000,000" in r.output, r.output
