@@ -215,7 +215,7 @@ def bar_segments(run: dict) -> dict:
         loader = {p: (0.0 if p == "stage" else pt[p]) for p in LOADER_PHASES}  # sim's stage = the prologue
     else:
         prologue = float(s.get("prologue_time_s") or 0.0)
-        epochs_total = float(sum(s.get("epoch_time_s") or []))
+        epochs_total = float(sum(x for x in s.get("epoch_time_s") or [] if x is not None))
         loader = {p: pt[p] for p in LOADER_PHASES}
     trainer = {p: pt[p] for p in TRAINER_PHASES}
     other = max(0.0, epochs_total - sum(trainer.values()))
@@ -503,7 +503,7 @@ def epoch_figures(run: dict) -> tuple[float, float | None, float | None]:
     total_time_s. Without that, a strategy that stages reads as slow in the model and fast in the
     measurement on the same axes."""
     s = run.get("summary") or {}
-    ep = [float(x) for x in s.get("epoch_time_s") or []]
+    ep = [float(x) for x in s.get("epoch_time_s") or [] if x is not None]
     mean = sum(ep) / len(ep) if ep else float("nan")
     share, sps = s.get("exposed_io_share"), s.get("samples_per_s")
     if is_simulated(run) and ep and sum(ep) > 0:

@@ -91,3 +91,16 @@ def test_wrong_typed_field_is_one_line(runs, tmp_path, command, part, key, value
     assert len(lines) == 1 and lines[0].startswith("dlbench: error: ") and msg in lines[0], r.output
     assert "run.json: field" in lines[0]
     assert not (tmp_path / "figs").exists()
+
+
+def test_null_figures_are_dashes_not_tracebacks(runs, tmp_path):
+    """null where a number is expected (a strict-JSON writer's NaN): '-' in report and compare, plots drawn."""
+    d = tmp_path / "run"
+    shutil.copytree(runs["ok"], d)
+    doc = json.loads((d / "run.json").read_text())
+    doc["summary"]["epoch_time_s"] = [None, doc["summary"]["epoch_time_s"][1]]
+    doc["summary"]["exposed_io_share"] = None
+    (d / "run.json").write_text(json.dumps(doc))
+    for args in (["report", d], ["compare", d], ["plot", d, "--kind", "bars", "--kind", "scaling", "-o", tmp_path / "f"]):
+        r = _cli(args)
+        assert r.exit_code == 0, (args, r.output)
