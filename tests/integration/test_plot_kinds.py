@@ -3,7 +3,6 @@ study, imported Darshan and TimeLogger folders, and all of them at once; bar lab
 many runs a figure holds (regressions, issue 15: `--kind timeline|all` KeyError 'plan' on every measured
 run, `--kind scaling` ValueError on imported runs, overlapping bar labels)."""
 
-import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from click.testing import CliRunner
 
 from dlbench.cli import main
 from dlbench.strategies import names as strategy_names
+from tests.unit.test_results_report import _shared_dir
 
 pytest.importorskip("matplotlib")
 
@@ -20,13 +20,6 @@ KINDS = ("bars", "timeline", "sizes", "scaling", "all")
 
 def _cli(args):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-
-
-def _shared() -> Path | None:
-    for c in (os.environ.get("DLBENCH_SHARED"), "/work/shared"):
-        if c and (Path(c) / "fixtures" / "timelogger").is_dir():
-            return Path(c)
-    return None
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +66,7 @@ def imported(tmp_path_factory):
         r = _cli(["import", "darshan", log, "--out", d / "darshan"])
         assert r.exit_code == 0, r.output
         out["darshan"] = d / "darshan"
-    sh = _shared()
+    sh = _shared_dir()
     if sh is not None:
         src = sh / "fixtures" / "timelogger" / "timelogger_hep_cnn_64nodes.csv.gz"
         r = _cli(["import", "timelogger", src, "--name", "hep_cnn", "--out", d / "tl"])
