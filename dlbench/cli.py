@@ -487,6 +487,8 @@ def _imported(doc, out):
 
     rd = importers.write_imported(doc, out)
     click.echo(report.render_summary(results.read_run(rd)))
+    for w in doc.get("warnings") or ():
+        click.echo(f"dlbench: warning: {w}", err=True)
     click.echo(f"results: {rd}")
 
 
@@ -510,11 +512,13 @@ def import_darshan_cmd(log, name, out):
               help="count epoch -1 (set-up) rows as epoch 0, as NERSC's analysis does")
 @click.option("--out", "-o", default="results", show_default=True,
               help="results root: <out>/<name>/imported-timelogger/<UTC stamp>/")
-def import_timelogger_cmd(csv_path, name, nodes, fold_setup, out):
+@click.option("--strict", is_flag=True,
+              help="refuse the file at its first garbled row [default: skip and count them, with a warning]")
+def import_timelogger_cmd(csv_path, name, nodes, fold_setup, out, strict):
     """A TimeLogger CSV (NERSC DL-Parallel-IO; plain or .gz): per-node phase sums, epoch times, exposed I/O."""
     from . import importers
 
-    _imported(importers.timelogger_run(csv_path, name=name, nodes=nodes, fold_setup=fold_setup), out)
+    _imported(importers.timelogger_run(csv_path, name=name, nodes=nodes, fold_setup=fold_setup, strict=strict), out)
 
 
 @import_group.command("dftracer")

@@ -29,7 +29,56 @@ from pathlib import Path
 from .errors import ConfigError
 
 SCHEDULERS = ("slurm", "pbs", "flux")
+MAX_NODES, MAX_RANKS_PER_NODE = 1_000_000, 65_536  # far above any machine: a typo, not a job
 EXT = {"slurm": "sbatch", "pbs": "pbs", "flux": "flux"}
+
+# account / partition / queue / bank: what schedulers accept as such names (Slurm allows a comma-separated
+# partition list, PBS a queue@server); nothing that a shell or a directive line would read as more
+_SCHED_NAME = r"[A-Za-z0-9][A-Za-z0-9_.+,@-]{0,99}"
+
+
+def check_study_name(name: object, where: str) -> str:
+    """The study name goes into job names, comments and directive lines: the plain-name rule of workloads
+    (letters, digits, ``_ . + -``), so no newline, quote or ``$`` can become a line of a batch script."""
+    from .workload import NAME_PATTERN
+
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name) or ".." in name:
+        raise ConfigError(f"study name={name!r} ({where}): must be 1-100 characters of letters, digits, '_', "
+                          f"'.', '+', '-', start with a letter or digit and hold no '..' (it names the jobs of "
+                          f"the batch scripts)")
+    return name
+
+
+def check_sched_name(flag: str, value: str | None) -> str | None:
+    """``--account`` / ``--partition``: a scheduler name (letters, digits, ``_ . + , @ -``) or None."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(_SCHED_NAME, value):
+        raise ConfigError(f"{flag}={value!r}: must be 1-100 characters of letters, digits, '_', '.', '+', ',', "
+                          f"'@', '-', starting with a letter or digit (it is written into the batch scripts)")
+    return value
+
+
+def _one_line(flag: str, value: str | None) -> str | None:
+    """A value written as one line of shell (``--env``, ``--dlbench``) must be one line: a newline or other
+    control character would start a line of its own in every script."""
+    if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ConfigError(f"{flag}={value!r}: must be one line without control characters (newline, tab, ...)")
+    return value
+
+
+def dlbench_words(cmd: str) -> str:
+    """``--dlbench``, the command that starts dlbench (``dlbench``, ``python -m dlbench.cli``, a path with
+    spaces in quotes): split as a shell would, every word re-quoted, so ``$(...)``, backticks or ``;`` in it
+    stay literal text of an argument."""
+    _one_line("--dlbench", cmd)
+    try:
+        words = shlex.split(cmd)
+    except ValueError as exc:
+        raise ConfigError(f"--dlbench={cmd!r}: not a command line ({exc})") from None
+    if not words:
+        raise ConfigError(f"--dlbench={cmd!r}: empty; give the command that starts dlbench, e.g. dlbench")
+    return shlex.join(words)
 
 
 @dataclass(frozen=True)
@@ -63,6 +112,8 @@ def parse_nodes_list(text: str) -> tuple[int, ...]:
         raise ConfigError(f"--nodes-list={text!r}: expected comma-separated node counts, e.g. 1,2,4,8") from None
     if not vals or min(vals) < 1:
         raise ConfigError(f"--nodes-list={text!r}: expected node counts >= 1, e.g. 1,2,4,8")
+    if max(vals) > MAX_NODES:
+        raise ConfigError(f"--nodes-list={text!r}: node counts must be <= {MAX_NODES:,} (no machine has more)")
     return tuple(sorted(set(vals)))
 
 
@@ -83,7 +134,8 @@ def _hms(sec: int) -> str:
 def header(opt: JobOptions, *, name: str, nodes: int, tasks: int, k: int) -> list[str]:
     """The scheduler directives of one job: ``nodes`` nodes, ``k`` tasks per node, ``tasks`` in all."""
     sec = _seconds(opt.time)
-    acc, part = opt.account, opt.partition
+    acc, part = check_sched_name("--account", opt.account), check_sched_name("--partition", opt.partition)
+    check_study_name(name.removeprefix("dlbench-"), "job name")
     if opt.scheduler == "slurm":
         return [f"#SBATCH --job-name={name}", f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={k}",
                 f"#SBATCH --time={_hms(sec)}", "#SBATCH --output=logs/%x-%j.out",
@@ -138,10 +190,11 @@ def submit_all(opt: JobOptions, gen: str, points: list[str]) -> str:
         first, dep = "flux batch", "flux batch --dependency=afterok:$gen"
     lines = ["#!/bin/bash", "# Submit the dataset generation, then every point of the sweep after it.",
              "set -euo pipefail", 'cd "$(dirname "$0")"', "mkdir -p logs",
-             f"gen=$({first} {gen})", 'echo "generate: $gen"']
+             f"gen=$({first} {shlex.quote(gen)})", 'echo "generate: $gen"']
     for p in points:
-        lines.append(f'echo "{p}: $({dep} {p})"')
-    lines += [f'echo "when they are done: dlbench compare {opt.results} && dlbench plot {opt.results} --kind scaling"',
+        lines.append(f'echo {shlex.quote(p + ":")} "$({dep} {shlex.quote(p)})"')
+    res = shlex.quote(str(opt.results))
+    lines += ["echo " + shlex.quote(f"when they are done: dlbench compare {res} && dlbench plot {res} --kind scaling"),
               ""]
     return "\n".join(lines)
 
@@ -167,12 +220,18 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
 
         raise unknown_choice("scheduler", scheduler, SCHEDULERS)
     st = load_study(study_path)
+    check_study_name(st.name, f"{study_path} name")
+    account, partition = check_sched_name("--account", account), check_sched_name("--partition", partition)
+    _one_line("--env", env_line)
+    dlbench = dlbench_words(dlbench)
     sw = st.sweep
-    k = int(ranks_per_node or (sw.ranks_per_node if sw is not None else 1))
-    if k < 1:
-        raise ConfigError(f"--ranks-per-node={k}: must be >= 1")
-    if generate_nodes < 1:
-        raise ConfigError(f"--generate-nodes={generate_nodes}: must be >= 1")
+    k = int(ranks_per_node if ranks_per_node is not None else (sw.ranks_per_node if sw is not None else 1))
+    if not 1 <= k <= MAX_RANKS_PER_NODE:
+        raise ConfigError(f"--ranks-per-node={k}: must be 1..{MAX_RANKS_PER_NODE:,}")
+    if not 1 <= generate_nodes <= MAX_NODES:
+        raise ConfigError(f"--generate-nodes={generate_nodes}: must be 1..{MAX_NODES:,}")
+    if nodes_list is not None and (not nodes_list or min(nodes_list) < 1 or max(nodes_list) > MAX_NODES):
+        raise ConfigError(f"--nodes-list={','.join(map(str, nodes_list))}: node counts must be 1..{MAX_NODES:,}")
     # jobs: (file tag, nodes, ranks, ranks per node); a ranks sweep puts W ranks on ceil(W / k) nodes
     if nodes_list or (sw is not None and sw.nodes):
         nodes = tuple(nodes_list or sw.nodes)

@@ -41,7 +41,18 @@ SIZE_LABELS = ("0–100", "100–1K", "1K–10K", "10K–100K", "100K–1M", "1M
 PHASE_COLOR = {
     "read": "#1f77b4", "decode": "#9467bd", "transfer": "#8c564b", "exchange": "#17becf", "stage": "#bcbd22",
     "compute": "#2ca02c", "checkpoint": "#7f7f7f", "stall": "#d62728", "barrier": "#ff7f0e", "other": "#dddddd",
+    "plan": "#e377c2", "verify": "#393b79",
 }
+_EXTRA_COLORS = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d")
+
+
+def phase_color(name: str) -> str:
+    """The colour of a phase; a phase recorded by a newer timeline than this table gets a stable spare."""
+    c = PHASE_COLOR.get(name)
+    if c is None:
+        i = PHASES.index(name) if name in PHASES else sum(map(ord, name))
+        c = _EXTRA_COLORS[i % len(_EXTRA_COLORS)]
+    return c
 TRAINER_PHASES = ("compute", "transfer", "barrier", "checkpoint", "stall")
 LOADER_PHASES = ("read", "decode", "exchange", "stage")
 STRATEGY_ORDER = ("lowerbound", "naive", "prefetch", "staging", "local", "pls")
@@ -77,6 +88,7 @@ def find_run_dirs(paths: Sequence, dedup: bool = True) -> list[Path]:
 def load_runs(paths: Sequence) -> tuple[list[dict], list[str]]:
     """``read_run`` of every run folder; failed runs and unreadable run.json are left out with a note."""
     from .errors import DlbenchError
+    from .report import check_run
     from .results import read_run
 
     runs, notes = [], []
@@ -86,6 +98,7 @@ def load_runs(paths: Sequence) -> tuple[list[dict], list[str]]:
         except (OSError, DlbenchError) as exc:
             notes.append(f"{d}: unreadable run.json ({exc}); skipped")
             continue
+        check_run(r)  # a wrong-typed field: one line naming it, not a traceback in a figure
         if r.get("status") == "failed" or not r.get("summary"):
             notes.append(f"{d}: failed or incomplete run ({_err(r)}); skipped")
             continue
@@ -202,7 +215,7 @@ def bar_segments(run: dict) -> dict:
         loader = {p: (0.0 if p == "stage" else pt[p]) for p in LOADER_PHASES}  # sim's stage = the prologue
     else:
         prologue = float(s.get("prologue_time_s") or 0.0)
-        epochs_total = float(sum(s.get("epoch_time_s") or []))
+        epochs_total = float(sum(x for x in s.get("epoch_time_s") or [] if x is not None))
         loader = {p: pt[p] for p in LOADER_PHASES}
     trainer = {p: pt[p] for p in TRAINER_PHASES}
     other = max(0.0, epochs_total - sum(trainer.values()))
@@ -211,7 +224,45 @@ def bar_segments(run: dict) -> dict:
             "exposed_io_share": s.get("exposed_io_share")}
 
 
-def plot_bars(runs: Sequence[dict], out_dir: Path, stem: str = "bars") -> list[Path]:
+def _overlapping(boxes) -> bool:
+    """Whether any two of the (display-space) boxes overlap by more than a pixel."""
+    bs = sorted(boxes, key=lambda b: b.x0)
+    for i, a in enumerate(bs):
+        for b in bs[i + 1:]:
+            if b.x0 >= a.x1 - 1:
+                break
+            if min(a.y1, b.y1) - max(a.y0, b.y0) > 1:
+                return True
+    return False
+
+
+def fit_xticklabels(fig, ax, labs: Sequence[str]) -> None:
+    """Tick labels that do not overlap, however many runs: horizontal (wrapped at word boundaries) when
+    they fit, else turned 30°, 45°, then upright at 90°, at the base font size down to 6 pt; measured with
+    the figure's renderer, not guessed from the label length. A figure still too narrow is widened."""
+    import textwrap
+
+    base = float(ax.xaxis.get_ticklabels()[0].get_fontsize()) if ax.xaxis.get_ticklabels() else 9.0
+    wrapped = [textwrap.fill(str(lab), 18, break_long_words=False) for lab in labs]
+    tries = [(wrapped, 0), (list(labs), 30), (list(labs), 45), (list(labs), 90)]
+    sizes = [base] + [v for v in (8.0, 7.0, 6.0) if v < base]
+    for _ in range(8):
+        for size in sizes:
+            for texts, rot in tries:
+                slanted = rot not in (0, 90)
+                ax.set_xticks(range(len(texts)))
+                ax.set_xticklabels(texts, rotation=rot, fontsize=size, ha="right" if slanted else "center",
+                                   rotation_mode="anchor" if slanted else "default")
+                fig.canvas.draw()
+                r = fig.canvas.get_renderer()
+                if not _overlapping([t.get_window_extent(r) for t in ax.get_xticklabels() if t.get_text()]):
+                    return
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(w * 1.5, h)
+
+
+def bars_figure(runs: Sequence[dict]):
+    """The bars figure (matplotlib Figure) of ``runs``; ``plot_bars`` saves it."""
     plt = _plt()
     from matplotlib.patches import Patch
 
@@ -243,8 +294,6 @@ def plot_bars(runs: Sequence[dict], out_dir: Path, stem: str = "bars") -> list[P
         share = sg["exposed_io_share"]
         txt = "exposed I/O\n" + ("-" if share is None else f"{share:.1%}")
         ax.text(x[i] - w / 2, b + 0.01 * top, txt, ha="center", va="bottom", fontsize=7, color="#a00000")
-    ax.set_xticks(x)
-    ax.set_xticklabels(labs, rotation=20 if n > 4 else 0, ha="right" if n > 4 else "center")
     ax.set_ylabel("time (s), all epochs + staging, mean over ranks")
     ax.set_ylim(0, top * 1.22)
     wls = sorted({str((r.get("summary") or {}).get("workload")) for r in runs})
@@ -265,7 +314,12 @@ def plot_bars(runs: Sequence[dict], out_dir: Path, stem: str = "bars") -> list[P
     if any(is_simulated(r) for r in runs):
         handles.append(Patch(facecolor="white", edgecolor="white", label="[sim] = modelled, not measured"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    return _save(fig, out_dir, stem)
+    fit_xticklabels(fig, ax, labs)
+    return fig
+
+
+def plot_bars(runs: Sequence[dict], out_dir: Path, stem: str = "bars") -> list[Path]:
+    return _save(bars_figure(runs), out_dir, stem)
 
 
 # ---- timeline --------------------------------------------------------------------------------------
@@ -366,7 +420,7 @@ def plot_timeline(run: dict, out_dir: Path, *, epoch: int | None = None, label: 
             if name not in present:
                 present.append(name)
             h = 0.8 if name == "stall" else 0.5
-            ax.broken_barh([(x * scale, w * scale) for x, w in seg], (i - h / 2, h), facecolors=PHASE_COLOR[name],
+            ax.broken_barh([(x * scale, w * scale) for x, w in seg], (i - h / 2, h), facecolors=phase_color(name),
                            edgecolor="none", hatch="////" if name == "stall" else None, zorder=1 + (name != "stall"))
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels([f"rank {r}" if t == 0 else f"rank {r} · thread {t}" for r, t in lanes])
@@ -378,8 +432,8 @@ def plot_timeline(run: dict, out_dir: Path, *, epoch: int | None = None, label: 
              if tl["ranks_shown"] < tl["ranks_total"] else f"{tl['ranks_total']} rank(s)")
     ax.set_title(f"{s.get('workload')} / {label or s.get('strategy')}: epoch {ep}, {shown}; "
                  f"grey band = the rank's epoch, start to end", fontsize=9)
-    names = {"stall": "stall (exposed I/O)"}
-    ax.legend(handles=[Patch(facecolor=PHASE_COLOR[p], hatch="////" if p == "stall" else None,
+    names = {"stall": "stall (exposed I/O)", "plan": "plan (before the epoch clock)"}
+    ax.legend(handles=[Patch(facecolor=phase_color(p), hatch="////" if p == "stall" else None,
                              label=names.get(p, p)) for p in PHASES if p in present],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return _save(fig, out_dir, f"timeline-{_slug(label or s.get('strategy', 'run'))}-epoch{ep}")
@@ -449,7 +503,7 @@ def epoch_figures(run: dict) -> tuple[float, float | None, float | None]:
     total_time_s. Without that, a strategy that stages reads as slow in the model and fast in the
     measurement on the same axes."""
     s = run.get("summary") or {}
-    ep = [float(x) for x in s.get("epoch_time_s") or []]
+    ep = [float(x) for x in s.get("epoch_time_s") or [] if x is not None]
     mean = sum(ep) / len(ep) if ep else float("nan")
     share, sps = s.get("exposed_io_share"), s.get("samples_per_s")
     if is_simulated(run) and ep and sum(ep) > 0:
@@ -459,6 +513,19 @@ def epoch_figures(run: dict) -> tuple[float, float | None, float | None]:
         if sps is not None and s.get("total_time_s"):
             sps = float(sps) * float(s["total_time_s"]) / sum(ep)
     return mean, share, sps
+
+
+def _finite(v) -> bool:
+    try:
+        return v is not None and bool(np.isfinite(float(v)))
+    except (TypeError, ValueError):
+        return False
+
+
+def has_epoch_figures(run: dict) -> bool:
+    """Whether a run has any of the scaling figures (an imported Darshan log has no epochs, no share, no
+    rate: nothing to put on the scaling axes)."""
+    return any(_finite(v) for v in epoch_figures(run))
 
 
 def scaling_points(runs: Sequence[dict], x: str = "ranks") -> dict:
@@ -473,7 +540,7 @@ def scaling_points(runs: Sequence[dict], x: str = "ranks") -> dict:
     for r, lab in zip(runs, labs):
         s = r.get("summary") or {}
         xv = s.get(x)
-        if xv is None:
+        if xv is None or not has_epoch_figures(r):
             continue
         acc[(lab, is_simulated(r))][int(xv)].append(epoch_figures(r))
     out: dict = {}
@@ -481,7 +548,8 @@ def scaling_points(runs: Sequence[dict], x: str = "ranks") -> dict:
         out[key] = {}
         for xv, vals in sorted(pts.items()):
             a = np.array([[np.nan if v is None else float(v) for v in t] for t in vals], dtype=np.float64)
-            m = np.nanmean(a, axis=0) if np.isfinite(a).any() else a[0]
+            # per figure, the mean of the runs that have it (nan when none has it)
+            m = [float(np.mean(c[np.isfinite(c)])) if np.isfinite(c).any() else float("nan") for c in a.T]
             out[key][xv] = {"epoch_time_s": float(m[0]), "exposed_io_share": float(m[1]),
                             "samples_per_s": float(m[2]), "n": len(vals)}
     return out
@@ -508,11 +576,20 @@ def plot_scaling(runs: Sequence[dict], out_dir: Path, *, x: str = "ranks") -> li
     fig, axes = plt.subplots(1, 3, figsize=(13, 4.0))
     xs_all = sorted({xv for v in pts.values() for xv in v})
     for ax, (key, ylab, logy) in zip(axes, panels):
+        drawn = 0
         for (lab, sim), p in sorted(pts.items(), key=lambda kv: (_series_order(kv[0][0]), kv[0][1])):
-            xv = list(p)
-            yv = [p[v][key] for v in xv]
-            ax.plot(xv, yv, ls="--" if sim else "-", marker="s" if sim else "o", ms=5, lw=1.3,
-                    color=color[lab], mfc="white" if sim else color[lab], mec=color[lab])
+            # a point without this figure (an imported run without samples/s) is left out, not drawn at 0
+            xy = [(v, p[v][key]) for v in p if _finite(p[v][key]) and (p[v][key] > 0 or not logy)]
+            if not xy:
+                continue
+            drawn += 1
+            ax.plot([a for a, _ in xy], [b for _, b in xy], ls="--" if sim else "-", marker="s" if sim else "o",
+                    ms=5, lw=1.3, color=color[lab], mfc="white" if sim else color[lab], mec=color[lab])
+        if not drawn:  # no run has this figure: say so (a log axis of no data is an error in matplotlib)
+            ax.text(0.5, 0.5, "no run has this figure", transform=ax.transAxes, ha="center", va="center",
+                    color="#777777")
+            ax.set_xlim(min(xs_all) / 1.5, max(xs_all) * 1.5)
+            logy = False
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_locator(FixedLocator(xs_all) if len(xs_all) <= 12 else
                                    FixedLocator([v for v in xs_all if v & (v - 1) == 0] or xs_all))
@@ -527,6 +604,8 @@ def plot_scaling(runs: Sequence[dict], out_dir: Path, *, x: str = "ranks") -> li
         else:
             ax.yaxis.set_major_formatter(PercentFormatter(1.0))
             ax.set_ylim(bottom=0)
+        if not drawn:
+            ax.set_yticks([])
         ax.set_xlabel(f"{x} (log scale)")
         ax.set_ylabel(ylab)
         ax.grid(True, which="major", alpha=0.3)
@@ -636,8 +715,18 @@ def make_plots(paths: Sequence, out_dir, *, kinds: Sequence[str] = ("all",), epo
             if size_histogram(r) is not None:
                 written += plot_sizes(r, out, label=lab)
     if "scaling" in want:
+        none = [r for r in runs if not has_epoch_figures(r)]
+        if none:
+            say(f"note: {_some(none)}: no epoch time, exposed I/O share or samples/s (an imported log without "
+                f"epochs): left out of the scaling figure")
+        runs = [r for r in runs if has_epoch_figures(r)]
         xs = {(r.get("summary") or {}).get(x) for r in runs}
-        if len(xs) < 2 and "all" in kinds:
+        if not runs and "all" in kinds:
+            say("note: no run with epoch figures: no scaling figure")
+        elif not runs:
+            raise DataError(f"RUN_DIR {' '.join(map(str, paths))}: no run has epoch time, exposed I/O share or "
+                            f"samples/s: no scaling plot")
+        elif len(xs) < 2 and "all" in kinds:
             say(f"note: every run has the same {x}: no scaling figure (give runs at several {x})")
         else:
             written += plot_scaling(runs, out, x=x)

@@ -37,21 +37,130 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence], align_left: int = 1
 
 def _tier_bytes_text(bt: dict) -> str:
     """``shared FS X, own tiers Y (memory a, local b), peers Z`` in MB: where the epochs' bytes came from."""
-    own = {k: v for k, v in bt.items() if k not in ("shared", "peer")}
-    parts = [f"shared FS {bt.get('shared', 0) / MB:.1f}", f"own tiers {sum(own.values()) / MB:.1f}"]
+    own = {k: v for k, v in bt.items() if k not in ("shared", "peer", "unclassified")}
+    parts = [f"shared FS {_num(bt.get('shared', 0)) / MB:.1f}", f"own tiers {sum(map(_num, own.values())) / MB:.1f}"]
     if any(own.values()):
-        parts[-1] += " (" + ", ".join(f"{k} {v / MB:.1f}" for k, v in own.items() if v) + ")"
-    parts.append(f"peers {bt.get('peer', 0) / MB:.1f}")
+        parts[-1] += " (" + ", ".join(f"{k} {_num(v) / MB:.1f}" for k, v in own.items() if v) + ")"
+    parts.append(f"peers {_num(bt.get('peer', 0)) / MB:.1f}")
+    if bt.get("unclassified"):  # imported logs: a mount of unknown kind
+        parts.append(f"unclassified {_num(bt['unclassified']) / MB:.1f}")
     return ", ".join(parts)
+
+
+def _num(v) -> float:
+    try:
+        return float(v or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+# ---- run.json fields as report / compare / plot read them -------------------------------------------------
+def _is_num(v) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _is_int(v) -> bool:
+    return v is None or (isinstance(v, int) and not isinstance(v, bool))
+
+
+def _is_num_list(v) -> bool:
+    return v is None or (isinstance(v, list) and all(_is_num(x) for x in v))
+
+
+def _is_num_map(v) -> bool:
+    return v is None or (isinstance(v, dict) and all(_is_num(x) for x in v.values()))
+
+
+def _is_map(v) -> bool:
+    return v is None or isinstance(v, dict)
+
+
+def _is_map_of_maps(v) -> bool:
+    return v is None or (isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()))
+
+
+_NUM, _INT = (_is_num, "a number"), (_is_int, "an integer")
+_STR = (lambda v: v is None or isinstance(v, str), "a string")
+_BOOL = (lambda v: v is None or isinstance(v, bool), "true or false")
+_NUMS, _NUM_MAP = (_is_num_list, "a list of numbers"), (_is_num_map, "a mapping of names to numbers")
+_MAP, _MAPS = (_is_map, "a mapping"), (_is_map_of_maps, "a mapping of mappings")
+RUN_FIELDS = {
+    "status": _STR, "simulated": _BOOL, "imported": _MAP,
+    "error": (lambda v: v is None or isinstance(v, (str, dict)), "a string or a mapping"),
+    "summary.workload": _STR, "summary.strategy": _STR, "summary.ranks": _INT, "summary.nodes": _INT,
+    "summary.epochs": _INT, "summary.total_time_s": _NUM, "summary.prologue_time_s": _NUM,
+    "summary.epoch_time_s": _NUMS, "summary.epoch_ids": _NUMS, "summary.exposed_io_share": _NUM,
+    "summary.e2e_exposed_io_share": _NUM, "summary.read_share": _NUM, "summary.au": _NUM,
+    "summary.samples_per_s": _NUM, "summary.read_bytes": _NUM, "summary.read_bandwidth_bytes_per_s": _NUM,
+    "summary.first_step_stall_s": _NUMS, "summary.imbalance": _NUM, "summary.plan_time_s": _NUMS,
+    "summary.bytes_by_tier": _NUM_MAP, "summary.phase_time_s": _NUM_MAP, "summary.phase_share": _NUM_MAP,
+    "summary.spread": _MAPS, "summary.compute": _MAP, "summary.semantics": _MAP, "summary.order_quality": _MAP,
+    "summary.io_counters": _MAP,
+    "summary.io_counters.by_class": (lambda v: v is None or (isinstance(v, dict) and all(_is_num_map(x) and x is not None
+                                                                                          for x in v.values())),
+                                     "a mapping of file classes to mappings of counters to numbers"), "summary.modelled_breakdown": _MAP,
+    "summary.simulated": _BOOL,
+    "summary.import_notes": (lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+                             "a list of strings"),
+    "config.strategy": _STR, "config.options": _MAP, "config.ranks": _INT, "config.nodes": _INT,
+    "config.epochs": _INT, "config.compute_time_s": _NUM, "config.label": _STR, "config.workload_spec": _MAP,
+    "config.workload": (lambda v: v is None or isinstance(v, (str, dict)), "a string or a mapping"),
+}
+
+
+def check_run(run: dict) -> dict:
+    """The fields report, compare and plot read, checked for their types: a hand-edited run.json with, say,
+    ``"ranks": "four"`` is one DataError naming the file, the field, the value and the type expected (not a
+    traceback further on). Returns ``run``."""
+    from .errors import DataError
+
+    for path, (ok, want) in RUN_FIELDS.items():
+        v: object = run
+        for k in path.split("."):
+            v = v.get(k) if isinstance(v, dict) else None
+        if not ok(v):
+            where = f"{run.get('run_dir', '?')}/run.json"
+            shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
+            raise DataError(f"{where}: field {path}={shown} is {_kind(v)}, expected {want} (a hand-edited "
+                            f"or damaged run.json; fix or remove the field)")
+    return run
+
+
+def _kind(v) -> str:
+    return {bool: "a boolean", str: "a string", int: "an integer", float: "a number", list: "a list",
+            dict: "a mapping"}.get(type(v), type(v).__name__)
+
+
+def run_field(run: dict, key: str):
+    """A head figure (workload, strategy, ranks, nodes, epochs) from the summary, else -- a failed or
+    interrupted run has no summary -- from the config the run was started with."""
+    s = run.get("summary") or {}
+    v = s.get(key)
+    if v is not None:
+        return v
+    cfg = run.get("config") or {}
+    if key == "workload":
+        spec = cfg.get("workload_spec")
+        if isinstance(spec, dict) and spec.get("name"):
+            return spec["name"]
+        w = cfg.get("workload")
+        return w.get("name") if isinstance(w, dict) else w
+    return cfg.get(key)
 
 
 def render_summary(run: dict) -> str:
     """Plain-text summary of one run (a ``read_run`` dict or a bare summary): key figures, then the phase
     breakdown (mean over ranks, share of epoch time) and the per-rank spread."""
-    s = run.get("summary", run) or {}
+    if "summary" in run or "config" in run:
+        check_run(run)
+        s = run.get("summary") or {}
+        fig = {k: run_field(run, k) for k in ("workload", "strategy", "ranks", "nodes", "epochs")}
+    else:
+        s = run
+        fig = {k: s.get(k) for k in ("workload", "strategy", "ranks", "nodes", "epochs")}
     lines = []
-    head = f"{s.get('workload') or '?'} / {s.get('strategy') or '?'}: {s.get('ranks') or '?'} ranks on " \
-           f"{s.get('nodes') or '?'} nodes, {s.get('epochs') or '?'} epochs"
+    head = f"{fig['workload'] or '?'} / {fig['strategy'] or '?'}: {fig['ranks'] or '?'} ranks on " \
+           f"{fig['nodes'] or '?'} nodes, {fig['epochs'] or '?'} epochs"
     if run.get("simulated") or s.get("simulated"):
         head += "  [SIMULATED: modelled, not measured]"
     imp = run.get("imported") if isinstance(run.get("imported"), dict) else None
@@ -240,13 +349,13 @@ def compare_rows(run_dirs: Sequence) -> list[dict]:
     from .results import read_run
     rows = []
     for d in run_dirs:
-        r = read_run(d)
+        r = check_run(read_run(d))
         s = r.get("summary") or {}
-        ep = s.get("epoch_time_s") or []
+        ep = [x for x in s.get("epoch_time_s") or [] if x is not None]
         rows.append({
-            "workload": s.get("workload"), "strategy": s.get("strategy"), "run": run_label(r),
+            "workload": run_field(r, "workload"), "strategy": run_field(r, "strategy"), "run": run_label(r),
             "compute": _compute_label(r),
-            "ranks": s.get("ranks"),
+            "ranks": run_field(r, "ranks"),
             "epoch_time_s": (sum(ep) / len(ep)) if ep else None,
             "exposed_io_share": s.get("exposed_io_share"),
             # older run folders (before the figure existed) have no prologue share: shown as "-"

@@ -121,7 +121,7 @@ def test_import_darshan_shipped_logs(tmp_path, cli, name):
 @pytest.mark.parametrize("kind,content,msg", [
     ("darshan", b"\x00garbage" * 100, "not a Darshan log"),
     ("darshan", None, "no such file"),
-    ("darshan", "truncated", "PyDarshan cannot read it"),
+    ("darshan", "truncated", "truncated Darshan log"),
     ("timelogger", b"a,b\n1,2\n", "not a TimeLogger CSV"),
     ("timelogger", b"Epoch, Rank, Action Name, Action Description, Start Time, End Time, Time Taken\n0,0,x,y,1,2,abc\n",
      "line 2"),
