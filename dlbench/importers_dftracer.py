@@ -452,10 +452,32 @@ def ranks_of(procs: dict) -> tuple[list[tuple], dict]:
     return roots, rank_of
 
 
+def tier_of_class(cls: str) -> str:
+    """A class's tier: a tier name given with ``--tier``, else the file-system type of its mount
+    (``importers.fs_tier``: lustre, gpfs, nfs, ... = shared; xfs, ext4 = local; tmpfs = memory), as Darshan's."""
+    from .importers import fs_tier
+    from .plan import TIER_NAMES
+
+    if cls in TIER_NAMES:
+        return cls
+    if cls.endswith(")") and " (" in cls:
+        return fs_tier(cls.rsplit(" (", 1)[1][:-1])
+    return "unclassified"
+
+
 def _tier_code(cls: str) -> int:
     from .plan import TIER_NAMES
 
-    return TIER_NAMES.index(cls) if cls in TIER_NAMES else 0
+    t = tier_of_class(cls)
+    return TIER_NAMES.index(t) if t in TIER_NAMES else 0
+
+
+def _bytes_by_tier(ioc: dict) -> dict:
+    out: dict = {}
+    for cls, c in ioc["by_class"].items():
+        t = tier_of_class(cls)
+        out[t] = out.get(t, 0) + int(c["POSIX_BYTES_READ"])
+    return out
 
 
 def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, strict: bool = False,
@@ -511,7 +533,7 @@ def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, s
     app = name or _app_name(t["files"])
     summary: dict = {"workload": app, "strategy": "imported-dftracer", "ranks": W, "imported": True,
                      "read_bytes": int(read_bytes),
-                     "bytes_by_tier": {cls: c["POSIX_BYTES_READ"] for cls, c in ioc["by_class"].items()},
+                     "bytes_by_tier": _bytes_by_tier(ioc),
                      "io_counters": ioc, "per_rank": {"read_bytes": rank_bytes, "read_time_s": read_union_s}}
     if total_s is not None:
         summary["total_time_s"] = total_s

@@ -182,3 +182,14 @@ def test_garbage_fields_are_skipped_not_raised(tmp_path):
     assert doc["imported"]["failed_calls"] == {"pread64": 1}  # ret unusable: not a read
     assert [b[1] for b in doc["imported"]["bad_lines"]] == [2]
     assert doc["summary"]["ranks"] == 2  # pid 5 (with its child 6) and pid 7
+
+
+def test_mount_classes_go_to_tiers_by_file_system_type():
+    """Without --tier, bytes are filed by the mount's file-system type, as `import darshan` files them:
+    a Lustre mount is the shared FS, ext4 a node-local disk (regression: classes became tiers of their own)."""
+    doc, _ = D.dftracer_run([APP], mounts=[("/", "ext4"), ("/data", "lustre"), ("/scratch", "xfs")])
+    s = doc["summary"]
+    assert set(s["io_counters"]["by_class"]) == {"/data (lustre)", "/scratch (xfs)"}
+    assert s["bytes_by_tier"] == {"shared": 4096 + 100 + 50 + 200 + 1000, "local": 4096}
+    doc, _ = D.dftracer_run([APP], mounts=[("/", "weirdfs")])
+    assert set(doc["summary"]["bytes_by_tier"]) == {"unclassified"}
