@@ -78,7 +78,7 @@ def _human_bytes(n: float) -> str:
 @click.option("--scale", default=None, help="preset: tiny, small or full (default: tiny, or full with --samples)")
 @click.option("--samples", type=int, default=None, help="number of samples (overrides the preset's count)")
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="where the dataset is written")
-@click.option("--seed", type=int, default=0, show_default=True, help="content seed: same seed, same bytes")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True, help="content seed: same seed, same bytes")
 @click.option("--force", is_flag=True, help="replace a dataset of another workload, seed or size in --data-dir")
 @click.option("--fsync", is_flag=True, help="fsync every file before renaming it (slower, durable)")
 @click.option("--progress/--no-progress", default=None, help="progress bar (default: on a terminal)")
@@ -284,7 +284,7 @@ def _strategy_options(f):
 @click.option("--scale", default=None, help="preset for the default data dir's dataset: tiny|small|full")
 @click.option("--epochs", "-e", type=int, default=3, show_default=True)
 @click.option("--batch-size", "-b", type=int, default=None, help="local batch per rank [default: the workload's]")
-@click.option("--seed", type=int, default=0, show_default=True, help="seed of the dataset and the shuffle")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True, help="seed of the dataset and the shuffle")
 @click.option("--out", "-o", default="results", show_default=True, help="results root: <out>/<workload>/<strategy>/<UTC stamp>/")
 @click.option("--compute", type=click.Choice(["sleep", "torch"]), default="sleep", show_default=True,
               help="sleep: emulated step time; torch: the real model's training step")
@@ -675,12 +675,14 @@ _STUDY_SETS = ("system", "workload", "scale", "samples", "nodes", "ranks_per_nod
               help="comma-separated: lowerbound and any strategy of `dlbench list strategies`")
 @click.option("--epochs", type=int, default=1, show_default=True, help="E: epochs")
 @click.option("--local-batch", type=int, default=None, help="b: local batch (default: the workload's)")
-@click.option("--accelerator", default=None, help="use the workload's step time on this accelerator instead of c")
+@click.option("--accelerator", default=None,
+              help="the workload's step time on this accelerator (v100|a100|h100) [default: as `dlbench run`: a100 "
+                   "where published, else a measured entry; a profile that states compute_mb_per_s uses that c]")
 @click.option("--compute-time", type=float, default=None, help="seconds per step (as `dlbench run --compute-time`)")
 @click.option("--loader-threads", type=int, default=None,
               help="p_0: loader I/O threads per node, the node's PFS clients [default: the profile's staging.threads]; "
                    "to compare with a real run, the ranks per node x DataLoader workers (naive: ranks per node)")
-@click.option("--seed", type=int, default=None, help="seed of permutations and sample sizes [default: the study's, else 0]")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None, help="seed of permutations and sample sizes [default: the study's, else 0]")
 @click.option("--pls-q", type=float, default=None, help="exchange fraction Q of pls [default: pls's, 0.1]")
 @click.option("--option", "options", multiple=True, metavar="STRATEGY.KEY=VALUE",
               help="a strategy option as `dlbench run` takes it, e.g. staging.loader_threads=2 (repeatable)")
@@ -732,25 +734,47 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
 
         if compute_time is not None:
             check_seconds("--compute-time", compute_time)
-        profile = load_profile(system)
-        wl = from_workload(load_workload(workload, scale=scale, samples=samples),
-                           accelerator=accelerator, local_batch=local_batch, step_time_s=compute_time)
-        names = [s.strip() for s in strategies.split(",") if s.strip()]
-        for s in names:
-            if s not in strategy_names():
-                raise unknown_choice("strategy for simulate", s, strategy_names())
         for name, val in (("--nodes", nodes), ("--epochs", epochs), ("--local-batch", local_batch)):
             if val is not None and val < 1:
                 raise ConfigError(f"{name}={val}: must be >= 1")
+        names = [s.strip() for s in strategies.split(",") if s.strip()]
+        if not names:
+            raise ConfigError(f"--strategies={strategies!r}: name at least one of {', '.join(strategy_names())}")
+        for s in names:
+            if s not in strategy_names():
+                raise unknown_choice("strategy for simulate", s, strategy_names())
+        profile = load_profile(system)
+        full_wl = load_workload(workload, scale=scale, samples=samples)
+        # the same compute default as `dlbench run` (the workload's published a100 step time, else a measured
+        # one) unless the profile states a compute throughput c (a paper's system) or a flag picks one
+        wl = from_workload(full_wl, accelerator=accelerator, local_batch=local_batch, step_time_s=compute_time,
+                           default_step=profile.compute_mb_per_s is None)
+        per_step = wl.local_batch * nodes * ranks_per_node
+        if per_step > wl.samples:
+            raise ConfigError(f"--local-batch={wl.local_batch}: a global batch of {per_step:,} samples ({nodes} nodes x "
+                              f"{ranks_per_node} ranks x {wl.local_batch}) is larger than the dataset ({wl.samples:,} "
+                              f"samples); use a smaller batch or more samples")
         cfg_extra = {}
         seed = 0 if seed is None else seed
     if seed < 0:
         raise ConfigError(f"--seed={seed}: must be >= 0")
+    rows = {x if isinstance(x, str) else x[1] for x in names}
+    for s in opt_map:
+        if s not in rows:
+            raise ConfigError(f"--option {s}.…: strategy {s} is not simulated here (rows: {', '.join(sorted(rows))}); "
+                              f"add it to --strategies or drop the option")
+    if pls_q is not None:
+        import math
+
+        if not math.isfinite(pls_q) or not 0 <= pls_q <= 1:
+            raise ConfigError(f"--pls-q={pls_q}: must be from 0 to 1")
+        if "pls" not in rows:
+            raise ConfigError(f"--pls-q={pls_q}: pls is not simulated here; add pls to --strategies or drop --pls-q")
     if loader_threads is not None:
         import dataclasses
 
-        if loader_threads < 1:
-            raise ConfigError(f"--loader-threads={loader_threads}: must be >= 1")
+        if not 1 <= loader_threads <= 1024:
+            raise ConfigError(f"--loader-threads={loader_threads}: must be from 1 to 1024")
         profile = dataclasses.replace(profile, staging=dataclasses.replace(profile.staging, threads=loader_threads))
     if ranks_per_node < 1:
         raise ConfigError(f"--ranks-per-node={ranks_per_node}: must be >= 1")

@@ -10,6 +10,7 @@ what is allowed and where it came from. ``parse_overrides`` turns ``--set k=v`` 
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -108,16 +109,19 @@ def convert(value: Any, tp: Any, name: str, where: str) -> Any:
             f = float(str(value).replace("_", ""))
         except ValueError:
             raise ConfigError(f"{name}={value!r}{where}: expected an integer") from None
-        if f != int(f):
+        if not math.isfinite(f) or f != int(f):
             raise ConfigError(f"{name}={value!r}{where}: expected an integer")
         return int(f)
     if tp is float:
         if isinstance(value, bool):
             raise ConfigError(f"{name}={value!r}{where}: expected a number")
         try:
-            return float(str(value).replace("_", "")) if isinstance(value, str) else float(value)
+            f = float(str(value).replace("_", "")) if isinstance(value, str) else float(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{name}={value!r}{where}: expected a number") from None
+        if not math.isfinite(f):   # nan passes every bound check and inf no sane one; run.json stays strict JSON
+            raise ConfigError(f"{name}={value!r}{where}: expected a finite number")
+        return f
     if tp is str:
         if isinstance(value, (dict, list)):
             raise ConfigError(f"{name}={value!r}{where}: expected a string")

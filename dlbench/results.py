@@ -23,6 +23,7 @@ import dataclasses
 import datetime as _dt
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import socket
@@ -223,11 +224,34 @@ def _tmp_for(path: Path, suffix: str = ".tmp") -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}{suffix}")
 
 
+def _finite(o, path: str, bad: list):
+    """``o`` with every NaN/±Infinity replaced by null (strict JSON: RFC 8259 has no such numbers); the key
+    paths replaced are appended to ``bad``."""
+    if isinstance(o, float | np.floating):
+        if not math.isfinite(float(o)):
+            bad.append(path)
+            return None
+        return float(o)
+    if isinstance(o, dict):
+        return {k: _finite(v, f"{path}.{k}" if path else str(k), bad) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_finite(v, f"{path}[{i}]", bad) for i, v in enumerate(o)]
+    if isinstance(o, np.ndarray) and o.dtype.kind == "f":
+        return _finite(o.tolist(), path, bad)
+    return o
+
+
 def _dump_json(path: Path, obj) -> None:
+    """Strict JSON, atomically. A non-finite number becomes null, and its key path is listed under
+    ``non_finite_as_null`` (top level of a mapping) so nothing is hidden."""
+    bad: list = []
+    obj = _finite(obj, "", bad)
+    if bad and isinstance(obj, dict):
+        obj["non_finite_as_null"] = bad[:100]
     tmp = _tmp_for(path)
     try:
         with open(tmp, "w") as f:
-            json.dump(obj, f, indent=1, default=_jsonable, allow_nan=True)
+            json.dump(obj, f, indent=1, default=_jsonable, allow_nan=False)
             f.write("\n")
         os.replace(tmp, path)
     except BaseException:

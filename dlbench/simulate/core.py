@@ -74,15 +74,16 @@ def sample_sizes(kind: str, n: int, mean: float, std: float, seed: int, lo: floa
 
 
 def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None = None,
-                  step_time_s: float | None = None) -> SimWorkload:
+                  step_time_s: float | None = None, default_step: bool = False) -> SimWorkload:
     """A ``SimWorkload`` from a resolved ``dlbench.workload.Workload``; the step time is ``step_time_s``
     if given, else the workload's for ``accelerator`` (published, else measured: ``Workload.choose_step_time``,
-    as ``dlbench run``), scaled linearly to the local batch, else the profile's compute throughput c."""
+    as ``dlbench run``), scaled linearly to the local batch; with neither, the workload's default step time
+    (``dlbench run``'s: a100 where published) when ``default_step``, else the profile's compute throughput c."""
     b = int(local_batch or wl.batch_size)
     if step_time_s is not None:
         st = step_time_s
     else:
-        st = wl.choose_step_time(accelerator).scaled(b) if accelerator else None
+        st = wl.choose_step_time(accelerator).scaled(b) if (accelerator or default_step) else None
     if wl.layout == "jpeg_folders":
         d = wl.jpeg.size
         return SimWorkload(wl.name, wl.samples, b, d.kind, d.mean_bytes, d.std_bytes, d.min_bytes, d.max_bytes, st,
