@@ -783,16 +783,27 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
     check_size(wl, nodes, ranks_per_node)
     results = simulate(names, wl=wl, profile=profile, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs,
                        seed=seed, pls_q=pls_q, write_overlap=False if serial_write else None, options=opt_map,
-                       loader_threads=loader_threads, rules=rules)
+                       loader_threads=loader_threads, rules=rules, na_rows=True)
+    na = {k: v for k, v in results.items() if "not_applicable" in v}
     dirs = []
     for label, summary in results.items():
+        if label in na:
+            continue
         config = {"command": "simulate", "system": to_dict(profile), "workload": to_dict(wl),
                   "strategy": summary["strategy"], "label": label, "options": summary.get("options", {}),
                   "nodes": nodes, "ranks_per_node": ranks_per_node, "epochs": epochs, "seed": seed,
                   "loader_threads": loader_threads, "rules": summary["model_rules"],
                   "write_overlap": summary["model_rules"]["write"] == "overlap", **cfg_extra}
         dirs.append(write_simulated_run(out, config=config, summary=summary))
-    click.echo(compare_table(dirs, fmt=fmt, reference_s=reference))
+    if dirs:
+        click.echo(compare_table(dirs, fmt=fmt, reference_s=reference))
+    for label, v in na.items():
+        click.echo(f"{label}: N/A ({v['not_applicable']})")
+    if na:
+        from .errors import CapacityError
+
+        raise CapacityError(f"{len(na)} of {len(results)} rows could not be costed (N/A above; the others are "
+                            f"complete)")
 
 
 

@@ -333,6 +333,7 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
     wl = wl_mod.load(st.workload, scale=st.scale, samples=st.samples)
     d = Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed,
                                                          data_dir_tag(wl.spec_path, wl))
+    check_entries(st, d, comm, epochs=epochs, local_dir=local_dir, out=out)
     _generate_if_missing(wl, d, st, comm, echo)
     dirs = []
     for i, r in enumerate(st.runs):
@@ -343,17 +344,44 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
     return dirs
 
 
+def check_entries(st: RunStudy, data_dir: Path, comm, *, epochs=None, local_dir=None, out=None) -> None:
+    """Every entry's plan-time checks (options, capacities, batch splits: a ``--dry-run`` of each, no I/O)
+    before anything runs: a study used to run its entries in full up to the first bad one and end with no
+    table. All bad entries are named in one error."""
+    import dataclasses
+
+    bad = []
+    for i, r in enumerate(st.runs):
+        cfg = dataclasses.replace(_entry_config(st, r, st.workload, data_dir, out=out, epochs=epochs,
+                                                local_dir=local_dir), dry_run=True)
+        from .runner import run
+
+        try:
+            run(cfg, comm)
+        except DlbenchError as e:
+            bad.append(f"runs[{i}] {r.strategy}: {e}")
+    if bad:
+        raise ConfigError(f"study {st.name}: {len(bad)} of {len(st.runs)} entries cannot run, nothing was run: "
+                          + "; ".join(bad))
+
+
+def _entry_config(st: RunStudy, r: StudyRun, workload: str, data_dir: Path, *, out, epochs, local_dir):
+    from .runner import RunConfig
+
+    return RunConfig(workload=workload, strategy=r.strategy, options=dict(r.options), data_dir=str(data_dir),
+                     epochs=epochs or st.epochs, batch_size=st.batch_size, seed=st.seed, out=out or st.out,
+                     compute_time_s=st.compute_time_s, system=st.system, local_dir=local_dir, ranks_per_node=None)
+
+
 def _run_entry(st: RunStudy, r: StudyRun, workload: str, data_dir: Path, comm, *, out, epochs, local_dir, echo,
                head: str) -> str | None:
     """One run entry of a study (``run_study``) or a sweep point (``run_sweep``) on ``data_dir``: echoes
     ``head`` + the entry, runs it and returns its run folder (rank 0; None elsewhere). A run whose results
     could not be written (a full disk: ``write_error``) is an OutputError: the study cannot go on to its table."""
     from .errors import OutputError
-    from .runner import RunConfig, run
+    from .runner import run
 
-    cfg = RunConfig(workload=workload, strategy=r.strategy, options=dict(r.options), data_dir=str(data_dir),
-                    epochs=epochs or st.epochs, batch_size=st.batch_size, seed=st.seed, out=out or st.out,
-                    compute_time_s=st.compute_time_s, system=st.system, local_dir=local_dir, ranks_per_node=None)
+    cfg = _entry_config(st, r, workload, data_dir, out=out, epochs=epochs, local_dir=local_dir)
     if echo:
         opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in r.options.items())
         echo(f"{head}{r.strategy} {opts}".rstrip())

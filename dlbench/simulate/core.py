@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError, unknown_choice
+from ..errors import CapacityError, ConfigError, unknown_choice
 from ..plan import SHARED, TIER_NAMES, Plan
 from ..system import SystemProfile
 from ..timeline import PHASES
@@ -228,13 +228,15 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
 def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int, ranks_per_node: int = 1,
              epochs: int = 1, seed: int = 0, pls_q: float | None = None, write_overlap: bool | None = None,
              options: dict | None = None, loader_threads: int | None = None,
-             rules=None) -> dict[str, dict]:
+             rules=None, na_rows: bool = False) -> dict[str, dict]:
     """Cost each strategy's plan (``Strategy.plan``); returns {strategy: summary}. ``strategies``: names,
     or (label, strategy, options[, model]) rows (the result is keyed by label; ``model``: per-row model
     options, ``MODEL_OPTIONS``). ``options``: {strategy: {option: value}} as ``dlbench run`` takes them;
     ``pls_q`` is pls's exchange_fraction. ``loader_threads`` (``--loader-threads``): the loader threads of
     every prefetching plan, to match a run. ``rules``: the model's rule set (a preset name, a mapping or
-    ``ModelRules``; default: the profile's ``rules``)."""
+    ``ModelRules``; default: the profile's ``rules``). ``na_rows``: a row whose plan a capacity rule refuses
+    is ``{"not_applicable": reason, ...}`` and the other rows are costed (published tables have N/A rows);
+    otherwise its CapacityError propagates."""
     if nodes < 1 or ranks_per_node < 1 or epochs < 1:
         raise ConfigError(f"nodes={nodes}, ranks_per_node={ranks_per_node}, epochs={epochs}: each must be >= 1")
     sizes = wl.sizes(seed)
@@ -253,8 +255,14 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
         bad = set(mo) - set(MODEL_OPTIONS)
         if bad:
             raise unknown_choice(f"model option of row {label!r}", sorted(bad)[0], sorted(MODEL_OPTIONS))
-        plan = build_plan(name, wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs, seed=seed,
-                          profile=profile, sizes=sizes, options=o)
+        try:
+            plan = build_plan(name, wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs, seed=seed,
+                              profile=profile, sizes=sizes, options=o)
+        except CapacityError as e:
+            if not na_rows:
+                raise
+            out[label] = {"not_applicable": str(e), "strategy": name, "label": label, "options": o or {}}
+            continue
         policy = policy_of(name, plan)
         threads = None
         if policy == "prefetch":

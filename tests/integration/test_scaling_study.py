@@ -115,6 +115,8 @@ def test_sweep_full_disk_write_error_is_one_line(tmp_path, cli, monkeypatch, swe
     calls = []
 
     def full_disk(cfg, comm):
+        if cfg.dry_run:              # the study's checks of every entry before it runs any
+            return {"dry_run": {}}
         calls.append(cfg.strategy)
         return {"run_dir": None, "run": {}, "write_error": f"--out {cfg.out}: the results could not be written "
                                                            f"(No space left on device)"}
