@@ -242,8 +242,18 @@ def _check_curve(points, key: str, count: str, where: str) -> None:
             raise ConfigError(f"{key}[{i}].{count}={counts[i]}{where}: {count} must increase strictly "
                               f"(previous point has {counts[i - 1]})")
     for i, p in enumerate(points):
-        if p.mb_per_s <= 0:
-            raise ConfigError(f"{key}[{i}].mb_per_s={p.mb_per_s}{where}: must be > 0 MB/s")
+        _check_rate(f"{key}[{i}].mb_per_s", p.mb_per_s, where)
+
+
+# physically plausible bandwidths: from 1 KB/s (a wait of ~3 h for a 10 MB sample) to 1 PB/s
+MIN_MB_PER_S, MAX_MB_PER_S = 1e-3, 1e9
+MAX_LATENCY_S = 60.0
+
+
+def _check_rate(key: str, val: float, where: str) -> None:
+    if not MIN_MB_PER_S <= val <= MAX_MB_PER_S:
+        raise ConfigError(f"{key}={val:g}{where}: must be from {MIN_MB_PER_S:g} to {MAX_MB_PER_S:g} MB/s (a "
+                          f"bandwidth outside it makes every modelled wait instant or endless)")
 
 
 def validate(profile: SystemProfile, where: str = "") -> SystemProfile:
@@ -253,11 +263,12 @@ def validate(profile: SystemProfile, where: str = "") -> SystemProfile:
               ("staging.write_mb_per_s", profile.staging.write_mb_per_s)]
     if profile.pfs is not None:
         checks.append(("pfs.client_link_mb_per_s", profile.pfs.client_link_mb_per_s))
+    if profile.compute_mb_per_s is not None:
+        checks.append(("compute_mb_per_s", profile.compute_mb_per_s))
     for key, val in checks:
-        if val <= 0:
-            raise ConfigError(f"{key}={val}{w}: must be > 0 MB/s")
-    if profile.compute_mb_per_s is not None and profile.compute_mb_per_s <= 0:
-        raise ConfigError(f"compute_mb_per_s={profile.compute_mb_per_s}{w}: must be > 0 MB/s (or leave it out)")
+        _check_rate(key, val, w)
+    if profile.pfs is not None and profile.pfs.latency_s > MAX_LATENCY_S:
+        raise ConfigError(f"pfs.latency_s={profile.pfs.latency_s:g}{w}: must be from 0 to {MAX_LATENCY_S:g} s")
     if profile.pfs is not None:
         _check_curve(profile.pfs.aggregate, "pfs.aggregate", "clients", w)
     _check_curve(profile.staging.bandwidth, "staging.bandwidth", "threads", w)

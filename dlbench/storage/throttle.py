@@ -377,6 +377,9 @@ class LocalGamma:
 # ------------------------------------------------------------------------------------------------------
 
 
+MAX_WAIT_S = 600.0   # the longest a single emulated read may be held
+
+
 class Throttle:
     """Applies a PfsModel to reads. ``read(fn, *args)`` counts itself in γ, runs the real read ``fn``
     (which returns the bytes read), then waits until the read's modelled time has passed (module
@@ -421,6 +424,15 @@ class Throttle:
         rate = model.rate_Bps(gamma)
         t = t0 + model.latency_s       # the model has been integrated up to t
         rem = float(n)                 # bytes still to drain after t
+        # every modelled wait is bounded: one read that the model holds longer than MAX_WAIT_S even at the
+        # best rate is a profile no run can finish, not a wait
+        best = max(model.rate_Bps(1), model.rate_Bps(max(1, gamma)))
+        if model.latency_s + n / best > MAX_WAIT_S:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"system profile: one read of {n:,} bytes would be held "
+                              f"{model.latency_s + n / best:.3g} s by the emulated PFS (> {MAX_WAIT_S:g} s): its "
+                              f"bandwidths or latency cannot be right")
         slice_s, spin_s = self.slice_s, self.spin_s
         while True:
             now = clock()

@@ -46,7 +46,7 @@ def test_bad_tier_kind_and_zero_bandwidth():
     with pytest.raises(ConfigError, match="kind"):
         from_dict(bad)
     zero = dict(BASE, staging=dict(BASE["staging"], bandwidth=[{"threads": 1, "mb_per_s": 0}]))
-    with pytest.raises(ConfigError, match="must be > 0"):
+    with pytest.raises(ConfigError, match="must be from 0.001 to"):
         from_dict(zero)
 
 

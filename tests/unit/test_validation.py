@@ -76,3 +76,44 @@ def test_run_json_is_strict_json_with_non_finite_values_named(tmp_path):
     assert set(doc["non_finite_as_null"]) == {"config.x", "summary.au", "summary.v[1]"}
     assert read_run(d)["summary"]["ok"] == 1.5
     assert not math.isnan(doc["summary"]["ok"])
+
+
+@pytest.mark.parametrize("key,value", [("network_mb_per_s", 1e-300), ("network_mb_per_s", 1e300),
+                                       ("pfs.client_link_mb_per_s", 1e-300), ("pfs.latency_s", 1e9)])
+def test_absurd_profile_is_refused_at_load(key, value):
+    """regression: client_link_mb_per_s: 1e-300 made a run wait forever"""
+    import copy
+
+    import yaml
+
+    from dlbench.config import resource_dir
+    from dlbench.system import from_dict
+
+    d = yaml.safe_load((resource_dir("configs") / "systems" / "laptop-pfs.yaml").read_text())
+    d = copy.deepcopy(d)
+    sect, _, k = key.rpartition(".")
+    (d[sect] if sect else d)[k] = value
+    with pytest.raises(ConfigError, match=key.split(".")[-1]):
+        from_dict(d, where="p.yaml")
+
+
+def test_every_emulated_wait_is_bounded():
+    """A profile that passes the bounds but holds one read for longer than MAX_WAIT_S is an error, not a
+    wait (the fake clock would otherwise loop for ~11 days of modelled time)."""
+    from dlbench.storage.throttle import MAX_WAIT_S, LocalGamma, PfsModel, Throttle
+
+    class Clock:
+        t = 0.0
+
+        def clock(self):
+            return self.t
+
+        def sleep(self, d):
+            self.t += d
+
+    c = Clock()
+    th = Throttle(PfsModel(0.0, 1e-3), LocalGamma(), clock=c.clock, sleep=c.sleep, spin_s=0.0)
+    with pytest.raises(ConfigError, match="cannot be right"):
+        th.read(lambda: 1_000_000)          # 1 MB at 1 KB/s: 1,000 s
+    assert c.t < MAX_WAIT_S
+    assert th.read(lambda: 100) == 100       # 0.1 s: held, and returns
