@@ -318,6 +318,9 @@ def _check_spec(spec: WorkloadSpec, where: str) -> None:
                 raise unknown_choice(f"array in preset {name} of {where}", arr, [a.name for a in spec.arrays])
 
 
+MAX_SAMPLE_BYTES = 64 << 30   # one sample's bytes: beyond this a "sample" is a typo, not a workload
+
+
 def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None = None,
             spec_path: str = "") -> Workload:
     """Apply a preset (``scale``) and/or a sample count. Without either: the ``tiny`` preset if the spec
@@ -340,6 +343,15 @@ def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None
         raise unknown_choice(f"scale for workload {spec.name}", chosen, sorted(set(spec.presets) | {"full"}))
     if samples is not None:
         n = samples
+    where = f"{spec_path or spec.name}" + (f" presets.{chosen}" if pre is not None else "")
+    total = 0
+    for a in arrays:
+        if not a.shape or any(int(d) < 1 for d in a.shape):
+            raise ConfigError(f"arrays {a.name} shape={list(a.shape)} (in {where}): every dimension must be >= 1")
+        total += int(np.prod([int(d) for d in a.shape], dtype=object)) * np.dtype(a.dtype).itemsize
+    if total > MAX_SAMPLE_BYTES:
+        raise ConfigError(f"arrays of {spec.name} (in {where}): {total:,} bytes per sample; at most "
+                          f"{MAX_SAMPLE_BYTES:,} (64 GiB) are allowed")
     return Workload(name=spec.name, layout=spec.layout, arrays=arrays, samples=n,
                     batch_size=batch, samples_per_file=spf, shared_file=spec.shared_file,
                     classes=classes, jpeg=spec.jpeg, compute=dict(spec.compute), model=spec.model,

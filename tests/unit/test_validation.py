@@ -117,3 +117,23 @@ def test_every_emulated_wait_is_bounded():
         th.read(lambda: 1_000_000)          # 1 MB at 1 KB/s: 1,000 s
     assert c.t < MAX_WAIT_S
     assert th.read(lambda: 100) == 100       # 0.1 s: held, and returns
+
+
+@pytest.mark.parametrize("shape,msg", [("[0, 32, 32, 4]", "every dimension must be >= 1"),
+                                       ("[-1, 4]", "every dimension must be >= 1"),
+                                       ("[100000, 100000, 100000, 4]", "at most 68,719,476,736")])
+@pytest.mark.parametrize("cmd", ["show", "run", "simulate"])
+def test_preset_with_zero_negative_or_huge_dimension_is_one_line(tmp_path, cli, shape, msg, cmd):
+    """regression: a preset's shapes skipped the array checks (0 and negative dims ran; a 8 EB sample was
+    'simulated')"""
+    from dlbench.config import resource_dir
+
+    src = (resource_dir("workloads") / "cosmoflow.yaml").read_text()
+    w = tmp_path / "w.yaml"
+    w.write_text(src.replace("shapes: {full: [32, 32, 32, 4]}", f"shapes: {{full: {shape}}}"))
+    args = {"show": ["show", str(w), "--scale", "tiny"],
+            "run": ["run", "--workload", str(w), "--scale", "tiny", "--dry-run"],
+            "simulate": ["simulate", "--system", "laptop-pfs", "--workload", str(w), "--scale", "tiny", "--nodes",
+                         "2", "--strategies", "naive", "--out", str(tmp_path / "s")]}[cmd]
+    r = cli(args)
+    assert r.exit_code == 2 and msg in r.output and "presets.tiny" in r.output, r.output
