@@ -398,12 +398,16 @@ class Loop:
                 if verifier is not None:
                     verifier.end_epoch(plan, e)
         except KeyboardInterrupt:
-            # every rank of the job is being interrupted: the first to clean up removes the whole run
-            # directory of its host (the rank MPI_Abort kills next may never reach its own clean-up)
+            # the run is ending: further SIGINT/SIGTERM (a second Ctrl-C, the launcher's) must not cut the
+            # clean-up short; the node's other ranks are told (a SIGTERM may have reached this rank alone) and
+            # the last rank out of a node removes its local copies (localcopy.remove_local_tier)
+            ignore_interrupts()
             executor.interrupted = True
+            comm.interrupt_peers()
             raise
         finally:
-            executor.close()
+            with deferred_interrupts():
+                executor.close()
             compute_info = compute.describe() if hasattr(compute, "describe") else {}
             compute.close()
         io1 = _proc_io()
@@ -429,6 +433,49 @@ class Loop:
             "io_counters": self.io.totals(),
             "cache": cache.rank_record(),
         }
+
+
+def ignore_interrupts() -> None:
+    """SIGINT and SIGTERM ignored from now on (the run is already being interrupted; main thread only)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+
+
+class deferred_interrupts:
+    """SIGINT/SIGTERM held while clean-up runs (``with deferred_interrupts(): executor.close()``) and raised
+    after it, so a signal cannot leave half-removed local copies; nothing is held when they are ignored
+    already (an interrupt in progress) or off the main thread."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.got: list[int] = []
+        self.old: dict = {}
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old = signal.getsignal(sig)
+            if old is signal.SIG_IGN:
+                continue
+            self.old[sig] = old
+            signal.signal(sig, lambda signum, frame: self.got.append(signum))
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        for sig, old in self.old.items():
+            signal.signal(sig, old)
+        if self.got and exc[0] is None:
+            if self.got[0] == signal.SIGTERM:
+                raise Terminated()
+            raise KeyboardInterrupt()
+        return False
 
 
 class Terminated(KeyboardInterrupt):

@@ -365,35 +365,67 @@ def open_local_tier(ctx: RunContext, need_per_node: int, cap: int, *, private: b
 
 
 def remove_local_tier(ctx: RunContext, root: Path, *, private: bool, done: bool, interrupted: bool) -> str:
-    """Clean-up of ``open_local_tier``'s directories on every exit path (the caller has already cleared the
-    tier after a complete run, ``done``): after a complete run the rank's directory (``private``); after an
-    interrupt (every rank stops) the whole run directory of this host (the rank MPI_Abort kills next may never
-    reach its own clean-up); after a failure this rank's directory (``private``) or the node's (the others
-    still run until the abort reaches them). Then this rank's owner marker and the directories left empty.
+    """Clean-up of ``open_local_tier``'s directories on every exit path, coordinated per node so that no rank
+    removes files another live rank still reads (issue 15: a SIGTERM to one rank used to delete the other
+    rank's copies under it): this rank's own directory (``private``), then, under the run directory's lock,
+    its owner marker; the last live owner out removes the whole run directory (a node's shared copies, the
+    directories of ranks that were killed). A rank killed before it gets here leaves its marker to a dead
+    pid, which counts as gone. Idempotent: a second call (a second Ctrl-C) finds nothing left to do.
     Returns what was done, for the run's message."""
     node_dir = root / f"node{int(ctx.node_map[ctx.rank])}"
     mine = node_dir / f"rank{ctx.rank}" if private else node_dir
-    if done:
-        if private:
-            shutil.rmtree(mine, ignore_errors=True)
-    elif interrupted:
-        shutil.rmtree(root, ignore_errors=True)
-    else:
+    if private:
         shutil.rmtree(mine, ignore_errors=True)
-    release_run_dir(root, node_dir)
-    return (f"could not remove the local copies in {mine}" if mine.exists() and not done
-            else f"local copies under {root} removed")
+    last = release_run_dir(root, node_dir)
+    if last:
+        return f"local copies under {root} removed"
+    if private:
+        return (f"could not remove the local copies in {mine}" if mine.exists()
+                else f"local copies in {mine} removed (the node's other ranks still hold theirs)")
+    return f"local copies in {node_dir} left to the node's last rank out (others still read them)"
 
 
-def release_run_dir(root: Path, node_dir: Path) -> None:
-    """This rank's owner marker out of the run directory, then the node's and the run's directories if
-    that leaves them empty (other ranks of the node may still hold theirs)."""
-    (root / owner_marker()).unlink(missing_ok=True)
-    for d in (node_dir, root):
-        try:
-            d.rmdir()
-        except OSError:
-            pass
+def release_run_dir(root: Path, node_dir: Path) -> bool:
+    """This rank's owner marker out of the run directory, under the directory's lock; returns True (and
+    removes the run directory) when no live owner is left, else removes only directories left empty."""
+    import fcntl
+
+    try:
+        lock = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:                       # the directory is gone already (an earlier call, or the last rank)
+        return not root.exists()
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        (root / owner_marker()).unlink(missing_ok=True)
+        if not live_owners(root):
+            shutil.rmtree(root, ignore_errors=True)
+            return not root.exists()
+        for d in (node_dir, root):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        return False
+    finally:
+        os.close(lock)
+
+
+def live_owners(root: Path) -> list[str]:
+    """The owner markers of ``root`` whose rank may still use it: a live pid on this host, or any owner on
+    another host (cannot tell)."""
+    import socket
+
+    host = socket.gethostname()
+    out = []
+    try:
+        markers = list(root.glob(".owner-*"))
+    except OSError:
+        return out
+    for m in markers:
+        h, _, pid = m.name[len(".owner-"):].rpartition("-")
+        if h != host or not pid.isdigit() or _pid_alive(int(pid)):
+            out.append(m.name)
+    return out
 
 
 def owner_marker() -> str:
@@ -418,23 +450,17 @@ def remove_stale_run_dirs(base: Path) -> list[str]:
     a dead process on this host: the copies of a run that was killed (SIGKILL, MPI_Abort of a peer) before
     its ranks could delete them. Directories without markers, with an owner on another host or with a live
     owner are left alone. Returns the removed paths."""
-    import socket
-
-    host = socket.gethostname()
     removed: list[str] = []
     try:
         runs = sorted(Path(base).glob("run-*"))
     except OSError:
         return removed
     for d in runs:
-        owners = []
         try:
-            for m in d.glob(".owner-*"):
-                h, _, pid = m.name[len(".owner-"):].rpartition("-")
-                owners.append((h, int(pid) if pid.isdigit() else -1))
+            owned = any(True for _ in d.glob(".owner-*"))
         except OSError:
             continue
-        if owners and all(h == host and pid > 0 and not _pid_alive(pid) for h, pid in owners):
+        if owned and not live_owners(d):
             shutil.rmtree(d, ignore_errors=True)
             if not d.exists():
                 removed.append(str(d))
