@@ -89,6 +89,15 @@ def union_length(starts, ends):
     return (me - ms).sum()
 
 
+def _tiers(tier_names: Sequence[str] | None) -> Sequence[str]:
+    """The plan's tier names unless others are given."""
+    if tier_names is not None:
+        return tier_names
+    from .plan import TIER_NAMES
+
+    return TIER_NAMES
+
+
 def _epoch_list(per_rank: Sequence[dict], epochs) -> list[int]:
     if epochs is None:
         found: set[int] = set()
@@ -116,14 +125,17 @@ def rank_breakdown(a: dict, epochs: Sequence[int], *, n_tiers: int = 4) -> dict:
     step = _get(a, "step", np.int32)
     nbytes = _get(a, "nbytes", np.int64).astype(np.int64)
     tier = _get(a, "tier", np.uint8)
+    samples_marked = a.get("epoch_samples")
+    if samples_marked is None:
+        samples_marked = np.zeros(len(_get(a, "epochs", np.int32)))
     marked = {int(e): (int(s), int(t), int(n)) for e, s, t, n in zip(
         _get(a, "epochs", np.int32), _get(a, "epoch_start_ns", np.int64), _get(a, "epoch_end_ns", np.int64),
-        a.get("epoch_samples") if a.get("epoch_samples") is not None else np.zeros(len(_get(a, "epochs", np.int32))))}
+        samples_marked)}
 
     def one(mask: np.ndarray, window: tuple[int, int] | None, window_is_prologue: bool = False) -> dict:
         if window is None:
             window = (int(start[mask].min()), int(end[mask].max())) if mask.any() else (0, 0)
-        d = {"time_s": (window[1] - window[0]) * NS, "start_ns": window[0], "end_ns": window[1]}
+        d: dict = {"time_s": (window[1] - window[0]) * NS, "start_ns": window[0], "end_ns": window[1]}
         d["phase_time_s"] = {p: float(union_length(start[mask & (phase == i)], end[mask & (phase == i)])) * NS
                              for i, p in enumerate(PHASES)}
         d["phase_bytes"] = {p: int(nbytes[mask & (phase == i)].sum()) for i, p in enumerate(PHASES)}
@@ -139,7 +151,7 @@ def rank_breakdown(a: dict, epochs: Sequence[int], *, n_tiers: int = 4) -> dict:
         d["first_step_stall_s"] = float(union_length(start[st0], end[st0])) * NS
         return d
 
-    out = {"epochs": []}
+    out: dict = {"epochs": []}
     for e in epochs:
         m = marked.get(e)
         d = one(ep == e, (m[0], m[1]) if m else None)
@@ -173,8 +185,7 @@ def _lat_bin_value_s(idx: np.ndarray) -> np.ndarray:
 def read_latency_rank(a: dict, tier_names: Sequence[str] | None = None) -> dict:
     """One rank's read latencies per tier (module docstring): ``{"rank", "tiers": {name: {count, mean_s,
     p50_s, p95_s, p99_s, max_s}}, "hist": {name: [bin indices, counts]}}`` (tiers without reads left out)."""
-    if tier_names is None:
-        from .plan import TIER_NAMES as tier_names
+    tier_names = _tiers(tier_names)
     phase, ep = _get(a, "phase", np.uint8), _get(a, "epoch", np.int32)
     m = (phase == PHASE_ID["read"]) & (ep >= 0)
     d = (_get(a, "end_ns", np.int64)[m].astype(np.int64) - _get(a, "start_ns", np.int64)[m].astype(np.int64))
@@ -242,8 +253,7 @@ def summarize(per_rank_arrays: Sequence[dict], *, workload: str, strategy: str, 
     (epochs 0..n−1), a list of epoch ids, or None (every epoch ≥ 0 seen). ``samples_per_epoch``: global
     samples per epoch (int or list) when the timelines did not record them via ``mark_epoch``; split
     evenly over ranks. Formulas: module docstring."""
-    if tier_names is None:
-        from .plan import TIER_NAMES as tier_names
+    tier_names = _tiers(tier_names)
     per_rank = [a if a is not None else {} for a in per_rank_arrays]
     ranks = len(per_rank) if ranks is None else int(ranks)
     eps = _epoch_list(per_rank, epochs)
@@ -264,8 +274,7 @@ def summarize(per_rank_arrays: Sequence[dict], *, workload: str, strategy: str, 
 def rank_reduce(a: dict, epochs, *, tier_names: Sequence[str] | None = None) -> dict:
     """What one rank sends to rank 0 instead of its intervals: its ``rank_breakdown`` and ``tier_io``
     (small: a few numbers per epoch and phase), computed where the intervals are."""
-    if tier_names is None:
-        from .plan import TIER_NAMES as tier_names
+    tier_names = _tiers(tier_names)
     eps = _epoch_list([a], epochs)
     return {"rank": int(a.get("rank", 0)), "epoch_ids": eps,
             "breakdown": rank_breakdown(a, eps, n_tiers=len(tier_names)),
@@ -290,8 +299,7 @@ def summarize_breakdowns(bds: Sequence[dict], eps: Sequence[int], *, workload: s
                          simulated: bool = False) -> dict:
     """``summarize`` from every rank's ``rank_breakdown`` (what ranks send when their intervals stay in
     their own files): gathers the per-rank arrays and calls ``summary_from_arrays``."""
-    if tier_names is None:
-        from .plan import TIER_NAMES as tier_names
+    tier_names = _tiers(tier_names)
     nt = len(tier_names)
     R = len(bds)
     E = len(eps)
@@ -455,8 +463,7 @@ def tier_io(per_rank_arrays: Sequence[dict], tier_names: Sequence[str] | None = 
     """Bytes and operations per tier, summed over ranks, for the epochs and for the prologue (epoch < 0)
     apart: ``read`` intervals count as reads of their tier; ``exchange`` intervals with bytes count as
     receptions from a peer (tier ``peer``: bytes received, one operation per completed message)."""
-    if tier_names is None:
-        from .plan import TIER_NAMES as tier_names
+    tier_names = _tiers(tier_names)
     nt = len(tier_names)
     out = {w: {n: {"ops": 0, "bytes": 0} for n in tier_names} for w in ("epochs", "prologue")}
     peer = list(tier_names).index("peer") if "peer" in tier_names else None

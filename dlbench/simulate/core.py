@@ -80,6 +80,7 @@ def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None
     as ``dlbench run``), scaled linearly to the local batch; with neither, the workload's default step time
     (``dlbench run``'s: a100 where published) when ``default_step``, else the profile's compute throughput c."""
     b = int(local_batch or wl.batch_size)
+    st: float | None
     if step_time_s is not None:
         st = step_time_s
     else:

@@ -5,6 +5,8 @@ every NumPy allocation of ≥ 128 KiB sits at page + 16."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +43,7 @@ def _bad_read_call(fd: int, buffers, offset: int) -> int:
     raise AssertionError("unreachable")
 
 
-preadv = {"preadv": os.preadv, "readv": _lseek_readv}.get(READ_CALL, _bad_read_call)
+preadv: Callable[[int, Any, int], int] = {"preadv": os.preadv, "readv": _lseek_readv}.get(READ_CALL, _bad_read_call)
 
 
 def aligned_empty(shape, dtype=np.uint8, align: int = PAGE) -> np.ndarray:

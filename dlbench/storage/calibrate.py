@@ -66,7 +66,7 @@ def _read_worker(files, fds, nbytes: int, stop_at: float, seed: int, out: list, 
         off = int(rng.integers(0, max(1, size - nbytes + 1)))
         off -= off % 4096
         a = time.perf_counter()
-        got += os.preadv(fds[i], [buf], off)
+        got += os.preadv(fds[i], [buf.data], off)
         b = time.perf_counter()
         n += 1
         if lat is not None:
@@ -84,7 +84,7 @@ def read_rate(files, threads: int, nbytes: int, slice_s: float, comm, seed: int,
     fds = [os.open(p, flags) for p, _ in files]
     try:
         out: list = [None] * threads
-        lat: list = [] if latency else None
+        lat: list | None = [] if latency else None
         comm.barrier()
         stop_at = time.perf_counter() + slice_s
         th = [threading.Thread(target=_read_worker, args=(files, fds, nbytes, stop_at, seed * 1000 + k + 7919 *
@@ -279,7 +279,7 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
         return [{key: int(k), "mb_per_s": round(float(max(_median(d[k]), 1e-3)), 3)} for k in sorted(d)]
 
     mem_total = _meminfo_total()
-    profile = {
+    profile: dict = {
         "name": name or f"calibrated-{os.uname().nodename}",
         "description": f"measured by dlbench calibrate-storage on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
                        f" ({comm.size} rank(s), cache {cache}, {request_bytes:,} B requests)",
@@ -311,7 +311,7 @@ def _direct_ok(path: str) -> bool:
         return False
     try:
         buf = aligned_empty(LAT_BYTES)
-        os.preadv(fd, [buf], 0)
+        os.preadv(fd, [buf.data], 0)
         return True
     except OSError:
         return False

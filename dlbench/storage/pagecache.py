@@ -58,8 +58,8 @@ def evict_file(path: str | os.PathLike) -> int:
 
 def files_under(root: str | os.PathLike) -> list[str]:
     """Every regular file under ``root`` (recursive; [] when it does not exist)."""
-    out = []
-    for d, _dirs, names in os.walk(root):
+    out: list[str] = []
+    for d, _dirs, names in os.walk(os.fspath(root)):
         out.extend(os.path.join(d, n) for n in names)
     return out
 
