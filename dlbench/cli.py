@@ -311,10 +311,17 @@ def _strategy_options(f):
               help="fault injection (repeatable): slow-rank=R:FACTOR (rank R's reads and compute take FACTOR x), "
                    "fail-read=P (each shared-tier read fails with probability P, seeded, and is retried; retries "
                    "in the summary)")
+@click.option("--dlio-config", type=click.Path(dir_okay=False), default=None,
+              help="a DLIO workload YAML (its dataset, reader, train, checkpoint and metric.au); DLIO's Hydra "
+                   "overrides follow as arguments: ++workload.dataset.num_files_train=16")
+@click.option("--allow-unsupported", is_flag=True,
+              help="--dlio-config: warn about DLIO settings dlbench does not emulate instead of stopping")
+@click.argument("dlio_overrides", nargs=-1, metavar="[++workload.KEY=VALUE]...")
 @_strategy_options
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
         compute_stdev, compute_profile, device, precision, model, barrier, checkpoint_every, ranks_per_node, verify,
-        dry_run, progress, system, local_dir, inject, **strategy_opts):
+        dry_run, progress, system, local_dir, inject, dlio_config=None, allow_unsupported=False, dlio_overrides=(),
+        **strategy_opts):
     """Run the measured epoch loop for one strategy (serially, or under mpiexec/srun)."""
     import json
 
@@ -324,6 +331,12 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     from .runner import ACCELERATORS, RunConfig, check_seconds
     from .runner import run as do_run
 
+    dlio_t = None
+    if dlio_overrides and not dlio_config:
+        raise ConfigError(f"argument {dlio_overrides[0]!r}: overrides need --dlio-config FILE")
+    if dlio_config:
+        (workload, strategy, epochs, batch_size, seed, compute_time, compute_stdev, scale, strategy_opts,
+         dlio_t) = _from_dlio(dlio_config, dlio_overrides, allow_unsupported, locals())
     strategies.get(strategy)  # unknown strategy: one line with the choices
     fields = _strategy_option_fields()
     given = {k: v for k, v in strategy_opts.items() if v is not None}
@@ -352,6 +365,11 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
 
     load_profile(system)  # a bad profile: one line before any MPI work
     comm = get_comm(ranks_per_node=ranks_per_node)
+    if dlio_t is not None and dlio_t.run["checkpoint_every_epochs"] and checkpoint_every == 0:
+        from .dlio import steps_per_epoch
+
+        cfg.checkpoint_every = dlio_t.run["checkpoint_every_epochs"] * steps_per_epoch(
+            dlio_t.workload["samples"], comm.size, cfg.batch_size or dlio_t.run["batch_size"])
     from .progress import StepProgress, wanted
 
     # rank 0's own figures (its stall, its samples); under MPI the line says so
@@ -384,6 +402,38 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
 
         raise OutputError(res["write_error"])
     click.echo(f"results: {res['run_dir']}")
+
+
+def _from_dlio(path, overrides, allow_unsupported, given):
+    """``run --dlio-config``: translate the DLIO config (dlbench.dlio), write its workload YAML under the data
+    root, and return the run settings, where a flag typed on the command line wins over the config's."""
+    from . import dlio
+    from .host import data_root
+
+    ctx = click.get_current_context()
+
+    def typed(name):
+        return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+
+    t = dlio.load(path, overrides, allow_unsupported=allow_unsupported)
+    if t.unsupported:
+        click.echo(f"dlbench: warning: DLIO settings not emulated (--allow-unsupported): "
+                   f"{'; '.join(t.unsupported)}", err=True)
+    wl_path = dlio.write_workload_file(t, data_root() / "dlio-workloads")
+    r = t.run
+    strategy = given["strategy"] if typed("strategy") else r["strategy"]
+    opts = dict(given["strategy_opts"])
+    if strategy == r["strategy"]:
+        for k, v in r["options"].items():
+            if opts.get(k) is None:
+                opts[k] = v
+    return (str(wl_path), strategy,
+            given["epochs"] if typed("epochs") else r["epochs"],
+            given["batch_size"] if typed("batch_size") else r["batch_size"],
+            given["seed"] if typed("seed") else r["seed"],
+            given["compute_time"] if typed("compute_time") else r["compute_time_s"],
+            given["compute_stdev"] if typed("compute_stdev") else r["compute_stdev_s"],
+            "full", opts, t)
 
 
 class _sigterm_as_interrupt:
@@ -495,6 +545,27 @@ def import_timelogger_cmd(csv_path, name, nodes, fold_setup, out):
     from . import importers
 
     _imported(importers.timelogger_run(csv_path, name=name, nodes=nodes, fold_setup=fold_setup), out)
+
+
+@import_group.command("dlio-config")
+@click.argument("config", metavar="FILE", type=click.Path(dir_okay=False))
+@click.argument("overrides", nargs=-1, metavar="[++workload.KEY=VALUE]...")
+@click.option("--out", "-o", "out_path", required=True, type=click.Path(dir_okay=False),
+              help="the dlbench workload YAML to write")
+@click.option("--name", default=None, help="workload name [default: the config's model.name]")
+@click.option("--allow-unsupported", is_flag=True,
+              help="write it anyway, listing the DLIO settings dlbench does not emulate in comments")
+def import_dlio_cmd(config, overrides, out_path, name, allow_unsupported):
+    """A DLIO workload YAML (with DLIO's Hydra overrides) as a dlbench workload YAML; the run flags that
+    reproduce DLIO's run (epochs, compute time, loader) are in its header."""
+    from . import dlio
+
+    t = dlio.load(config, overrides, allow_unsupported=allow_unsupported, name=name)
+    if t.unsupported:
+        click.echo(f"dlbench: warning: DLIO settings not emulated: {'; '.join(t.unsupported)}", err=True)
+    dlio.write_text_atomic(out_path, dlio.workload_yaml(t))
+    click.echo(f"workload: {out_path}")
+    click.echo(f"run: dlbench run --workload {out_path} --scale full {' '.join(t.run_flags())}")
 
 
 # ===== shuffle strategies: study ============================================================================

@@ -272,6 +272,10 @@ def summarize_breakdowns(bds: Sequence[dict], eps: Sequence[int], *, workload: s
                         if p not in OUTSIDE_EPOCH},
         "prologue_phase_time_s": {p: mean([b["prologue"]["phase_time_s"][p] for b in bds]) for p in PHASES},
         "first_step_stall_s": (FS.mean(axis=0) if R else np.zeros(E)).tolist(),
+        # per epoch (DLIO's summary.json): AU mean over ranks, samples and bytes read summed over ranks
+        "au_per_epoch": [mean([_div(c, t) for c, t in zip(P["compute"][:, e], T[:, e])]) for e in range(E)],
+        "samples_per_epoch": S.sum(axis=0).tolist() if R else [0.0] * E,
+        "read_bytes_per_epoch": [int(x) for x in RB.sum(axis=0)] if R else [0] * E,
         "imbalance": _div(Tr.max(), Tr.mean()) - 1.0 if R and Tr.mean() > 0 else 0.0,
         "per_rank": pr,
         "spread": {**{k: _stats(pr[k]) for k in ("total_epoch_time_s", "exposed_io_share", "e2e_exposed_io_share",

@@ -703,6 +703,9 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
         summary["injected"] = {**loop.injection.describe(),
                                "read_retries": int(sum(g.get("read_retries", 0) for g in gathered) + worker_retries)}
     summary["io_counters"] = counters.summarize([g.get("io_counters") or {} for g in gathered])
+    from .dlio import au_verdict
+
+    summary["au_rule"] = au_verdict(summary.get("au"), workload.au_threshold, workload.au_threshold_source)
     try:
         results.write_run(run_dir, config=config_echo, summary=summary, intervals=per_rank, error=None)
     except OSError as e:
