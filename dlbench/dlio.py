@@ -555,7 +555,8 @@ def dlio_summary(doc: dict) -> dict | None:
 
 def steps_per_epoch(samples: int, ranks: int, batch: int) -> int:
     """Steps per rank and epoch under DistributedSampler without drop_last: ceil(ceil(N / W) / B)."""
-    return -(-(-(-samples // ranks)) // batch)
+    per_rank = -(-samples // ranks)
+    return -(-per_rank // batch)
 
 
 # --- files (the only I/O of this module) ----------------------------------------------------------------------
