@@ -568,6 +568,45 @@ def import_dlio_cmd(config, overrides, out_path, name, allow_unsupported):
     click.echo(f"run: dlbench run --workload {out_path} --scale full {' '.join(t.run_flags())}")
 
 
+@main.command("sustain")
+@click.option("--workload", "-w", required=True, help="workload name or YAML (its au_threshold is the rule)")
+@click.option("--accelerator", required=True, help="whose step time the emulated accelerators take: v100|a100|h100")
+@click.option("--strategy", "-s", "strategies", multiple=True, default=("naive",), show_default=True,
+              help="loading strategy (repeatable: one answer per strategy)")
+@click.option("--system", default="local", show_default=True, metavar="PROFILE",
+              help="system profile of the measured runs; its shared tier is what the model fits to them")
+@click.option("--measure-ranks", type=int, default=2, show_default=True,
+              help="measure 1..K ranks on this machine (mpiexec -n k)")
+@click.option("--scale", default=None, help="preset of the measured runs' dataset [default: the workload's tiny]")
+@click.option("--model-scale", default="full", show_default=True, help="preset the modelled worlds use")
+@click.option("--epochs", "-e", type=int, default=2, show_default=True)
+@click.option("--ranks-per-node", type=int, default=None, help="accelerators per node of the modelled worlds "
+                                                                 "[default: --measure-ranks]")
+@click.option("--max-accelerators", type=int, default=4096, show_default=True)
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="dataset of the measured runs")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "-o", default="results", show_default=True, help="results root of the measured runs")
+@click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
+def sustain_cmd(workload, accelerator, strategies, system, measure_ranks, scale, model_scale, epochs, ranks_per_node,
+                max_accelerators, data_dir, seed, out, as_json):
+    """MLPerf Storage's question per strategy: the most emulated accelerators this storage keeps at AU >= the
+    workload's threshold — measured at 1..K ranks here, modelled beyond (simulate, its shared tier fitted to
+    the measured points); every figure labelled measured or modelled."""
+    import json
+
+    from . import strategies as registry
+    from . import sustain
+
+    for s in strategies:
+        registry.get(s)
+    rows = sustain.sustain(workload=workload, accelerator=accelerator, strategies=list(strategies), system=system,
+                           measure_ranks=measure_ranks, epochs=epochs, scale=scale, model_scale=model_scale,
+                           data_dir=data_dir, out=out, seed=seed, ranks_per_node=ranks_per_node,
+                           max_accelerators=max_accelerators,
+                           echo=lambda m: click.echo(f"dlbench: {m}", err=True))
+    click.echo(json.dumps(rows, indent=1) if as_json else sustain.render(rows))
+
+
 # ===== shuffle strategies: study ============================================================================
 
 
