@@ -277,15 +277,19 @@ def sustain(*, workload: str, accelerator: str, strategies: list[str], system: s
                                ranks_per_node=rpn, epochs=epochs, seed=seed, options=opts,
                                full_samples=full_wl.samples)
 
+        def cost_nodes(m, cost=cost):   # worlds of whole nodes (rpn accelerators each)
+            return cost(m * rpn)
+
+        top = max(1, max_accelerators // rpn)
         if same_scale and all(p.au >= threshold for p in mp):
-            n, modelled = largest_sustained(cost, threshold, measure_ranks + 1, max_accelerators) \
-                if measure_ranks < max_accelerators else (0, [])
-            sustained, kind = (n, "modelled") if n else (passing, "measured")
+            m0 = measure_ranks // rpn + 1
+            m, modelled = largest_sustained(cost_nodes, threshold, m0, top) if m0 <= top else (0, [])
+            sustained, kind = (m * rpn, "modelled") if m else (passing, "measured")
         elif same_scale:
             modelled, sustained, kind = [], passing, "measured"
         else:
-            sustained, modelled = largest_sustained(cost, threshold, 1, max_accelerators)
-            kind = "modelled"
+            m, modelled = largest_sustained(cost_nodes, threshold, 1, top)
+            sustained, kind = m * rpn, "modelled"
         rows.append({"strategy": strategy, "workload": full_wl.name, "accelerator": accelerator,
                      "threshold": threshold, "threshold_source": full_wl.au_threshold_source or "workload",
                      "sustained": sustained, "sustained_kind": kind, "sustained_scale": full_wl.scale,

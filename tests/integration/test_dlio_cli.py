@@ -104,3 +104,48 @@ def test_builtin_workload_states_its_threshold(tmp_path, cli):
     s = json.loads((_results(r.output) / "summary.json").read_text())
     assert s["dlbench"]["au_threshold"] == 0.7
     assert W.load("ptychonn").au_threshold is None      # none published: the summary says so
+
+
+def test_sustain_one_rank_measured_and_modelled(tmp_path, cli):
+    """cosmoflow tiny (HDF5) on the emulated laptop PFS: measured at 1 rank, the shared tier fitted, N modelled."""
+    r = cli(["sustain", "--workload", "cosmoflow", "--accelerator", "h100", "--strategy", "naive", "--strategy",
+             "clairvoyant", "--system", "laptop-pfs", "--measure-ranks", "1", "--model-scale", "tiny",
+             "--epochs", "1", "--max-accelerators", "64", "-o", tmp_path / "res", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output[r.output.index("["):])
+    assert [x["strategy"] for x in rows] == ["naive", "clairvoyant"]
+    for x in rows:
+        assert x["threshold"] == 0.7 and x["points"][0]["kind"] == "measured" and x["points"][0]["accelerators"] == 1
+        assert all(p["kind"] == "modelled" for p in x["points"][1:])
+        assert x["sustained_kind"] in ("measured", "modelled") and 0 <= x["sustained"] <= 64
+        assert Path(x["points"][0]["run_dir"], "summary.json").is_file()
+        ok = [p["accelerators"] for p in x["points"] if p["au"] >= 0.7]
+        if x["sustained_kind"] == "modelled":
+            assert x["sustained"] == max(ok) and all(p["au"] < 0.7 for p in x["points"]
+                                                       if p["accelerators"] > x["sustained"])
+    assert rows[0]["scale"] == rows[1]["scale"]          # one storage, one fit
+
+
+def test_sustain_refuses_a_workload_without_threshold(cli):
+    r = cli(["sustain", "--workload", "ptychonn", "--accelerator", "h100"])
+    assert r.exit_code != 0 and "no AU threshold" in r.output
+
+
+@pytest.mark.mpi
+def test_sustain_measures_two_ranks(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, mpiexec
+
+    if mpiexec() is None:
+        pytest.skip("mpiexec not found")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "dlbench.cli", "sustain", "--workload", "cosmoflow", "--accelerator",
+                        "h100", "--system", "laptop-pfs", "--model-scale", "tiny", "--epochs", "1",
+                        "--max-accelerators", "8", "-o", str(tmp_path / "res"), "--json"],
+                       capture_output=True, text=True, env=env, timeout=240)
+    assert r.returncode == 0, r.stderr
+    pts = json.loads(r.stdout)[0]["points"]
+    assert [(p["accelerators"], p["kind"]) for p in pts[:2]] == [(1, "measured"), (2, "measured")]
