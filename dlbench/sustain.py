@@ -254,7 +254,8 @@ def sustain(*, workload: str, accelerator: str, strategies: list[str], system: s
             if echo:
                 echo(f"measuring {strategy} at {k} rank(s) ...")
             meas[strategy].append(measure(workload=workload, strategy=strategy, accelerator=accelerator, ranks=k,
-                                          epochs=epochs, system=system, out=out, seed=seed, scale=scale,
+                                          epochs=epochs, system=system, out=out, seed=seed,
+                                          scale=measured_wl.scale,
                                           data_dir=data_dir, options=opts))
 
     def model_au_of(strategy, k, s):
