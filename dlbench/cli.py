@@ -415,6 +415,10 @@ def _from_dlio(path, overrides, allow_unsupported, given):
     def typed(name):
         return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
 
+    for flag in ("workload", "scale"):
+        if typed(flag):
+            raise ConfigError(f"--{flag} with --dlio-config {path}: the DLIO config defines the dataset; give one "
+                              f"(override its keys with ++workload.dataset.KEY=VALUE)")
     t = dlio.load(path, overrides, allow_unsupported=allow_unsupported)
     if t.unsupported:
         click.echo(f"dlbench: warning: DLIO settings not emulated (--allow-unsupported): "
@@ -427,6 +431,9 @@ def _from_dlio(path, overrides, allow_unsupported, given):
         for k, v in r["options"].items():
             if opts.get(k) is None:
                 opts[k] = v
+    else:
+        click.echo(f"dlbench: note: --strategy {strategy}: DLIO's reader settings (read_threads, prefetch_size) "
+                   f"map onto {r['strategy']} only; {strategy} runs with its own options", err=True)
     return (str(wl_path), strategy,
             given["epochs"] if typed("epochs") else r["epochs"],
             given["batch_size"] if typed("batch_size") else r["batch_size"],

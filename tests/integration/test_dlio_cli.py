@@ -149,3 +149,9 @@ def test_sustain_measures_two_ranks(tmp_path, monkeypatch):
     assert r.returncode == 0, r.stderr
     pts = json.loads(r.stdout)[0]["points"]
     assert [(p["accelerators"], p["kind"]) for p in pts[:2]] == [(1, "measured"), (2, "measured")]
+
+
+def test_dlio_config_with_workload_or_scale_is_refused(cli):
+    for flag, val in (("--workload", "cosmoflow"), ("--scale", "tiny")):
+        r = cli(["run", "--dlio-config", FIX / "cosmoflow_h100.yaml", flag, val, *_shrunk("cosmoflow_h100", "hdf5")])
+        assert r.exit_code != 0 and f"{flag} with --dlio-config" in r.output
