@@ -197,7 +197,8 @@ class Translation:
     def run_flags(self) -> list[str]:
         """The ``dlbench run`` flags that reproduce the run settings."""
         r = self.run
-        out = ["--strategy", r["strategy"], "--epochs", str(r["epochs"]), "--compute-time", f"{r['compute_time_s']:g}"]
+        out = ["--strategy", r["strategy"], "--epochs", str(r["epochs"]), "--seed", str(r["seed"]),
+               "--compute-time", f"{r['compute_time_s']:g}"]
         if r["compute_stdev_s"]:
             out += ["--compute-stdev", f"{r['compute_stdev_s']:g}"]
         for k, v in r["options"].items():
@@ -548,7 +549,8 @@ def dlio_summary(doc: dict) -> dict | None:
         "metric": metric,
         "dlbench": {"au_threshold": rule.get("threshold"), "au_threshold_source": rule.get("source"),
                     "train_io_MB": "MiB/s of bytes actually read (DLIO: samples/s x nominal record_length)",
-                    "workload": s.get("workload"), "strategy": s.get("strategy")},
+                    "workload": s.get("workload"), "strategy": s.get("strategy"),
+                    "simulated": bool(doc.get("simulated") or s.get("simulated"))},
     }
     return out
 

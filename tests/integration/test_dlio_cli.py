@@ -80,7 +80,7 @@ def test_import_writes_a_loadable_workload_with_the_run_flags(tmp_path, cli):
     assert r.exit_code == 0, r.output
     spec, _ = W.load_spec(str(out))
     assert (spec.layout, spec.samples, spec.au_threshold) == ("hdf5_per_sample", 8, 0.7)
-    assert "--strategy prefetch --epochs 2 --compute-time 0.001 --num-workers 1" in out.read_text()
+    assert "--strategy prefetch --epochs 2 --seed 123 --compute-time 0.001 --num-workers 1" in out.read_text()
 
 
 def test_unsupported_is_one_error_and_nothing_written(tmp_path, cli):
