@@ -12,8 +12,9 @@ accelerators this storage keeps at AU >= the workload's threshold.
    when the measured points are compute-bound (then the fit is a lower bound on the storage, said so).
 3. **Modelled**: ``dlbench simulate``'s model (``simulate.simulate``) with the calibrated profile at N
    accelerators (``ranks_per_node`` per node): N doubles until AU < threshold, then bisection; each
-   modelled world has ``MODEL_STEPS`` steps per rank and epoch (samples = N × batch × steps, at most the
-   workload's full size: AU is a rate, so fewer samples than the real dataset change it little).
+   modelled world has the model-scale dataset, grown to at least ``MODEL_STEPS`` steps per rank and epoch
+   (samples = max(dataset, N × batch × MODEL_STEPS)), as MLPerf Storage grows its dataset with the accelerators
+   (>= 5x host memory). A strategy that cannot run in a world (a tier too small) sustains nothing there.
 
 Every row says measured or modelled. Bandwidth per accelerator = shared-tier bytes per second of epoch time
 divided by the accelerators. The pure parts (fit, search) take the measuring/costing functions as arguments.
@@ -130,10 +131,15 @@ def model_point(*, strategy: str, wl, accelerator: str, profile, n: int, ranks_p
     except CapacityError as e:   # the strategy cannot run in this world: it sustains nothing here
         return Point(n, 0.0, 0.0, 0.0, "modelled", note=f"cannot run: {e}")
     shared = float(s["bytes_by_tier"].get("shared", 0.0)) * n
+    if s["phase_time_s"].get("stage", 0.0) > 0:   # the prologue's copy from the shared tier (staging)
+        from .plan.plan import SHARED
+        from .simulate.core import build_plan
+
+        pro = build_plan(strategy, wl=sw, nodes=nodes, ranks_per_node=rpn, epochs=epochs, seed=seed, profile=profile,
+                         sizes=sw.sizes(seed), options=dict(options or {})).prologue
+        shared += float(sw.sizes(seed)[pro.sample[pro.src == SHARED]].sum())
     t = s["total_time_s"]
-    note = ("the model's shared-tier bytes leave out the prologue's copy"
-            if s["phase_time_s"].get("stage", 0.0) > 0 else "")
-    return Point(n, float(s["au"]), float(s["samples_per_s"]), shared / t if t else 0.0, "modelled", note=note)
+    return Point(n, float(s["au"]), float(s["samples_per_s"]), shared / t if t else 0.0, "modelled")
 
 
 def measured_point(run: dict, run_dir: str) -> Point:
