@@ -320,10 +320,17 @@ def _strategy_options(f):
               help="page cache: keep (as it comes); drop (evict the dataset and local copies with posix_fadvise "
                    "before every epoch, one rank per node); direct (O_DIRECT reads where the layout is read by "
                    "offset). The summary gives requested vs device bytes per epoch and a cold/warm verdict")
+@click.option("--dlio-config", type=click.Path(dir_okay=False), default=None,
+              help="a DLIO workload YAML (its dataset, reader, train, checkpoint and metric.au); DLIO's Hydra "
+                   "overrides follow as arguments: ++workload.dataset.num_files_train=16")
+@click.option("--allow-unsupported", is_flag=True,
+              help="--dlio-config: warn about DLIO settings dlbench does not emulate instead of stopping")
+@click.argument("dlio_overrides", nargs=-1, metavar="[++workload.KEY=VALUE]...")
 @_strategy_options
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
         compute_stdev, compute_profile, device, precision, model, barrier, checkpoint_every, ranks_per_node, verify,
-        dry_run, progress, system, local_dir, inject, cache, **strategy_opts):
+        dry_run, progress, system, local_dir, inject, cache, dlio_config=None, allow_unsupported=False,
+        dlio_overrides=(), **strategy_opts):
     """Run the measured epoch loop for one strategy (serially, or under mpiexec/srun)."""
     import json
 
@@ -333,6 +340,12 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     from .runner import ACCELERATORS, RunConfig, check_seconds
     from .runner import run as do_run
 
+    dlio_t = None
+    if dlio_overrides and not dlio_config:
+        raise ConfigError(f"argument {dlio_overrides[0]!r}: overrides need --dlio-config FILE")
+    if dlio_config:
+        (workload, strategy, epochs, batch_size, seed, compute_time, compute_stdev, scale, strategy_opts,
+         dlio_t) = _from_dlio(dlio_config, dlio_overrides, allow_unsupported, locals())
     strategies.get(strategy)  # unknown strategy: one line with the choices
     fields = _strategy_option_fields()
     given = {k: v for k, v in strategy_opts.items() if v is not None}
@@ -361,6 +374,11 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
 
     load_profile(system)  # a bad profile: one line before any MPI work
     comm = get_comm(ranks_per_node=ranks_per_node)
+    if dlio_t is not None and dlio_t.run["checkpoint_every_epochs"] and checkpoint_every == 0:
+        from .dlio import steps_per_epoch
+
+        cfg.checkpoint_every = dlio_t.run["checkpoint_every_epochs"] * steps_per_epoch(
+            dlio_t.workload["samples"], comm.size, cfg.batch_size or dlio_t.run["batch_size"])
     from .progress import StepProgress, wanted
 
     # rank 0's own figures (its stall, its samples); under MPI the line says so
@@ -393,6 +411,45 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
 
         raise OutputError(res["write_error"])
     click.echo(f"results: {res['run_dir']}")
+
+
+def _from_dlio(path, overrides, allow_unsupported, given):
+    """``run --dlio-config``: translate the DLIO config (dlbench.dlio), write its workload YAML under the data
+    root, and return the run settings, where a flag typed on the command line wins over the config's."""
+    from . import dlio
+    from .host import data_root
+
+    ctx = click.get_current_context()
+
+    def typed(name):
+        return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+
+    for flag in ("workload", "scale"):
+        if typed(flag):
+            raise ConfigError(f"--{flag} with --dlio-config {path}: the DLIO config defines the dataset; give one "
+                              f"(override its keys with ++workload.dataset.KEY=VALUE)")
+    t = dlio.load(path, overrides, allow_unsupported=allow_unsupported)
+    if t.unsupported:
+        click.echo(f"dlbench: warning: DLIO settings not emulated (--allow-unsupported): "
+                   f"{'; '.join(t.unsupported)}", err=True)
+    wl_path = dlio.write_workload_file(t, data_root() / "dlio-workloads")
+    r = t.run
+    strategy = given["strategy"] if typed("strategy") else r["strategy"]
+    opts = dict(given["strategy_opts"])
+    if strategy == r["strategy"]:
+        for k, v in r["options"].items():
+            if opts.get(k) is None:
+                opts[k] = v
+    else:
+        click.echo(f"dlbench: note: --strategy {strategy}: DLIO's reader settings (read_threads, prefetch_size) "
+                   f"map onto {r['strategy']} only; {strategy} runs with its own options", err=True)
+    return (str(wl_path), strategy,
+            given["epochs"] if typed("epochs") else r["epochs"],
+            given["batch_size"] if typed("batch_size") else r["batch_size"],
+            given["seed"] if typed("seed") else r["seed"],
+            given["compute_time"] if typed("compute_time") else r["compute_time_s"],
+            given["compute_stdev"] if typed("compute_stdev") else r["compute_stdev_s"],
+            "full", opts, t)
 
 
 class _sigterm_as_interrupt:
@@ -544,6 +601,66 @@ def import_dftracer_cmd(traces, name, tiers, strict, hdf5_split, out):
     rd = D.write_dftracer(doc, intervals, out)
     click.echo(report.render_summary(results.read_run(rd)))
     click.echo(f"results: {rd}")
+
+
+@import_group.command("dlio-config")
+@click.argument("config", metavar="FILE", type=click.Path(dir_okay=False))
+@click.argument("overrides", nargs=-1, metavar="[++workload.KEY=VALUE]...")
+@click.option("--out", "-o", "out_path", required=True, type=click.Path(dir_okay=False),
+              help="the dlbench workload YAML to write")
+@click.option("--name", default=None, help="workload name [default: the config's model.name]")
+@click.option("--allow-unsupported", is_flag=True,
+              help="write it anyway, listing the DLIO settings dlbench does not emulate in comments")
+def import_dlio_cmd(config, overrides, out_path, name, allow_unsupported):
+    """A DLIO workload YAML (with DLIO's Hydra overrides) as a dlbench workload YAML; the run flags that
+    reproduce DLIO's run (epochs, compute time, loader) are in its header."""
+    from . import dlio
+
+    t = dlio.load(config, overrides, allow_unsupported=allow_unsupported, name=name)
+    if t.unsupported:
+        click.echo(f"dlbench: warning: DLIO settings not emulated: {'; '.join(t.unsupported)}", err=True)
+    dlio.write_text_atomic(out_path, dlio.workload_yaml(t))
+    click.echo(f"workload: {out_path}")
+    click.echo(f"run: dlbench run --workload {out_path} --scale full {' '.join(t.run_flags())}")
+
+
+@main.command("sustain")
+@click.option("--workload", "-w", required=True, help="workload name or YAML (its au_threshold is the rule)")
+@click.option("--accelerator", required=True, help="whose step time the emulated accelerators take: v100|a100|h100")
+@click.option("--strategy", "-s", "strategies", multiple=True, default=("naive",), show_default=True,
+              help="loading strategy (repeatable: one answer per strategy)")
+@click.option("--system", default="local", show_default=True, metavar="PROFILE",
+              help="system profile of the measured runs; its shared tier is what the model fits to them")
+@click.option("--measure-ranks", type=int, default=2, show_default=True,
+              help="measure 1..K ranks on this machine (mpiexec -n k)")
+@click.option("--scale", default=None, help="preset of the measured runs' dataset [default: the workload's tiny]")
+@click.option("--model-scale", default="full", show_default=True, help="preset the modelled worlds use")
+@click.option("--epochs", "-e", type=int, default=2, show_default=True)
+@click.option("--ranks-per-node", type=int, default=None, help="accelerators per node of the modelled worlds "
+                                                                 "[default: --measure-ranks]")
+@click.option("--max-accelerators", type=int, default=4096, show_default=True)
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="dataset of the measured runs")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "-o", default="results", show_default=True, help="results root of the measured runs")
+@click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
+def sustain_cmd(workload, accelerator, strategies, system, measure_ranks, scale, model_scale, epochs, ranks_per_node,
+                max_accelerators, data_dir, seed, out, as_json):
+    """MLPerf Storage's question per strategy: the most emulated accelerators this storage keeps at AU >= the
+    workload's threshold — measured at 1..K ranks here, modelled beyond (simulate, its shared tier fitted to
+    the measured points); every figure labelled measured or modelled."""
+    import json
+
+    from . import strategies as registry
+    from . import sustain
+
+    for s in strategies:
+        registry.get(s)
+    rows = sustain.sustain(workload=workload, accelerator=accelerator, strategies=list(strategies), system=system,
+                           measure_ranks=measure_ranks, epochs=epochs, scale=scale, model_scale=model_scale,
+                           data_dir=data_dir, out=out, seed=seed, ranks_per_node=ranks_per_node,
+                           max_accelerators=max_accelerators,
+                           echo=lambda m: click.echo(f"dlbench: {m}", err=True))
+    click.echo(json.dumps(rows, indent=1) if as_json else sustain.render(rows))
 
 
 # ===== shuffle strategies: study ============================================================================

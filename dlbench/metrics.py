@@ -317,7 +317,7 @@ def summarize_breakdowns(bds: Sequence[dict], eps: Sequence[int], *, workload: s
             bbt += np.asarray(d["bytes_by_tier"][:nt], dtype=np.int64)
         pbbt += np.asarray(b["prologue"]["bytes_by_tier"][:nt], dtype=np.int64)
     pro_phase = {p: np.array([b["prologue"]["phase_time_s"][p] for b in bds], dtype=np.float64) for p in PHASES}
-    return summary_from_arrays(T, P, RB.sum(1), S.sum(1), pro_t, workload=workload, strategy=strategy, eps=eps,
+    return summary_from_arrays(T, P, RB, S, pro_t, workload=workload, strategy=strategy, eps=eps,
                                ranks=ranks, nodes=nodes, tier_names=tier_names, bytes_by_tier=bbt,
                                prologue_bytes_by_tier=pbbt, prologue_phase_time_s=pro_phase,
                                first_step_stall_s=FS, read_requests=RO.sum(1), simulated=simulated)
@@ -332,8 +332,8 @@ def summary_from_arrays(T: np.ndarray, P: dict, read_bytes: np.ndarray, samples:
     """The one definition of every summary number, for measured and simulated runs alike (``GLOSSARY``).
 
     ``T`` (R, E): each rank's epoch times; ``P``: phase -> (R, E) phase times (or (R,) totals over the
-    epochs: only ``plan`` is reported per epoch); ``read_bytes``/``samples``/``read_requests`` (R,): per-rank
-    totals over the epochs; ``prologue_time_s`` (R,); ``bytes_by_tier``/``prologue_bytes_by_tier``: per tier,
+    epochs: ``plan`` and ``compute`` are also reported per epoch when given so); ``read_bytes``/``samples``
+    (R, E) or (R,) per-rank totals; ``read_requests`` (R,); ``prologue_time_s`` (R,); ``bytes_by_tier``/``prologue_bytes_by_tier``: per tier,
     summed over ranks; ``first_step_stall_s`` (R, E) where recorded."""
     T = np.asarray(T, dtype=np.float64)
     R, E = T.shape
@@ -344,10 +344,12 @@ def summary_from_arrays(T: np.ndarray, P: dict, read_bytes: np.ndarray, samples:
         return x.sum(axis=1) if x.ndim == 2 else x.reshape(R)
 
     Pt = {p: tot(P.get(p, np.zeros(R))) for p in PHASES}
+    Pc = np.asarray(P.get("compute", np.zeros(R)), dtype=np.float64)
     Tr = T.sum(axis=1)
     pro_t = np.asarray(prologue_time_s, dtype=np.float64).reshape(R)
-    RB = np.asarray(read_bytes, dtype=np.float64).reshape(R)
-    S = np.asarray(samples, dtype=np.float64).reshape(R)
+    RB_in = np.asarray(read_bytes, dtype=np.float64)
+    S_in = np.asarray(samples, dtype=np.float64)
+    RB, S = tot(RB_in), tot(S_in)
     FS = np.zeros((R, E)) if first_step_stall_s is None else np.asarray(first_step_stall_s, dtype=np.float64)
     plan_p = np.asarray(P.get("plan", np.zeros((R, E))), dtype=np.float64)
     plan_p = plan_p if plan_p.ndim == 2 else np.zeros((R, E))
@@ -399,6 +401,12 @@ def summary_from_arrays(T: np.ndarray, P: dict, read_bytes: np.ndarray, samples:
         "prologue_phase_time_s": {p: mean(np.asarray(pro_phase.get(p, np.zeros(R)), dtype=np.float64).reshape(R))
                                   for p in PHASES},
         "first_step_stall_s": (FS.mean(axis=0) if R else np.zeros(E)).tolist(),
+        # per epoch (DLIO's summary.json): AU mean over ranks, samples and bytes read summed over ranks
+        # (only where the phases are recorded per epoch: a measured run; the model gives totals per rank)
+        "au_per_epoch": ([mean([_div(c, t) for c, t in zip(Pc[:, e], T[:, e])]) for e in range(E)]
+                         if Pc.ndim == 2 else None),
+        "samples_per_epoch": S_in.sum(axis=0).tolist() if S_in.ndim == 2 else None,
+        "read_bytes_per_epoch": [int(x) for x in RB_in.sum(axis=0)] if RB_in.ndim == 2 else None,
         "imbalance": _div(Tr.max(), Tr.mean()) - 1.0 if R and Tr.mean() > 0 else 0.0,
         "per_rank": pr,
         "spread": {**{k: _stats(pr[k]) for k in ("total_epoch_time_s", "exposed_io_share", "e2e_exposed_io_share",

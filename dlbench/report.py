@@ -180,6 +180,7 @@ def render_summary(run: dict) -> str:
         ("end-to-end exposed share (with prologue)", _f(s.get("e2e_exposed_io_share"), "{:.1%}")),
         ("read share (read/epoch)", _f(s.get("read_share"), "{:.1%}")),
         ("AU (compute/epoch)", _f(s.get("au"), "{:.1%}")),
+        ("AU threshold", _au_rule(s.get("au_rule"))),
         ("samples/s", _f(s.get("samples_per_s"), "{:.1f}")),
         ("read (MB)", _f(_div(s.get("read_bytes"), MB), "{:.1f}")),
         ("read bandwidth per rank (MB/s)", _f(_div(s.get("read_bandwidth_bytes_per_s"), MB), "{:.1f}")),
@@ -482,3 +483,12 @@ def _latency_label(r: dict) -> str:
 
 # ---- imports of other tools' records: dlbench.importers (re-exported here) ----------------------------
 from .importers import import_darshan, import_timelogger  # noqa: E402,F401
+
+
+def _au_rule(rule) -> str:
+    """'90.0% (MLPerf Storage rules): pass', or 'none published' (runs older than the rule: '-')."""
+    if not rule:
+        return "-"
+    if rule.get("threshold") is None:
+        return "none published"
+    return f"{rule['threshold']:.1%} ({rule.get('source') or 'workload'}): {'pass' if rule.get('pass') else 'FAIL'}"

@@ -8,6 +8,7 @@
                     run has at most ``NPZ_MAX_RECORDS`` records (``read_intervals`` reads either form)
 - ``trace.json``    Chrome trace format (opens in Perfetto / chrome://tracing): one process per rank,
                     one track per thread, an ``X`` event per interval (``ts``/``dur`` in µs)
+- ``summary.json``  DLIO's summary keys (``metric.train_au_percentage``, ...; ``dlio.dlio_summary``)
 - ``timelogger.csv`` TimeLogger's columns plus ``Process ID, Current Thread`` (one row per record: left out,
                     with a note under ``skipped_files``, above ``NPZ_MAX_RECORDS`` records)
 
@@ -487,6 +488,15 @@ def write_run(run_dir, *, config, summary, per_epoch=None, intervals=None, error
     if extra:
         for k, v in dict(extra).items():
             doc.setdefault(k, v)
+    try:  # DLIO's summary.json beside run.json (MLPerf Storage / DLIO post-processing)
+        from .dlio import dlio_summary
+
+        dsum = dlio_summary(doc)
+        if dsum is not None:
+            _dump_json(run_dir / "summary.json", dsum)
+            files.append("summary.json")
+    except Exception as exc:  # noqa: BLE001 - run.json is the record; say what failed there
+        doc["write_errors"] = {**(doc["write_errors"] or {}), "summary.json": f"{type(exc).__name__}: {exc}"}
     path = run_dir / "run.json"
     _dump_json(path, doc)
     return path

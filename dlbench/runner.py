@@ -889,6 +889,9 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
     from .storage import READ_CALL
 
     summary["io_counters"]["read_call"] = "lseek+readv" if READ_CALL == "readv" else "preadv (glibc preadv64v2)"
+    from .dlio import au_verdict
+
+    summary["au_rule"] = au_verdict(summary.get("au"), workload.au_threshold, workload.au_threshold_source)
     try:
         results.write_run(run_dir, config=config_echo, summary=summary, intervals=per_rank, error=None)
     except OSError as e:

@@ -114,6 +114,9 @@ class WorkloadSpec:
     model: ModelSpec | None = opt(None, help="the model trained on it")
     presets: dict[str, Preset] = opt(factory=dict, help="tiny, small, full")
     sources: tuple[str, ...] = opt((), help="where the figures come from")
+    au_threshold: float | None = opt(None, help="minimum accelerator utilisation a run must keep (MLPerf Storage "
+                                                "rules, DLIO metric.au); none: no published threshold", min=0, max=1)
+    au_threshold_source: str = opt("", help="where the AU threshold comes from")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,6 +137,8 @@ class Workload:
     scale: str
     spec_path: str
     measured: tuple = ()
+    au_threshold: float | None = None
+    au_threshold_source: str = ""
 
     @property
     def sample_nbytes(self) -> int:
@@ -356,7 +361,8 @@ def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None
                     batch_size=batch, samples_per_file=spf, shared_file=spec.shared_file,
                     classes=classes, jpeg=spec.jpeg, compute=dict(spec.compute), model=spec.model,
                     scale=chosen if samples is None else f"{chosen}+samples", spec_path=spec_path,
-                    measured=tuple(spec.measured))
+                    measured=tuple(spec.measured), au_threshold=spec.au_threshold,
+                    au_threshold_source=spec.au_threshold_source)
 
 
 def load(name_or_path: str, *, scale: str | None = None, samples: int | None = None) -> Workload:

@@ -50,7 +50,7 @@ def test_write_and_read_run(tmp_path):
     assert run["config"]["x"] == 3
     env = run["environment"]
     assert env["python"] and "numpy" in env["packages"] and "commit" in env["git"] and "dirty" in env["git"]
-    assert sorted(run["files"]) == ["intervals.npz", "timelogger.csv", "trace.json"]
+    assert sorted(run["files"]) == ["intervals.npz", "summary.json", "timelogger.csv", "trace.json"]
     assert run["summary"]["read_bytes"] == 2 * 2 * 3 * 4096
     assert len(run["per_epoch"]) == 4
     # the summary can be recomputed from the raw intervals

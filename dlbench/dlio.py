@@ -1,0 +1,594 @@
+"""DLIO workload configs as input: translate a DLIO (argonne-lcf/dlio_benchmark) workload YAML into a dlbench
+workload and the run settings that reproduce it. Pure: no I/O beyond reading the YAML, no MPI, no clocks.
+
+DLIO's schema is the ``workload`` group of its Hydra config; every key ``LoadConfig`` reads
+(``dlio_benchmark/utils/config.py``) is listed in ``KEYS`` with what dlbench does with it:
+
+- ``map``: translated (dataset, reader, train, checkpoint, metric.au);
+- ``note``: has no effect on what dlbench measures (names, DLIO's own folders); said in the notes;
+- ``unsupported``: changes DLIO's I/O or timing in a way dlbench does not emulate. A value other than the
+  no-op one (``noop``) is an error listing every such key at once, or a warning with ``allow_unsupported``.
+
+A key DLIO does not read is an error with a did-you-mean (DLIO silently ignores it: ``record_length_bytes`` on
+DLIO 2.0.0, whose key is ``record_length``, gives 4 KiB files; ``model.model_size`` in DLIO's own unet3d configs
+is never read, DLIO reads ``model.model_size_bytes``). Both spellings of the record length are accepted
+(``record_length``, ``checkpoint.model_size`` of DLIO <= 2.0; ``record_length_bytes``,
+``model.model_size_bytes`` after), one schema per file.
+
+Format → dlbench layout: ``hdf5`` → ``hdf5_per_sample`` (1 sample per file) or ``hdf5_blocks``; ``npz``,
+``npy``, ``tfrecord`` → the layouts of the same name (format registry). DLIO's reader → dlbench's ``prefetch``
+strategy (a torch DataLoader: ``read_threads`` workers, ``prefetch_size`` batches in flight in all).
+
+Hydra overrides as DLIO users type them: ``++workload.dataset.num_files_train=16`` (also ``+`` or none) sets,
+``~workload.model.model_size`` deletes.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .config import load_yaml
+from .errors import ConfigError, did_you_mean
+
+# DLIO defaults (dlio_benchmark/utils/config.py ConfigArguments) for the keys dlbench maps
+DEFAULTS = {
+    "dataset.format": "tfrecord", "dataset.num_files_train": 8, "dataset.num_samples_per_file": 1,
+    "dataset.record_length_bytes": 64 * 1024, "dataset.record_length_bytes_stdev": 0,
+    "dataset.record_length_bytes_resize": 0, "dataset.record_element_type": "uint8",
+    "reader.batch_size": 1, "reader.read_threads": 1, "reader.prefetch_size": 2,
+    "reader.file_shuffle": "off", "reader.sample_shuffle": "off", "reader.shuffle_size": 1024,
+    "reader.data_loader": "tensorflow", "train.epochs": 1, "train.total_training_steps": -1,
+    "train.computation_time": 0.0, "train.seed": 123, "metric.au": 0.90, "framework": "tensorflow",
+    "checkpoint.checkpoint_after_epoch": 1, "checkpoint.epochs_between_checkpoints": 1,
+    "checkpoint.steps_between_checkpoints": -1, "model.model_size_bytes": 10240,
+    "workflow.train": True, "workflow.checkpoint": False,
+}
+
+_NOOP_FALSE = (False, None, 0, "", "False", "false")
+
+
+@dataclass(frozen=True)
+class Key:
+    kind: str                      # map | note | unsupported
+    why: str = ""                  # for note/unsupported: what dlbench does instead
+    noop: tuple = ()               # unsupported: values that change nothing (no error)
+
+
+def _u(why: str, *noop) -> Key:
+    return Key("unsupported", why, tuple(noop))
+
+
+def _n(why: str) -> Key:
+    return Key("note", why)
+
+
+_M = Key("map")
+
+# every key DLIO's LoadConfig reads (dotted, relative to the workload file's root)
+KEYS: dict[str, Key] = {
+    "framework": _n("dlbench reads with a torch DataLoader (reader.data_loader decides)"),
+    "storage.storage_type": _u("dlbench reads a POSIX directory (--data-dir)", "local_fs"),
+    "storage.storage_root": _n("dlbench's dataset lives under --data-dir"),
+    "storage.storage_options": _u("object-store options: dlbench reads a POSIX directory", None, {}),
+    "dataset.record_length_bytes": _M, "dataset.record_length_bytes_stdev": _M,
+    "dataset.record_length_bytes_resize": _n("DLIO's in-memory size after its emulated resize: no I/O effect "
+                                             "(DLIO multiplies samples/s by record_length for its MB/s)"),
+    "dataset.num_files_train": _M, "dataset.num_samples_per_file": _M, "dataset.format": _M,
+    "dataset.record_dims": _M, "dataset.record_element_type": _M,
+    "dataset.record_element_bytes": _n("implied by record_element_type"),
+    "dataset.num_files_eval": _u("evaluation is not emulated", 0),
+    "dataset.generation_buffer_size": _n("generation detail"),
+    "dataset.data_folder": _n("dlbench generates its own dataset under --data-dir (default: its data cache)"),
+    "dataset.num_subfolders_train": _u("dlbench writes one flat folder", 0),
+    "dataset.num_subfolders_eval": _u("evaluation is not emulated", 0),
+    "dataset.enable_chunking": _u("HDF5 chunking is not emulated", *_NOOP_FALSE),
+    "dataset.chunk_size": _u("HDF5 chunking is not emulated", 0),
+    "dataset.compression": _u("compressed files are not emulated", "none", None),
+    "dataset.compression_level": _n("only with compression"),
+    "dataset.file_prefix": _n("dlbench names its files itself"),
+    "dataset.keep_files": _n("generation detail"),
+    "dataset.hdf5.chunk_dims": _u("HDF5 chunking is not emulated", None),
+    "dataset.hdf5.num_dset_per_record": _u("one dataset per record", 1),
+    "dataset.hdf5.max_shape": _u("resizable HDF5 datasets are not emulated", None),
+    "reader.dont_use_mmap": _n("dlbench's readers choose their own read path"),
+    "reader.reader_classname": _u("custom reader classes are not emulated", None, ""),
+    "reader.multiprocessing_context": _n("torch DataLoader default context"),
+    "reader.data_loader": _M,
+    "reader.data_loader_classname": _u("custom data loader classes are not emulated", None, ""),
+    "reader.data_loader_sampler": _u("DLIO's iterative/index samplers: dlbench uses DistributedSampler order",
+                                     None, "index"),
+    "reader.read_threads": _M, "reader.computation_threads": _n("TensorFlow's parallel map threads"),
+    "reader.batch_size": _M, "reader.batch_size_eval": _n("evaluation is not emulated"),
+    "reader.prefetch_size": _M, "reader.file_shuffle": _M, "reader.sample_shuffle": _M,
+    "reader.shuffle_size": _M,
+    "reader.file_access": _u("DLIO's shared-file/MPI-IO access modes are not emulated", "multi"),
+    "reader.read_type": _u("DLIO's in-memory (read once) reads are not emulated", "on_demand"),
+    "reader.transfer_size": _u("DLIO's transfer size is not emulated", None, 0),
+    "reader.odirect": _u("O_DIRECT reads are not emulated", *_NOOP_FALSE),
+    "reader.preprocess_time": _u("per-sample preprocessing time is not emulated", 0, 0.0, None, {}),
+    "reader.preprocess_time_stdev": _u("per-sample preprocessing time is not emulated", 0, 0.0),
+    "reader.pin_memory": _n("only meaningful with CUDA; dlbench's prefetch has --pin-memory"),
+    "reader.transformed_record_dims": _u("DLIO's record transformation is not emulated", None),
+    "reader.transformed_record_element_type": _u("DLIO's record transformation is not emulated", None),
+    "train.epochs": _M, "train.total_training_steps": _M, "train.seed_change_epoch": _M,
+    "train.computation_time": _M, "train.computation_time_stdev": _M, "train.seed": _M,
+    "evaluation.eval_time": _u("evaluation is not emulated", 0, 0.0, None, {}),
+    "evaluation.eval_time_stdev": _u("evaluation is not emulated", 0, 0.0),
+    "evaluation.eval_after_epoch": _n("evaluation is not emulated"),
+    "evaluation.epochs_between_evals": _n("evaluation is not emulated"),
+    "checkpoint.checkpoint_folder": _n("dlbench writes checkpoints in the run folder"),
+    "checkpoint.checkpoint_after_epoch": _M, "checkpoint.epochs_between_checkpoints": _M,
+    "checkpoint.steps_between_checkpoints": _M,
+    "checkpoint.type": _u("rank-zero/all-ranks checkpoint layouts are not emulated", None),
+    "checkpoint.checkpoint_mechanism_classname": _u("custom checkpoint classes are not emulated", None, ""),
+    "checkpoint.fsync": _n("dlbench fsyncs every checkpoint (DLIO stores this key as checkpoint_sync)"),
+    "checkpoint.time_between_checkpoints": _u("time-based checkpoints are not emulated", -1, None),
+    "checkpoint.num_checkpoints_write": _u("checkpoint-only runs are not emulated", -1, None),
+    "checkpoint.num_checkpoints_read": _u("checkpoint reads are not emulated", -1, 0, None),
+    "checkpoint.recovery_rank_shift": _u("checkpoint recovery is not emulated", *_NOOP_FALSE),
+    "checkpoint.rank_sync": _n("dlbench's checkpoint is a step of every rank"),
+    "checkpoint.mode": _u("DLIO's checkpoint modes are not emulated", "default", None),
+    "checkpoint.randomize_tensor": _n("checkpoint content"),
+    "checkpoint.ksm.madv_mergeable_id": _u("KSM is not emulated", None),
+    "checkpoint.ksm.high_ram_trigger": _u("KSM is not emulated", None),
+    "checkpoint.ksm.low_ram_exit": _u("KSM is not emulated", None),
+    "checkpoint.ksm.await_time": _u("KSM is not emulated", None),
+    "model.name": _M, "model.type": _n("metadata"), "model.model_size_bytes": _M,
+    "model.optimization_groups": _u("LLM checkpoint shapes are not emulated", None, []),
+    "model.num_layers": _u("LLM checkpoint shapes are not emulated", None, 1, -1),
+    "model.layer_parameters": _u("LLM checkpoint shapes are not emulated", None, []),
+    "model.model_datatype": _n("checkpoint dtype"), "model.optimizer_datatype": _n("checkpoint dtype"),
+    "model.parallelism.tensor": _u("model parallelism is not emulated", 1),
+    "model.parallelism.pipeline": _u("model parallelism is not emulated", 1),
+    "model.parallelism.data": _n("data parallel = ranks"),
+    "model.parallelism.zero_stage": _u("ZeRO checkpoint sharding is not emulated", 0),
+    **{f"model.transformer.{k}": _u("transformer checkpoint shapes are not emulated", None)
+       for k in ("vocab_size", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads")},
+    "output.folder": _n("dlbench writes results/<workload>/<strategy>/<stamp> (--out)"),
+    "output.log_file": _n("dlbench prints to stdout"),
+    "output.metric.exclude_start_steps": _u("dlbench counts every step (first_step_stall_s shows step 0)", 0),
+    "output.metric.exclude_end_steps": _u("dlbench counts every step", 0),
+    "workflow.train": _M, "workflow.generate_data": _n("dlbench generates on first use (or `dlbench generate`)"),
+    "workflow.evaluation": _u("evaluation is not emulated", *_NOOP_FALSE),
+    "workflow.checkpoint": _M,
+    "workflow.profiling": _u("DLIO's profilers are not run (dlbench records its own phases and counters)",
+                             *_NOOP_FALSE),
+    "profiling.profiler": _n("only with workflow.profiling"),
+    "profiling.iostat_devices": _n("only with workflow.profiling"),
+    "metric.au": _M,
+    # the DLIO <= 2.0 spellings of the record length (one spelling per file)
+    "dataset.record_length": _M, "dataset.record_length_stdev": _M, "dataset.record_length_resize": _n(
+        "DLIO's in-memory size after its emulated resize: no I/O effect"), "checkpoint.model_size": _M,
+}
+# DLIO reads `reader` or its old name `data_reader`
+KEYS.update({"data_reader." + k[len("reader."):]: v for k, v in list(KEYS.items()) if k.startswith("reader.")})
+_OPEN = ("storage.storage_options", "reader.preprocess_time", "train.computation_time", "evaluation.eval_time")
+_ALIASES = {"dataset.record_length": "dataset.record_length_bytes",
+            "dataset.record_length_stdev": "dataset.record_length_bytes_stdev",
+            "dataset.record_length_resize": "dataset.record_length_bytes_resize",
+            "checkpoint.model_size": "model.model_size_bytes"}
+LAYOUT_OF = {"npz": "npz", "npy": "npy", "tfrecord": "tfrecord"}
+DLIO_FORMATS = ("hdf5", "npz", "npy", "tfrecord")
+SHUFFLES = ("off", "seed", "random")
+DTYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float16", "float32",
+          "float64")
+
+
+@dataclass
+class Translation:
+    """A DLIO config translated: ``workload`` (a dlbench workload YAML mapping), ``run`` (the run settings:
+    epochs, batch_size, compute_time_s, compute_stdev_s, strategy, options, checkpoint_every_epochs,
+    max_steps), ``au_threshold``, ``notes`` (keys without effect on the measurement) and ``unsupported``
+    (keys dlbench does not emulate, with their values)."""
+
+    workload: dict
+    run: dict
+    au_threshold: float
+    source: str
+    notes: list = field(default_factory=list)
+    unsupported: list = field(default_factory=list)
+
+    def run_flags(self) -> list[str]:
+        """The ``dlbench run`` flags that reproduce the run settings."""
+        r = self.run
+        out = ["--strategy", r["strategy"], "--epochs", str(r["epochs"]), "--seed", str(r["seed"]),
+               "--compute-time", f"{r['compute_time_s']:g}"]
+        if r["compute_stdev_s"]:
+            out += ["--compute-stdev", f"{r['compute_stdev_s']:g}"]
+        for k, v in r["options"].items():
+            out += [f"--{k.replace('_', '-')}", str(v)]
+        return out
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and key not in _OPEN and v:
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def apply_overrides(cfg: dict, overrides: list[str] | tuple[str, ...]) -> dict:
+    """Hydra-style overrides on a DLIO workload mapping: ``++workload.a.b=v`` / ``+workload.a.b=v`` /
+    ``workload.a.b=v`` set (values parsed as YAML, as Hydra does), ``~workload.a.b`` deletes. The
+    ``workload.`` prefix names the workload file's root (DLIO's config group); other groups are errors."""
+    cfg = copy.deepcopy(cfg)
+    for raw in overrides:
+        s = raw.strip()
+        m = re.fullmatch(r"(\+\+|\+|~)?([A-Za-z0-9_.]+)(?:=(.*))?", s, re.S)
+        if not m:
+            raise ConfigError(f"override {raw!r}: expected ++workload.KEY=VALUE or ~workload.KEY")
+        op, key, value = m.group(1) or "", m.group(2), m.group(3)
+        if not key.startswith("workload."):
+            raise ConfigError(f"override {raw!r}: only keys under 'workload.' (the DLIO workload file) are "
+                              f"read; hydra/other config groups are not")
+        parts = key[len("workload."):].split(".")
+        if op == "~":
+            node = cfg
+            for p in parts[:-1]:
+                node = node.get(p) if isinstance(node, dict) else None
+            if not isinstance(node, dict) or parts[-1] not in node:
+                raise ConfigError(f"override {raw!r}: key {'.'.join(parts)} is not in the config (nothing to "
+                                  f"delete)")
+            del node[parts[-1]]
+            continue
+        if value is None:
+            raise ConfigError(f"override {raw!r}: expected KEY=VALUE")
+        node = cfg
+        for p in parts[:-1]:
+            nxt = node.get(p)
+            if nxt is None:
+                nxt = node[p] = {}
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"override {raw!r}: {p} holds a value, not a section")
+            node = nxt
+        if op == "" and parts[-1] not in node:
+            raise ConfigError(f"override {raw!r}: key {'.'.join(parts)} is not in the config; add it with "
+                              f"++{key}=...")
+        node[parts[-1]] = yaml.safe_load(value) if value != "" else ""
+    return cfg
+
+
+def _num(flat: dict, key: str, where: str, *, integer: bool = False, lo: float = 0):
+    v = flat[key]
+    ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    if ok and integer and float(v) != int(v):
+        ok = False
+    if not ok or v < lo:
+        kind = "an integer" if integer else "a number"
+        raise ConfigError(f"{key}={v!r} ({where}): must be {kind} >= {lo}")
+    return int(v) if integer else float(v)
+
+
+def _compute_time(flat: dict, where: str) -> tuple[float, float]:
+    """DLIO's train.computation_time: a number (mean) or {mean, stdev, type}; plus computation_time_stdev."""
+    ct = flat.get("train.computation_time", 0.0)
+    if isinstance(ct, dict):
+        unknown = set(ct) - {"mean", "stdev", "type"}
+        if unknown:
+            k = sorted(unknown)[0]
+            raise ConfigError(f"train.computation_time.{k} ({where}): unknown key; DLIO reads mean, stdev, type"
+                              f"{did_you_mean(k, ['mean', 'stdev', 'type'])}")
+        kind = str(ct.get("type", "normal")).lower()
+        if kind != "normal":
+            raise ConfigError(f"train.computation_time.type={kind!r} ({where}): dlbench emulates normal only")
+        sub = {"train.computation_time.mean": ct.get("mean", 0.0), "train.computation_time.stdev": ct.get("stdev", 0.0)}
+        mean = _num(sub, "train.computation_time.mean", where)
+        std = _num(sub, "train.computation_time.stdev", where)
+    else:
+        mean = _num({"train.computation_time": ct}, "train.computation_time", where)
+        std = 0.0
+    if "train.computation_time_stdev" in flat:
+        std = _num(flat, "train.computation_time_stdev", where)
+    return mean, std
+
+
+def check_keys(flat: dict, where: str) -> None:
+    """Unknown keys: one error naming them all, each with a did-you-mean."""
+    known = list(KEYS)
+    bad = [k for k in flat if k not in KEYS and not any(k.startswith(o + ".") for o in _OPEN)]
+    if bad:
+        items = []
+        for k in bad:
+            section = k.rsplit(".", 1)[0] if "." in k else ""
+            same = [c for c in known if (c.rsplit(".", 1)[0] if "." in c else "") == section] or known
+            hint = did_you_mean(k, same)
+            items.append(f"{k}{hint}")
+        raise ConfigError(f"{where}: key(s) DLIO does not read (DLIO would ignore them silently): "
+                          f"{'; '.join(items)}")
+    old = [k for k in flat if k in _ALIASES]
+    new = [k for k in flat if k in _ALIASES.values()]
+    if old and new:
+        raise ConfigError(f"{where}: mixes DLIO <= 2.0 keys ({', '.join(old)}) with keys of later DLIO "
+                          f"({', '.join(new)}); each DLIO version reads one spelling and ignores the other: "
+                          f"use one schema")
+
+
+def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None, allow_unsupported: bool = False,
+              accelerator: str | None = None) -> Translation:
+    """Translate a DLIO workload mapping (after overrides). ConfigError for unknown keys, bad values and
+    (without ``allow_unsupported``) keys dlbench does not emulate."""
+    flat = _flatten(cfg)
+    check_keys(flat, where)
+    for old_key, new_key in _ALIASES.items():
+        if old_key in flat:
+            flat[new_key] = flat.pop(old_key)
+    unsupported = []
+    notes = []
+    for k, v in flat.items():
+        spec = KEYS.get(k)
+        if spec is None:
+            continue
+        if spec.kind == "unsupported" and v not in spec.noop:
+            unsupported.append(f"{k}={v!r} ({spec.why})")
+        elif spec.kind == "note":
+            notes.append(f"{k}={v!r}: {spec.why}")
+
+    def get(key):
+        return flat.get(key, DEFAULTS.get(key))
+
+    fmt = str(get("dataset.format")).lower()
+    if fmt not in DLIO_FORMATS:
+        unsupported.append(f"dataset.format={fmt!r} (dlbench emulates {', '.join(DLIO_FORMATS)})")
+    if not get("workflow.train"):
+        raise ConfigError(f"workflow.train=False ({where}): dlbench runs training; DLIO's generate-only or "
+                          f"checkpoint-only runs are not emulated")
+    loader = str(get("reader.data_loader") or flat.get("data_reader.data_loader") or "tensorflow").lower()
+    if loader != "pytorch":
+        unsupported.append(f"reader.data_loader={loader!r} (dlbench reads with a torch DataLoader: pass "
+                           f"++workload.reader.data_loader=pytorch)")
+    rd = {k[len("data_reader."):]: v for k, v in flat.items() if k.startswith("data_reader.")}
+    for k, v in rd.items():
+        flat.setdefault("reader." + k, v)
+    for key in ("reader.file_shuffle", "reader.sample_shuffle"):
+        v = str(get(key)).lower()
+        if v not in SHUFFLES:
+            raise ConfigError(f"{key}={v!r} ({where}): DLIO allows {', '.join(SHUFFLES)}")
+    if str(get("reader.sample_shuffle")).lower() == "off":
+        unsupported.append("reader.sample_shuffle='off' (dlbench always reads a seeded permutation of all "
+                           "samples per epoch; pass ++workload.reader.sample_shuffle=seed)")
+    else:
+        notes.append(f"reader.sample_shuffle={get('reader.sample_shuffle')!r}, file_shuffle="
+                     f"{get('reader.file_shuffle')!r}: dlbench reads a seeded global permutation of the samples, "
+                     f"a new one every epoch (DLIO seed + epoch, seed_change_epoch)")
+    if "reader.shuffle_size" in flat:
+        notes.append(f"reader.shuffle_size={flat['reader.shuffle_size']!r}: the TensorFlow shuffle buffer; the "
+                     f"torch DataLoader (and dlbench) shuffle over all samples")
+    if get("train.seed_change_epoch") is False:
+        unsupported.append("train.seed_change_epoch=False (dlbench draws a new permutation every epoch)")
+
+    files = _num({"n": get("dataset.num_files_train")}, "n", where, integer=True, lo=1)
+    spf = _num({"n": get("dataset.num_samples_per_file")}, "n", where, integer=True, lo=1)
+    rec = _num({"dataset.record_length_bytes": get("dataset.record_length_bytes")}, "dataset.record_length_bytes",
+               where, lo=1)
+    std = _num({"dataset.record_length_bytes_stdev": get("dataset.record_length_bytes_stdev")},
+               "dataset.record_length_bytes_stdev", where)
+    dtype = str(get("dataset.record_element_type"))
+    if dtype not in DTYPES:
+        raise ConfigError(f"dataset.record_element_type={dtype!r} ({where}): choose one of {', '.join(DTYPES)}")
+    import numpy as np
+
+    item = np.dtype(dtype).itemsize
+    dims = flat.get("dataset.record_dims")
+    if dims:
+        if not isinstance(dims, list) or not all(isinstance(d, int) and d >= 1 for d in dims):
+            raise ConfigError(f"dataset.record_dims={dims!r} ({where}): a list of positive integers")
+        shape = [int(d) for d in dims]
+        if std:
+            unsupported.append(f"dataset.record_length_bytes_stdev={std:g} with record_dims (fixed shape)")
+    else:
+        shape = [max(1, int(round(rec / item)))]
+    batch = _num({"reader.batch_size": get("reader.batch_size")}, "reader.batch_size", where, integer=True, lo=1)
+    epochs = _num({"train.epochs": get("train.epochs")}, "train.epochs", where, integer=True, lo=1)
+    workers = _num({"reader.read_threads": get("reader.read_threads")}, "reader.read_threads", where, integer=True)
+    prefetch = _num({"reader.prefetch_size": get("reader.prefetch_size")}, "reader.prefetch_size", where,
+                    integer=True)
+    ct, ct_std = _compute_time(flat, where)
+    steps = get("train.total_training_steps")
+    steps = _num({"train.total_training_steps": steps}, "train.total_training_steps", where, integer=True,
+                 lo=-1)
+    au = _num({"metric.au": get("metric.au")}, "metric.au", where)
+    if au > 1:
+        raise ConfigError(f"metric.au={au} ({where}): a fraction from 0 to 1 (0.90 = 90 %)")
+    wname = str(name or flat.get("model.name") or "dlio")
+    wname = re.sub(r"[^A-Za-z0-9_.+-]", "-", wname).strip("-.") or "dlio"
+    samples = files * spf
+
+    if fmt == "hdf5":
+        layout = "hdf5_per_sample" if spf == 1 else "hdf5_blocks"
+        if std:
+            unsupported.append(f"dataset.record_length_bytes_stdev={std:g} with format hdf5 (dlbench's HDF5 "
+                               f"samples have one fixed shape)")
+        arr_name = "records"
+    else:
+        layout = LAYOUT_OF.get(fmt, fmt)
+        arr_name = "x"
+    workload: dict = {
+        "name": wname,
+        "description": f"translated from DLIO config {Path(where).name}",
+        "layout": layout,
+        "arrays": [{"name": arr_name, "shape": shape, "dtype": dtype, "role": "data"}],
+        "samples": samples, "batch_size": batch, "samples_per_file": spf,
+        "au_threshold": au, "au_threshold_source": f"DLIO config {Path(where).name} metric.au",
+    }
+    if std and fmt != "hdf5" and not dims:
+        workload["record_size"] = {"kind": "normal", "mean_bytes": rec, "std_bytes": std,
+                                   "min_bytes": float(item), "max_bytes": rec + 4 * std}
+    acc = accelerator or _accelerator_from_name(where)
+    if acc:
+        workload["compute"] = {acc: {"step_time_s": ct, "batch_size": batch,
+                                     "source": f"DLIO {Path(where).name} train.computation_time"}}
+    model_bytes = get("model.model_size_bytes")
+    ckpt_every_epochs = 0
+    if get("workflow.checkpoint"):
+        after = _num({"c": get("checkpoint.checkpoint_after_epoch")}, "c", where, integer=True, lo=0)
+        between = _num({"c": get("checkpoint.epochs_between_checkpoints")}, "c", where, integer=True, lo=1)
+        steps_between = get("checkpoint.steps_between_checkpoints")
+        if steps_between not in (None, -1):
+            unsupported.append(f"checkpoint.steps_between_checkpoints={steps_between!r} (dlbench maps "
+                               f"epochs_between_checkpoints when checkpoint_after_epoch equals it)")
+        elif after != between:
+            unsupported.append(f"checkpoint.checkpoint_after_epoch={after} with epochs_between_checkpoints="
+                               f"{between} (dlbench checkpoints every N steps from step 0: it emulates "
+                               f"checkpoint_after_epoch == epochs_between_checkpoints)")
+        ckpt_every_epochs = between
+        workload["model"] = {"name": wname, "parameters": int(math.ceil(float(model_bytes) / 12)),
+                             "source": f"DLIO model.model_size_bytes={model_bytes} (dlbench writes 12 B per "
+                                       f"parameter)"}
+    options = {"num_workers": workers}
+    if workers > 0:
+        options["prefetch_factor"] = max(1, math.ceil(prefetch / workers)) if prefetch > 0 else 2
+    if prefetch == 0 and workers > 0:
+        notes.append("reader.prefetch_size=0: torch needs >= 1 batch per worker; dlbench prefetches 1")
+    run = {"epochs": epochs, "batch_size": batch, "compute_time_s": ct, "compute_stdev_s": ct_std,
+           "strategy": "prefetch", "options": options, "checkpoint_every_epochs": ckpt_every_epochs,
+           "max_steps": steps if steps > 0 else None, "seed": int(get("train.seed") or 0)}
+    if run["max_steps"] is not None:
+        unsupported.append(f"train.total_training_steps={steps} (dlbench runs whole epochs)")
+    if unsupported and not allow_unsupported:
+        raise ConfigError(f"{where}: DLIO settings dlbench does not emulate (pass --allow-unsupported to run "
+                          f"without them, or override them): {'; '.join(unsupported)}")
+    return Translation(workload=workload, run=run, au_threshold=au, source=str(where), notes=notes,
+                       unsupported=unsupported)
+
+
+def _accelerator_from_name(where: str) -> str | None:
+    m = re.search(r"_(v100|a100|h100)(?:_|\.|$)", Path(where).name)
+    return m.group(1) if m else None
+
+
+def load(path: str, overrides=(), *, allow_unsupported: bool = False, name: str | None = None) -> Translation:
+    """Read a DLIO workload YAML, apply Hydra-style overrides, translate."""
+    cfg = load_yaml(path, "DLIO config")
+    cfg = apply_overrides(cfg, list(overrides))
+    return translate(cfg, where=str(path), name=name, allow_unsupported=allow_unsupported)
+
+
+def workload_yaml(t: Translation) -> str:
+    """The dlbench workload YAML of a translation, with the run flags, notes and unsupported keys as comments."""
+    head = [f"# dlbench workload translated from the DLIO config {t.source}",
+            f"# run it as DLIO would: dlbench run --workload THIS.yaml --scale full {' '.join(t.run_flags())}"]
+    if t.run["checkpoint_every_epochs"]:
+        head.append(f"#   + --checkpoint-every <{t.run['checkpoint_every_epochs']} x steps per epoch> "
+                    f"(DLIO checkpoints every {t.run['checkpoint_every_epochs']} epochs)")
+    head += [f"# note: {n}" for n in t.notes]
+    head += [f"# NOT EMULATED: {u}" for u in t.unsupported]
+    return "\n".join(head) + "\n" + yaml.safe_dump(t.workload, sort_keys=False, default_flow_style=None)
+
+
+# --- DLIO's summary.json ---------------------------------------------------------------------------------------
+
+def au_verdict(au: float | None, threshold: float | None, source: str = "") -> dict:
+    """The AU rule: pass when AU >= threshold (MLPerf Storage / DLIO metric.au); no threshold: none published."""
+    if threshold is None:
+        return {"threshold": None, "source": source or "none published", "pass": None}
+    return {"threshold": float(threshold), "source": source, "pass": bool(au is not None and au >= threshold)}
+
+
+def dlio_summary(doc: dict) -> dict | None:
+    """DLIO's ``summary.json`` (dlio_benchmark/utils/statscounter.py) from a dlbench run.json document, so
+    MLPerf Storage / DLIO post-processing reads a dlbench run. AU per epoch = compute / epoch time, mean over
+    ranks; throughput per epoch = the epoch's samples / the slowest rank's epoch time. ``train_io_mean_MB_per_second``
+    is measured: bytes read per epoch / the slowest rank's epoch time, in MiB/s as DLIO's (DLIO multiplies its
+    samples/s by the nominal record_length instead). None when the run has no summary."""
+    s = doc.get("summary") or {}
+    if not s or "au" not in s:
+        return None
+    cfg = doc.get("config") or {}
+    au_ep = s.get("au_per_epoch") or [s["au"]]
+    spe = s.get("samples_per_epoch")
+    tmax = s.get("epoch_time_max_s") or []
+    rb = s.get("read_bytes_per_epoch")
+    if spe and len(tmax) == len(spe):
+        thr = [n / t if t > 0 else 0.0 for n, t in zip(spe, tmax)]
+    else:
+        thr = [s.get("samples_per_s", 0.0)]
+    if rb and len(tmax) == len(rb):
+        io = [b / t / 2**20 if t > 0 else 0.0 for b, t in zip(rb, tmax)]
+    else:
+        tot = sum(tmax) if tmax else 0.0
+        io = [s.get("read_bytes", 0) / tot / 2**20 if tot else 0.0]
+
+    def mean(x):
+        return float(sum(x) / len(x)) if x else 0.0
+
+    def std(x):
+        m = mean(x)
+        return float((sum((v - m) ** 2 for v in x) / len(x)) ** 0.5) if x else 0.0
+
+    au_pct = [100.0 * a for a in au_ep]
+    rule = s.get("au_rule") or {}
+    metric = {
+        "train_au_percentage": au_pct, "train_au_mean_percentage": mean(au_pct),
+        "train_au_stdev_percentage": std(au_pct),
+        "train_throughput_samples_per_second": thr,
+        "train_throughput_mean_samples_per_second": mean(thr),
+        "train_throughput_stdev_samples_per_second": std(thr),
+        "train_io_mean_MB_per_second": mean(io), "train_io_stdev_MB_per_second": std(io),
+    }
+    if rule.get("threshold") is not None:
+        metric["train_au_meet_expectation"] = "success" if mean(au_pct) >= 100 * rule["threshold"] else "fail"
+    wl = cfg.get("workload_spec") or {}
+    out = {
+        "schema": "dlio.summary (written by dlbench)",
+        "num_accelerators": s.get("ranks"), "num_hosts": s.get("nodes"),
+        "hostname": (doc.get("environment") or {}).get("host"),
+        "epochs": s.get("epochs"),
+        "num_files_train": (-(-wl["samples"] // wl["samples_per_file"]) if wl.get("layout") != "hdf5_shared"
+                            else 1) if wl.get("samples") and wl.get("samples_per_file") else None,
+        "num_samples_per_file": wl.get("samples_per_file"),
+        "metric": metric,
+        "dlbench": {"au_threshold": rule.get("threshold"), "au_threshold_source": rule.get("source"),
+                    "train_io_MB": "MiB/s of bytes actually read (DLIO: samples/s x nominal record_length)",
+                    "workload": s.get("workload"), "strategy": s.get("strategy"),
+                    "simulated": bool(doc.get("simulated") or s.get("simulated"))},
+    }
+    return out
+
+
+def steps_per_epoch(samples: int, ranks: int, batch: int) -> int:
+    """Steps per rank and epoch under DistributedSampler without drop_last: ceil(ceil(N / W) / B)."""
+    per_rank = -(-samples // ranks)
+    return -(-per_rank // batch)
+
+
+# --- files (the only I/O of this module) ----------------------------------------------------------------------
+
+def write_text_atomic(path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed into place (nothing half-written)."""
+    import os
+
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"--out {path}: cannot write ({e.strerror or e})") from None
+
+
+def write_workload_file(t: Translation, folder) -> Path:
+    """The translation's workload YAML under ``folder`` as ``<name>-<12 hex of its SHA-256>.yaml`` (same
+    translation, same file: every rank of a run may write it; each writes the same bytes atomically)."""
+    import hashlib
+
+    text = workload_yaml(t)
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"$DLBENCH_DATA_DIR: cannot create {folder} ({e.strerror or e})") from None
+    path = folder / f"{t.workload['name']}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+    if not path.is_file():
+        write_text_atomic(path, text)
+    return path
