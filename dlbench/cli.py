@@ -386,30 +386,13 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     click.echo(f"results: {res['run_dir']}")
 
 
-class _sigterm_as_interrupt:
-    """SIGTERM (a scheduler's cancel, `kill`) raised as an interrupt in the main thread, so the run records
-    itself and removes its local copies as on Ctrl-C."""
+def _sigterm_as_interrupt():
+    """SIGINT and SIGTERM (a scheduler's cancel, `kill`) raised once as an interrupt in the main thread, so the
+    command records itself and removes what it wrote; a second signal never cuts that clean-up short
+    (``dlbench.stop``)."""
+    from .stop import StopSignals
 
-    def __enter__(self):
-        import signal
-        import threading
-
-        from .runner import Terminated
-
-        def handler(signum, frame):
-            raise Terminated()
-
-        self._old = None
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGTERM, handler)
-        return self
-
-    def __exit__(self, *exc):
-        import signal
-
-        if self._old is not None:
-            signal.signal(signal.SIGTERM, self._old)
-        return False
+    return StopSignals()
 
 
 @main.command("report")

@@ -248,11 +248,35 @@ class MPIComm(Comm):
         sys.stderr.write(message.rstrip() + "\n")
         sys.stderr.flush()
         time.sleep(0.5)
+        unlink_mpi_shm()
         self.comm.Abort(code)
         # MPI_Abort can return when the launcher is already ending the job (Ctrl-C reached mpiexec too):
         # end here, or the caller would go on and say it all again
         sys.stdout.flush()
         os._exit(code)
+
+
+def unlink_mpi_shm(maps: str = "/proc/self/maps") -> list[str]:
+    """Unlink the shared-memory segments MPICH mapped for this job (``/dev/shm/mpich_shm_*``, found in this
+    process's memory map). MPICH removes them in MPI_Finalize; MPI_Abort kills the job's processes before
+    any of them can, leaving a 2 MB file in /dev/shm per aborted job. Every process of the node has it
+    mapped by now, so unlinking the name changes nothing for the live job. Returns the paths removed."""
+    out = []
+    try:
+        with open(maps) as f:
+            paths = {line.split(None, 5)[5].strip() for line in f if "/mpich_shm_" in line and
+                     len(line.split(None, 5)) == 6}
+    except OSError:
+        return out
+    for p in sorted(paths):
+        if p.endswith(" (deleted)") or not os.path.basename(p).startswith("mpich_shm_"):
+            continue
+        try:
+            os.unlink(p)
+            out.append(p)
+        except OSError:
+            pass
+    return out
 
 
 def launcher_world_size(env=None) -> tuple[str, int] | None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from . import strategies
 from .errors import CapacityError, ConfigError, DataError, DlbenchError, Interrupted, RunError
+from .stop import Terminated, deferred, interrupt_for, pending  # noqa: F401 - Terminated: the CLI's name for it
 from .timeline import PHASE_ID, Timeline
 
 ACCELERATORS = ("v100", "a100", "h100")
@@ -223,6 +224,8 @@ class Loop:
         try:
             comm.barrier()
             executor.start()
+            if pending() is not None:
+                raise interrupt_for(pending())
             self.started = True                # past the prologue: a failure from here on is a measured run's
             for e in range(cfg.epochs):
                 # the epoch's plan is built here, before its clock starts (it used to be built inside step
@@ -268,6 +271,8 @@ class Loop:
                         comm.barrier()
                         timeline.add(CKPT, c0, clock(), e, s, self.checkpoint_nbytes if comm.rank == 0 else 0)
                     s += 1
+                    if pending() is not None:  # a signal whose exception was swallowed on its way here
+                        raise interrupt_for(pending())
                 t_end = clock()
                 timeline.mark_epoch(e, t_epoch, t_end, samples=epoch_samples)
                 if progress is not None:
@@ -283,7 +288,8 @@ class Loop:
             executor.interrupted = True
             raise
         finally:
-            executor.close()
+            with deferred():  # no signal cuts the removal of the local copies in two
+                executor.close()
             compute_info = compute.describe() if hasattr(compute, "describe") else {}
             compute.close()
         io1 = _proc_io()
@@ -308,12 +314,6 @@ class Loop:
             "timeline_flush_s": sum(t.hot_flush_ns for t in (timeline, *extra_tl)) * 1e-9,
             "io_counters": self.io.totals(),
         }
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread by the CLI's handler: handled as an interrupt (exit 143)."""
-
-    signal_name = "SIGTERM"
 
 
 MAX_STEP_TIME_S = 86400.0
@@ -569,7 +569,8 @@ def run(cfg: RunConfig, comm, progress=None) -> dict:
 
             mine["reduced"] = metrics.rank_reduce(load_spilled(spill, comm.rank)[0], cfg.epochs)
     except BaseException as exc:  # record the failure, then stop every rank
-        _failed(cfg, comm, loop, Path(run_dir), config_echo, timeline, exc)
+        with deferred():  # a second signal does not cut the record and the clean-up short
+            _failed(cfg, comm, loop, Path(run_dir), config_echo, timeline, exc)
         raise  # pragma: no cover - _failed always raises or ends the process
     gathered = comm.gather(mine, root=0)
     if comm.rank != 0:
@@ -596,21 +597,30 @@ def _failed(cfg, comm, loop: Loop, run_dir: Path, config_echo: dict, timeline, e
       rank's message so no rank hangs in a collective."""
     from . import results
 
-    note = getattr(loop.executor, "cleanup_note", "") or ""
+    ex = loop.executor
+    # another rank of the node stopping on a signal (its stop marker): this rank was told by it (a forwarded
+    # SIGTERM), or a read of a local copy failed while it stopped; either way the run was interrupted
+    peer = ex.peer_stop() if ex is not None and hasattr(ex, "peer_stop") else None
+    interrupted = isinstance(exc, KeyboardInterrupt) or peer is not None
+    if interrupted and not isinstance(exc, KeyboardInterrupt) and ex is not None and not ex.interrupted:
+        ex.interrupted = True
+        with deferred():
+            ex.close()    # idempotent: now as an interrupted rank (removes what is left if it is the last)
+    note = getattr(ex, "cleanup_note", "") or ""
     tail = f"; {note}" if note else ""
-    interrupted = isinstance(exc, KeyboardInterrupt)
     if interrupted:
-        sig = _signal_name(exc)
+        sig, origin = (peer if peer is not None and (peer[0] == "SIGTERM" or not isinstance(exc, KeyboardInterrupt))
+                       else (_signal_name(exc), comm.rank))
         code = 143 if sig == "SIGTERM" else 130
         if comm.size > 1 and comm.rank != 0:
             import time
 
             time.sleep(2.0)  # rank 0 (interrupted too, as under Ctrl-C) records the run and ends the job
-        where = f" on rank {comm.rank}" if comm.size > 1 else ""
+        where = f" on rank {origin}" if comm.size > 1 else ""
         try:
             results.write_run(run_dir, config=config_echo, summary={}, intervals=[timeline.arrays()],
                               error=f"interrupted by {sig}{where}", status="interrupted",
-                              extra={"interrupted_rank": comm.rank})
+                              extra={"interrupted_rank": origin})
             rec = f"results (status interrupted): {run_dir}"
         except Exception:  # noqa: BLE001 - never mask the interrupt
             rec = f"the results folder {run_dir} could not be updated"
