@@ -107,8 +107,8 @@ class StopSignals:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None and self._old:
-            return False  # stopping: later signals stay deferred while the command reports and exits
+        if exc_type is not None and self._old and _S.first is not None:
+            return False  # stopping on a signal: later ones stay deferred while the command reports and exits
         for s, old in self._old.items():
             signal.signal(s, old)
         if self._old:
