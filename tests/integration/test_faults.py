@@ -114,3 +114,92 @@ def test_clean_up_is_idempotent(tiny, tmp_path):
         note = remove_local_tier(Ctx(), root, private=True, done=False, interrupted=True)
         assert "removed" in note
     assert not root.exists()
+
+
+# ----- generate: a lock; SIGTERM to generate / simulate / calibrate ----------------------------------------
+
+def test_second_generate_into_one_dir_names_the_holder(tmp_path, cli):
+    """Regression: two `generate` into one data dir both failed with "free space and re-run". Now the second
+    fails at once, in one line naming who holds the lock, and writes nothing; the first one is unaffected."""
+    from dlbench.data.generate import LOCK_NAME, GenerateLock
+
+    d = tmp_path / "d"
+    d.mkdir()
+    held = GenerateLock(d)            # another generation in progress
+    try:
+        r = cli(["generate", "--workload", "cosmoflow", "--scale", "tiny", "--data-dir", d, "--no-progress"])
+        assert r.exit_code == 3, r.output
+        line = r.output.strip()
+        assert len(line.splitlines()) == 1 and "another `dlbench generate` is writing this dataset" in line
+        assert f"pid {os.getpid()} on " in line and "free space" not in line, line
+        assert sorted(p.name for p in d.iterdir()) == [LOCK_NAME]
+    finally:
+        held.release()
+    r = cli(["generate", "--workload", "cosmoflow", "--scale", "tiny", "--data-dir", d, "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert not (d / LOCK_NAME).exists()
+
+
+def _run_patched(tmp_path, patch: str, args: list) -> subprocess.CompletedProcess:
+    """The CLI in a child process after ``patch`` (Python) ran: a real SIGTERM reaches a real process."""
+    code = ("import os, signal, sys\n" + patch + "\nfrom dlbench.cli import main\nsys.argv = ['dlbench'] + "
+            + repr([str(a) for a in args]) + "\nmain()\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=tmp_path,
+                          timeout=120)
+
+
+def test_sigterm_to_generate_says_what_is_left(tmp_path):
+    """Regression: SIGTERM to `generate` exited 143 without a word. Now one line (what is complete, nothing
+    partial kept, how to resume), exit 143, no .part file; a re-run completes the dataset."""
+    d = tmp_path / "d"
+    patch = ("import dlbench.data.generate as g\nreal = g._Writer.write_file\nn = [0]\n"
+             "def wf(self, f):\n    n[0] += 1\n    if n[0] == 2:\n        os.kill(os.getpid(), signal.SIGTERM)\n"
+             "    return real(self, f)\ng._Writer.write_file = wf")
+    args = ["generate", "--workload", "cosmoflow", "--scale", "tiny", "--data-dir", d, "--no-progress"]
+    r = _run_patched(tmp_path, patch, args)
+    assert r.returncode == 143, r.stderr
+    assert r.stderr.strip().startswith("dlbench: interrupted by SIGTERM while generating"), r.stderr
+    assert "re-run the same command to resume" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not list(d.rglob("*.part")) and not (d / ".dlbench-generate.lock").exists()
+    assert json.loads((d / "dlbench-manifest.json").read_text())["complete"] is False
+    r = _run_patched(tmp_path, "", args)
+    assert r.returncode == 0, r.stderr
+
+
+def test_sigterm_to_simulate_and_calibrate_says_so(tmp_path):
+    """Regression: SIGTERM to `simulate` or `calibrate` exited 143 without a word."""
+    patch = ("import dlbench.simulate as s\nreal = s.simulate\n"
+             "def sim(*a, **k):\n    os.kill(os.getpid(), signal.SIGTERM)\n    return real(*a, **k)\n"
+             "s.simulate = sim")
+    r = _run_patched(tmp_path, patch, ["simulate", "--system", "laptop-pfs", "--workload", "cosmoflow", "--nodes",
+                                       "2", "--compute-time", "0.01", "--out", tmp_path / "sim"])
+    assert r.returncode == 143, r.stderr
+    assert r.stderr.strip() == "dlbench: interrupted by SIGTERM during simulate: nothing written (the model had not " \
+                               "finished)", r.stderr
+    patch = ("import dlbench.compute.calibrate as c\n"
+             "def cal(*a, **k):\n    os.kill(os.getpid(), signal.SIGTERM)\n    raise AssertionError('not stopped')\n"
+             "c.calibrate = cal")
+    r = _run_patched(tmp_path, patch, ["calibrate", "--workload", "cosmoflow", "--scale", "tiny", "-o",
+                                       tmp_path / "p.yaml"])
+    assert r.returncode == 143, r.stderr
+    assert r.stderr.strip().startswith("dlbench: interrupted by SIGTERM during the calibration"), r.stderr
+    assert not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.parametrize("bad", ["unwritable", "under-a-file"])
+def test_calibrate_out_checked_before_measuring(tmp_path, cli, monkeypatch, bad):
+    """Regression: `calibrate -o` was checked only after the measurement (41 s). Now before it, one line."""
+    import dlbench.compute.calibrate as c
+
+    def measured(*a, **k):
+        raise AssertionError("measured before checking -o")
+
+    monkeypatch.setattr(c, "calibrate", measured)
+    f = tmp_path / "afile"
+    f.write_text("x")
+    out = tmp_path / "new" / "p.yaml" if bad == "unwritable" else f / "p.yaml"
+    if bad == "unwritable":   # tests may run as root: simulated
+        monkeypatch.setattr(os, "access", lambda *a, **k: False)
+    r = cli(["calibrate", "--workload", "cosmoflow", "--scale", "tiny", "-o", out])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith(f"dlbench: error: --out {out}: ") and len(r.output.strip().splitlines()) == 1, r.output
