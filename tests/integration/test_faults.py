@@ -203,3 +203,28 @@ def test_calibrate_out_checked_before_measuring(tmp_path, cli, monkeypatch, bad)
     r = cli(["calibrate", "--workload", "cosmoflow", "--scale", "tiny", "-o", out])
     assert r.exit_code == 2, r.output
     assert r.output.startswith(f"dlbench: error: --out {out}: ") and len(r.output.strip().splitlines()) == 1, r.output
+
+
+# ----- a full disk while checkpointing ---------------------------------------------------------------------
+
+def test_full_disk_during_checkpoint_names_the_path(tiny, tmp_path, cli, monkeypatch):
+    """Regression: ENOSPC while checkpointing was a raw `OSError: [Errno 28]` without the path. Now one line
+    with the checkpoint file, the free space there and what to do; no checkpoint file left."""
+    import errno as _errno
+
+    real_write = os.write
+
+    def write(fd, data):
+        if ".dlbench-ckpt-" in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(_errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    out = tmp_path / "res"
+    r = cli(["run", "--workload", "cosmoflow", "--data-dir", tiny, "--epochs", 1, "--compute-time", "0",
+             "--checkpoint-every", 1, "--out", out])
+    assert r.exit_code == 6, r.output
+    line = r.output.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in line, line
+    assert "checkpoint: disk full writing" in line and ".dlbench-ckpt-" in line and "MB free in" in line, line
+    assert not list(out.rglob(".dlbench-ckpt-*"))
