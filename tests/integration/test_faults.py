@@ -228,3 +228,20 @@ def test_full_disk_during_checkpoint_names_the_path(tiny, tmp_path, cli, monkeyp
     assert len(line.splitlines()) == 1 and "Traceback" not in line, line
     assert "checkpoint: disk full writing" in line and ".dlbench-ckpt-" in line and "MB free in" in line, line
     assert not list(out.rglob(".dlbench-ckpt-*"))
+
+
+# ----- prefetch: the worker's root error -------------------------------------------------------------------
+
+def test_prefetch_data_error_is_the_root_error(tiny, tmp_path, cli):
+    """Regression: prefetch printed a whole DataLoader worker traceback (~1,200 characters) as its "one line"
+    for any data error. Now the root error: the file, what is wrong, what to do."""
+    victim = sorted(tiny.rglob("*.h5"))[2]
+    victim.write_bytes(victim.read_bytes()[:100])
+    r = cli(["run", "--workload", "cosmoflow", "--strategy", "prefetch", "--data-dir", tiny, "--epochs", 1,
+             "--compute-time", "0", "--out", tmp_path / "res"])
+    assert r.exit_code == 3, r.output
+    line = r.output.strip()
+    assert len(line.splitlines()) == 1, line
+    assert "DataLoader worker" not in line and "Traceback" not in line and 'File "' not in line, line
+    assert line.startswith(f"dlbench: error: {victim}: cannot read sample"), line
+    assert len(line) < 400 + 2 * len(str(tmp_path))
