@@ -731,17 +731,18 @@ def page_cache_check(manifest, gathered: list) -> dict:
     """Did the reads reach the device? ``read_bytes`` (/proc/self/io: bytes the block layer fetched for
     this process) against ``rchar`` (bytes returned by read calls). If the dataset fits in memory and
     under 10 % of what was read came from the device, the run measured the page cache, not storage
-    (MLPerf Storage asks for a dataset ≥ 5× host memory). Counts the trainer processes and the DataLoader
-    workers (their own /proc/self/io, reported by the prefetch executor as ``strategy_stats.worker_io``)."""
+    (MLPerf Storage asks for a dataset ≥ 5× host memory). Counts the trainer processes only: the DataLoader
+    workers' reads are already in them (the kernel adds a child's I/O counters to its parent's when the
+    parent reaps it, and the executor has shut its workers down before the trainer's counters are read);
+    adding the workers' own figures (``strategy_stats.worker_io``, kept as ``workers_rchar_bytes``) counted
+    prefetch's reads twice."""
     from .host import meminfo
 
     mem = meminfo("MemTotal")
     ds = int(manifest.sample_nbytes().sum())
 
     def total(key: str) -> int:
-        own = sum(g["io"].get(key, 0) for g in gathered)
-        workers = sum(((g.get("strategy_stats") or {}).get("worker_io") or {}).get(key, 0) for g in gathered)
-        return int(own + workers)
+        return int(sum(g["io"].get(key, 0) for g in gathered))
 
     rchar, dev = total("rchar"), total("read_bytes")
     workers_rchar = int(sum(((g.get("strategy_stats") or {}).get("worker_io") or {}).get("rchar", 0)

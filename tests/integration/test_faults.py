@@ -245,3 +245,21 @@ def test_prefetch_data_error_is_the_root_error(tiny, tmp_path, cli):
     assert "DataLoader worker" not in line and "Traceback" not in line and 'File "' not in line, line
     assert line.startswith(f"dlbench: error: {victim}: cannot read sample"), line
     assert len(line) < 400 + 2 * len(str(tmp_path))
+
+
+# ----- page-cache warning ----------------------------------------------------------------------------------
+
+def test_page_cache_check_counts_prefetch_reads_once(tiny, tmp_path, cli):
+    """Regression: the page-cache figures counted prefetch's reads twice (the DataLoader workers' I/O is in
+    the trainer's /proc/self/io once they are reaped, and was added again from the workers' own counters):
+    2 epochs read ~4x the dataset. Now ~2x, as with no workers."""
+    ratios = {}
+    for nw in (0, 2):
+        out = tmp_path / f"res{nw}"
+        r = cli(["run", "--workload", "cosmoflow", "--strategy", "prefetch", "--num-workers", nw, "--data-dir", tiny,
+                 "--epochs", 2, "--compute-time", "0", "--out", out])
+        assert r.exit_code == 0, r.output
+        pc = json.loads(next(out.rglob("run.json")).read_text())["summary"]["page_cache"]
+        ratios[nw] = pc["rchar_bytes"] / pc["dataset_bytes"]
+    assert 1.9 < ratios[0] < 2.6, ratios
+    assert 1.9 < ratios[2] < 2.6, ratios

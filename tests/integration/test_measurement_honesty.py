@@ -21,6 +21,8 @@ def test_page_cache_check_counts_dataloader_workers_reads(tmp_path, cli, tiny):
 
 
 def test_page_cache_check_sums_worker_io():
+    """The trainer's counters already hold its reaped workers' I/O (issue 15: adding the workers' own figures
+    counted prefetch's reads twice): the totals are the trainer's; the workers' share is reported apart."""
     import numpy as np
 
     from dlbench.runner import page_cache_check
@@ -29,7 +31,7 @@ def test_page_cache_check_sums_worker_io():
         def sample_nbytes(self):
             return np.full(10, 1000, dtype=np.int64)
 
-    g = [{"io": {"rchar": 100, "read_bytes": 0},
+    g = [{"io": {"rchar": 10_100, "read_bytes": 5_000},
           "strategy_stats": {"worker_io": {"rchar": 10_000, "read_bytes": 5_000}}}]
     pc = page_cache_check(M(), g)
     assert pc["rchar_bytes"] == 10_100 and pc["device_read_bytes"] == 5_000 and pc["workers_rchar_bytes"] == 10_000
