@@ -482,7 +482,9 @@ def resolve_dataset(cfg: RunConfig, comm, *, generate_if_missing: bool = True):
         raise DataError(f"--seed={cfg.seed}: the dataset at {data_dir} was generated with seed {manifest.seed}; "
                         f"pass --seed {manifest.seed} or generate another dataset")
     _check_spec_matches(cfg, spec, path, manifest, data_dir)
-    from .data.verify import workload_of
+    from .data.verify import check_regular_files, workload_of
+
+    check_regular_files(data_dir, manifest, comm)  # a FIFO hung the run in open(); a symlink loop: traceback
 
     return workload_of(manifest, cfg.workload), manifest, data_dir
 

@@ -263,3 +263,38 @@ def test_page_cache_check_counts_prefetch_reads_once(tiny, tmp_path, cli):
         ratios[nw] = pc["rchar_bytes"] / pc["dataset_bytes"]
     assert 1.9 < ratios[0] < 2.6, ratios
     assert 1.9 < ratios[2] < 2.6, ratios
+
+
+# ----- non-regular data files ------------------------------------------------------------------------------
+
+def test_run_refuses_a_fifo_instead_of_hanging(tiny, tmp_path):
+    """Regression: `run` hung forever in open() when a data file was a FIFO. Now one line naming the file,
+    exit 3, before anything is read."""
+    victim = sorted(tiny.rglob("*.h5"))[1]
+    victim.unlink()
+    os.mkfifo(victim)
+    try:
+        r = subprocess.run([sys.executable, "-m", "dlbench.cli", "run", "--workload", "cosmoflow", "--data-dir", tiny,
+                            "--epochs", "1", "--compute-time", "0", "--out", tmp_path / "res"],
+                           capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("run hung on a FIFO")
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.strip() == (f"dlbench: error: --data-dir {tiny}: {victim}: is a FIFO (named pipe), not a regular "
+                                f"file; replace it with the data file (`dlbench generate` rewrites it); check it "
+                                f"with `dlbench verify --data-dir {tiny}`"), r.stderr
+
+
+def test_symlink_loop_is_one_line_in_verify_and_run(tiny, tmp_path, cli):
+    """Regression: a symbolic link loop in the dataset gave a traceback in `verify`. Now a problem line in
+    verify (exit 3) and one line in run (exit 3)."""
+    victim = sorted(tiny.rglob("*.h5"))[1]
+    victim.unlink()
+    victim.symlink_to(victim.name)          # points at itself: ELOOP
+    r = cli(["verify", "--data-dir", tiny])
+    assert r.exit_code == 3, r.output
+    assert f"{victim}: a symbolic link loop" in r.output and "Traceback" not in r.output, r.output
+    r = cli(["run", "--workload", "cosmoflow", "--data-dir", tiny, "--epochs", 1, "--compute-time", "0",
+             "--out", tmp_path / "res"])
+    assert r.exit_code == 3, r.output
+    assert len(r.output.strip().splitlines()) == 1 and f"{victim}: a symbolic link loop" in r.output, r.output
