@@ -371,11 +371,14 @@ def open_local_tier(ctx: RunContext, need_per_node: int, cap: int, *, private: b
                                   if ctx.io_counters is not None else None))
     (root / owner_marker()).touch()
     comm.barrier()       # every rank's owner marker is in place before any of them can stop (peers to signal)
+    node_ranks = np.nonzero(np.asarray(ctx.node_map) == ctx.node_map[ctx.rank])[0]
+    if ctx.rank == int(node_ranks[0]):
+        spawn_reaper(root)   # the node's guardian: removes the run directory if every owner dies (SIGKILL)
     return tier, root, stale
 
 
 PEER_WAIT_S = 5.0     # how long an interrupted rank waits for its node's other ranks to release their copies
-REAPER_MAX_S = 300.0  # how long the reaper waits for the owners of a run directory to end
+REAPER_POLL_S = 0.25  # how often the node's guardian looks at the owners of its run directory
 
 
 def remove_local_tier(ctx: RunContext, root: Path, *, private: bool, done: bool, interrupted: bool) -> str:
@@ -393,9 +396,11 @@ def remove_local_tier(ctx: RunContext, root: Path, *, private: bool, done: bool,
       run directory.
     - Failure: the same without the signal and the wait (the rank's error ends the job).
 
-    A peer that cannot clean up (killed by MPI_Abort, or blocked in a collective) leaves its marker: then a
-    detached reaper process removes the run directory once every owner on this host has ended (and the next
-    run's ``remove_stale_run_dirs`` catches anything left). Returns what was done, for the run's message."""
+    A peer that cannot clean up (killed by MPI_Abort or by a launcher's SIGKILL after a second Ctrl-C, or
+    blocked in a collective) leaves its marker: the node's guardian (``spawn_reaper``, started by the node's
+    first rank when the tier opens) removes the run directory once every owner on this host has ended (and
+    the next run's ``remove_stale_run_dirs`` catches anything left). Returns what was done, for the run's
+    message."""
     node_dir = root / f"node{int(ctx.node_map[ctx.rank])}"
     mine = node_dir / f"rank{ctx.rank}" if private else None
     if done:
@@ -424,7 +429,6 @@ def remove_local_tier(ctx: RunContext, root: Path, *, private: bool, done: bool,
         shutil.rmtree(root, ignore_errors=True)
         return (f"could not remove the local copies in {root}" if root.exists()
                 else f"local copies under {root} removed")
-    spawn_reaper(root)
     return (f"this rank's local copies removed; {root} goes when the node's other "
             f"{'rank ends' if len(left) == 1 else f'{len(left)} ranks end'}")
 
@@ -500,7 +504,7 @@ def live_peers(root: Path, *, stopping: bool = True) -> list[int]:
 
 _REAPER = """
 import os, shutil, socket, sys, time
-root, t_end = sys.argv[1], time.monotonic() + float(sys.argv[2])
+root, poll = sys.argv[1], float(sys.argv[2])
 host = socket.gethostname()
 def alive(pid):
     try:
@@ -510,7 +514,7 @@ def alive(pid):
     except OSError:
         return True
     return True
-while time.monotonic() < t_end:
+while True:
     try:
         names = os.listdir(root)
     except OSError:
@@ -520,20 +524,22 @@ while time.monotonic() < t_end:
         if all(h == host for h, _, p in owners):
             shutil.rmtree(root, ignore_errors=True)
         sys.exit(0)
-    time.sleep(0.2)
+    time.sleep(poll)
 """
 
 
 def spawn_reaper(root: Path) -> None:
-    """A detached process (own session: MPI_Abort's kill of this job does not reach it) that removes
-    ``root`` once every owner on this host has ended, for at most ``REAPER_MAX_S``."""
+    """The node's guardian of a run directory: a small detached process (own session, so neither MPI_Abort
+    nor a launcher's kill of the job reaches it) that exits as soon as ``root`` is gone (the ranks removed
+    it: the normal end) and removes ``root`` once every owner on this host has ended without doing so
+    (SIGKILL, MPI_Abort, a launcher's force-abort on a second Ctrl-C). It looks every ``REAPER_POLL_S``."""
     import subprocess
     import sys
 
     try:
-        subprocess.Popen([sys.executable, "-c", _REAPER, str(root), str(REAPER_MAX_S)], start_new_session=True,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         close_fds=True)
+        subprocess.Popen([sys.executable, "-S", "-c", _REAPER, str(root), str(REAPER_POLL_S)],
+                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, close_fds=True)
     except OSError:
         pass  # the next run's remove_stale_run_dirs removes it
 

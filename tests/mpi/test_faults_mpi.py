@@ -106,3 +106,36 @@ def test_normal_end_leaves_no_mpich_shm_segment(tiny, tmp_path, run_mpi):
     assert r.returncode == 0, r.stderr
     segs = {s for f in probe.glob("shm-*") for s in f.read_text().split()}
     assert [s for s in segs if os.path.exists(s)] == []
+
+
+def test_ranks_killed_outright_leave_no_local_copies(tiny, tmp_path):
+    """Regression (two quick Ctrl-C under mpiexec: the launcher's "Ctrl-C again to force abort" SIGKILLs the
+    ranks in their clean-up, leaking the copies): the node's guardian removes the run directory once every
+    rank that owned it is dead. Here both ranks are SIGKILLed while they hold copies."""
+    if mpiexec() is None:
+        pytest.skip("mpiexec not found")
+    loc = tmp_path / "loc"
+    loc.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("DLBENCH_NO_MPI", None)
+    p = subprocess.Popen([mpiexec(), "-n", "2", sys.executable, "-m", "dlbench.cli", "run", "--workload", "hep_cnn",
+                          "--strategy", "staging", "--data-dir", str(tiny), "--epochs", "2000", "--compute-time",
+                          "0.002", "--out", str(tmp_path / "res"), "--local-dir", str(loc), "--no-progress"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path,
+                         start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        owners: list = []
+        while time.monotonic() < deadline:
+            owners = [int(m.name.rpartition("-")[2]) for m in loc.glob("run-*/.owner-*")]
+            if len(owners) == 2 and len(list(loc.glob("run-*/node0/*.row"))) >= 8:
+                break
+            time.sleep(0.05)
+        assert len(owners) == 2
+        for pid in owners:
+            os.kill(pid, signal.SIGKILL)
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert _wait_empty(loc, timeout=15) == []
