@@ -1,4 +1,4 @@
-"""issue 15 under mpiexec (2 ranks, tiny data): a signal to ONE rank of staging/local/pls, and the shared
+"""issue 15 under mpiexec (2 ranks, tiny data): a signal to ONE rank of staging/local/pls, ranks killed outright, and
 memory an aborted MPI job leaves in /dev/shm."""
 
 import json
