@@ -93,8 +93,9 @@ def generate(workload_name, scale, samples, data_dir, seed, force, fsync, progre
 
     wl = load(workload_name, scale=scale, samples=samples)
     comm = get_comm()
-    res = run_generate(wl, data_dir, seed=seed, force=force, comm=comm, fsync=fsync,
-                       progress=progress if comm.rank == 0 else False)
+    with _sigterm_as_interrupt():
+        res = run_generate(wl, data_dir, seed=seed, force=force, comm=comm, fsync=fsync,
+                           progress=progress if comm.rank == 0 else False)
     if comm.rank == 0:
         click.echo(res.line())
 
@@ -452,30 +453,20 @@ def _from_dlio(path, overrides, allow_unsupported, given):
             "full", opts, t)
 
 
-class _sigterm_as_interrupt:
-    """SIGTERM (a scheduler's cancel, `kill`) raised as an interrupt in the main thread, so the run records
-    itself and removes its local copies as on Ctrl-C."""
+def _interrupted(exc: BaseException, what: str):
+    """``Interrupted`` for a command stopped by SIGINT (exit 130) or SIGTERM (143): one line saying what was
+    kept or removed."""
+    sig = getattr(exc, "signal_name", "SIGINT")
+    return Interrupted(f"interrupted by {sig} {what}", exit_code=143 if sig == "SIGTERM" else 130)
 
-    def __enter__(self):
-        import signal
-        import threading
 
-        from .runner import Terminated
+def _sigterm_as_interrupt():
+    """SIGINT and SIGTERM (a scheduler's cancel, `kill`) raised once as an interrupt in the main thread, so the
+    command records itself and removes what it wrote; a second signal never cuts that clean-up short
+    (``dlbench.stop``)."""
+    from .stop import StopSignals
 
-        def handler(signum, frame):
-            raise Terminated()
-
-        self._old = None
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGTERM, handler)
-        return self
-
-    def __exit__(self, *exc):
-        import signal
-
-        if self._old is not None:
-            signal.signal(signal.SIGTERM, self._old)
-        return False
+    return StopSignals()
 
 
 @main.command("report")
@@ -819,6 +810,7 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
     from .errors import unknown_choice
     from .simulate import load_profile, simulate, strategy_names
     from .simulate.output import compare_table, write_simulated_run
+    from .stop import deferred
 
     reference = None
     opt_map = _parse_strategy_options(options)
@@ -898,20 +890,29 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
     from .simulate.core import check_size
 
     check_size(wl, nodes, ranks_per_node)
-    results = simulate(names, wl=wl, profile=profile, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs,
-                       seed=seed, pls_q=pls_q, write_overlap=False if serial_write else None, options=opt_map,
-                       loader_threads=loader_threads, rules=rules, na_rows=True)
-    na = {k: v for k, v in results.items() if "not_applicable" in v}
     dirs = []
-    for label, summary in results.items():
-        if label in na:
-            continue
-        config = {"command": "simulate", "system": to_dict(profile), "workload": to_dict(wl),
-                  "strategy": summary["strategy"], "label": label, "options": summary.get("options", {}),
-                  "nodes": nodes, "ranks_per_node": ranks_per_node, "epochs": epochs, "seed": seed,
-                  "loader_threads": loader_threads, "rules": summary["model_rules"],
-                  "write_overlap": summary["model_rules"]["write"] == "overlap", **cfg_extra}
-        dirs.append(write_simulated_run(out, config=config, summary=summary))
+    results = {}
+    na: dict = {}
+    try:
+        with _sigterm_as_interrupt():
+            results = simulate(names, wl=wl, profile=profile, nodes=nodes, ranks_per_node=ranks_per_node,
+                               epochs=epochs, seed=seed, pls_q=pls_q, write_overlap=False if serial_write else None,
+                               options=opt_map, loader_threads=loader_threads, rules=rules, na_rows=True)
+            na = {k: v for k, v in results.items() if "not_applicable" in v}
+            for label, summary in results.items():
+                if label in na:
+                    continue
+                config = {"command": "simulate", "system": to_dict(profile), "workload": to_dict(wl),
+                          "strategy": summary["strategy"], "label": label, "options": summary.get("options", {}),
+                          "nodes": nodes, "ranks_per_node": ranks_per_node, "epochs": epochs, "seed": seed,
+                          "loader_threads": loader_threads, "rules": summary["model_rules"],
+                          "write_overlap": summary["model_rules"]["write"] == "overlap", **cfg_extra}
+                with deferred():  # a folder is written whole or not at all
+                    dirs.append(write_simulated_run(out, config=config, summary=summary))
+    except KeyboardInterrupt as e:
+        kept = f"{len(dirs)} of {len(results)} result folders written under {out} (each complete)" if results \
+            else "nothing written (the model had not finished)"
+        raise _interrupted(e, f"during simulate: {kept}") from None
     if dirs:
         click.echo(compare_table(dirs, fmt=fmt, reference_s=reference))
     for label, v in na.items():
@@ -947,12 +948,17 @@ def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, th
     """Measure the real training-step time (torch) on this machine and write a compute profile YAML
     (use it with --compute-profile FILE, or merge it into the workload file)."""
     from .compute.calibrate import calibrate as run_calibrate
-    from .compute.calibrate import default_profile_path, format_profile, write_profile
+    from .compute.calibrate import check_profile_path, default_profile_path, format_profile, write_profile
     from .workload import load
 
     wl = load(workload_name, scale=scale)
-    prof = run_calibrate(wl, batch_size=batch_size, steps=steps, warmup=warmup, device=device, model=model,
-                         threads=threads, precision=precision)
+    check_profile_path(out)  # before the measurement, not after it
+    try:
+        with _sigterm_as_interrupt():
+            prof = run_calibrate(wl, batch_size=batch_size, steps=steps, warmup=warmup, device=device, model=model,
+                                 threads=threads, precision=precision)
+    except KeyboardInterrupt as e:
+        raise _interrupted(e, "during the calibration: nothing measured was kept, no profile written") from None
     click.echo(format_profile(prof))
     path = out or default_profile_path(prof)
     try:

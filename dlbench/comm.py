@@ -161,9 +161,6 @@ class SerialComm(Comm):
         sys.stderr.flush()
         os._exit(code)
 
-    def interrupt_peers(self) -> int:
-        return 0
-
 
 class MPIComm(Comm):
     """mpi4py-backed Comm over COMM_WORLD (or a given communicator)."""
@@ -191,27 +188,6 @@ class MPIComm(Comm):
             shm.Free()
             node_of = self.comm.allgather(first)
         self._set_layout(node_of)
-        import socket
-
-        # (host, pid) of every rank: an interrupted rank tells its host's other ranks (``interrupt_peers``)
-        self.host_pids = self.comm.allgather((socket.gethostname(), os.getpid()))
-
-    def interrupt_peers(self) -> int:
-        """SIGTERM to the other ranks of the job on this host (a SIGTERM that reached one rank, ``kill PID``,
-        must stop its node's ranks too, each cleaning up what it holds, before MPI_Abort kills them). Returns
-        how many were signalled."""
-        import signal
-        import socket
-
-        me, host, n = os.getpid(), socket.gethostname(), 0
-        for h, pid in self.host_pids:
-            if h == host and pid != me:
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                    n += 1
-                except OSError:
-                    pass
-        return n
 
     def barrier(self) -> None:
         self.comm.Barrier()
@@ -271,8 +247,8 @@ class MPIComm(Comm):
 
         sys.stderr.write(message.rstrip() + "\n")
         sys.stderr.flush()
-        release_shm_segments()
         time.sleep(0.5)
+        unlink_mpi_shm()
         self.comm.Abort(code)
         # MPI_Abort can return when the launcher is already ending the job (Ctrl-C reached mpiexec too):
         # end here, or the caller would go on and say it all again
@@ -280,24 +256,26 @@ class MPIComm(Comm):
         os._exit(code)
 
 
-def release_shm_segments(maps: str = "/proc/self/maps") -> list[str]:
-    """Unlink the MPI library's shared-memory files this process has mapped (MPICH: ``/dev/shm/mpich_shm_*``)
-    before the job is aborted: MPI_Abort kills the ranks before the library can remove them, and every
-    aborted job used to leave one of ~2 MB behind. The mappings stay valid (other ranks of the node still use
-    them until they end); the name goes. Returns the paths removed."""
+def unlink_mpi_shm(maps: str = "/proc/self/maps") -> list[str]:
+    """Unlink the shared-memory segments MPICH mapped for this job (``/dev/shm/mpich_shm_*``, found in this
+    process's memory map). MPICH removes them in MPI_Finalize; MPI_Abort kills the job's processes before
+    any of them can, leaving a 2 MB file in /dev/shm per aborted job. Every process of the node has it
+    mapped by now, so unlinking the name changes nothing for the live job. Returns the paths removed."""
     out = []
     try:
         with open(maps) as f:
-            paths = {ln.split(None, 5)[5].strip() for ln in f if len(ln.split(None, 5)) == 6}
+            paths = {line.split(None, 5)[5].strip() for line in f if "/mpich_shm_" in line and
+                     len(line.split(None, 5)) == 6}
     except OSError:
         return out
     for p in sorted(paths):
-        if p.startswith("/dev/shm/mpich_shm_") and not p.endswith("(deleted)"):
-            try:
-                os.unlink(p)
-                out.append(p)
-            except OSError:
-                pass
+        if p.endswith(" (deleted)") or not os.path.basename(p).startswith("mpich_shm_"):
+            continue
+        try:
+            os.unlink(p)
+            out.append(p)
+        except OSError:
+            pass
     return out
 
 

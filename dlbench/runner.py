@@ -22,6 +22,7 @@ import numpy as np
 
 from . import strategies
 from .errors import CapacityError, ConfigError, DataError, DlbenchError, Interrupted, RunError
+from .stop import Terminated, deferred, interrupt_for, pending  # noqa: F401 - Terminated: the CLI's name for it
 from .timeline import PHASE_ID, Timeline
 
 ACCELERATORS = ("v100", "a100", "h100")
@@ -341,6 +342,8 @@ class Loop:
             cache.epoch_io(None, executor, self.io)
             executor.start()
             cache.epoch_io(-1, executor, self.io)        # the prologue's requested / device bytes
+            if pending() is not None:
+                raise interrupt_for(pending())
             self.started = True                # past the prologue: a failure from here on is a measured run's
             for e in range(cfg.epochs):
                 # the epoch's plan is built here, before its clock starts (it used to be built inside step
@@ -387,6 +390,8 @@ class Loop:
                         comm.barrier()
                         timeline.add(CKPT, c0, clock(), e, s, self.checkpoint_nbytes if comm.rank == 0 else 0)
                     s += 1
+                    if pending() is not None:  # a signal whose exception was swallowed on its way here
+                        raise interrupt_for(pending())
                 t_end = clock()
                 timeline.mark_epoch(e, t_epoch, t_end, samples=epoch_samples)
                 cache.epoch_io(e, executor, self.io)
@@ -398,15 +403,12 @@ class Loop:
                 if verifier is not None:
                     verifier.end_epoch(plan, e)
         except KeyboardInterrupt:
-            # the run is ending: further SIGINT/SIGTERM (a second Ctrl-C, the launcher's) must not cut the
-            # clean-up short; the node's other ranks are told (a SIGTERM may have reached this rank alone) and
-            # the last rank out of a node removes its local copies (localcopy.remove_local_tier)
-            ignore_interrupts()
+            # every rank of the node is being interrupted (a SIGTERM to one rank is forwarded to the node's
+            # others by remove_local_tier): each removes its own copies, the last one out the run directory
             executor.interrupted = True
-            comm.interrupt_peers()
             raise
         finally:
-            with deferred_interrupts():
+            with deferred():  # no signal cuts the removal of the local copies in two
                 executor.close()
             compute_info = compute.describe() if hasattr(compute, "describe") else {}
             compute.close()
@@ -433,55 +435,6 @@ class Loop:
             "io_counters": self.io.totals(),
             "cache": cache.rank_record(),
         }
-
-
-def ignore_interrupts() -> None:
-    """SIGINT and SIGTERM ignored from now on (the run is already being interrupted; main thread only)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, signal.SIG_IGN)
-
-
-class deferred_interrupts:
-    """SIGINT/SIGTERM held while clean-up runs (``with deferred_interrupts(): executor.close()``) and raised
-    after it, so a signal cannot leave half-removed local copies; nothing is held when they are ignored
-    already (an interrupt in progress) or off the main thread."""
-
-    def __enter__(self):
-        import signal
-        import threading
-
-        self.got: list[int] = []
-        self.old: dict = {}
-        if threading.current_thread() is not threading.main_thread():
-            return self
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old = signal.getsignal(sig)
-            if old is signal.SIG_IGN:
-                continue
-            self.old[sig] = old
-            signal.signal(sig, lambda signum, frame: self.got.append(signum))
-        return self
-
-    def __exit__(self, *exc):
-        import signal
-
-        for sig, old in self.old.items():
-            signal.signal(sig, old)
-        if self.got and exc[0] is None:
-            if self.got[0] == signal.SIGTERM:
-                raise Terminated()
-            raise KeyboardInterrupt()
-        return False
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread by the CLI's handler: handled as an interrupt (exit 143)."""
-
-    signal_name = "SIGTERM"
 
 
 MAX_STEP_TIME_S = 86400.0
@@ -650,7 +603,9 @@ def resolve_dataset(cfg: RunConfig, comm, *, generate_if_missing: bool = True):
         raise DataError(f"--seed={cfg.seed}: the dataset at {data_dir} was generated with seed {manifest.seed}; "
                         f"pass --seed {manifest.seed} or generate another dataset")
     _check_spec_matches(cfg, spec, path, manifest, data_dir)
-    from .data.verify import workload_of
+    from .data.verify import check_regular_files, workload_of
+
+    check_regular_files(data_dir, manifest, comm)  # a FIFO hung the run in open(); a symlink loop: traceback
 
     return workload_of(manifest, cfg.workload), manifest, data_dir
 
@@ -740,7 +695,8 @@ def run(cfg: RunConfig, comm, progress=None) -> dict:
 
             mine["reduced"] = metrics.rank_reduce(load_spilled(spill, comm.rank)[0], cfg.epochs)
     except BaseException as exc:  # record the failure, then stop every rank
-        _failed(cfg, comm, loop, Path(run_dir), config_echo, timeline, exc)
+        with deferred():  # a second signal does not cut the record and the clean-up short
+            _failed(cfg, comm, loop, Path(run_dir), config_echo, timeline, exc)
         raise  # pragma: no cover - _failed always raises or ends the process
     gathered = comm.gather(mine, root=0)
     if comm.rank != 0:
@@ -767,21 +723,30 @@ def _failed(cfg, comm, loop: Loop, run_dir: Path, config_echo: dict, timeline, e
       rank's message so no rank hangs in a collective."""
     from . import results
 
-    note = getattr(loop.executor, "cleanup_note", "") or ""
+    ex = loop.executor
+    # another rank of the node stopping on a signal (its stop marker): this rank was told by it (a forwarded
+    # SIGTERM), or a read of a local copy failed while it stopped; either way the run was interrupted
+    peer = ex.peer_stop() if ex is not None and hasattr(ex, "peer_stop") else None
+    interrupted = isinstance(exc, KeyboardInterrupt) or peer is not None
+    if interrupted and not isinstance(exc, KeyboardInterrupt) and ex is not None and not ex.interrupted:
+        ex.interrupted = True
+        with deferred():
+            ex.close()    # idempotent: now as an interrupted rank (removes what is left if it is the last)
+    note = getattr(ex, "cleanup_note", "") or ""
     tail = f"; {note}" if note else ""
-    interrupted = isinstance(exc, KeyboardInterrupt)
     if interrupted:
-        sig = _signal_name(exc)
+        sig, origin = (peer if peer is not None and (peer[0] == "SIGTERM" or not isinstance(exc, KeyboardInterrupt))
+                       else (_signal_name(exc), comm.rank))
         code = 143 if sig == "SIGTERM" else 130
         if comm.size > 1 and comm.rank != 0:
             import time
 
             time.sleep(2.0)  # rank 0 (interrupted too, as under Ctrl-C) records the run and ends the job
-        where = f" on rank {comm.rank}" if comm.size > 1 else ""
+        where = f" on rank {origin}" if comm.size > 1 else ""
         try:
             results.write_run(run_dir, config=config_echo, summary={}, intervals=[timeline.arrays()],
                               error=f"interrupted by {sig}{where}", status="interrupted",
-                              extra={"interrupted_rank": comm.rank})
+                              extra={"interrupted_rank": origin})
             rec = f"results (status interrupted): {run_dir}"
         except Exception:  # noqa: BLE001 - never mask the interrupt
             rec = f"the results folder {run_dir} could not be updated"
@@ -910,8 +875,11 @@ def page_cache_check(manifest, gathered: list) -> dict:
     """Did the reads reach the device? ``read_bytes`` (/proc/self/io: bytes the block layer fetched for
     this process) against ``rchar`` (bytes returned by read calls). If the dataset fits in memory and
     under 10 % of what was read came from the device, the run measured the page cache, not storage
-    (MLPerf Storage asks for a dataset ≥ 5× host memory). Counts the trainer processes and the DataLoader
-    workers (their own /proc/self/io, reported by the prefetch executor as ``strategy_stats.worker_io``)."""
+    (MLPerf Storage asks for a dataset ≥ 5× host memory). Counts the trainer processes only: the DataLoader
+    workers' reads are already in them (the kernel adds a child's I/O counters to its parent's when the
+    parent reaps it, and the executor has shut its workers down before the trainer's counters are read);
+    adding the workers' own figures (``strategy_stats.worker_io``, kept as ``workers_rchar_bytes``) counted
+    prefetch's reads twice."""
     from .host import meminfo
 
     mem = meminfo("MemTotal")

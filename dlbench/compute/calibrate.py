@@ -126,6 +126,25 @@ def default_profile_path(profile: dict, directory: str | Path = DEFAULT_PROFILE_
                               f"{ptag}.compute.yaml")
 
 
+def check_profile_path(path: str | Path | None, flag: str = "--out") -> None:
+    """Before measuring (a calibration takes tens of seconds): the profile file ``path`` (None: a file in
+    ``DEFAULT_PROFILE_DIR``) can be written: not a directory, and its nearest existing parent is a writable
+    directory (the missing ones are created when the profile is written). One line otherwise."""
+    import os
+
+    p = Path(path) if path is not None else Path(DEFAULT_PROFILE_DIR) / "x.compute.yaml"
+    shown = path if path is not None else f"(default) {DEFAULT_PROFILE_DIR}/"
+    if p.is_dir():
+        raise ConfigError(f"{flag} {shown}: is a directory; pass a file name (e.g. {p / 'profile.compute.yaml'})")
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"{flag} {shown}: {parent} is a file, not a directory; choose another path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {shown}: {parent} is not writable; choose another path")
+
+
 def write_profile(profile: dict, path: str | Path) -> Path:
     """Write the profile as YAML (atomically), with a comment showing the workload-file ``compute:`` entry."""
     import os

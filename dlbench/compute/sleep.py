@@ -10,6 +10,7 @@ allreduce (timed as ``barrier``).
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from collections.abc import Callable
@@ -114,6 +115,21 @@ def _buffer(nbytes: int) -> np.ndarray:
     return cur
 
 
+def _checkpoint_error(e: OSError, path: Path, nbytes: int):
+    """One line for a checkpoint that could not be written: the path, the reason and the free space."""
+    import shutil
+
+    from ..errors import OutputError
+
+    try:
+        free = f"{shutil.disk_usage(path.parent).free / 1e6:,.1f} MB free"
+    except OSError:
+        free = "free space unknown"
+    what = "disk full" if e.errno in (errno.ENOSPC, errno.EDQUOT) else (e.strerror or str(e))
+    return OutputError(f"checkpoint: {what} writing {nbytes:,} bytes to {path} ({free} in {path.parent}); "
+                       f"free space there, or pass --checkpoint-every 0")
+
+
 def write_checkpoint(directory, nbytes: int, timeline=None, epoch: int = 0, step: int = 0, *,
                      chunk_bytes: int = 64 << 20, keep: bool = False) -> float:
     """Emulate a checkpoint: write ``nbytes`` to a file in ``directory`` with fsync (reusing one buffer
@@ -124,14 +140,21 @@ def write_checkpoint(directory, nbytes: int, timeline=None, epoch: int = 0, step
     buf = memoryview(_buffer(chunk))
     path = Path(directory) / f".dlbench-ckpt-{os.getpid()}-{epoch}-{step}"
     t0 = time.perf_counter_ns()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = None
     try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         left = nbytes
         while left > 0:
             left -= os.write(fd, buf[:min(left, chunk)])
         os.fsync(fd)
+    except OSError as e:
+        if fd is not None:
+            os.close(fd)
+        path.unlink(missing_ok=True)
+        raise _checkpoint_error(e, path, nbytes) from None
     except BaseException:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
         path.unlink(missing_ok=True)
         raise
     os.close(fd)

@@ -42,6 +42,7 @@ from .formats import H5Template, aligned_empty, create_hdf5
 from .manifest import MANIFEST_NAME, Manifest, plan_manifest
 
 TMP_DIR = ".dlbench-tmp"
+LOCK_NAME = ".dlbench-generate.lock"   # held (flock) by the generation writing the directory; removed at its end
 CHUNK_BYTES = 32 << 20       # staging / shared-file chunk size
 MAX_FILES = 20_000_000       # beyond this the manifest alone would be gigabytes: refuse as absurd
 _pwrite = os.pwrite          # the one write call (tests monkeypatch it to simulate a full disk)
@@ -182,7 +183,7 @@ def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Mani
             _remove_dataset(data_dir, old)
             old = None
     else:
-        stray = [p.name for p in data_dir.iterdir() if p.name != TMP_DIR]
+        stray = [p.name for p in data_dir.iterdir() if p.name not in (TMP_DIR, LOCK_NAME)]
         if stray and not force:
             raise DataError(f"--data-dir {data_dir}: not empty and holds no dlbench dataset "
                             f"({len(stray)} entries, e.g. {sorted(stray)[0]}); choose an empty directory "
@@ -244,6 +245,53 @@ def _prepare_shared(workload: Workload, data_dir: Path, m: Manifest) -> None:
         return  # resume: the chunks marked done are kept
     create_hdf5(part, workload, workload.samples)
     done.write_bytes(b"\0" * nch)
+
+
+class GenerateLock:
+    """An exclusive ``flock`` on ``<data-dir>/.dlbench-generate.lock`` for the whole generation (under MPI
+    rank 0 holds it for all ranks), with the holder's pid, host and start time written in it. A second
+    generation of the same directory fails at once, naming the holder, instead of both writing the same
+    files and failing with a misleading "free space" advice. The lock goes away with the process that held
+    it (a killed generation does not block the next one)."""
+
+    def __init__(self, data_dir: Path):
+        import fcntl
+        import socket
+
+        self.path = Path(data_dir) / LOCK_NAME
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                try:
+                    holder = os.read(fd, 300).decode(errors="replace").strip() or "another process"
+                finally:
+                    os.close(fd)
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise DataError(f"--data-dir {data_dir}: another `dlbench generate` is writing this dataset "
+                                    f"({holder}; lock {self.path}); wait for it to finish or stop it, then "
+                                    f"re-run") from None
+                raise
+            try:  # the holder before us may have removed the file it locked: lock the one at the path
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        self.fd = fd
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, since {stamp}\n".encode(), 0)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            try:
+                self.path.unlink(missing_ok=True)   # while still held: nobody can lock a file being removed
+            finally:
+                os.close(self.fd)
+                self.fd = None
 
 
 # ---- every rank: writing ------------------------------------------------------------------------------
@@ -516,8 +564,6 @@ def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: 
              fsync: bool = False, progress: bool | None = None) -> GenerateResult:
     """Generate ``workload``'s dataset in ``data_dir`` (see the module docstring). Every rank of ``comm``
     calls it; returns the same totals on every rank."""
-    import threading
-
     from ..comm import SerialComm
 
     comm = comm or SerialComm()
@@ -526,19 +572,35 @@ def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: 
         raise ConfigError(f"--seed={seed}: must be an integer from 0 to 2**63-1")
     t0 = time.perf_counter()
     prep = None
+    lock = None
     if comm.rank == 0:
         try:
+            _check_dir(data_dir)
+            lock = GenerateLock(data_dir)
             m = _prepare(workload, data_dir, seed, force)
             prep = ("ok", m.to_json(), m.complete)
         except DlbenchError as e:
             prep = ("error", type(e).__name__, str(e))
         except OSError as e:
             prep = ("error", "DataError", f"--data-dir {data_dir}: {e.strerror or e}")
-    prep = comm.bcast(prep)
-    if prep[0] == "error":
-        cls = {"ConfigError": ConfigError, "CapacityError": CapacityError}.get(prep[1], DataError)
-        raise cls(prep[2])
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+    try:
+        prep = comm.bcast(prep)
+        if prep[0] == "error":
+            cls = {"ConfigError": ConfigError, "CapacityError": CapacityError}.get(prep[1], DataError)
+            raise cls(prep[2])
+        return _generate(workload, data_dir, seed, comm, fsync, progress, prep, t0)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _generate(workload: Workload, data_dir: Path, seed: int, comm, fsync: bool, progress, prep, t0: float):
     import json
+    import threading
 
     m = Manifest.from_dict(json.loads(prep[1]))
     if comm.rank == 0 and progress is None:
@@ -563,6 +625,20 @@ def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: 
     except DlbenchError as e:
         prog.state = 2
         err = f"rank {comm.rank}: {e}"
+    except KeyboardInterrupt as e:   # SIGINT / SIGTERM: this rank's temporary file is already removed
+        prog.state = 2
+        prog.close()
+        sig = getattr(e, "signal_name", "SIGINT")
+        done = prog.files + prog.skipped_files
+        what = (f"rank {comm.rank}: {done} of its {len(mine_of(m, comm))} files" if comm.size > 1
+                else f"{done} of {len(m.paths)} files")
+        msg = (f"interrupted by {sig} while generating {m.describe()} in {data_dir}: {what} complete, no "
+               f"partial file kept (manifest complete: false); re-run the same command to resume")
+        if comm.size > 1:   # the other ranks would wait in the next collective: end the job
+            comm.abort(f"dlbench: {msg}", 143 if sig == "SIGTERM" else 130)
+        from ..errors import Interrupted
+
+        raise Interrupted(msg, exit_code=143 if sig == "SIGTERM" else 130) from None
     except BaseException:
         prog.state = 2
         prog.close()
@@ -587,6 +663,13 @@ def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: 
     return GenerateResult(files_written=int(counts[0]), files_skipped=int(counts[2]),
                           bytes_written=int(counts[1]), seconds=time.perf_counter() - t0, ranks=comm.size,
                           manifest=m)
+
+
+def mine_of(m: Manifest, comm) -> list[int]:
+    """The files a rank writes (file f: rank f % size; the one shared file counts once, on rank 0)."""
+    if len(m.paths) == 1:
+        return [0] if comm.rank == 0 else []
+    return list(range(comm.rank, len(m.paths), comm.size))
 
 
 def _cleanup_failed(data_dir: Path, m: Manifest, workload: Workload) -> None:

@@ -19,7 +19,9 @@ Under MPI, file f is checked by rank ``f % size``; every rank gets the full list
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -83,10 +85,17 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
     for f in range(comm.rank, len(m.paths), comm.size):
         p = d / m.paths[f]
         try:
-            size = p.stat().st_size
+            st = p.stat()
         except FileNotFoundError:
             problems.append(f"{p}: missing")
             continue
+        except OSError as e:
+            problems.append(_stat_problem(p, e))
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            problems.append(_kind_problem(p, st.st_mode))
+            continue
+        size = st.st_size
         if size != m.nbytes[f]:
             problems.append(f"{p}: {size} B, the manifest says {int(m.nbytes[f])} B (truncated or corrupt)")
             continue
@@ -165,6 +174,46 @@ def _workload_from_spec(m: Manifest, like: Workload | None) -> Workload:
     return dataclasses.replace(like, layout=s["layout"], arrays=arrays, samples=int(s["samples"]),
                                samples_per_file=int(s["samples_per_file"]), shared_file=s["shared_file"],
                                classes=int(s["classes"]), jpeg=jpeg)
+
+
+def _stat_problem(p: Path, e: OSError) -> str:
+    if e.errno == errno.ELOOP:
+        return f"{p}: a symbolic link loop (too many levels of symbolic links); replace it with the data file"
+    return f"{p}: cannot be read ({e.strerror or e})"
+
+
+def _kind_problem(p: Path, mode: int) -> str:
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a regular file")
+    return f"{p}: is {kind}, not a regular file; replace it with the data file (`dlbench generate` rewrites it)"
+
+
+def check_regular_files(data_dir: str | Path, m: Manifest, comm=None) -> None:
+    """Before a run opens the dataset: every file of the manifest is a regular file (one ``stat`` per file,
+    once, shared out between the ranks; nothing on the read path). A FIFO made a run hang forever in
+    ``open``, a symbolic link loop gave a traceback: both are one line (DataError, exit 3) naming the file.
+    A missing or short file is left to the readers' own errors."""
+    d = Path(data_dir)
+    rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
+    bad = None
+    for f in range(rank, len(m.paths), size):
+        p = d / m.paths[f]
+        try:
+            mode = os.stat(p).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            bad = _stat_problem(p, e)
+            break
+        if not stat.S_ISREG(mode):
+            bad = _kind_problem(p, mode)
+            break
+    if comm is not None and size > 1:
+        found = [b for b in comm.allgather(bad) if b]
+        bad = found[0] if found else None
+    if bad:
+        raise DataError(f"--data-dir {d}: {bad}; check it with `dlbench verify --data-dir {d}`")
 
 
 def check(data_dir: str | Path, **kw) -> Manifest:

@@ -97,6 +97,11 @@ class Executor:
     def close(self) -> None:
         return None
 
+    def peer_stop(self) -> tuple[str, int] | None:
+        """(signal, rank) of another rank of the node found stopping on a signal (executors with node-local
+        files: their stop markers), or None."""
+        return None
+
 
 class Strategy:
     name: ClassVar[str] = ""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -140,6 +141,7 @@ class LocalCopyExecutor(Executor):
         self._loader = None
         self.stale_removed: list[str] = []
         self.cleanup_note = ""            # what close() did with the local copies (for the run's message)
+        self._barrier_passed = False
 
     # ---- storage -----------------------------------------------------------------------------------
     def store_need_bytes(self) -> int:
@@ -319,21 +321,28 @@ class LocalCopyExecutor(Executor):
             out["shared_tier_throttle"] = self.reader.stats()
         return out
 
+    def peer_stop(self) -> tuple[str, int] | None:
+        """(signal, rank) of another rank of this node that is stopping on a signal, or None (kept once
+        seen: the last rank out removes the markers with the run directory)."""
+        if getattr(self, "_peer_stop", None) is None:
+            self._peer_stop = peer_stop(self.root)
+        return self._peer_stop
+
     def close(self) -> None:
-        """Delete the local copies on every exit path. After a complete run: wait for the node's ranks, delete
-        this rank's copies and the directories that are then empty. After a failure or an interrupt (no
-        barrier: other ranks may be gone): remove this rank's directory (rank-private stores) or the node's
-        (staging), then this rank's owner marker and the run directory if empty; after an interrupt (every
-        rank stops) the whole run directory of this host. A rank killed before it gets
-        here leaves its copies to ``remove_stale_run_dirs`` of the next run. ``cleanup_note`` says what was
-        done."""
+        """Delete the local copies on every exit path (idempotent: safe to call again). After a complete
+        run: wait for the node's ranks, delete this rank's copies and the directories that are then empty.
+        After a failure or an interrupt no rank removes files another live rank of the node may read:
+        ``remove_local_tier`` (per-rank directories and owner markers, the last rank out removes the rest).
+        ``cleanup_note`` says what was done."""
         try:
             if self.root is None:                 # memory tier (freed with the process), or nothing staged yet
                 return
-            done = self.done and self.store is not None
-            if done:
+            done = self.done and self.store is not None and not self.interrupted
+            if done and not self._barrier_passed:
                 self.ctx.comm.barrier()      # nobody on the node still reads a shared copy
+                self._barrier_passed = True
                 self.store.clear()
+            self.peer_stop()
             self.cleanup_note = remove_local_tier(self.ctx, self.root, private=self.private, done=done,
                                                   interrupted=self.interrupted)
         finally:
@@ -361,28 +370,67 @@ def open_local_tier(ctx: RunContext, need_per_node: int, cap: int, *, private: b
                      io_counters=(ctx.io_counters.new("local", threadsafe=True)
                                   if ctx.io_counters is not None else None))
     (root / owner_marker()).touch()
+    comm.barrier()       # every rank's owner marker is in place before any of them can stop (peers to signal)
+    node_ranks = np.nonzero(np.asarray(ctx.node_map) == ctx.node_map[ctx.rank])[0]
+    if ctx.rank == int(node_ranks[0]):
+        spawn_reaper(root)   # the node's guardian: removes the run directory if every owner dies (SIGKILL)
     return tier, root, stale
 
 
+PEER_WAIT_S = 5.0     # how long an interrupted rank waits for its node's other ranks to release their copies
+REAPER_POLL_S = 0.25  # how often the node's guardian looks at the owners of its run directory
+
+
 def remove_local_tier(ctx: RunContext, root: Path, *, private: bool, done: bool, interrupted: bool) -> str:
-    """Clean-up of ``open_local_tier``'s directories on every exit path, coordinated per node so that no rank
-    removes files another live rank still reads (issue 15: a SIGTERM to one rank used to delete the other
-    rank's copies under it): this rank's own directory (``private``), then, under the run directory's lock,
-    its owner marker; the last live owner out removes the whole run directory (a node's shared copies, the
-    directories of ranks that were killed). A rank killed before it gets here leaves its marker to a dead
-    pid, which counts as gone. Idempotent: a second call (a second Ctrl-C) finds nothing left to do.
-    Returns what was done, for the run's message."""
+    """Clean-up of ``open_local_tier``'s directories on every exit path (idempotent). No rank removes files
+    that another live rank of its node may still read: the directories of a run are owned per rank
+    (``node<k>/rank<r>``, and the owner marker ``.owner-<host>-<pid>``), the node's shared directory
+    (staging) and the run directory are removed by the last owner out.
+
+    - Complete run (``done``; the caller has passed a barrier and cleared the tier): the rank's directory
+      (``private``), its marker, the directories left empty.
+    - Interrupt: the rank writes its stop marker (``.stop-<host>-<pid>``: signal and rank), forwards SIGTERM
+      to the node's other live owners (a SIGTERM sent to one rank stops the node's ranks the same way, each
+      removing its own copies and reporting "interrupted"), removes its own directory (``private``) and its
+      marker, and waits up to ``PEER_WAIT_S`` for the others to do the same; the last one out removes the
+      run directory.
+    - Failure: the same without the signal and the wait (the rank's error ends the job).
+
+    A peer that cannot clean up (killed by MPI_Abort or by a launcher's SIGKILL after a second Ctrl-C, or
+    blocked in a collective) leaves its marker: the node's guardian (``spawn_reaper``, started by the node's
+    first rank when the tier opens) removes the run directory once every owner on this host has ended (and
+    the next run's ``remove_stale_run_dirs`` catches anything left). Returns what was done, for the run's
+    message."""
     node_dir = root / f"node{int(ctx.node_map[ctx.rank])}"
-    mine = node_dir / f"rank{ctx.rank}" if private else node_dir
-    if private:
-        shutil.rmtree(mine, ignore_errors=True)
-    last = release_run_dir(root, node_dir)
-    if last:
+    mine = node_dir / f"rank{ctx.rank}" if private else None
+    if done:
+        if mine is not None:
+            shutil.rmtree(mine, ignore_errors=True)
+        release_run_dir(root, node_dir)
         return f"local copies under {root} removed"
-    if private:
-        return (f"could not remove the local copies in {mine}" if mine.exists()
-                else f"local copies in {mine} removed (the node's other ranks still hold theirs)")
-    return f"local copies in {node_dir} left to the node's last rank out (others still read them)"
+    if interrupted:
+        from ..stop import pending
+
+        _write_stop_marker(root, pending() or "SIGINT", ctx.rank)
+        for pid in live_peers(root, stopping=False):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+    if mine is not None:
+        shutil.rmtree(mine, ignore_errors=True)
+    (root / owner_marker()).unlink(missing_ok=True)
+    if interrupted:
+        t_end = time.monotonic() + PEER_WAIT_S
+        while live_peers(root) and time.monotonic() < t_end:
+            time.sleep(0.05)
+    left = live_peers(root)
+    if not left:
+        shutil.rmtree(root, ignore_errors=True)
+        return (f"could not remove the local copies in {root}" if root.exists()
+                else f"local copies under {root} removed")
+    return (f"this rank's local copies removed; {root} goes when the node's other "
+            f"{'rank ends' if len(left) == 1 else f'{len(left)} ranks end'}")
 
 
 def release_run_dir(root: Path, node_dir: Path) -> bool:
@@ -433,6 +481,99 @@ def owner_marker() -> str:
     import socket
 
     return f".owner-{socket.gethostname()}-{os.getpid()}"
+
+
+def _write_stop_marker(root: Path, sig: str, rank: int) -> None:
+    import socket
+
+    try:
+        (root / f".stop-{socket.gethostname()}-{os.getpid()}").write_text(f"{sig} {int(rank)}\n")
+    except OSError:
+        pass
+
+
+def peer_stop(root: Path | None) -> tuple[str, int] | None:
+    """(signal, rank) of the first other rank of this host that wrote a stop marker in ``root`` (it is
+    being interrupted), or None. A read error of a local copy while a peer stops is that interrupt, not a
+    data failure."""
+    import socket
+
+    if root is None:
+        return None
+    me = f".stop-{socket.gethostname()}-{os.getpid()}"
+    try:
+        marks = sorted((m for m in Path(root).glob(".stop-*") if m.name != me), key=lambda m: m.stat().st_mtime)
+    except OSError:
+        return None
+    for m in marks:
+        try:
+            sig, rank = m.read_text().split()
+            return sig, int(rank)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def live_peers(root: Path, *, stopping: bool = True) -> list[int]:
+    """Pids of the other live owners of ``root`` on this host (their ``.owner-<host>-<pid>`` markers);
+    ``stopping=False``: only those not already stopping (no ``.stop-`` marker)."""
+    import socket
+
+    host, me, out = socket.gethostname(), os.getpid(), []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return out
+    for n in names:
+        if not n.startswith(".owner-"):
+            continue
+        h, _, pid = n[len(".owner-"):].rpartition("-")
+        if h == host and pid.isdigit() and int(pid) != me and _pid_alive(int(pid)) and (
+                stopping or f".stop-{h}-{pid}" not in names):
+            out.append(int(pid))
+    return out
+
+
+_REAPER = """
+import os, shutil, socket, sys, time
+root, poll = sys.argv[1], float(sys.argv[2])
+host = socket.gethostname()
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+while True:
+    try:
+        names = os.listdir(root)
+    except OSError:
+        sys.exit(0)
+    owners = [n[len(".owner-"):].rpartition("-") for n in names if n.startswith(".owner-")]
+    if not any(h == host and p.isdigit() and alive(int(p)) for h, _, p in owners):
+        if all(h == host for h, _, p in owners):
+            shutil.rmtree(root, ignore_errors=True)
+        sys.exit(0)
+    time.sleep(poll)
+"""
+
+
+def spawn_reaper(root: Path) -> None:
+    """The node's guardian of a run directory: a small detached process (own session, so neither MPI_Abort
+    nor a launcher's kill of the job reaches it) that exits as soon as ``root`` is gone (the ranks removed
+    it: the normal end) and removes ``root`` once every owner on this host has ended without doing so
+    (SIGKILL, MPI_Abort, a launcher's force-abort on a second Ctrl-C). It looks every ``REAPER_POLL_S``."""
+    import subprocess
+    import sys
+
+    try:
+        subprocess.Popen([sys.executable, "-S", "-c", _REAPER, str(root), str(REAPER_POLL_S)],
+                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, close_fds=True)
+    except OSError:
+        pass  # the next run's remove_stale_run_dirs removes it
 
 
 def _pid_alive(pid: int) -> bool:

@@ -29,7 +29,7 @@ from ..plan import LOCAL, MEMORY, NO_TIER, SHARED, Plan
 from ..storage import MemoryTier, aligned_rows
 from ..timeline import PHASE_ID, Timeline
 from .base import Batch, Executor, RunContext
-from .localcopy import open_local_tier, remove_local_tier
+from .localcopy import open_local_tier, peer_stop, remove_local_tier
 from .stages import EpochView, Filler, Loader, PeerPush, Ring, SampleStore, Stores
 
 
@@ -299,10 +299,17 @@ class PlannedExecutor(Executor):
             out["shared_tier_throttle"] = reader.stats()
         return out
 
+    def peer_stop(self) -> tuple[str, int] | None:
+        """(signal, rank) of another rank of this node that is stopping on a signal, or None (kept once
+        seen: the last rank out removes the markers with the run directory)."""
+        if getattr(self, "_peer_stop", None) is None:
+            self._peer_stop = peer_stop(self.root)
+        return self._peer_stop
+
     def close(self) -> None:
-        """Stop the loader threads and delete this rank's cache on every exit path: its own directory under
-        the run's (other ranks of the node may still be running), its owner marker, then the node and run
-        directories if they are empty."""
+        """Stop the loader threads and delete this rank's cache on every exit path (idempotent): its own
+        directory under the run's (other ranks of the node may still be running), its owner marker, then
+        what is left if it is the node's last rank out (``remove_local_tier``)."""
         try:
             if self.filler is not None:
                 self.filler.close()
@@ -316,8 +323,10 @@ class PlannedExecutor(Executor):
                 self.stores.clear()
             finally:
                 if self.root is not None:
-                    remove_local_tier(self.ctx, self.root, private=True, done=self.done,
-                                      interrupted=self.interrupted)
+                    self.peer_stop()
+                    self.cleanup_note = remove_local_tier(self.ctx, self.root, private=True,
+                                                          done=self.done and not self.interrupted,
+                                                          interrupted=self.interrupted)
 
 
 __all__ = ["PlannedExecutor", "peak_holdings"]

@@ -184,6 +184,15 @@ class DataLoaderExecutor(Executor):
         READ, DECODE = PHASE_ID["read"], PHASE_ID["decode"]
         jpeg = self.ctx.workload.layout == "jpeg_folders"
         io, counters = self.worker_io, self.ctx.io_counters
+        try:
+            yield from self._epoch(e, READ, DECODE, jpeg, io, counters)
+        except Exception as exc:
+            root = worker_root_error(exc)
+            if root is exc:
+                raise
+            raise root from None
+
+    def _epoch(self, e, READ, DECODE, jpeg, io, counters) -> Iterator[Batch]:
         for s, (rows, ids, times, w, wio, snap) in enumerate(self.loader):
             if wio is not None:
                 io[wio[0]] = wio[1:]
@@ -210,6 +219,26 @@ class DataLoaderExecutor(Executor):
         it = getattr(self.loader, "_iterator", None)
         if it is not None and hasattr(it, "_shutdown_workers"):
             it._shutdown_workers()
+
+
+def worker_root_error(exc: BaseException) -> BaseException:
+    """The error a DataLoader worker raised, without the worker's traceback: torch re-raises it in the
+    trainer as the same type with the message "Caught X in DataLoader worker process N. Original Traceback
+    (most recent call last): ..." (~1,200 characters). Returns the same type with the root message (the
+    traceback's last line after ``module.Type: ``), or ``exc`` itself when it did not come from a worker."""
+    msg = str(exc)
+    if "Original Traceback" not in msg or "in DataLoader worker process" not in msg:
+        return exc
+    t = type(exc)
+    names = [f"{t.__module__}.{t.__qualname__}: ", f"{t.__qualname__}: "]
+    root = next((msg.rpartition(n)[2] for n in names if n in msg), msg.strip().splitlines()[-1])
+    root = " ".join(root.split())
+    try:
+        return t(root)
+    except Exception:  # noqa: BLE001 - a type that cannot be built from one message
+        from ..errors import RunError
+
+        return RunError(f"{t.__name__} in a DataLoader worker: {root}")
 
 
 @register
