@@ -72,7 +72,10 @@ def _run(cmd, env, **kw):
 
 
 def test_scaling_study_under_real_slurm(slurm_cluster, tmp_path):
-    env = {**slurm_cluster, "PYTHONPATH": str(REPO), "DLBENCH_PFS_STATE": str(tmp_path / "pfs-state"),
+    import dlbench
+
+    # the jobs run the dlbench this test imports (a checkout on PYTHONPATH or the installed package)
+    env = {**slurm_cluster, "PYTHONPATH": str(Path(dlbench.__file__).resolve().parents[1]), "DLBENCH_PFS_STATE": str(tmp_path / "pfs-state"),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{slurm_cluster['PATH']}"}
     (tmp_path / "pfs-state").mkdir()
     study = tmp_path / "study.yaml"
