@@ -386,7 +386,7 @@ def differences(runs: list[dict]) -> list[str]:
 def render(prov: dict | None) -> str:
     """A short provenance block for ``dlbench report``."""
     if not prov:
-        return "provenance: not recorded (run.json written before dlbench recorded it)"
+        return "provenance: not recorded (an imported record, or a run.json older than provenance)"
     src = prov.get("dlbench") or {}
     code = (f"git {str(src.get('git_commit'))[:12]}{' (dirty)' if src.get('git_dirty') else ''}"
             if src.get("git_commit") else f"files sha256 {str(src.get('files_sha256'))[:12]}")

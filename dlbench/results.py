@@ -424,7 +424,9 @@ def write_run(run_dir, *, config, summary, per_epoch=None, intervals=None, error
     try:
         from .provenance import collect
 
-        doc["provenance"] = collect(config if isinstance(config, dict) else None)
+        # an imported record ran elsewhere: this machine's facts would be false for it
+        doc["provenance"] = None if (extra or {}).get("imported") else collect(
+            config if isinstance(config, dict) else None)
     except Exception as exc:  # noqa: BLE001 - a broken probe must not hide the run's record
         write_errors["provenance"] = f"{type(exc).__name__}: {exc}"
         doc["write_errors"] = write_errors

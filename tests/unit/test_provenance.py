@@ -152,3 +152,14 @@ def test_report_block():
     text = pv.render(_run("r1")["provenance"])
     assert text.startswith("provenance:") and "git aaaaaaaaaaaa" in text and "slurm job r1" in text
     assert "not recorded" in pv.render(None)
+
+
+def test_write_run_records_provenance_except_for_imported_records(tmp_path):
+    from dlbench import results
+
+    cfg = {"data_dir": str(tmp_path), "workload_spec": {"name": "w"}}
+    doc = json.loads(results.write_run(tmp_path / "a", config=cfg, summary={}).read_text())
+    assert doc["provenance"]["workload_sha256"] == pv.spec_sha256({"name": "w"})
+    doc = json.loads(results.write_run(tmp_path / "b", config=cfg, summary={},
+                                       extra={"imported": {"kind": "darshan"}}).read_text())
+    assert doc["provenance"] is None  # ran elsewhere: this machine's facts would be false
