@@ -81,8 +81,9 @@ def allocation(env=None) -> dict:
                  "source": None, "error": None}
     if env.get("SLURM_JOB_ID"):
         out.update(name="slurm", job_id=env["SLURM_JOB_ID"])
-        # inside an srun step the step's own layout is the one this process belongs to
-        step = env.get("SLURM_STEP_ID", "").strip().isdigit() and env.get("SLURM_STEP_TASKS_PER_NODE")
+        # a process srun started belongs to its step's layout; mpiexec (Hydra) inside an allocation starts its
+        # proxies with an srun step of one task per node, so its ranks follow the job's layout
+        step = launcher(env) == "srun" and env.get("SLURM_STEP_TASKS_PER_NODE")
         tpn_var = "SLURM_STEP_TASKS_PER_NODE" if step else "SLURM_TASKS_PER_NODE"
         nl_var = "SLURM_STEP_NODELIST" if step and env.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"
         out["source"] = [v for v in ("SLURM_JOB_ID", nl_var, tpn_var, "SLURM_NTASKS") if env.get(v)]

@@ -163,3 +163,12 @@ def test_write_run_records_provenance_except_for_imported_records(tmp_path):
     doc = json.loads(results.write_run(tmp_path / "b", config=cfg, summary={},
                                        extra={"imported": {"kind": "darshan"}}).read_text())
     assert doc["provenance"] is None  # ran elsewhere: this machine's facts would be false
+
+
+def test_mpiexec_inside_allocation_uses_job_layout():
+    # Hydra's proxies run in an srun step of one task per node; the ranks follow the job's layout
+    env = {"SLURM_JOB_ID": "8", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "2(x2)", "SLURM_NTASKS": "4",
+           "SLURM_STEP_ID": "0", "SLURM_STEP_TASKS_PER_NODE": "1(x2)", "SLURM_STEP_NUM_TASKS": "2",
+           "PMI_SIZE": "4", "MPI_LOCALNRANKS": "2"}
+    assert pv.launcher(env) == "mpiexec"
+    assert pv.ranks_per_node_from_allocation(4, env) == (2, "SLURM_TASKS_PER_NODE")
