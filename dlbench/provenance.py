@@ -240,7 +240,7 @@ def libraries() -> dict:
     mpi = sys.modules.get("mpi4py.MPI")  # importing it would initialise MPI in a serial run
     if mpi is not None:
         try:
-            out["mpi_library"] = mpi.Get_library_version().strip().splitlines()[0].strip()
+            out["mpi_library"] = " ".join(mpi.Get_library_version().strip().splitlines()[0].split())
         except Exception:  # noqa: BLE001
             pass
     out.update(_torch_build())
