@@ -27,11 +27,33 @@ kill_pidfile() {  # kill the process whose id the file holds (if alive), wait fo
     fi
 }
 
+cluster_pids() {  # processes of this cluster's jobs: slurmstepd and its tasks carry SLURM_CONF=$CONF
+    local e
+    for e in /proc/[0-9]*/environ; do
+        { tr '\0' '\n' < "$e"; } 2>/dev/null | grep -qxF "SLURM_CONF=$CONF" && { e=${e#/proc/}; echo "${e%/environ}"; }
+    done
+    return 0
+}
+
 stop() {
     [ -d "$DIR" ] || { echo "slurm-local: not running ($DIR absent)"; return 0; }
+    if [ -s "$DIR"/slurmctld.pid ] && kill -0 "$(cat "$DIR"/slurmctld.pid)" 2>/dev/null; then
+        # cancel what is still queued or running, give it a moment to end
+        local ids
+        ids=$(SLURM_CONF=$CONF squeue -h -o %i 2>/dev/null || true)
+        if [ -n "$ids" ]; then
+            # shellcheck disable=SC2086
+            SLURM_CONF=$CONF scancel $ids 2>/dev/null || true
+            for _ in $(seq 30); do [ -z "$(SLURM_CONF=$CONF squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.5; done
+        fi
+    fi
     for f in "$DIR"/slurmd-n1.pid "$DIR"/slurmd-n2.pid "$DIR"/slurmctld.pid "$DIR"/munged.pid; do
         kill_pidfile "$f"
     done
+    local left
+    left=$(cluster_pids | grep -vx "$$" || true)
+    # shellcheck disable=SC2086
+    [ -z "$left" ] || kill -9 $left 2>/dev/null || true
     rm -rf "$DIR"
     echo "slurm-local: stopped, $DIR removed"
 }
@@ -42,6 +64,12 @@ start() {
     done
     [ "$(id -u)" = 0 ] || die "needs root (slurmd, the munge key); running as uid $(id -u)"
     [ -e "$DIR" ] && die "$DIR exists: a cluster is running or was not stopped; run: $0 stop"
+    local p
+    for p in "$PORT" $((PORT + 1)) $((PORT + 2)); do  # another Slurm there would answer our clients
+        if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            die "port $p is in use (another Slurm?); choose others with DLBENCH_SLURM_PORT=N (N, N+1, N+2)"
+        fi
+    done
     mkdir -p "$DIR"/state "$DIR"/spool "$DIR"/log
     # munge: a 1 KiB key owned by munge (mode 400) and munged as the munge user, unless one already answers
     if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
