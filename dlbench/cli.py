@@ -475,6 +475,7 @@ def _sigterm_as_interrupt():
 def report_cmd(run_dir, explain):
     """Re-render a run's summary from its results folder (--explain: the glossary of its numbers)."""
     from . import report, results
+    from .provenance import render
 
     if explain:
         from .metrics import GLOSSARY
@@ -486,7 +487,9 @@ def report_cmd(run_dir, explain):
         click.echo("")
     if run_dir is None:
         raise click.UsageError("give a RUN_DIR (a folder `dlbench run` or `simulate` wrote), or --explain")
-    click.echo(report.render_summary(results.read_run(run_dir)))
+    doc = results.read_run(run_dir)
+    click.echo(report.render_summary(doc))
+    click.echo(render(doc.get("provenance")))
 
 
 @main.command("compare")
@@ -498,7 +501,19 @@ def compare_cmd(run_dirs, fmt):
     from . import report
     from .plots import find_run_dirs
 
-    click.echo(report.compare([str(d) for d in find_run_dirs(run_dirs, dedup=False)], fmt=fmt))
+    dirs = [str(d) for d in find_run_dirs(run_dirs, dedup=False)]
+    click.echo(report.compare(dirs, fmt=fmt))
+    from .provenance import differences
+    from .results import read_run
+
+    docs = []
+    for d in dirs:
+        try:
+            docs.append(read_run(d))
+        except DlbenchError:
+            pass  # compare has already shown the unreadable run in its table
+    for line in differences(docs):
+        click.echo(line, err=True)
 
 
 @main.command("plot")

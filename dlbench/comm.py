@@ -79,6 +79,7 @@ class Comm:
     rank: int = 0
     size: int = 1
     ranks_per_node: int = 1
+    layout_source: str | None = None  # where the node layout came from (flag, allocation, shm split)
 
     # ---- layout ----------------------------------------------------------------------------
     def node_of(self, rank: int) -> int:
@@ -320,8 +321,15 @@ def get_comm(ranks_per_node: int | None = None) -> Comm:
         raise ConfigError(f"--ranks-per-node={ranks_per_node}: must be >= 1 (ranks per emulated node), or "
                           f"leave it out to use MPI's shared-memory split")
     if under_mpi_launcher():
+        source = "--ranks-per-node"
+        if ranks_per_node is None:  # the scheduler's allocation (two slurmd on one host: not the shm split)
+            from .provenance import ranks_per_node_from_allocation
+
+            said = launcher_world_size()
+            ranks_per_node, source = ranks_per_node_from_allocation(said[1] if said else None)
         try:
             comm: Comm = MPIComm(ranks_per_node=ranks_per_node)
+            comm.layout_source = source
         except ImportError:
             raise ConfigError("running under an MPI launcher but mpi4py is not installed; "
                               "pip install 'dlbench[mpi]' (or mpi4py built against your MPI)") from None

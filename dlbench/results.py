@@ -485,6 +485,15 @@ def write_run(run_dir, *, config, summary, per_epoch=None, intervals=None, error
     }
     if skipped:
         doc["skipped_files"] = skipped
+    try:
+        from .provenance import collect
+
+        # an imported record ran elsewhere: this machine's facts would be false for it
+        doc["provenance"] = None if (extra or {}).get("imported") else collect(
+            config if isinstance(config, dict) else None)
+    except Exception as exc:  # noqa: BLE001 - a broken probe must not hide the run's record
+        write_errors["provenance"] = f"{type(exc).__name__}: {exc}"
+        doc["write_errors"] = write_errors
     if extra:
         for k, v in dict(extra).items():
             doc.setdefault(k, v)

@@ -14,6 +14,7 @@ under MPI aborts the whole job with its message, so no rank hangs in a collectiv
 from __future__ import annotations
 
 import os
+import socket
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -661,7 +662,8 @@ def run(cfg: RunConfig, comm, progress=None) -> dict:
     config_echo = {**to_dict(cfg), "data_dir": str(data_dir), "local_batch": loop.local_batch,
                    "options": to_dict(loop.options), "ranks": comm.size, "nodes": comm.nodes,
                    "workload_spec": manifest.spec, "shared_tier": loop.system.describe_shared_tier(),
-                   "local_dir": str(loop.ctx.local_dir)}
+                   "local_dir": str(loop.ctx.local_dir), "hosts": comm.allgather(socket.gethostname()),
+                   "ranks_per_node_source": getattr(comm, "layout_source", None)}
     if cfg.compute == "sleep":
         (config_echo["compute_step_time_s"], config_echo["compute_step_time_source"],
          config_echo["compute_step_time"]) = sleep_step_time(cfg, workload, loop.local_batch)
