@@ -24,9 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from .config import from_mapping, load_yaml, opt, resource_dir
+from .data.registry import get_format
+from .data.registry import names as format_names
 from .errors import ConfigError, unknown_choice
 
-LAYOUTS = ("hdf5_per_sample", "hdf5_shared", "hdf5_blocks", "jpeg_folders")
+LAYOUTS = format_names()  # dlbench.data.registry: one line per layout
 SCALES = ("tiny", "small", "full")
 DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "float16", "float32", "float64")
 ACCELERATORS = ("v100", "a100", "h100")
@@ -134,6 +136,11 @@ class Workload:
     scale: str
     spec_path: str
     measured: tuple = ()
+
+    @property
+    def format(self):
+        """This workload's entry of the format registry (``dlbench.data.registry``)."""
+        return get_format(self.layout)
 
     @property
     def sample_nbytes(self) -> int:

@@ -542,8 +542,7 @@ def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_
     d = Path(data_dir)
     if counters is not None:  # a CounterSet: this reader's counters, Darshan's last_byte_read per file
         counters = counters.new("shared", len(manifest.paths))
-    if workload.layout == "hdf5_per_sample":
-        return PerSampleReader(d, manifest, workload, counters)
-    if workload.layout in ("hdf5_shared", "hdf5_blocks"):
+    cls = workload.format.reader_class()
+    if cls is BlockReader:
         return BlockReader(d, manifest, workload, max_open_files=max_open_files, via=via, counters=counters)
-    return JpegReader(d, manifest, workload, counters)
+    return cls(d, manifest, workload, counters)

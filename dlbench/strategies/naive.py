@@ -71,7 +71,7 @@ class SyncReadExecutor(Executor):
     def __init__(self, ctx: RunContext, plan: Plan, tier: int = SHARED):
         self.ctx, self.plan, self.tier = ctx, plan, tier
         self.reader = ctx.reader_factory()
-        self.jpeg = ctx.workload.layout == "jpeg_folders"
+        self.jpeg = ctx.workload.format.decodes
         b = plan.local_batch
         if self.jpeg:
             self.raw = aligned_rows(1, self.reader.max_row_nbytes)[0]

@@ -83,7 +83,7 @@ class PlannedExecutor(Executor):
                  window: int = 1, capacity_flag: str = "--cache-capacity", fill_thread: bool = True):
         self.ctx, self.plan = ctx, plan
         self.threads, self.window = int(threads), max(0, int(window))
-        self.jpeg = ctx.workload.layout == "jpeg_folders"
+        self.jpeg = ctx.workload.format.decodes
         probe = ctx.reader_factory()
         self.max_row = int(probe.max_row_nbytes)
         probe.close()
