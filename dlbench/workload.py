@@ -157,9 +157,10 @@ class Workload:
 
     @property
     def files(self) -> int:
-        if self.layout == "hdf5_shared":
+        per_file = self.format.samples_per_file
+        if per_file == "all":
             return 1
-        if self.layout == "hdf5_blocks":
+        if per_file == "block":
             return math.ceil(self.samples / self.samples_per_file)
         return self.samples
 
