@@ -506,7 +506,7 @@ class _Verifier:
         self.workload, self.seed, self.ctx = workload, seed, ctx
         self.expected_row = expected_row
         self.count = 0
-        self.jpeg = workload.layout == "jpeg_folders"
+        self.jpeg = workload.format.decodes
         if self.jpeg:
             self.reader = ctx.reader_factory()
             self.tmp = np.empty(workload.decoded_nbytes, dtype=np.uint8)

@@ -24,9 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from .config import from_mapping, load_yaml, opt, resource_dir
+from .data.registry import get_format
+from .data.registry import names as format_names
 from .errors import ConfigError, unknown_choice
 
-LAYOUTS = ("hdf5_per_sample", "hdf5_shared", "hdf5_blocks", "jpeg_folders")
+LAYOUTS = format_names()  # dlbench.data.registry: one line per layout
 SCALES = ("tiny", "small", "full")
 DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "float16", "float32", "float64")
 ACCELERATORS = ("v100", "a100", "h100")
@@ -141,6 +143,11 @@ class Workload:
     au_threshold_source: str = ""
 
     @property
+    def format(self):
+        """This workload's entry of the format registry (``dlbench.data.registry``)."""
+        return get_format(self.layout)
+
+    @property
     def sample_nbytes(self) -> int:
         """Bytes of one sample as stored (HDF5 arrays) or the mean file size (JPEG)."""
         if self.layout == "jpeg_folders":
@@ -155,9 +162,10 @@ class Workload:
 
     @property
     def files(self) -> int:
-        if self.layout == "hdf5_shared":
+        per_file = self.format.samples_per_file
+        if per_file == "all":
             return 1
-        if self.layout == "hdf5_blocks":
+        if per_file == "block":
             return math.ceil(self.samples / self.samples_per_file)
         return self.samples
 

@@ -617,9 +617,10 @@ def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_
             from ..errors import ConfigError
 
             raise ConfigError(why or "--cache direct: via='hdf5' reads through libhdf5, which cannot use O_DIRECT")
-    if workload.layout == "hdf5_per_sample":
-        return PerSampleReader(d, manifest, workload, counters)
-    if workload.layout in ("hdf5_shared", "hdf5_blocks"):
+    cls = workload.format.reader_class()
+    if cls is BlockReader:
         return BlockReader(d, manifest, workload, max_open_files=max_open_files, via=via, counters=counters,
                            direct=direct)
-    return JpegReader(d, manifest, workload, counters, direct=direct)
+    if cls is PerSampleReader:
+        return PerSampleReader(d, manifest, workload, counters)
+    return cls(d, manifest, workload, counters, direct=direct)

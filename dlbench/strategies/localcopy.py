@@ -125,7 +125,7 @@ class LocalCopyExecutor(Executor):
         self.sizes = np.broadcast_to(np.asarray(ctx.sample_nbytes, dtype=np.int64), (plan.n_samples,))
         self.reader = ctx.reader_factory()
         self.max_row = int(self.reader.max_row_nbytes)
-        self.jpeg = ctx.workload.layout == "jpeg_folders"
+        self.jpeg = ctx.workload.format.decodes
         b = plan.local_batch
         if self.jpeg:
             self.raw = aligned_rows(1, self.max_row)[0]

@@ -83,7 +83,7 @@ class PlannedExecutor(Executor):
                  window: int = 1, capacity_flag: str = "--cache-capacity", fill_thread: bool = True):
         self.ctx, self.plan = ctx, plan
         self.threads, self.window = int(threads), max(0, int(window))
-        self.jpeg = ctx.workload.layout == "jpeg_folders"
+        self.jpeg = ctx.workload.format.decodes
         self._reader = ctx.reader_factory()     # the loader's first reader (opened once: the counters see opens)
         self.max_row = int(self._reader.max_row_nbytes)
         self.row_nbytes = ctx.workload.decoded_nbytes if self.jpeg else self.max_row

@@ -144,7 +144,7 @@ class DataLoaderExecutor(Executor):
             raise ConfigError("strategy prefetch needs torch: pip install torch") from None
         self.ctx, self.plan, self.options = ctx, plan, options
         wl = ctx.workload
-        jpeg = wl.layout == "jpeg_folders"
+        jpeg = wl.format.decodes
         probe = ctx.reader_factory()
         max_raw = probe.max_row_nbytes
         probe.close()
@@ -182,7 +182,7 @@ class DataLoaderExecutor(Executor):
     def epoch(self, e: int) -> Iterator[Batch]:
         self.sampler.set_epoch(e)
         READ, DECODE = PHASE_ID["read"], PHASE_ID["decode"]
-        jpeg = self.ctx.workload.layout == "jpeg_folders"
+        jpeg = self.ctx.workload.format.decodes
         io, counters = self.worker_io, self.ctx.io_counters
         try:
             yield from self._epoch(e, READ, DECODE, jpeg, io, counters)

@@ -1,0 +1,37 @@
+"""The format registry: every layout a workload may name is registered, a miss lists the valid names."""
+import pytest
+
+from dlbench.data import registry
+from dlbench.errors import ConfigError
+from dlbench.workload import LAYOUTS
+
+
+def test_layouts_come_from_the_registry():
+    assert LAYOUTS == registry.names()
+    assert set(LAYOUTS) == {"hdf5_per_sample", "hdf5_shared", "hdf5_blocks", "jpeg_folders"}
+
+
+def test_unknown_format_lists_valid_names():
+    with pytest.raises(ConfigError) as e:
+        registry.get_format("hdf5_block")
+    msg = str(e.value)
+    assert "unknown layout 'hdf5_block'" in msg and "jpeg_folders" in msg and "did you mean 'hdf5_blocks'" in msg
+
+
+def test_capabilities():
+    assert registry.get_format("jpeg_folders").decodes
+    assert not any(registry.get_format(n).decodes for n in LAYOUTS if n != "jpeg_folders")
+    assert registry.get_format("hdf5_shared").reads_by_offset
+    assert registry.get_format("hdf5_per_sample").samples_per_file == "one"
+
+
+def test_reader_classes_resolve():
+    from dlbench.data import formats
+    assert registry.get_format("hdf5_blocks").reader_class() is formats.BlockReader
+    assert registry.get_format("jpeg_folders").reader_class() is formats.JpegReader
+    assert registry.get_format("hdf5_per_sample").reader_class() is formats.PerSampleReader
+
+
+def test_register_twice_refused():
+    with pytest.raises(ValueError):
+        registry.register(registry.get_format("jpeg_folders"))
