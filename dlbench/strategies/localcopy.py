@@ -568,10 +568,13 @@ def spawn_reaper(root: Path) -> None:
     import subprocess
     import sys
 
+    # not the benchmark's I/O: no preloaded tracer (LD_PRELOAD, dftracer's settings) follows it, or the trace
+    # would hold a process that outlives the run (and may be cut short mid-record)
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("DFTRACER_")}
     try:
         subprocess.Popen([sys.executable, "-S", "-c", _REAPER, str(root), str(REAPER_POLL_S)],
                          start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, close_fds=True)
+                         stderr=subprocess.DEVNULL, close_fds=True, env=env)
     except OSError:
         pass  # the next run's remove_stale_run_dirs removes it
 
