@@ -968,6 +968,14 @@ def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, th
 
     wl = load(workload_name, scale=scale)
     check_profile_path(out)  # before the measurement, not after it
+    if batch_size is not None:   # one synthetic batch must fit in memory (before torch starts)
+        from .host import meminfo
+
+        need, avail = batch_size * max(wl.sample_nbytes, wl.decoded_nbytes), meminfo("MemAvailable")
+        if avail and need > avail // 2:
+            raise ConfigError(f"--batch-size={batch_size}: one batch of {wl.name} at scale {wl.scale} is "
+                              f"{need / 2**30:,.1f} GiB, over half the {avail / 2**30:,.1f} GiB available here; use at "
+                              f"most {max(1, avail // 2 // max(wl.sample_nbytes, wl.decoded_nbytes)):,}")
     try:
         with _sigterm_as_interrupt():
             prof = run_calibrate(wl, batch_size=batch_size, steps=steps, warmup=warmup, device=device, model=model,

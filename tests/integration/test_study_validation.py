@@ -24,3 +24,19 @@ def test_simulated_row_that_cannot_be_costed_is_na_and_the_others_complete(tmp_p
     assert "lbann: N/A (--cache-capacity: too small" in r.output and "1 of 3 rows could not be costed" in r.output
     written = sorted(p.parent.parent.name for p in (tmp_path / "s").rglob("run.json"))
     assert written == ["naive", "prefetch"]
+
+
+def test_calibrate_batch_that_cannot_fit_in_memory_is_one_line(cli, tmp_path):
+    """Second pass: calibrate --batch-size 1099511627776 was a NumPy _ArrayMemoryError traceback."""
+    import pytest
+
+    from dlbench.host import meminfo
+
+    if not meminfo("MemAvailable"):
+        pytest.skip("no /proc/meminfo")
+    r = cli(["calibrate", "-w", "cosmoflow", "--scale", "tiny", "--device", "cpu", "--batch-size", "1099511627776",
+             "-o", tmp_path / "c.yaml"])
+    lines = [ln for ln in r.output.strip().splitlines() if ln.strip()]
+    assert r.exit_code == 2 and len(lines) == 1, r.output
+    assert "--batch-size=1099511627776: one batch of cosmoflow at scale tiny is" in lines[0]
+    assert not (tmp_path / "c.yaml").exists()
