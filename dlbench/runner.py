@@ -60,6 +60,12 @@ class RunConfig:
     cache: str = "keep"                    # --cache keep|drop|direct (dlbench.storage.pagecache)
 
 
+def wl_tfrecord_read(workload) -> str:
+    from .workload import tfrecord_options
+
+    return tfrecord_options(workload).read
+
+
 def default_local_dir() -> Path:
     """``$TMPDIR/dlbench-local`` (each run uses its own ``run-<tag>/node<k>`` under it)."""
     import tempfile
@@ -289,6 +295,11 @@ class Loop:
         if clock is not None:
             self.ctx.clock = clock
         self.plan = self.strategy.plan(self.ctx, self.options)
+        if (workload.layout == "tfrecord" and wl_tfrecord_read(workload) == "tfdata"
+                and self.plan.meta.get("read_pattern") != "tfdata"):
+            raise ConfigError(f"--strategy={cfg.strategy}: the tfrecord read pattern tfdata (tf.data's order) is "
+                              f"planned by the naive and prefetch strategies only; use one of them, or "
+                              f"tfrecord.read: indexed in the workload")
         self.executor = None
         self.started = False
 

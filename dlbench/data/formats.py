@@ -560,7 +560,11 @@ class MemoryReader(SampleReader):
         self.workload, self.seed = workload, int(seed)
         self.n = int(workload.samples if n is None else n)
         self._cache: dict[int, np.ndarray] | None = {} if cache else None
-        if workload.layout == "jpeg_folders":
+        self._hooks = workload.format.hooks()
+        if self._hooks is not None:   # a format module: its stored row size (tfrecord: the Example)
+            self._sizes = np.full(self.n, self._hooks.payload_nbytes(workload), dtype=np.int64)
+            self.decoded_nbytes = workload.decoded_nbytes
+        elif workload.layout == "jpeg_folders":
             self._sizes = jpeg_sizes(workload, seed, np.arange(self.n))
             self.decoded_shape = tuple(workload.jpeg.decoded_shape)  # type: ignore[union-attr]
             self.decoded_nbytes = int(np.prod(self.decoded_shape))
@@ -591,6 +595,9 @@ class MemoryReader(SampleReader):
         return int(row.size)
 
     def decode_into(self, raw: np.ndarray, nbytes: int, out: np.ndarray) -> None:
+        if self._hooks is not None:
+            self._hooks.decode_into(raw, nbytes, out)
+            return
         decode_jpeg_into(raw, nbytes, out, self.decoded_shape)
 
 

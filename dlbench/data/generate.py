@@ -151,6 +151,12 @@ def _remove_dataset(data_dir: Path, old: Manifest | None) -> None:
         for p in old.paths:
             for q in (data_dir / p, data_dir / (p + ".part")):
                 q.unlink(missing_ok=True)
+        from .registry import FORMATS
+
+        fmt = FORMATS.get(old.layout)
+        hooks = fmt.hooks() if fmt is not None else None
+        if hooks is not None:   # a format module's files beside the data (tfrecord: index files)
+            hooks.remove_extra(data_dir, old.paths)
     (data_dir / MANIFEST_NAME).unlink(missing_ok=True)
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
 
@@ -424,8 +430,11 @@ class _Writer:
         final = self.d / rel
         part = self.d / (rel + ".part")
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        hooks = self.w.format.hooks()
         try:
-            if self.w.layout == "jpeg_folders":
+            if hooks is not None:   # a format module writes its own files (registry)
+                n = hooks.write_file(fd, self.w, self.seed, int(self.m.first[f]), int(self.m.count[f]), _write_all)
+            elif self.w.layout == "jpeg_folders":
                 data = content.jpeg_bytes(self.w, self.seed, f, target=int(self.m.nbytes[f]))
                 n = _write_all(fd, np.frombuffer(data, dtype=np.uint8), 0)
             else:
@@ -443,6 +452,12 @@ class _Writer:
             raise
         os.close(fd)
         self.last_sum = file_checksum(part, self.sum_buf)
+        if hooks is not None:   # e.g. the index file, in place before the data file takes its final name
+            try:
+                hooks.write_extra(self.d, rel, int(self.m.count[f]), self.w)
+            except BaseException:
+                part.unlink(missing_ok=True)
+                raise
         os.replace(part, final)
         return n
 
@@ -503,6 +518,7 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
             prog.bytes += int(m.nbytes[0]) - w.samples * w.sample_nbytes
         return
     mine = list(range(comm.rank, len(m.paths), comm.size))
+    hooks = w.format.hooks()
     complete = {}
     sums = _recorded_sums(d, m)
     for f in mine:
@@ -514,8 +530,10 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
         if complete[f]:
             want = sums.get(f)
             complete[f] = want is not None and file_checksum(d / m.paths[f], writer.sum_buf) == want
+        if complete[f] and hooks is not None:
+            complete[f] = hooks.extra_ok(d, m.paths[f], int(m.count[f]), w)
     rec = open(d / TMP_DIR / f"sum-{comm.rank}", "a")
-    if w.layout != "jpeg_folders":
+    if w.layout != "jpeg_folders" and hooks is None:
         writer.filler = _Filler(writer, [ch for f in mine if not complete[f]
                                          for ch in writer.chunks(int(m.first[f]), int(m.count[f]))])
     try:

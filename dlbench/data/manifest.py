@@ -211,6 +211,9 @@ def _sum_list(v, n: int) -> list | None:
 
 def file_name(workload, f: int) -> str:
     """Relative path of file ``f`` (for jpeg_folders and hdf5_per_sample f is the sample index)."""
+    hooks = workload.format.hooks()
+    if hooks is not None:
+        return hooks.file_name(workload, f)
     if workload.layout == "hdf5_per_sample":
         return f"data-{f:08d}.h5"
     if workload.layout == "hdf5_blocks":
@@ -226,6 +229,12 @@ def plan_manifest(workload, seed: int, *, hdf5_file_nbytes=None) -> Manifest:
     ``hdf5_file_nbytes(k)`` gives the size of an HDF5 file holding k samples (from the file template)."""
     from .content import jpeg_sizes
 
+    hooks = workload.format.hooks()
+    if hooks is not None:   # a format module (registry): its files, counts and sizes
+        first, count, nbytes, row = hooks.plan_files(workload)
+        return Manifest(workload=workload.name, spec=spec_of(workload), seed=int(seed), samples=workload.samples,
+                        layout=workload.layout, paths=[file_name(workload, f) for f in range(len(first))],
+                        first=first, count=count, nbytes=nbytes, scale=workload.scale, _row_nbytes=row)
     n = workload.samples
     if workload.layout in ("hdf5_per_sample", "jpeg_folders"):
         first = np.arange(n, dtype=np.int64)

@@ -23,10 +23,16 @@ class Format:
     reads_by_offset: bool
     reader: str  # "module:Class", relative to dlbench.data
     help: str = ""
+    module: str = ""  # the format's own module under dlbench.data (writer, content, checks); "": built-in paths
 
     def reader_class(self):
         mod, cls = self.reader.split(":")
         return getattr(importlib.import_module(f"dlbench.data.{mod}"), cls)
+
+    def hooks(self):
+        """The format's own module (``module``; its functions: ``plan_files``, ``file_name``, ``write_file``,
+        ``fill_row``, ``expected_row``, ``check_file``, ...), or None for the built-in HDF5/JPEG paths."""
+        return importlib.import_module(f"dlbench.data.{self.module}") if self.module else None
 
 
 FORMATS: dict[str, Format] = {}
@@ -61,3 +67,6 @@ register(Format("hdf5_blocks", decodes=False, samples_per_file="block", reads_by
                 reader="formats:BlockReader", help="HDF5 files of samples_per_file samples each"))
 register(Format("jpeg_folders", decodes=True, samples_per_file="one", reads_by_offset=False,
                 reader="formats:JpegReader", help="one JPEG per sample in class folders (ImageNet style)"))
+register(Format("tfrecord", decodes=True, samples_per_file="block", reads_by_offset=True,
+                reader="fmt_tfrecord:open_reader", module="fmt_tfrecord",
+                help="TFRecord files of tf.train.Example records (DLIO's tfrecord), index files beside"))

@@ -82,6 +82,7 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
     sums = m.sum64 if (checksum or content) and m.sum64 is not None else None
     sum_buf = bytearray(SUM_BLOCK) if sums is not None else None
     bad_sum: dict[int, str] = {}
+    hooks = workload.format.hooks()
     for f in range(comm.rank, len(m.paths), comm.size):
         p = d / m.paths[f]
         try:
@@ -99,7 +100,9 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
         if size != m.nbytes[f]:
             problems.append(f"{p}: {size} B, the manifest says {int(m.nbytes[f])} B (truncated or corrupt)")
             continue
-        if m.layout == "jpeg_folders":
+        if hooks is not None:   # a format module's own checks (tfrecord: index, framing, record CRCs)
+            bad = hooks.check_file(p, d, m.paths[f], workload, int(m.count[f]), crc=checksum or content)
+        elif m.layout == "jpeg_folders":
             bad = _check_jpeg(p)
         else:
             bad = _check_hdf5(p, workload, int(m.count[f]))

@@ -166,6 +166,10 @@ def verdict(requested_bytes: int, device_bytes: int, available: bool, reason: st
 
 def direct_support(layout: str) -> tuple[bool, str]:
     """(can ``--cache direct`` read this layout with O_DIRECT, why not)."""
+    if layout == "tfrecord":
+        return False, ("--cache direct: the tfrecord readers read through buffered I/O (as TensorFlow and the "
+                       "PyTorch tfrecord readers do): these reads stay buffered, with the dataset evicted from the "
+                       "page cache before every epoch (as --cache drop)")
     if layout != "hdf5_per_sample":
         return True, ""
     try:
