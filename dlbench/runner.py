@@ -833,6 +833,8 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
         latency = metrics.merge_read_latency([metrics.read_latency_rank(a) for a in per_rank])
     summary["semantics"] = loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict()
     summary["order"] = loop.plan.meta.get("order")
+    if loop.plan.meta.get("read_pattern"):   # tfrecord: indexed (pread per record) or tfdata (tf.data streams)
+        summary["tfrecord_read"] = loop.plan.meta["read_pattern"]
     summary["order_quality"] = order_quality(loop.plan)
     summary["shared_tier"] = loop.system.describe_shared_tier()
     summary["tier_io"] = tier_io

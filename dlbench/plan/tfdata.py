@@ -107,6 +107,12 @@ def tfdata_plan(*, strategy: str, first: np.ndarray, count: np.ndarray, n_sample
     m = {"order": ORDER, "read_pattern": "tfdata", "samples_left_out_per_epoch": sum(per_rank) - world_size * min(per_rank), "streams": int(streams), "shuffle_buffer": int(shuffle_buffer),
          "file_shuffle": bool(file_shuffle),
          "file_sharding": "files per rank" if len(first) >= world_size else "every rank reads every file"}
+    m["semantics"] = {"each_epoch_a_full_permutation": "yes" if m["samples_left_out_per_epoch"] == 0 else
+                      f"no ({m['samples_left_out_per_epoch']} samples left out to give every rank the same steps)",
+                      "global_batch_is_global_shuffles": "no (tf.data: files per rank, shuffle buffer of "
+                                                         f"{int(shuffle_buffer)} records)",
+                      "order_changes": "yes (file shuffle and shuffle buffer redrawn every epoch)"
+                      if file_shuffle or shuffle_buffer > 1 else "no"}
     m.update(meta or {})
     return Plan(strategy=strategy, n_samples=n_samples, world_size=world_size, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, meta=m)
