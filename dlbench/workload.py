@@ -123,7 +123,8 @@ class WorkloadSpec:
                                                 "rules, DLIO metric.au); none: no published threshold", min=0, max=1)
     au_threshold_source: str = opt("", help="where the AU threshold comes from")
     record_size: SizeDistribution | None = opt(None, help="bytes of the data array per sample, drawn per file "
-                                                          "(formats with record sizes: npy, npz); none: fixed")
+                                                          "(formats with record sizes: npy, npz); none: fixed. "
+                                                          "A preset's shape for the data array scales it")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -393,6 +394,16 @@ def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None
     if samples is not None:
         n = samples
     where = f"{spec_path or spec.name}" + (f" presets.{chosen}" if pre is not None else "")
+    record_size = spec.record_size
+    if record_size is not None and pre is not None:   # a preset's data shape scales the size distribution
+        old = next(a for a in spec.arrays if a.role == "data")
+        new = next(a for a in arrays if a.role == "data")
+        if new.shape != old.shape:
+            k = new.nbytes / old.nbytes
+            item = float(np.dtype(new.dtype).itemsize)
+            record_size = dataclasses.replace(
+                record_size, mean_bytes=max(item, record_size.mean_bytes * k), std_bytes=record_size.std_bytes * k,
+                min_bytes=max(1.0, record_size.min_bytes * k), max_bytes=max(item, record_size.max_bytes * k))
     total = 0
     for a in arrays:
         if not a.shape or any(int(d) < 1 for d in a.shape):
@@ -406,7 +417,7 @@ def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None
                     classes=classes, jpeg=spec.jpeg, compute=dict(spec.compute), model=spec.model,
                     scale=chosen if samples is None else f"{chosen}+samples", spec_path=spec_path,
                     measured=tuple(spec.measured), au_threshold=spec.au_threshold,
-                    au_threshold_source=spec.au_threshold_source, record_size=spec.record_size)
+                    au_threshold_source=spec.au_threshold_source, record_size=record_size)
 
 
 def load(name_or_path: str, *, scale: str | None = None, samples: int | None = None) -> Workload:

@@ -19,7 +19,7 @@ Content. Sample i's array a is filled from its own generator ``content.sample_rn
 3 + a)`` with the HDF5 rows' rule (``content._fill_one``: a random block tiled, floats in [0, 1),
 integers in [0, 1024), labels in {0, 1}); a sample's row is the concatenation of its arrays' bytes.
 
-Readers. ``--read-via auto`` / ``load`` (default, what a PyTorch ``Dataset`` does): ``np.load`` per sample
+Readers. ``--read-via auto`` / ``library`` (default, what a PyTorch ``Dataset`` does): ``np.load`` per sample
 (one sample per file: the whole file; several: ``np.load(mmap_mode="r")`` and a copy of the row).
 ``--read-via pread``: the header is parsed once per opened file (``np.lib.format``), then the row is one
 ``preadv`` at ``data_offset + j * row_bytes`` straight into the batch row (an LRU of open files). Header
@@ -45,7 +45,7 @@ SUFFIX = ".npy"
 DIRECT_UNSUPPORTED = ("--cache direct: layouts npy/npz are read through np.load or buffered pread, not O_DIRECT; "
                       "these reads stay buffered, with the dataset evicted from the page cache before every epoch "
                       "(as --cache drop)")
-VIAS = ("auto", "load", "pread")
+VIAS = ("auto", "library", "pread")   # --read-via: auto = library (np.load)
 STREAM0 = 3   # content.sample_rng streams 0-2 are the HDF5 rows and JPEG images
 
 
@@ -244,7 +244,7 @@ def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None
                 max_open_files: int = 64):
     if via not in VIAS:
         raise ConfigError(f"--read-via={via}: layout {workload.layout} is read with {', '.join(VIAS)} "
-                          f"(auto = load)")
+                          f"(auto = library: np.load)")
     if direct:
         raise ConfigError(DIRECT_UNSUPPORTED)
     if via == "pread":

@@ -14,7 +14,7 @@ pure function of (workload, seed). ``np.load`` reads it unchanged. File sizes ar
 Record sizes and content: as ``fmt_npy`` (the data array's length drawn per file from ``record_size``;
 sample i's array a from ``content.sample_rng(workload, seed, i, 3 + a)``).
 
-Readers. ``--read-via auto`` / ``load`` (default): ``np.load`` of the file and ``z[name]`` per array, as a
+Readers. ``--read-via auto`` / ``library`` (default): ``np.load`` of the file and ``z[name]`` per array, as a
 PyTorch Dataset over .npz does; with several samples per file the last file's arrays are kept (DLIO's
 open-file map) so consecutive samples of one file load it once, and every load is counted as the member
 bytes numpy reads. ``--read-via pread``: once per opened file the central directory gives each member's
@@ -153,7 +153,7 @@ def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None
                 max_open_files: int = 64):
     if via not in VIAS:
         raise ConfigError(f"--read-via={via}: layout {workload.layout} is read with {', '.join(VIAS)} "
-                          f"(auto = load)")
+                          f"(auto = library: np.load)")
     if direct:
         raise ConfigError(DIRECT_UNSUPPORTED)
     if via == "pread":
@@ -290,7 +290,7 @@ def member_offsets(fd: int, path: bytes, names, dtypes, shapes) -> list[int]:
     for info, dt, sh in zip(infos, dtypes, shapes):
         if info.compress_type != zipfile.ZIP_STORED:
             raise DataError(f"{os.fsdecode(path)}: member {info.filename} is compressed (np.savez_compressed): it "
-                            f"has no byte range to pread; use --read-via load")
+                            f"has no byte range to pread; use --read-via library")
         head = os.pread(fd, LOCAL_HEAD, info.header_offset)
         if len(head) != LOCAL_HEAD or head[:4] != b"PK\x03\x04":
             raise DataError(f"{os.fsdecode(path)}: no ZIP local header for {info.filename} at byte "

@@ -620,6 +620,13 @@ def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_
     if drv is not None:   # a format module opens its own readers (``via``: its read path)
         return drv.open_reader(d, manifest, workload, via=via, counters=counters, direct=direct,
                                max_open_files=max_open_files)
+    if via == "library" or (via == "pread" and workload.layout == "hdf5_per_sample"):   # --read-via
+        if workload.layout == "jpeg_folders" or via == "pread":
+            from ..errors import ConfigError
+
+            raise ConfigError(f"--read-via={via}: layout {workload.layout} is read "
+                              f"{'whole with pread' if via == 'library' else 'through libhdf5'}; use auto")
+        via = "hdf5"   # the HDF5 library's own read (H5Dread)
     if direct:
         from ..storage.pagecache import direct_support
 
