@@ -58,6 +58,7 @@ class RunConfig:
     local_dir: str | None = None           # node-local storage root (default: default_local_dir())
     inject: tuple = ()                     # --inject KIND=VALUE (dlbench.storage.inject)
     cache: str = "keep"                    # --cache keep|drop|direct (dlbench.storage.pagecache)
+    read_via: str = "auto"                 # --read-via auto|library|pread (formats.open_reader)
 
 
 def wl_tfrecord_read(workload) -> str:
@@ -280,7 +281,7 @@ class Loop:
                                    probe=not cfg.dry_run)
         direct = self.cache.read_direct
         base_factory = reader_factory or (lambda: open_reader(data_dir, manifest, workload, counters=io,
-                                                              direct=direct))
+                                                              direct=direct, via=cfg.read_via))
         self.ctx = strategies.RunContext(
             workload=workload, n_samples=manifest.samples, sample_nbytes=manifest.sample_nbytes(),
             world_size=comm.size, rank=comm.rank, node_map=comm.node_map, seed=cfg.seed, epochs=cfg.epochs,
@@ -532,8 +533,8 @@ class _Verifier:
         for j, i in enumerate(got.tolist()):
             exp = self.expected_row(self.workload, self.seed, i)
             if self.jpeg:
-                self.reader.decode_into(exp, len(exp), self.tmp)
-                exp = self.tmp
+                n = self.reader.decode_into(exp, len(exp), self.tmp)
+                exp = self.tmp if n is None else self.tmp[:n]   # rows of varying size (tfrecord) say how long
             row = batch.rows[j, :len(exp)]
             if len(exp) > batch.rows.shape[1] or not np.array_equal(row, exp):
                 raise RunError(f"--verify: epoch {e} step {s} rank {self.ctx.rank}: sample {i}'s bytes "

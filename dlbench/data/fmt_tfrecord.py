@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 import struct
 from collections import OrderedDict
+from functools import lru_cache
 from pathlib import Path
 from time import perf_counter_ns
 
@@ -211,21 +212,40 @@ def parse_example(buf, nbytes: int | None = None) -> dict:
 
 # ---- sizes, names, content (pure) ---------------------------------------------------------------------------
 
-def image_nbytes(workload) -> int:
-    return sum(a.nbytes for a in workload.arrays)
+DIRECT_UNSUPPORTED = ("--cache direct: the tfrecord readers read through buffered I/O (as TensorFlow and the PyTorch "
+                      "tfrecord readers do): these reads stay buffered, with the dataset evicted from the page cache "
+                      "before every epoch (as --cache drop)")
 
 
-def payload_nbytes(workload) -> int:
-    n = image_nbytes(workload)
-    pre, suf = example_parts(n)
-    return len(pre) + n + len(suf)
+def check_spec(spec, where: str) -> None:
+    """Any arrays: a record's image is the concatenation of the sample's arrays (contract 1)."""
 
 
-def record_stride(workload) -> int:
-    return payload_nbytes(workload) + FRAMING
+@lru_cache(maxsize=256)
+def _parts(image_nbytes: int) -> tuple[bytes, bytes]:
+    return example_parts(image_nbytes)
 
 
-def file_name(workload, f: int) -> str:
+def image_sizes(spec: dict, seed: int) -> np.ndarray:
+    """Per file, the bytes of one record's image (all arrays; the data array's size drawn per file from
+    ``record_size``, as for npy/npz: ``fmt_npy.row_nbytes``)."""
+    from .fmt_npy import row_nbytes as arrays_nbytes
+
+    return arrays_nbytes(spec, seed)
+
+
+def row_nbytes(spec: dict, seed: int) -> np.ndarray:
+    """Per file, the stored row of one sample: the serialized Example (payload)."""
+    return np.asarray([len(_parts(n)[0]) + n + len(_parts(n)[1]) for n in image_sizes(spec, seed).tolist()],
+                      dtype=np.int64)
+
+
+def sample_nbytes(manifest) -> np.ndarray:
+    """Per sample, its stored bytes (the payload; the manifest's ``sample_nbytes()``)."""
+    return np.repeat(row_nbytes(manifest.spec, manifest.seed), manifest.count)
+
+
+def file_name(f: int) -> str:
     return f"data-{f:06d}.tfrecord"
 
 
@@ -238,42 +258,55 @@ def index_text(count: int, stride: int) -> bytes:
     return "".join(f"{o} {stride}\n" for o in off.tolist()).encode()
 
 
-def plan_files(workload) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """(first, count, file bytes, payload bytes) of every file (``samples_per_file`` records each)."""
+def plan_files(workload, seed: int):
+    """(paths, first, count, file bytes): ``samples_per_file`` records per file, ``payload + 16`` bytes each."""
+    from .manifest import spec_of
+
     n, k = workload.samples, max(1, workload.samples_per_file)
     first = np.arange(0, n, k, dtype=np.int64)
     count = np.minimum(k, n - first)
-    return first, count, count * record_stride(workload), payload_nbytes(workload)
+    stride = row_nbytes(spec_of(workload), seed) + FRAMING
+    return [file_name(f) for f in range(len(first))], first, count, count * stride
 
 
-def fill_image(workload, seed: int, i: int, out: np.ndarray) -> None:
-    """The image bytes of sample i (the HDF5 layouts' row of the same workload) into ``out``."""
-    from .content import fill_arrays
+def _shapes(workload, seed: int, f: int):
+    from .fmt_npy import sample_shapes
+    from .manifest import spec_of
 
-    views, pos = [], 0
-    for a in workload.arrays:
-        views.append(out[pos:pos + a.nbytes])
-        pos += a.nbytes
-    fill_arrays(workload, seed, i, views)
+    return sample_shapes(spec_of(workload), seed, f)
 
 
-def fill_row(workload, seed: int, i: int, out: np.ndarray) -> int:
-    """Sample i's stored payload (the serialized Example) into ``out``; returns its length."""
-    n = image_nbytes(workload)
-    pre, suf = example_parts(n)
-    out[:len(pre)] = np.frombuffer(pre, np.uint8)
-    fill_image(workload, seed, i, out[len(pre):len(pre) + n])
-    out[len(pre) + n:len(pre) + n + len(suf)] = np.frombuffer(suf, np.uint8)
-    return len(pre) + n + len(suf)
+def fill_image(workload, seed: int, i: int, out: np.ndarray, shapes) -> None:
+    """Sample i's image (its arrays' bytes in order, each filled as npy/npz fill it: ``fmt_npy.fill_array``)
+    into ``out``; ``shapes``: the arrays' shapes in its file."""
+    from .fmt_npy import fill_array
+
+    pos = 0
+    for a, (sh, arr) in enumerate(zip(shapes, workload.arrays)):
+        nb = int(np.prod(sh, dtype=np.int64)) * np.dtype(arr.dtype).itemsize
+        view = out[pos:pos + nb]
+        if view.ctypes.data % np.dtype(arr.dtype).itemsize:   # an unaligned spot in a record: fill a copy
+            tmp = np.empty(nb, np.uint8)
+            fill_array(workload, seed, i, a, tmp)
+            view[...] = tmp
+        else:
+            fill_array(workload, seed, i, a, view)
+        pos += nb
 
 
 def expected_row(workload, seed: int, i: int) -> np.ndarray:
-    out = np.empty(payload_nbytes(workload), np.uint8)
-    fill_row(workload, seed, i, out)
+    """Sample i's stored payload: the serialized Example (uint8, a fresh array)."""
+    shapes = _shapes(workload, seed, i // max(1, workload.samples_per_file))
+    n = sum(int(np.prod(sh, dtype=np.int64)) * np.dtype(a.dtype).itemsize for sh, a in zip(shapes, workload.arrays))
+    pre, suf = _parts(n)
+    out = np.empty(len(pre) + n + len(suf), np.uint8)
+    out[:len(pre)] = np.frombuffer(pre, np.uint8)
+    fill_image(workload, seed, i, out[len(pre):len(pre) + n], shapes)
+    out[len(pre) + n:] = np.frombuffer(suf, np.uint8)
     return out
 
 
-def decode_into(raw: np.ndarray, nbytes: int, out: np.ndarray) -> None:
+def decode_into(raw: np.ndarray, nbytes: int, out: np.ndarray) -> int:
     """The decode phase: parse the Example in ``raw[:nbytes]`` and copy its ``image`` bytes into ``out``."""
     try:
         kind, vals = parse_example(raw, nbytes)["image"]
@@ -284,6 +317,7 @@ def decode_into(raw: np.ndarray, nbytes: int, out: np.ndarray) -> None:
                         f"dataset with `dlbench verify --checksum`") from None
     s, e = vals[0]
     out[:e - s] = raw[s:e]
+    return e - s
 
 
 # ---- writing ------------------------------------------------------------------------------------------------
@@ -291,12 +325,16 @@ def decode_into(raw: np.ndarray, nbytes: int, out: np.ndarray) -> None:
 CHUNK_BYTES = 32 << 20
 
 
-def write_file(fd: int, workload, seed: int, first: int, count: int, write_all) -> int:
-    """Records first .. first+count-1 into ``fd`` from offset 0 (staged ≈ 32 MiB at a time); ``write_all(fd,
-    uint8 array, offset)`` is the generator's write call. Returns the bytes written."""
+def write_file(fd: int, workload, seed: int, m, f: int) -> int:
+    """File ``f`` of manifest ``m`` into the open (empty) ``fd``, staged ≈ 32 MiB at a time: constant header and
+    Example framing, each record's image, its payload CRC. Returns the bytes written."""
+    from .generate import _write_all
+
     crc = _crc32c()
-    n = image_nbytes(workload)
-    pre, suf = example_parts(n)
+    first, count = int(m.first[f]), int(m.count[f])
+    shapes = _shapes(workload, seed, f)
+    n = sum(int(np.prod(sh, dtype=np.int64)) * np.dtype(a.dtype).itemsize for sh, a in zip(shapes, workload.arrays))
+    pre, suf = _parts(n)
     p = len(pre) + n + len(suf)
     stride = p + FRAMING
     per = max(1, CHUNK_BYTES // stride)
@@ -310,35 +348,43 @@ def write_file(fd: int, workload, seed: int, first: int, count: int, write_all) 
         b = min(per, first + count - s0)
         for r in range(b):
             row = buf[r]
-            fill_image(workload, seed, s0 + r, row[img0:img0 + n])
+            fill_image(workload, seed, s0 + r, row[img0:img0 + n], shapes)
             row[HEADER + p:] = np.frombuffer(struct.pack("<I", mask(crc(row[HEADER:HEADER + p]))), np.uint8)
-        written += write_all(fd, buf[:b].reshape(-1), (s0 - first) * stride)
+        written += _write_all(fd, buf[:b].reshape(-1), (s0 - first) * stride)
+    if written != int(m.nbytes[f]):
+        raise DataError(f"{m.paths[f]}: wrote {written} B, the plan says {int(m.nbytes[f])} B")
     return written
 
 
-def write_extra(data_dir: Path, rel: str, count: int, workload) -> None:
-    """``index/<file>.idx`` (atomic: ``.part`` then rename)."""
-    final = data_dir / index_path(rel)
+def _stride(m, f: int) -> int:
+    return int(m.nbytes[f]) // max(1, int(m.count[f]))
+
+
+def write_extra(data_dir: Path, m, f: int) -> None:
+    """File f's index (``index/<file>.idx``), atomically (``.part`` then rename); the generator calls it before
+    the data file takes its final name."""
+    final = data_dir / index_path(m.paths[f])
     final.parent.mkdir(exist_ok=True)
     part = final.with_name(final.name + ".part")
     try:
-        part.write_bytes(index_text(count, record_stride(workload)))
+        part.write_bytes(index_text(int(m.count[f]), _stride(m, f)))
         os.replace(part, final)
     except BaseException:
         part.unlink(missing_ok=True)
         raise
 
 
-def extra_ok(data_dir: Path, rel: str, count: int, workload) -> bool:
+def extra_ok(data_dir: Path, m, f: int) -> bool:
+    """File f's index holds what ``write_extra`` writes (a complete data file is skipped on re-run only then)."""
     try:
-        return (data_dir / index_path(rel)).read_bytes() == index_text(count, record_stride(workload))
+        return (data_dir / index_path(m.paths[f])).read_bytes() == index_text(int(m.count[f]), _stride(m, f))
     except OSError:
         return False
 
 
-def remove_extra(data_dir: Path, paths) -> None:
-    """The index files of ``paths`` (a dataset being replaced)."""
-    for p in paths:
+def remove_extra(data_dir: Path, m) -> None:
+    """The index files of a dataset being replaced."""
+    for p in m.paths:
         for q in (data_dir / index_path(p), data_dir / (index_path(p) + ".part")):
             q.unlink(missing_ok=True)
     try:
@@ -349,21 +395,31 @@ def remove_extra(data_dir: Path, paths) -> None:
 
 # ---- verification ---------------------------------------------------------------------------------------------
 
-def check_file(path: Path, data_dir: Path, rel: str, workload, count: int, crc: bool, limit: int = 5) -> list[str]:
-    """Problems of one file: its index, then its framing. Without ``crc`` the first record's header (length and
-    its CRC); with it every record's two CRCs and payload lengths (one sequential pass; the file and record
-    number of each bad record)."""
+def check_file(path: Path, workload, seed: int, m, f: int) -> list[str]:
+    """Structure: the file's index, and its first record's header (length and the length's CRC)."""
+    return _check(path, m, f, deep=False)
+
+
+def check_records(path: Path, workload, seed: int, m, f: int) -> list[str]:
+    """``verify --checksum``/``--content``: every record's header and payload CRC (one sequential pass),
+    each bad record named by file and record number."""
+    return _check(path, m, f, deep=True)
+
+
+def _check(path: Path, m, f: int, deep: bool, limit: int = 5) -> list[str]:
     out = []
-    if not extra_ok(data_dir, rel, count, workload):
-        out.append(f"{data_dir / index_path(rel)}: missing or not the index of {rel} ({count} records); "
-                   f"regenerate with `dlbench generate --force`")
-    p = payload_nbytes(workload)
-    stride = p + FRAMING
+    data_dir = Path(path).parent
+    count = int(m.count[f])
+    if not deep and not extra_ok(data_dir, m, f):
+        out.append(f"{data_dir / index_path(m.paths[f])}: missing or not the index of {m.paths[f]} ({count} "
+                   f"records); regenerate with `dlbench generate --force`")
+    stride = _stride(m, f)
+    p = stride - FRAMING
     crcf = _crc32c()
     want_hdr = header(p)
     fd = os.open(path, os.O_RDONLY)
     try:
-        todo = count if crc else min(1, count)
+        todo = count if deep else min(1, count)
         per = max(1, CHUNK_BYTES // stride)
         buf = np.empty(min(per, max(todo, 1)) * stride, np.uint8)
         for j0 in range(0, todo, per):
@@ -381,9 +437,10 @@ def check_file(path: Path, data_dir: Path, rel: str, workload, count: int, crc: 
                     ok = mask(crcf(rec[:8])) == int.from_bytes(rec[8:12].tobytes(), "little")
                     out.append(f"{path}: record {j}: header " + (f"length {ln}, expected {p}" if ok else
                                                                  "length CRC mismatch (corrupt header)"))
-                elif crc and mask(crcf(rec[HEADER:HEADER + p])) != int.from_bytes(rec[HEADER + p:].tobytes(),
-                                                                                   "little"):
-                    out.append(f"{path}: record {j}: payload CRC mismatch (bytes changed since generation)")
+                elif deep and mask(crcf(rec[HEADER:HEADER + p])) != int.from_bytes(rec[HEADER + p:].tobytes(),
+                                                                                    "little"):
+                    out.append(f"{path}: record {j} (sample {int(m.first[f]) + j}): payload CRC mismatch (bytes "
+                               f"changed since generation)")
                 if len(out) >= limit:
                     return out
     finally:
@@ -394,28 +451,26 @@ def check_file(path: Path, data_dir: Path, rel: str, workload, count: int, crc: 
 # ---- readers --------------------------------------------------------------------------------------------------
 
 class _Base(SampleReader):
-    def __init__(self, data_dir: Path, manifest, workload, counters=None, direct: bool = False):
-        if direct:
-            raise ConfigError("--cache direct: the tfrecord readers read buffered (use --cache drop)")
+    def __init__(self, data_dir: Path, manifest, workload, counters=None):
         from ..workload import tfrecord_options
 
         self.opts = tfrecord_options(workload)
         self._data_dir = Path(data_dir)
         self._rel = list(manifest.paths)
         self._paths = [os.fsencode(str(self._data_dir / p)) for p in manifest.paths]
-        self._spf = int(manifest.count[0]) if len(manifest.count) else 1
+        self._spf = max(1, int(workload.samples_per_file))
         self._count = [int(c) for c in manifest.count]
-        self.payload = payload_nbytes(workload)
-        self.stride = self.payload + FRAMING
-        self.max_row_nbytes = self.payload
-        self.decoded_nbytes = image_nbytes(workload)
+        self._payload = row_nbytes(manifest.spec, manifest.seed).tolist()   # per file
+        self._stride = [p + FRAMING for p in self._payload]
+        self.max_row_nbytes = max(self._payload, default=0)
+        self.decoded_nbytes = int(image_sizes(manifest.spec, manifest.seed).max()) if self._payload else 0
         self.counters = counters
         self._hdr = bytearray(HEADER)
         self._ftr = bytearray(FOOTER)
         self.rereads = 0
 
-    def decode_into(self, raw: np.ndarray, nbytes: int, out: np.ndarray) -> None:
-        decode_into(raw, nbytes, out)
+    def decode_into(self, raw: np.ndarray, nbytes: int, out: np.ndarray) -> int:
+        return decode_into(raw, nbytes, out)
 
     def _short(self, f: int, j: int) -> DataError:
         return DataError(f"{os.fsdecode(self._paths[f])}: short read of record {j}: the file is truncated "
@@ -502,7 +557,7 @@ class TFDataReader(_Base):
         fd = os.open(self._paths[f], os.O_RDONLY)
         if self.counters is not None:
             self.counters.open()
-        st = self._streams[f] = _Stream(fd, j * self.stride, self._bufsize, j)
+        st = self._streams[f] = _Stream(fd, j * self._stride[f], self._bufsize, j)
         return st
 
     def _fill(self, st: _Stream, f: int) -> None:
@@ -565,7 +620,7 @@ class TFDataReader(_Base):
         self.rereads += 1
         if self.counters is not None:
             self.counters.open()
-        st = _Stream(os.open(self._paths[f], os.O_RDONLY), j * self.stride, 0, j)   # no buffer: direct reads
+        st = _Stream(os.open(self._paths[f], os.O_RDONLY), j * self._stride[f], 0, j)   # no buffer: direct reads
         try:
             return self._record(st, f, out)
         finally:
@@ -588,7 +643,7 @@ class TFDataReader(_Base):
         base = f * self._spf
         while st.next_j < j:             # records the shuffle buffer holds: read now, delivered later
             k = st.next_j
-            buf = np.empty(self.payload, np.uint8)
+            buf = np.empty(self._payload[f], np.uint8)
             n = self._record(st, f, buf)
             self._kept[base + k] = buf[:n]
             if len(self._kept) > self.keep_records:
@@ -608,8 +663,16 @@ class TFDataReader(_Base):
         self._kept.clear()
 
 
-def open_reader(data_dir, manifest, workload, counters=None, direct: bool = False) -> SampleReader:
+def open_reader(data_dir, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
+                max_open_files: int = 64) -> SampleReader:
+    """The reader of the workload's read pattern (``tfrecord.read``: indexed or tfdata; module docstring)."""
     from ..workload import tfrecord_options
 
-    cls = TFDataReader if tfrecord_options(workload).read == "tfdata" else IndexedReader
-    return cls(Path(data_dir), manifest, workload, counters=counters, direct=direct)
+    if via != "auto":
+        raise ConfigError(f"--read-via={via}: layout tfrecord is read as its workload's tfrecord.read says "
+                          f"(indexed or tfdata, which also sets the sample order); use auto")
+    if direct:
+        raise ConfigError(DIRECT_UNSUPPORTED)
+    if tfrecord_options(workload).read == "tfdata":
+        return TFDataReader(Path(data_dir), manifest, workload, counters)
+    return IndexedReader(Path(data_dir), manifest, workload, counters, max_open_files=max_open_files)

@@ -560,14 +560,17 @@ class MemoryReader(SampleReader):
         self.workload, self.seed = workload, int(seed)
         self.n = int(workload.samples if n is None else n)
         self._cache: dict[int, np.ndarray] | None = {} if cache else None
-        self._hooks = workload.format.hooks()
-        if self._hooks is not None:   # a format module: its stored row size (tfrecord: the Example)
-            self._sizes = np.full(self.n, self._hooks.payload_nbytes(workload), dtype=np.int64)
-            self.decoded_nbytes = workload.decoded_nbytes
-        elif workload.layout == "jpeg_folders":
+        drv = workload.format.driver()
+        if workload.layout == "jpeg_folders":
             self._sizes = jpeg_sizes(workload, seed, np.arange(self.n))
             self.decoded_shape = tuple(workload.jpeg.decoded_shape)  # type: ignore[union-attr]
             self.decoded_nbytes = int(np.prod(self.decoded_shape))
+        elif drv is not None:   # per-file row sizes (record_size)
+            from .manifest import spec_of
+
+            rows = drv.row_nbytes(spec_of(workload), seed)
+            self._sizes = rows[np.arange(self.n) // workload.samples_per_file]
+            self.decoded_nbytes = int(self._sizes.max()) if self.n else 0
         else:
             self._sizes = np.full(self.n, workload.sample_nbytes, dtype=np.int64)
             self.decoded_nbytes = workload.sample_nbytes
@@ -594,10 +597,10 @@ class MemoryReader(SampleReader):
         out[:row.size] = row
         return int(row.size)
 
-    def decode_into(self, raw: np.ndarray, nbytes: int, out: np.ndarray) -> None:
-        if self._hooks is not None:
-            self._hooks.decode_into(raw, nbytes, out)
-            return
+    def decode_into(self, raw: np.ndarray, nbytes: int, out: np.ndarray) -> int | None:
+        drv = self.workload.format.driver()
+        if drv is not None:   # an encoded format module (tfrecord: the Example's image)
+            return drv.decode_into(raw, nbytes, out)
         decode_jpeg_into(raw, nbytes, out, self.decoded_shape)
 
 
@@ -616,6 +619,17 @@ def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_
     d = Path(data_dir)
     if counters is not None:  # a CounterSet: this reader's counters, Darshan's last_byte_read per file
         counters = counters.new("shared", len(manifest.paths))
+    drv = workload.format.driver()
+    if drv is not None:   # a format module opens its own readers (``via``: its read path)
+        return drv.open_reader(d, manifest, workload, via=via, counters=counters, direct=direct,
+                               max_open_files=max_open_files)
+    if via == "library" or (via == "pread" and workload.layout == "hdf5_per_sample"):   # --read-via
+        if workload.layout == "jpeg_folders" or via == "pread":
+            from ..errors import ConfigError
+
+            raise ConfigError(f"--read-via={via}: layout {workload.layout} is read "
+                              f"{'whole with pread' if via == 'library' else 'through libhdf5'}; use auto")
+        via = "hdf5"   # the HDF5 library's own read (H5Dread)
     if direct:
         from ..storage.pagecache import direct_support
 

@@ -154,9 +154,9 @@ def _remove_dataset(data_dir: Path, old: Manifest | None) -> None:
         from .registry import FORMATS
 
         fmt = FORMATS.get(old.layout)
-        hooks = fmt.hooks() if fmt is not None else None
-        if hooks is not None:   # a format module's files beside the data (tfrecord: index files)
-            hooks.remove_extra(data_dir, old.paths)
+        remove_extra = getattr(fmt.driver() if fmt is not None else None, "remove_extra", None)
+        if remove_extra is not None:   # a format module's files beside the data (tfrecord: index files)
+            remove_extra(data_dir, old)
     (data_dir / MANIFEST_NAME).unlink(missing_ok=True)
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
 
@@ -430,10 +430,11 @@ class _Writer:
         final = self.d / rel
         part = self.d / (rel + ".part")
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        hooks = self.w.format.hooks()
+        write_extra = getattr(self.w.format.driver(), "write_extra", None)   # tfrecord: the index file
         try:
-            if hooks is not None:   # a format module writes its own files (registry)
-                n = hooks.write_file(fd, self.w, self.seed, int(self.m.first[f]), int(self.m.count[f]), _write_all)
+            drv = self.w.format.driver()
+            if drv is not None:   # a format module writes its own files (dlbench.data.registry)
+                n = drv.write_file(fd, self.w, self.seed, self.m, f)
             elif self.w.layout == "jpeg_folders":
                 data = content.jpeg_bytes(self.w, self.seed, f, target=int(self.m.nbytes[f]))
                 n = _write_all(fd, np.frombuffer(data, dtype=np.uint8), 0)
@@ -452,9 +453,9 @@ class _Writer:
             raise
         os.close(fd)
         self.last_sum = file_checksum(part, self.sum_buf)
-        if hooks is not None:   # e.g. the index file, in place before the data file takes its final name
+        if write_extra is not None:   # in place before the data file takes its final name
             try:
-                hooks.write_extra(self.d, rel, int(self.m.count[f]), self.w)
+                write_extra(self.d, self.m, f)
             except BaseException:
                 part.unlink(missing_ok=True)
                 raise
@@ -518,7 +519,7 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
             prog.bytes += int(m.nbytes[0]) - w.samples * w.sample_nbytes
         return
     mine = list(range(comm.rank, len(m.paths), comm.size))
-    hooks = w.format.hooks()
+    extra_ok = getattr(w.format.driver(), "extra_ok", None)   # tfrecord: the file's index is right too
     complete = {}
     sums = _recorded_sums(d, m)
     for f in mine:
@@ -530,10 +531,10 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
         if complete[f]:
             want = sums.get(f)
             complete[f] = want is not None and file_checksum(d / m.paths[f], writer.sum_buf) == want
-        if complete[f] and hooks is not None:
-            complete[f] = hooks.extra_ok(d, m.paths[f], int(m.count[f]), w)
+        if complete[f] and extra_ok is not None:
+            complete[f] = extra_ok(d, m, f)
     rec = open(d / TMP_DIR / f"sum-{comm.rank}", "a")
-    if w.layout != "jpeg_folders" and hooks is None:
+    if w.layout != "jpeg_folders" and w.format.driver() is None:   # HDF5 rows: the filler thread
         writer.filler = _Filler(writer, [ch for f in mine if not complete[f]
                                          for ch in writer.chunks(int(m.first[f]), int(m.count[f]))])
     try:

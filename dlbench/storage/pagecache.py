@@ -166,10 +166,11 @@ def verdict(requested_bytes: int, device_bytes: int, available: bool, reason: st
 
 def direct_support(layout: str) -> tuple[bool, str]:
     """(can ``--cache direct`` read this layout with O_DIRECT, why not)."""
-    if layout == "tfrecord":
-        return False, ("--cache direct: the tfrecord readers read through buffered I/O (as TensorFlow and the "
-                       "PyTorch tfrecord readers do): these reads stay buffered, with the dataset evicted from the "
-                       "page cache before every epoch (as --cache drop)")
+    from ..data.registry import FORMATS
+
+    drv = FORMATS[layout].driver() if layout in FORMATS else None
+    if drv is not None and getattr(drv, "DIRECT_UNSUPPORTED", ""):   # a format module that says why not
+        return False, drv.DIRECT_UNSUPPORTED
     if layout != "hdf5_per_sample":
         return True, ""
     try:
