@@ -56,6 +56,14 @@ def test_generate_verify_and_run(tmp_path, cli, layout):
             (strategy, via, s["bytes_by_tier"], s["prologue_bytes_by_tier"])
 
 
+def test_cache_direct_falls_back_in_one_line(tmp_path, cli):
+    w, d = _workload(tmp_path, "npy"), tmp_path / "data"
+    assert cli(["generate", "--workload", w, "--data-dir", d, "--no-progress"]).exit_code == 0
+    r = cli(["run", "--workload", w, "--data-dir", d, "--cache", "direct", "--read-via", "pread", "--epochs", "1",
+             "--accelerator", "h100", "-o", tmp_path / "res", "--no-progress"])
+    assert r.exit_code == 0 and "--cache direct: layouts npy/npz are read through np.load or buffered pread" in r.output
+
+
 def test_corrupted_file_is_found(tmp_path, cli):
     w, d = _workload(tmp_path, "npz"), tmp_path / "data"
     assert cli(["generate", "--workload", w, "--data-dir", d, "--no-progress"]).exit_code == 0
