@@ -192,12 +192,16 @@ def show(workload_name, scale, samples):
     for w in resolved:
         click.echo(f"  [{w.scale}] {w.samples:,} samples, {w.files:,} files, "
                    f"{_human_bytes(w.sample_nbytes)} per sample ({w.sample_nbytes:,} B"
-                   f"{' mean' if w.layout == 'jpeg_folders' else ''}), dataset {_human_bytes(w.dataset_nbytes)}, "
-                   f"local batch {w.batch_size}" + (f", {w.samples_per_file} samples per file"
-                                                    if w.layout == "hdf5_blocks" else "")
+                   f"{' mean' if w.layout == 'jpeg_folders' or w.record_size else ''}), dataset "
+                   f"{_human_bytes(w.dataset_nbytes)}, local batch {w.batch_size}"
+                   + (f", {w.samples_per_file} samples per file" if w.format.samples_per_file == "block" else "")
                    + (f", {w.classes} classes" if w.classes else ""))
         for a in w.arrays:
             click.echo(f"      {a.name}: {list(a.shape)} {a.dtype} ({a.role}, {a.nbytes:,} B)")
+        if w.record_size is not None:
+            sz = w.record_size
+            click.echo(f"      record_size: {sz.kind}, data array mean {sz.mean_bytes:,.0f} B sd {sz.std_bytes:,.0f} B, "
+                       f"clipped to [{sz.min_bytes:,.0f}, {sz.max_bytes:,.0f}] B, drawn per file")
         if w.jpeg is not None:
             sz = w.jpeg.size
             click.echo(f"      jpeg: {sz.kind} size mean {sz.mean_bytes:,.0f} B sd {sz.std_bytes:,.0f} B, "
@@ -321,6 +325,10 @@ def _strategy_options(f):
               help="page cache: keep (as it comes); drop (evict the dataset and local copies with posix_fadvise "
                    "before every epoch, one rank per node); direct (O_DIRECT reads where the layout is read by "
                    "offset). The summary gives requested vs device bytes per epoch and a cold/warm verdict")
+@click.option("--read-via", type=click.Choice(["auto", "library", "pread"]), default="auto", show_default=True,
+              help="how samples are read: library (the format's own: np.load for npy/npz, H5Dread for HDF5), "
+                   "pread (byte ranges at offsets parsed once per file: npy, npz, hdf5_shared, hdf5_blocks, "
+                   "jpeg_folders), auto (HDF5 shared/blocks and JPEG: pread; npy/npz and hdf5_per_sample: library)")
 @click.option("--dlio-config", type=click.Path(dir_okay=False), default=None,
               help="a DLIO workload YAML (its dataset, reader, train, checkpoint and metric.au); DLIO's Hydra "
                    "overrides follow as arguments: ++workload.dataset.num_files_train=16")
@@ -330,8 +338,8 @@ def _strategy_options(f):
 @_strategy_options
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
         compute_stdev, compute_profile, device, precision, model, barrier, checkpoint_every, ranks_per_node, verify,
-        dry_run, progress, system, local_dir, inject, cache, dlio_config=None, allow_unsupported=False,
-        dlio_overrides=(), **strategy_opts):
+        dry_run, progress, system, local_dir, inject, cache, read_via="auto", dlio_config=None,
+        allow_unsupported=False, dlio_overrides=(), **strategy_opts):
     """Run the measured epoch loop for one strategy (serially, or under mpiexec/srun)."""
     import json
 
@@ -367,7 +375,8 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
                     accelerator=accelerator, compute_time_s=compute_time, compute_stdev_s=compute_stdev,
                     compute_profile=compute_profile, device=device, precision=precision, model=model, barrier=barrier,
                     checkpoint_every=checkpoint_every, verify=verify, ranks_per_node=ranks_per_node,
-                    dry_run=dry_run, system=system, local_dir=local_dir, inject=tuple(inject), cache=cache)
+                    dry_run=dry_run, system=system, local_dir=local_dir, inject=tuple(inject), cache=cache,
+                    read_via=read_via)
     from .storage.inject import parse as parse_injection
 
     parse_injection(inject)  # a bad --inject: one line before any MPI work

@@ -420,6 +420,8 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         "samples": samples, "batch_size": batch, "samples_per_file": spf,
         "au_threshold": au, "au_threshold_source": f"DLIO config {Path(where).name} metric.au",
     }
+    if fmt == "npz":   # DLIO's npz generator writes the records as x and a label per sample as y (np.savez)
+        workload["arrays"].append({"name": "y", "shape": [1], "dtype": "int64", "role": "label"})
     if std and fmt != "hdf5" and not dims:
         workload["record_size"] = {"kind": "normal", "mean_bytes": rec, "std_bytes": std,
                                    "min_bytes": float(item), "max_bytes": rec + 4 * std}

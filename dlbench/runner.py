@@ -58,6 +58,7 @@ class RunConfig:
     local_dir: str | None = None           # node-local storage root (default: default_local_dir())
     inject: tuple = ()                     # --inject KIND=VALUE (dlbench.storage.inject)
     cache: str = "keep"                    # --cache keep|drop|direct (dlbench.storage.pagecache)
+    read_via: str = "auto"                 # --read-via auto|library|pread (formats.open_reader)
 
 
 def default_local_dir() -> Path:
@@ -274,7 +275,7 @@ class Loop:
                                    probe=not cfg.dry_run)
         direct = self.cache.read_direct
         base_factory = reader_factory or (lambda: open_reader(data_dir, manifest, workload, counters=io,
-                                                              direct=direct))
+                                                              direct=direct, via=cfg.read_via))
         self.ctx = strategies.RunContext(
             workload=workload, n_samples=manifest.samples, sample_nbytes=manifest.sample_nbytes(),
             world_size=comm.size, rank=comm.rank, node_map=comm.node_map, seed=cfg.seed, epochs=cfg.epochs,

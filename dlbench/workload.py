@@ -12,6 +12,9 @@ Layouts:
 - ``hdf5_blocks``: ``samples_per_file`` samples per HDF5 file, datasets (k, *shape) (HEP-CNN).
 - ``jpeg_folders``: one JPEG per sample in ``classes`` class folders (ImageNet ImageFolder); file sizes
   follow ``jpeg.size`` (seeded), the decoded sample is ``jpeg.decoded_shape`` uint8.
+- ``npy`` / ``npz``: NumPy files of ``samples_per_file`` samples (``dlbench.data.fmt_npy``/``fmt_npz``).
+  With ``record_size`` (a size distribution, DLIO's record_length ± record_length_stdev) the data array is
+  1-D and its length is drawn per file from (workload, seed, file index).
 """
 
 from __future__ import annotations
@@ -119,6 +122,9 @@ class WorkloadSpec:
     au_threshold: float | None = opt(None, help="minimum accelerator utilisation a run must keep (MLPerf Storage "
                                                 "rules, DLIO metric.au); none: no published threshold", min=0, max=1)
     au_threshold_source: str = opt("", help="where the AU threshold comes from")
+    record_size: SizeDistribution | None = opt(None, help="bytes of the data array per sample, drawn per file "
+                                                          "(formats with record sizes: npy, npz); none: fixed. "
+                                                          "A preset's shape for the data array scales it")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,6 +147,7 @@ class Workload:
     measured: tuple = ()
     au_threshold: float | None = None
     au_threshold_source: str = ""
+    record_size: SizeDistribution | None = None
 
     @property
     def format(self):
@@ -152,6 +159,8 @@ class Workload:
         """Bytes of one sample as stored (HDF5 arrays) or the mean file size (JPEG)."""
         if self.layout == "jpeg_folders":
             return int(self.jpeg.size.mean_bytes)  # type: ignore[union-attr]
+        if self.record_size is not None:  # the data array's mean size (per-file sizes: the manifest)
+            return sum(int(self.record_size.mean_bytes) if a.role == "data" else a.nbytes for a in self.arrays)
         return sum(a.nbytes for a in self.arrays)
 
     @property
@@ -308,6 +317,10 @@ def _check_spec(spec: WorkloadSpec, where: str) -> None:
         names = [a.name for a in spec.arrays]
         if len(set(names)) != len(names):
             raise ConfigError(f"workload {spec.name} ({where}): array names repeat: {names}")
+    _check_record_size(spec, where)
+    drv = get_format(spec.layout).driver()
+    if drv is not None:
+        drv.check_spec(spec, where)
     for acc in spec.compute:
         if acc not in ACCELERATORS:
             raise unknown_choice(f"accelerator in compute of {where}", acc, ACCELERATORS)
@@ -329,6 +342,30 @@ def _check_spec(spec: WorkloadSpec, where: str) -> None:
         for arr in pre.shapes:
             if arr not in [a.name for a in spec.arrays]:
                 raise unknown_choice(f"array in preset {name} of {where}", arr, [a.name for a in spec.arrays])
+
+
+def _check_record_size(spec: WorkloadSpec, where: str) -> None:
+    """``record_size``: only for formats with record sizes, one 1-D data array, min <= mean <= max."""
+    rs = spec.record_size
+    if rs is None:
+        return
+    fmt = get_format(spec.layout)
+    head = f"workload {spec.name} ({where}): record_size"
+    if not fmt.record_sizes:
+        ok = [n for n in format_names() if get_format(n).record_sizes]
+        raise ConfigError(f"{head}: layout {spec.layout} has fixed sample sizes; record_size is for layouts "
+                          f"{', '.join(ok)}")
+    data = [a for a in spec.arrays if a.role == "data"]
+    if len(data) != 1 or len(data[0].shape) != 1:
+        raise ConfigError(f"{head}: needs exactly one data array of one dimension (its length is drawn per "
+                          f"file), got {[(a.name, list(a.shape)) for a in data]}")
+    item = np.dtype(data[0].dtype).itemsize
+    if not rs.min_bytes <= rs.mean_bytes <= rs.max_bytes:
+        raise ConfigError(f"{head}: min_bytes={rs.min_bytes:g} <= mean_bytes={rs.mean_bytes:g} <= max_bytes="
+                          f"{rs.max_bytes:g} must hold")
+    if rs.max_bytes < item or rs.max_bytes > MAX_SAMPLE_BYTES:
+        raise ConfigError(f"{head}: max_bytes={rs.max_bytes:g} must be from {item} (one {data[0].dtype} element) "
+                          f"to {MAX_SAMPLE_BYTES:,} (64 GiB)")
 
 
 MAX_SAMPLE_BYTES = 64 << 30   # one sample's bytes: beyond this a "sample" is a typo, not a workload
@@ -357,6 +394,16 @@ def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None
     if samples is not None:
         n = samples
     where = f"{spec_path or spec.name}" + (f" presets.{chosen}" if pre is not None else "")
+    record_size = spec.record_size
+    if record_size is not None and pre is not None:   # a preset's data shape scales the size distribution
+        old = next(a for a in spec.arrays if a.role == "data")
+        new = next(a for a in arrays if a.role == "data")
+        if new.shape != old.shape:
+            k = new.nbytes / old.nbytes
+            item = float(np.dtype(new.dtype).itemsize)
+            record_size = dataclasses.replace(
+                record_size, mean_bytes=max(item, record_size.mean_bytes * k), std_bytes=record_size.std_bytes * k,
+                min_bytes=max(1.0, record_size.min_bytes * k), max_bytes=max(item, record_size.max_bytes * k))
     total = 0
     for a in arrays:
         if not a.shape or any(int(d) < 1 for d in a.shape):
@@ -370,7 +417,7 @@ def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None
                     classes=classes, jpeg=spec.jpeg, compute=dict(spec.compute), model=spec.model,
                     scale=chosen if samples is None else f"{chosen}+samples", spec_path=spec_path,
                     measured=tuple(spec.measured), au_threshold=spec.au_threshold,
-                    au_threshold_source=spec.au_threshold_source)
+                    au_threshold_source=spec.au_threshold_source, record_size=record_size)
 
 
 def load(name_or_path: str, *, scale: str | None = None, samples: int | None = None) -> Workload:

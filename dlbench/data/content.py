@@ -108,6 +108,11 @@ def _fill_one(rng: np.random.Generator, typed: np.ndarray, role: str) -> None:
 
 def fill_row(workload: Workload, seed: int, i: int, out: np.ndarray) -> int:
     """Write sample ``i``'s row (docs/architecture.md contract 1) into ``out[:nbytes]`` and return nbytes."""
+    drv = workload.format.driver()
+    if drv is not None:   # a format module (dlbench.data.registry) owns its content
+        row = drv.expected_row(workload, seed, i)
+        out[:row.size] = row
+        return int(row.size)
     if workload.layout == "jpeg_folders":
         data = jpeg_bytes(workload, seed, i)
         out[:len(data)] = np.frombuffer(data, dtype=np.uint8)
@@ -122,6 +127,9 @@ def fill_row(workload: Workload, seed: int, i: int, out: np.ndarray) -> int:
 
 def expected_row(workload: Workload, seed: int, i: int) -> np.ndarray:
     """Sample ``i``'s stored bytes as the generator wrote them (uint8, a fresh array)."""
+    drv = workload.format.driver()
+    if drv is not None:
+        return drv.expected_row(workload, seed, i)
     if workload.layout == "jpeg_folders":
         return np.frombuffer(jpeg_bytes(workload, seed, i), dtype=np.uint8).copy()
     out = np.empty(workload.sample_nbytes, dtype=np.uint8)

@@ -560,10 +560,17 @@ class MemoryReader(SampleReader):
         self.workload, self.seed = workload, int(seed)
         self.n = int(workload.samples if n is None else n)
         self._cache: dict[int, np.ndarray] | None = {} if cache else None
+        drv = workload.format.driver()
         if workload.layout == "jpeg_folders":
             self._sizes = jpeg_sizes(workload, seed, np.arange(self.n))
             self.decoded_shape = tuple(workload.jpeg.decoded_shape)  # type: ignore[union-attr]
             self.decoded_nbytes = int(np.prod(self.decoded_shape))
+        elif drv is not None:   # per-file row sizes (record_size)
+            from .manifest import spec_of
+
+            rows = drv.row_nbytes(spec_of(workload), seed)
+            self._sizes = rows[np.arange(self.n) // workload.samples_per_file]
+            self.decoded_nbytes = int(self._sizes.max()) if self.n else 0
         else:
             self._sizes = np.full(self.n, workload.sample_nbytes, dtype=np.int64)
             self.decoded_nbytes = workload.sample_nbytes
@@ -609,6 +616,17 @@ def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_
     d = Path(data_dir)
     if counters is not None:  # a CounterSet: this reader's counters, Darshan's last_byte_read per file
         counters = counters.new("shared", len(manifest.paths))
+    drv = workload.format.driver()
+    if drv is not None:   # a format module opens its own readers (``via``: its read path)
+        return drv.open_reader(d, manifest, workload, via=via, counters=counters, direct=direct,
+                               max_open_files=max_open_files)
+    if via == "library" or (via == "pread" and workload.layout == "hdf5_per_sample"):   # --read-via
+        if workload.layout == "jpeg_folders" or via == "pread":
+            from ..errors import ConfigError
+
+            raise ConfigError(f"--read-via={via}: layout {workload.layout} is read "
+                              f"{'whole with pread' if via == 'library' else 'through libhdf5'}; use auto")
+        via = "hdf5"   # the HDF5 library's own read (H5Dread)
     if direct:
         from ..storage.pagecache import direct_support
 

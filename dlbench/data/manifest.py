@@ -53,6 +53,10 @@ def spec_of(workload) -> dict:
             "size": {k: getattr(workload.jpeg.size, k) for k in
                      ("kind", "mean_bytes", "std_bytes", "min_bytes", "max_bytes")},
             "decoded_shape": list(workload.jpeg.decoded_shape)},
+        # only when set, so the spec (and the identity) of every dataset without it is unchanged
+        **({"record_size": {k: getattr(workload.record_size, k) for k in
+                            ("kind", "mean_bytes", "std_bytes", "min_bytes", "max_bytes")}}
+           if getattr(workload, "record_size", None) is not None else {}),
     }
 
 
@@ -89,6 +93,9 @@ class Manifest:
         size for JPEG."""
         if self.layout == "jpeg_folders":
             return self.nbytes.copy()
+        drv = _driver(self.layout)
+        if drv is not None:   # a format module: its per-file row sizes (record_size) from (spec, seed)
+            return drv.sample_nbytes(self)
         return np.full(self.samples, self._row_nbytes, dtype=np.int64)
 
     def file_index(self, i):
@@ -209,6 +216,14 @@ def _sum_list(v, n: int) -> list | None:
 
 # ---- planning (pure) ----------------------------------------------------------------------------------
 
+def _driver(layout: str):
+    """The format module of ``layout`` (dlbench.data.registry ``module``), or None."""
+    from .registry import FORMATS
+
+    fmt = FORMATS.get(layout)
+    return fmt.driver() if fmt is not None else None
+
+
 def file_name(workload, f: int) -> str:
     """Relative path of file ``f`` (for jpeg_folders and hdf5_per_sample f is the sample index)."""
     if workload.layout == "hdf5_per_sample":
@@ -227,6 +242,12 @@ def plan_manifest(workload, seed: int, *, hdf5_file_nbytes=None) -> Manifest:
     from .content import jpeg_sizes
 
     n = workload.samples
+    drv = _driver(workload.layout)
+    if drv is not None:   # a format module plans its own files
+        paths, first, count, nbytes = drv.plan_files(workload, seed)
+        return Manifest(workload=workload.name, spec=spec_of(workload), seed=int(seed), samples=n,
+                        layout=workload.layout, paths=list(paths), first=first, count=count,
+                        nbytes=np.asarray(nbytes, dtype=np.int64), scale=workload.scale, _row_nbytes=0)
     if workload.layout in ("hdf5_per_sample", "jpeg_folders"):
         first = np.arange(n, dtype=np.int64)
         count = np.ones(n, dtype=np.int64)

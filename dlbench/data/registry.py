@@ -5,7 +5,9 @@ Each entry says what the rest of dlbench may ask about a layout without comparin
 ``samples_per_file`` (``"one"``, ``"all"`` or ``"block"``), ``reads_by_offset`` (a sample is a byte
 range of a file that pread can fetch) and ``reader`` (``module:Class`` of its reader, imported
 lazily so h5py/Pillow load only when used). Adding a layout is one ``register(Format(...))`` line
-here plus its module. Pure: no I/O, no heavy imports.
+here plus its module: a format with ``module`` (npy, npz) owns its writer, reader, expected content and
+structure check in that one module (docs/formats.md lists the functions), and generate/content/manifest/
+verify/open_reader call them through ``Format.driver()``. Pure: no I/O, no heavy imports.
 """
 from __future__ import annotations
 
@@ -23,10 +25,17 @@ class Format:
     reads_by_offset: bool
     reader: str  # "module:Class", relative to dlbench.data
     help: str = ""
+    module: str = ""  # a format module under dlbench.data owning write/read/content/verify (docs/formats.md)
+    record_sizes: bool = False  # accepts a workload's record_size (data array length drawn per file)
 
     def reader_class(self):
         mod, cls = self.reader.split(":")
         return getattr(importlib.import_module(f"dlbench.data.{mod}"), cls)
+
+    def driver(self):
+        """The format module (``module``), imported on first use; None for the HDF5/JPEG layouts, whose
+        writer, content and checks still live in generate/content/manifest/verify."""
+        return importlib.import_module(f"dlbench.data.{self.module}") if self.module else None
 
 
 FORMATS: dict[str, Format] = {}
@@ -61,3 +70,9 @@ register(Format("hdf5_blocks", decodes=False, samples_per_file="block", reads_by
                 reader="formats:BlockReader", help="HDF5 files of samples_per_file samples each"))
 register(Format("jpeg_folders", decodes=True, samples_per_file="one", reads_by_offset=False,
                 reader="formats:JpegReader", help="one JPEG per sample in class folders (ImageNet style)"))
+register(Format("npy", decodes=False, samples_per_file="block", reads_by_offset=True,
+                reader="fmt_npy:NpyLoadReader", module="fmt_npy", record_sizes=True,
+                help="NumPy .npy files (np.save) of samples_per_file samples; read with np.load or by offset"))
+register(Format("npz", decodes=False, samples_per_file="block", reads_by_offset=True,
+                reader="fmt_npz:NpzLoadReader", module="fmt_npz", record_sizes=True,
+                help="NumPy .npz files (np.savez, stored members, DLIO keys x/y); read with np.load or by offset"))

@@ -89,6 +89,11 @@ def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None
         d = wl.jpeg.size
         return SimWorkload(wl.name, wl.samples, b, d.kind, d.mean_bytes, d.std_bytes, d.min_bytes, d.max_bytes, st,
                            layout=wl.layout)
+    rs = getattr(wl, "record_size", None)
+    if rs is not None:   # npy/npz with record sizes: the data array's distribution plus the fixed (label) arrays
+        extra = wl.sample_nbytes - int(rs.mean_bytes)
+        return SimWorkload(wl.name, wl.samples, b, rs.kind, rs.mean_bytes + extra, rs.std_bytes, rs.min_bytes + extra,
+                           rs.max_bytes + extra, st, layout=wl.layout)
     return SimWorkload(wl.name, wl.samples, b, "fixed", float(wl.sample_nbytes), 0.0, step_time_s=st,
                        layout=wl.layout)
 

@@ -166,6 +166,12 @@ def verdict(requested_bytes: int, device_bytes: int, available: bool, reason: st
 
 def direct_support(layout: str) -> tuple[bool, str]:
     """(can ``--cache direct`` read this layout with O_DIRECT, why not)."""
+    from ..data.registry import FORMATS
+
+    drv = FORMATS[layout].driver() if layout in FORMATS else None
+    why: str = getattr(drv, "DIRECT_UNSUPPORTED", "") if drv is not None else ""
+    if why:   # a format module that says why not
+        return False, why
     if layout != "hdf5_per_sample":
         return True, ""
     try:

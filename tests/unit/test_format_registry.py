@@ -8,7 +8,7 @@ from dlbench.workload import LAYOUTS
 
 def test_layouts_come_from_the_registry():
     assert LAYOUTS == registry.names()
-    assert set(LAYOUTS) == {"hdf5_per_sample", "hdf5_shared", "hdf5_blocks", "jpeg_folders"}
+    assert {"hdf5_per_sample", "hdf5_shared", "hdf5_blocks", "jpeg_folders", "npy", "npz"} <= set(LAYOUTS)
 
 
 def test_unknown_format_lists_valid_names():

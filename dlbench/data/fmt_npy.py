@@ -1,0 +1,378 @@
+"""Format ``npy``: NumPy ``.npy`` files as ``np.save`` writes them, one module for everything the format
+does (issue 16's format registry: adding a format is this module plus one ``register`` line).
+
+Layout. File f (``data-<f>.npy``) holds the workload's one array for samples ``first .. first+count-1``:
+shape ``(count, *sample_shape)``, or the sample's own shape when ``samples_per_file`` is 1 (a file per
+sample, DLIO's unet3d). Samples lie along axis 0, so a sample is one contiguous byte range (DLIO's
+generator puts them on the last axis, ``(d1, d2, N)``; the bytes per file and per sample are the same).
+The bytes are exactly ``np.save``'s: the version 1.0 header that ``np.lib.format`` writes (magic,
+header length, the dict padded to a multiple of 64 bytes), then the C-order data.
+
+Record sizes. With the workload's ``record_size`` (DLIO's record_length ± record_length_stdev) the data
+array is 1-D and its byte length is drawn per file (as DLIO draws one shape per file) from a counter-based
+hash of (workload, seed, file index): normal, lognormal or fixed, clipped to [min_bytes, max_bytes], then
+rounded down to whole elements (at least one). With one sample per file this is a size per sample.
+``row_nbytes(spec, seed)`` gives every file's per-sample bytes; the manifest's ``sample_nbytes()`` and
+therefore every plan, counter and summary use these exact sizes.
+
+Content. Sample i's array a is filled from its own generator ``content.sample_rng(workload, seed, i,
+3 + a)`` with the HDF5 rows' rule (``content._fill_one``: a random block tiled, floats in [0, 1),
+integers in [0, 1024), labels in {0, 1}); a sample's row is the concatenation of its arrays' bytes.
+
+Readers. ``--read-via auto`` / ``library`` (default, what a PyTorch ``Dataset`` does): ``np.load`` per sample
+(one sample per file: the whole file; several: ``np.load(mmap_mode="r")`` and a copy of the row).
+``--read-via pread``: the header is parsed once per opened file (``np.lib.format``), then the row is one
+``preadv`` at ``data_offset + j * row_bytes`` straight into the batch row (an LRU of open files). Header
+bytes are not counted as reads (as HDF5 metadata); O_DIRECT is not implemented (``--cache direct`` falls
+back to buffered reads with eviction).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import math
+import os
+from collections import OrderedDict
+from pathlib import Path
+from time import perf_counter_ns
+
+import numpy as np
+
+from ..errors import ConfigError, DataError
+from .formats import SampleReader
+
+SUFFIX = ".npy"
+DIRECT_UNSUPPORTED = ("--cache direct: layouts npy/npz are read through np.load or buffered pread, not O_DIRECT; "
+                      "these reads stay buffered, with the dataset evicted from the page cache before every epoch "
+                      "(as --cache drop)")
+VIAS = ("auto", "library", "pread")   # --read-via: auto = library (np.load)
+STREAM0 = 3   # content.sample_rng streams 0-2 are the HDF5 rows and JPEG images
+
+
+# ---- the workload's checks and sizes (pure) ----------------------------------------------------------
+
+def check_spec(spec, where: str) -> None:
+    """npy holds one array per file."""
+    if len(spec.arrays) != 1:
+        raise ConfigError(f"workload {spec.name} ({where}): layout npy holds one array per file; arrays has "
+                          f"{len(spec.arrays)} ({', '.join(a.name for a in spec.arrays) or 'none'})")
+
+
+def _uniform(key: int, idx: np.ndarray, lane: int) -> np.ndarray:
+    from .content import _uniform as u
+
+    return u(key ^ ((lane * 0x632BE59BD9B4E019) & 0xFFFFFFFFFFFFFFFF), idx, 0)
+
+
+def record_nbytes(spec: dict, seed: int, n_files: int) -> np.ndarray | None:
+    """Per file, the bytes of one sample's data array drawn from ``spec["record_size"]`` (None: fixed
+    shapes). Whole elements, at least one; a pure function of (workload name, seed, file index)."""
+    from ..workload import workload_id
+
+    rs = spec.get("record_size")
+    if not rs:
+        return None
+    data = next(a for a in spec["arrays"] if a["role"] == "data")
+    item = np.dtype(data["dtype"]).itemsize
+    idx = np.arange(n_files, dtype=np.int64)
+    key = ((workload_id(spec["name"]) << 32) ^ (int(seed) & 0xFFFFFFFFFFFFFFFF)) & 0xFFFFFFFFFFFFFFFF
+    mean, std = float(rs["mean_bytes"]), float(rs["std_bytes"])
+    if rs["kind"] == "fixed" or std == 0:
+        sizes = np.full(n_files, mean)
+    else:
+        u1, u2 = _uniform(key, idx, 11), _uniform(key, idx, 12)
+        z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)  # Box-Muller
+        if rs["kind"] == "normal":
+            sizes = mean + std * z
+        else:
+            s2 = math.log(1.0 + (std / mean) ** 2)
+            sizes = np.exp(math.log(mean) - s2 / 2.0 + math.sqrt(s2) * z)
+    sizes = np.clip(sizes, float(rs["min_bytes"]), float(rs["max_bytes"]))
+    return np.maximum(1, np.floor(sizes / item)).astype(np.int64) * item
+
+
+def n_files(spec: dict) -> int:
+    return -(-int(spec["samples"]) // int(spec["samples_per_file"]))
+
+
+def sample_shapes(spec: dict, seed: int, f: int, rec: np.ndarray | None = None) -> list[tuple[int, ...]]:
+    """The shape of each array of one sample of file ``f``."""
+    if rec is None and spec.get("record_size"):
+        rec = record_nbytes(spec, seed, n_files(spec))
+    out = []
+    for a in spec["arrays"]:
+        if rec is not None and a["role"] == "data":
+            out.append((int(rec[f]) // np.dtype(a["dtype"]).itemsize,))
+        else:
+            out.append(tuple(int(d) for d in a["shape"]))
+    return out
+
+
+def file_shape(spec: dict, sample_shape: tuple[int, ...], count: int) -> tuple[int, ...]:
+    """A file's array shape: the sample's own with one sample per file, else (count, *sample_shape)."""
+    return tuple(sample_shape) if int(spec["samples_per_file"]) == 1 else (int(count), *sample_shape)
+
+
+def row_nbytes(spec: dict, seed: int) -> np.ndarray:
+    """Per file, the bytes of one sample's row (every array)."""
+    nf = n_files(spec)
+    rec = record_nbytes(spec, seed, nf)
+    fixed = sum(int(np.prod(a["shape"], dtype=np.int64)) * np.dtype(a["dtype"]).itemsize
+                for a in spec["arrays"] if rec is None or a["role"] != "data")
+    return np.full(nf, fixed, dtype=np.int64) if rec is None else rec + fixed
+
+
+def sample_nbytes(manifest) -> np.ndarray:
+    """Per sample, its stored bytes (the manifest's ``sample_nbytes()``)."""
+    return np.repeat(row_nbytes(manifest.spec, manifest.seed), manifest.count)
+
+
+def npy_header(dtype, shape) -> bytes:
+    """The header ``np.save`` writes for a C-order array of ``dtype`` and ``shape`` (format 1.0)."""
+    from numpy.lib import format as npf
+
+    bio = io.BytesIO()
+    npf.write_array_header_1_0(bio, {"descr": npf.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+                                     "shape": tuple(int(d) for d in shape)})
+    return bio.getvalue()
+
+
+def layout_files(workload, seed: int, name: str = "data-{f:08d}" + SUFFIX):
+    """(paths, first, count) of the files of a npy/npz dataset."""
+    n, k = workload.samples, workload.samples_per_file
+    first = np.arange(0, n, k, dtype=np.int64)
+    count = np.minimum(k, n - first)
+    return [name.format(f=f) for f in range(len(first))], first, count
+
+
+def plan_files(workload, seed: int):
+    """(paths, first, count, file bytes) before any byte is written: header + data per file."""
+    from .manifest import spec_of
+
+    spec = spec_of(workload)
+    paths, first, count = layout_files(workload, seed)
+    rec = record_nbytes(spec, seed, len(paths))
+    a = spec["arrays"][0]
+    nbytes = np.empty(len(paths), dtype=np.int64)
+    for f, c in enumerate(count.tolist()):
+        sh = file_shape(spec, sample_shapes(spec, seed, f, rec)[0], c)
+        nbytes[f] = len(npy_header(a["dtype"], sh)) + int(np.prod(sh, dtype=np.int64)) * np.dtype(a["dtype"]).itemsize
+    return paths, first, count, nbytes
+
+
+# ---- content ------------------------------------------------------------------------------------------
+
+def fill_array(workload, seed: int, i: int, a: int, out: np.ndarray) -> None:
+    """Sample ``i``'s array number ``a`` into ``out`` (uint8, exactly its bytes, aligned to its dtype)."""
+    from .content import _fill_one, sample_rng
+
+    spec = workload.arrays[a]
+    _fill_one(sample_rng(workload, seed, i, STREAM0 + a), out.view(spec.dtype), spec.role)
+
+
+def expected_row(workload, seed: int, i: int) -> np.ndarray:
+    """Sample ``i``'s row as written (its arrays' bytes, in order; uint8, a fresh array)."""
+    from .manifest import spec_of
+
+    spec = spec_of(workload)
+    f = i // workload.samples_per_file
+    shapes = sample_shapes(spec, seed, f)
+    sizes = [int(np.prod(sh, dtype=np.int64)) * np.dtype(a.dtype).itemsize for sh, a in zip(shapes, workload.arrays)]
+    from ..storage import aligned_empty
+
+    out = aligned_empty(sum(sizes), np.uint8)
+    pos = 0
+    for a, n in enumerate(sizes):
+        fill_array(workload, seed, i, a, out[pos:pos + n])
+        pos += n
+    return out
+
+
+def array_rows(workload, seed: int, first: int, count: int, a: int, row_bytes: int, buf: np.ndarray):
+    """Yield (j, bytes of sample first+j's array a), filled into ``buf`` (reused)."""
+    for j in range(count):
+        view = buf[:row_bytes]
+        fill_array(workload, seed, first + j, a, view)
+        yield j, view
+
+
+# ---- writing ------------------------------------------------------------------------------------------
+
+def write_file(fd: int, workload, seed: int, m, f: int) -> int:
+    """Write file ``f`` of manifest ``m`` into the open (empty) ``fd``; returns the bytes written, which
+    must equal the planned size."""
+    from ..storage import aligned_empty
+    from .generate import _write_all
+    from .manifest import spec_of
+
+    spec = spec_of(workload)
+    first, count = int(m.first[f]), int(m.count[f])
+    a = workload.arrays[0]
+    sh = sample_shapes(spec, seed, f)[0]
+    row = int(np.prod(sh, dtype=np.int64)) * np.dtype(a.dtype).itemsize
+    head = npy_header(a.dtype, file_shape(spec, sh, count))
+    n = _write_all(fd, np.frombuffer(head, dtype=np.uint8), 0)
+    buf = aligned_empty(row, np.uint8)
+    for j, view in array_rows(workload, seed, first, count, 0, row, buf):
+        n += _write_all(fd, view, len(head) + j * row)
+    if n != int(m.nbytes[f]):
+        raise DataError(f"{m.paths[f]}: wrote {n} B, the plan says {int(m.nbytes[f])} B")
+    return n
+
+
+# ---- verify -------------------------------------------------------------------------------------------
+
+def check_file(path: Path, workload, seed: int, m, f: int) -> list[str]:
+    """Structure: ``np.load`` opens it (memory-mapped) with the planned dtype and shape."""
+    from .manifest import spec_of
+
+    spec = spec_of(workload)
+    a = workload.arrays[0]
+    want = file_shape(spec, sample_shapes(spec, seed, f)[0], int(m.count[f]))
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as e:
+        return [f"{path}: not a readable .npy file ({' '.join(str(e).split())[:120]})"]
+    if arr.shape != want or arr.dtype != np.dtype(a.dtype):
+        return [f"{path}: array is {arr.shape} {arr.dtype}, expected {want} {a.dtype}"]
+    return []
+
+
+# ---- readers ------------------------------------------------------------------------------------------
+
+def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
+                max_open_files: int = 64):
+    if via not in VIAS:
+        raise ConfigError(f"--read-via={via}: layout {workload.layout} is read with {', '.join(VIAS)} "
+                          f"(auto = library: np.load)")
+    if direct:
+        raise ConfigError(DIRECT_UNSUPPORTED)
+    if via == "pread":
+        return NpyPreadReader(d, manifest, workload, counters, max_open_files=max_open_files)
+    return NpyLoadReader(d, manifest, workload, counters)
+
+
+class _Base(SampleReader):
+    def _init(self, d: Path, manifest, workload, counters):
+        self._paths = [os.fsencode(str(d / p)) for p in manifest.paths]
+        self._spf = int(workload.samples_per_file)
+        self._rows = row_nbytes(manifest.spec, manifest.seed)
+        self.max_row_nbytes = self.decoded_nbytes = int(self._rows.max()) if len(self._rows) else 0
+        self.counters = counters
+
+
+class NpyLoadReader(_Base):
+    """``np.load`` per sample, as a PyTorch Dataset over .npy files does."""
+
+    def __init__(self, d: Path, manifest, workload, counters=None, direct: bool = False):
+        if direct:
+            raise ConfigError(DIRECT_UNSUPPORTED)
+        self._init(d, manifest, workload, counters)
+
+    def read_into(self, i: int, out: np.ndarray) -> int:
+        f, j = divmod(i, self._spf)
+        n = int(self._rows[f])
+        t0 = perf_counter_ns()
+        try:
+            if self._spf == 1:
+                arr = np.load(self._paths[f], allow_pickle=False)
+            else:
+                arr = np.load(self._paths[f], mmap_mode="r", allow_pickle=False)[j]
+            if arr.nbytes != n:
+                raise ValueError(f"sample has {arr.nbytes} B, the manifest says {n} B")
+            out[:n] = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        except (OSError, ValueError, IndexError) as e:
+            raise DataError(f"{os.fsdecode(self._paths[f])}: cannot read sample {i}: {e}; check the dataset with "
+                            f"`dlbench verify`") from None
+        if self.counters is not None:
+            self.counters.open_read(f, j * n, n, perf_counter_ns() - t0)
+        return n
+
+    def close(self) -> None:
+        pass
+
+
+class NpyPreadReader(_Base):
+    """Header parsed once per opened file, then one ``preadv`` per sample (an LRU of open files)."""
+
+    def __init__(self, d: Path, manifest, workload, counters=None, direct: bool = False, max_open_files: int = 64):
+        if direct:
+            raise ConfigError(DIRECT_UNSUPPORTED)
+        self._init(d, manifest, workload, counters)
+        self._spec, self._seed, self._count = manifest.spec, manifest.seed, manifest.count
+        self._dtype = np.dtype(workload.arrays[0].dtype)
+        self._open: OrderedDict[int, tuple[int, int]] = OrderedDict()
+        self._max_open = max(1, int(max_open_files))
+
+    def _get(self, f: int) -> tuple[int, int]:
+        h = self._open.get(f)
+        if h is not None:
+            return h
+        fd = os.open(self._paths[f], os.O_RDONLY)
+        try:
+            off = data_offset(fd, self._paths[f], 0, self._dtype,
+                              file_shape(self._spec, sample_shapes(self._spec, self._seed, f)[0], int(self._count[f])))
+        except BaseException:
+            os.close(fd)
+            raise
+        if self.counters is not None:
+            self.counters.open()
+        h = self._open[f] = (fd, off)
+        if len(self._open) > self._max_open:
+            os.close(self._open.popitem(last=False)[1][0])
+        return h
+
+    def read_into(self, i: int, out: np.ndarray) -> int:
+        from ..storage import preadv
+
+        f, j = divmod(i, self._spf)
+        n = int(self._rows[f])
+        fd, off = self._get(f)
+        t0 = perf_counter_ns()
+        got = preadv(fd, [out[:n]], off + j * n)
+        if self.counters is not None:
+            self.counters.read(f, off + j * n, got, perf_counter_ns() - t0)
+        if got != n:
+            raise DataError(f"{os.fsdecode(self._paths[f])}: short read of sample {i}: the file is truncated "
+                            f"(check the dataset with `dlbench verify`)")
+        if self._spf == 1:
+            os.close(self._open.pop(f)[0])   # a file per sample: nothing more to read from it
+        return n
+
+    def close(self) -> None:
+        while self._open:
+            os.close(self._open.popitem()[1][0])
+
+
+@functools.lru_cache(maxsize=4096)
+def _expected_header(dtype: str, shape: tuple[int, ...]) -> bytes:
+    return npy_header(dtype, shape)
+
+
+def data_offset(fd: int, path: bytes, at: int, dtype: np.dtype, shape: tuple[int, ...], head: bytes | None = None) -> int:
+    """Where the data of the .npy array whose header starts at byte ``at`` of ``fd`` begins; DataError unless it
+    is a C-order array of ``dtype`` and ``shape``. ``head``: bytes already read from ``at`` (else one pread).
+    Fast path: the header is byte for byte the one ``np.save`` writes for that array (cached per shape, ~1 µs);
+    otherwise it is parsed with ``np.lib.format`` (~60 µs: version 2.0 headers, other writers)."""
+    from numpy.lib import format as npf
+
+    want = _expected_header(dtype.str, tuple(int(d) for d in shape))
+    if head is None or len(head) < len(want):
+        head = os.pread(fd, max(4096, len(want)), at)
+    if head[:len(want)] == want:
+        return at + len(want)
+    try:
+        bio = io.BytesIO(head)
+        major, minor = npf.read_magic(bio)
+        if (major, minor) == (1, 0):
+            shape_got, fortran, dt = npf.read_array_header_1_0(bio)
+        else:
+            shape_got, fortran, dt = npf.read_array_header_2_0(bio)
+    except (ValueError, EOFError) as e:
+        raise DataError(f"{os.fsdecode(path)}: not a readable .npy header at byte {at} ({e}); check the dataset "
+                        f"with `dlbench verify`") from None
+    if tuple(shape_got) != tuple(shape) or dt != dtype or fortran:
+        raise DataError(f"{os.fsdecode(path)}: array is {tuple(shape_got)} {dt}{' (Fortran order)' if fortran else ''}, "
+                        f"expected {tuple(shape)} {dtype}; check the dataset with `dlbench verify`")
+    return at + bio.tell()

@@ -1,0 +1,346 @@
+"""Format ``npz``: NumPy ``.npz`` files as ``np.savez`` writes them, one module for everything the format
+does (issue 16's format registry: adding a format is this module plus one ``register`` line).
+
+Layout. File f (``data-<f>.npz``) is a ZIP archive with one *stored* (uncompressed) member ``<name>.npy``
+per workload array, in the workload's order (DLIO's generator writes ``x`` and ``y``: the DLIO translation
+gives those two arrays). Each member is the .npy file of that array for the file's samples, shaped as in
+``fmt_npy`` (``(count, *sample_shape)``, or the sample's shape with one sample per file), samples along
+axis 0 (DLIO puts them on the last axis; bytes per file and per sample are the same). The archive is
+written by ``zipfile`` exactly as ``np.savez`` does (``ZIP_STORED``, ``force_zip64=True`` local headers,
+the central directory at the end) except the members' timestamp, fixed at 1980-01-01 so the bytes are a
+pure function of (workload, seed). ``np.load`` reads it unchanged. File sizes are known before writing
+(``plan_files``: ZIP headers + .npy headers + data) and every written file is checked against them.
+
+Record sizes and content: as ``fmt_npy`` (the data array's length drawn per file from ``record_size``;
+sample i's array a from ``content.sample_rng(workload, seed, i, 3 + a)``).
+
+Readers. ``--read-via auto`` / ``library`` (default): ``np.load`` of the file and ``z[name]`` per array, as a
+PyTorch Dataset over .npz does; with several samples per file the last file's arrays are kept (DLIO's
+open-file map) so consecutive samples of one file load it once, and every load is counted as the member
+bytes numpy reads. ``--read-via pread``: once per opened file each member's local header (30 fixed bytes + name + extra
+field) gives where its .npy header starts, which gives the data offset (fast path: the local headers walked in order from byte 0, one pread per member, as np.savez lays
+them out); then each array's row is one ``preadv`` at ``offset + j * row_bytes``. A compressed member
+(``np.savez_compressed``) has no byte range: the pread reader refuses it in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zipfile
+from collections import OrderedDict
+from pathlib import Path
+from time import perf_counter_ns
+
+import numpy as np
+
+from ..errors import ConfigError, DataError
+from . import fmt_npy as npy
+from .fmt_npy import DIRECT_UNSUPPORTED, VIAS, expected_row, row_nbytes, sample_nbytes  # noqa: F401  (this format's)
+
+SUFFIX = ".npz"
+DATE = (1980, 1, 1, 0, 0, 0)
+ZIP64_LIMIT = (1 << 31) - 1                  # zipfile.ZIP64_LIMIT
+LOCAL_HEAD = 30                             # fixed part of a ZIP local file header
+ZIP64_LOCAL_EXTRA = 20                      # np.savez writes members with force_zip64: HHQQ in each local header
+CENTRAL_HEAD, END_RECORD, ZIP64_END = 46, 22, 56 + 20
+
+
+def check_spec(spec, where: str) -> None:
+    """Members are ``<name>.npy``: names must be unique (checked for every layout) and not empty."""
+    for a in spec.arrays:
+        if not a.name or a.name.startswith("/"):
+            raise ConfigError(f"workload {spec.name} ({where}): array name {a.name!r}: an npz member name must "
+                              f"be non-empty and relative")
+
+
+def _members(spec: dict, seed: int, f: int, count: int, rec=None) -> list[tuple[str, bytes, int]]:
+    """(member name, .npy header, data bytes) of each array of file ``f``."""
+    out = []
+    for a, sh in zip(spec["arrays"], npy.sample_shapes(spec, seed, f, rec)):
+        fs = npy.file_shape(spec, sh, count)
+        out.append((a["name"] + ".npy", npy.npy_header(a["dtype"], fs),
+                    int(np.prod(fs, dtype=np.int64)) * np.dtype(a["dtype"]).itemsize))
+    return out
+
+
+def zip_nbytes(members: list[tuple[str, bytes, int]]) -> int:
+    """The size of the archive ``zipfile`` writes for these stored members (as ``np.savez``)."""
+    pos = 0
+    central = 0
+    for name, head, data in members:
+        nb = len(name.encode())
+        offset = pos
+        size = len(head) + data
+        pos += LOCAL_HEAD + nb + ZIP64_LOCAL_EXTRA + size
+        extra = (16 if size > ZIP64_LIMIT else 0) + (8 if offset > ZIP64_LIMIT else 0)
+        central += CENTRAL_HEAD + nb + (4 + extra if extra else 0)
+    zip64 = len(members) > 0xFFFF or pos > ZIP64_LIMIT or central > ZIP64_LIMIT
+    return pos + central + (ZIP64_END if zip64 else 0) + END_RECORD
+
+
+def plan_files(workload, seed: int):
+    from .manifest import spec_of
+
+    spec = spec_of(workload)
+    paths, first, count = npy.layout_files(workload, seed, "data-{f:08d}" + SUFFIX)
+    rec = npy.record_nbytes(spec, seed, len(paths))
+    nbytes = np.asarray([zip_nbytes(_members(spec, seed, f, c, rec)) for f, c in enumerate(count.tolist())],
+                        dtype=np.int64)
+    return paths, first, count, nbytes
+
+
+def write_file(fd: int, workload, seed: int, m, f: int) -> int:
+    """Write file ``f`` into the open (empty) ``fd`` through ``zipfile`` as ``np.savez`` does; returns its
+    size, which must equal the planned one."""
+    from ..storage import aligned_empty
+    from .manifest import spec_of
+
+    spec = spec_of(workload)
+    first, count = int(m.first[f]), int(m.count[f])
+    members = _members(spec, seed, f, count)
+    with os.fdopen(os.dup(fd), "wb") as fh:
+        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+            for a, (name, head, data) in enumerate(members):
+                zi = zipfile.ZipInfo(name, date_time=DATE)
+                zi.compress_type = zipfile.ZIP_STORED
+                row = data // count
+                buf = aligned_empty(max(1, row), np.uint8)
+                with zf.open(zi, "w", force_zip64=True) as out:
+                    out.write(head)
+                    for _j, view in npy.array_rows(workload, seed, first, count, a, row, buf):
+                        out.write(view)
+        fh.flush()
+        n = fh.tell()
+    if n != int(m.nbytes[f]):
+        raise DataError(f"{m.paths[f]}: wrote {n} B, the plan says {int(m.nbytes[f])} B")
+    return n
+
+
+def check_file(path: Path, workload, seed: int, m, f: int) -> list[str]:
+    """Structure: a ZIP with exactly the planned stored members, each an .npy of the planned dtype and
+    shape (``np.load`` of each member's header; the data is compared by ``--checksum``/``--content``)."""
+    from .manifest import spec_of
+
+    spec = spec_of(workload)
+    members = _members(spec, seed, f, int(m.count[f]))
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+            if names != [n for n, _, _ in members]:
+                return [f"{path}: members {names}, expected {[n for n, _, _ in members]}"]
+            for (name, _, _), a, sh in zip(members, workload.arrays, npy.sample_shapes(spec, seed, f)):
+                info = zf.getinfo(name)
+                if info.compress_type != zipfile.ZIP_STORED:
+                    return [f"{path}: member {name} is compressed; dlbench writes stored members"]
+                from numpy.lib import format as npf
+
+                with zf.open(info) as fh:
+                    version = npf.read_magic(fh)
+                    shape, fortran, dt = (npf.read_array_header_1_0(fh) if version == (1, 0)
+                                          else npf.read_array_header_2_0(fh))
+                want = npy.file_shape(spec, sh, int(m.count[f]))
+                if tuple(shape) != want or dt != np.dtype(a.dtype) or fortran:
+                    return [f"{path}: member {name} is {tuple(shape)} {dt}, expected {want} {a.dtype}"]
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        return [f"{path}: not a readable .npz file ({' '.join(str(e).split())[:120]})"]
+    return []
+
+
+# ---- readers ------------------------------------------------------------------------------------------
+
+def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
+                max_open_files: int = 64):
+    if via not in VIAS:
+        raise ConfigError(f"--read-via={via}: layout {workload.layout} is read with {', '.join(VIAS)} "
+                          f"(auto = library: np.load)")
+    if direct:
+        raise ConfigError(DIRECT_UNSUPPORTED)
+    if via == "pread":
+        return NpzPreadReader(d, manifest, workload, counters, max_open_files=max_open_files)
+    return NpzLoadReader(d, manifest, workload, counters)
+
+
+class _Arrays(npy._Base):
+    def _init_npz(self, d, manifest, workload, counters):
+        self._init(d, manifest, workload, counters)
+        self._spec, self._seed, self._count = manifest.spec, manifest.seed, manifest.count
+        self._names = [a.name for a in workload.arrays]
+        self._dtypes = [np.dtype(a.dtype) for a in workload.arrays]
+
+    def _row_parts(self, f: int) -> list[int]:
+        """Bytes of each array in one sample's row of file ``f``."""
+        return [int(np.prod(sh, dtype=np.int64)) * dt.itemsize
+                for sh, dt in zip(npy.sample_shapes(self._spec, self._seed, f), self._dtypes)]
+
+    def _error(self, f: int, i: int, e) -> DataError:
+        return DataError(f"{os.fsdecode(self._paths[f])}: cannot read sample {i}: {e}; check the dataset with "
+                         f"`dlbench verify`")
+
+
+class NpzLoadReader(_Arrays):
+    """``np.load`` and ``z[name]`` per array, as a PyTorch Dataset over .npz files does; the last file's
+    arrays are kept for the next sample of the same file (several samples per file)."""
+
+    def __init__(self, d: Path, manifest, workload, counters=None, direct: bool = False):
+        if direct:
+            raise ConfigError(DIRECT_UNSUPPORTED)
+        self._init_npz(d, manifest, workload, counters)
+        self._last: tuple[int, list] | None = None
+
+    def read_into(self, i: int, out: np.ndarray) -> int:
+        f, j = divmod(i, self._spf)
+        n = int(self._rows[f])
+        last = self._last
+        try:
+            if last is not None and last[0] == f:
+                arrays = last[1]
+            else:
+                t0 = perf_counter_ns()
+                with np.load(self._paths[f], allow_pickle=False) as z:
+                    arrays = [z[name] for name in self._names]
+                if self.counters is not None:
+                    self.counters.open_read(f, 0, sum(a.nbytes for a in arrays), perf_counter_ns() - t0)
+                if self._spf > 1:
+                    self._last = (f, arrays)
+            pos = 0
+            for arr in arrays:
+                row = arr if self._spf == 1 else arr[j]
+                b = row.nbytes
+                out[pos:pos + b] = np.ascontiguousarray(row).reshape(-1).view(np.uint8)
+                pos += b
+        except (OSError, ValueError, KeyError, IndexError, zipfile.BadZipFile, EOFError) as e:
+            raise self._error(f, i, e) from None
+        if pos != n:
+            raise self._error(f, i, f"{pos} B, the manifest says {n} B")
+        return n
+
+    def close(self) -> None:
+        self._last = None
+
+
+class NpzPreadReader(_Arrays):
+    """Member data offsets from the ZIP local headers once per opened file, then one ``preadv`` per array
+    per sample (an LRU of open files)."""
+
+    def __init__(self, d: Path, manifest, workload, counters=None, direct: bool = False, max_open_files: int = 64):
+        if direct:
+            raise ConfigError(DIRECT_UNSUPPORTED)
+        self._init_npz(d, manifest, workload, counters)
+        self._open: OrderedDict[int, tuple[int, list]] = OrderedDict()
+        self._max_open = max(1, int(max_open_files))
+
+    def _get(self, f: int) -> tuple[int, list]:
+        h = self._open.get(f)
+        if h is not None:
+            return h
+        path = self._paths[f]
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            parts = list(zip(member_offsets(fd, path, self._names, self._dtypes,
+                                            [npy.file_shape(self._spec, sh, int(self._count[f]))
+                                             for sh in npy.sample_shapes(self._spec, self._seed, f)]),
+                             self._row_parts(f)))
+        except BaseException:
+            os.close(fd)
+            raise
+        if self.counters is not None:
+            self.counters.open()
+        h = self._open[f] = (fd, parts)
+        if len(self._open) > self._max_open:
+            os.close(self._open.popitem(last=False)[1][0])
+        return h
+
+    def read_into(self, i: int, out: np.ndarray) -> int:
+        from ..storage import preadv
+
+        f, j = divmod(i, self._spf)
+        fd, parts = self._get(f)
+        cnt, clock = self.counters, perf_counter_ns
+        pos = 0
+        for off, b in parts:
+            t0 = clock()
+            got = preadv(fd, [out[pos:pos + b]], off + j * b)
+            if cnt is not None:
+                cnt.read(f, off + j * b, got, clock() - t0)
+            if got != b:
+                raise self._error(f, i, "short read: the file is truncated")
+            pos += b
+        if self._spf == 1:
+            os.close(self._open.pop(f)[0])   # a file per sample: nothing more to read from it
+        return pos
+
+    def close(self) -> None:
+        while self._open:
+            os.close(self._open.popitem()[1][0])
+
+
+def member_offsets(fd: int, path: bytes, names, dtypes, shapes) -> list[int]:
+    """Where each member ``<name>.npy``'s array data starts in the archive open as ``fd``. Fast path (archives
+    ``np.savez`` writes: members in order from byte 0, sizes in each local header, no data descriptor): walk
+    the local headers, one pread per member covering its 30 fixed bytes, name, extra field (zip64 sizes) and
+    .npy header. Otherwise (another member order or writer): the central directory (``zipfile``) gives each
+    member's local header. DataError if a member is missing, compressed or not the expected array."""
+    try:
+        return _walk_local_headers(fd, path, names, dtypes, shapes)
+    except _NotSequential:
+        return _from_central_directory(fd, path, names, dtypes, shapes)
+
+
+class _NotSequential(Exception):
+    pass
+
+
+def _walk_local_headers(fd: int, path: bytes, names, dtypes, shapes) -> list[int]:
+    at, out = 0, []
+    for name, dt, sh in zip(names, dtypes, shapes):
+        head = os.pread(fd, 4096, at)
+        if len(head) < LOCAL_HEAD or head[:4] != b"PK\x03\x04":
+            raise _NotSequential
+        flags, method = struct.unpack("<HH", head[6:10])
+        comp, _size, nlen, elen = struct.unpack("<IIHH", head[18:30])
+        fname = head[LOCAL_HEAD:LOCAL_HEAD + nlen]
+        if fname != (name + ".npy").encode() or flags & 0x08 or len(head) < LOCAL_HEAD + nlen + elen:
+            raise _NotSequential
+        if method != zipfile.ZIP_STORED:
+            raise _compressed(path, name + ".npy")
+        if comp == 0xFFFFFFFF:   # the zip64 extra field (id 1) holds the sizes: file size, then compressed size
+            extra = head[LOCAL_HEAD + nlen:LOCAL_HEAD + nlen + elen]
+            comp = None
+            while len(extra) >= 4:
+                hid, hlen = struct.unpack("<HH", extra[:4])
+                if hid == 1 and hlen >= 16:
+                    comp = struct.unpack("<Q", extra[12:20])[0]
+                    break
+                extra = extra[4 + hlen:]
+            if comp is None:
+                raise _NotSequential
+        data_at = at + LOCAL_HEAD + nlen + elen
+        out.append(npy.data_offset(fd, path, data_at, dt, sh, head[LOCAL_HEAD + nlen + elen:]))
+        at = data_at + comp
+    return out
+
+
+def _compressed(path: bytes, member: str) -> DataError:
+    return DataError(f"{os.fsdecode(path)}: member {member} is compressed (np.savez_compressed): it has no byte "
+                     f"range to pread; use --read-via library")
+
+
+def _from_central_directory(fd: int, path: bytes, names, dtypes, shapes) -> list[int]:
+    try:
+        with open(fd, "rb", closefd=False) as fh, zipfile.ZipFile(fh) as zf:
+            infos = [zf.getinfo(n + ".npy") for n in names]
+    except (KeyError, zipfile.BadZipFile, OSError, ValueError) as e:
+        raise DataError(f"{os.fsdecode(path)}: not a readable .npz archive ({e}); check the dataset with "
+                        f"`dlbench verify`") from None
+    out = []
+    for info, dt, sh in zip(infos, dtypes, shapes):
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise _compressed(path, info.filename)
+        head = os.pread(fd, LOCAL_HEAD, info.header_offset)
+        if len(head) != LOCAL_HEAD or head[:4] != b"PK\x03\x04":
+            raise DataError(f"{os.fsdecode(path)}: no ZIP local header for {info.filename} at byte "
+                            f"{info.header_offset}; check the dataset with `dlbench verify`")
+        name_len, extra_len = struct.unpack("<HH", head[26:30])
+        out.append(npy.data_offset(fd, path, info.header_offset + LOCAL_HEAD + name_len + extra_len, dt, sh))
+    return out
