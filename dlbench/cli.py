@@ -192,12 +192,16 @@ def show(workload_name, scale, samples):
     for w in resolved:
         click.echo(f"  [{w.scale}] {w.samples:,} samples, {w.files:,} files, "
                    f"{_human_bytes(w.sample_nbytes)} per sample ({w.sample_nbytes:,} B"
-                   f"{' mean' if w.layout == 'jpeg_folders' else ''}), dataset {_human_bytes(w.dataset_nbytes)}, "
-                   f"local batch {w.batch_size}" + (f", {w.samples_per_file} samples per file"
-                                                    if w.layout == "hdf5_blocks" else "")
+                   f"{' mean' if w.layout == 'jpeg_folders' or w.record_size else ''}), dataset "
+                   f"{_human_bytes(w.dataset_nbytes)}, local batch {w.batch_size}"
+                   + (f", {w.samples_per_file} samples per file" if w.format.samples_per_file == "block" else "")
                    + (f", {w.classes} classes" if w.classes else ""))
         for a in w.arrays:
             click.echo(f"      {a.name}: {list(a.shape)} {a.dtype} ({a.role}, {a.nbytes:,} B)")
+        if w.record_size is not None:
+            sz = w.record_size
+            click.echo(f"      record_size: {sz.kind}, data array mean {sz.mean_bytes:,.0f} B sd {sz.std_bytes:,.0f} B, "
+                       f"clipped to [{sz.min_bytes:,.0f}, {sz.max_bytes:,.0f}] B, drawn per file")
         if w.jpeg is not None:
             sz = w.jpeg.size
             click.echo(f"      jpeg: {sz.kind} size mean {sz.mean_bytes:,.0f} B sd {sz.std_bytes:,.0f} B, "

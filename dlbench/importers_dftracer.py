@@ -535,6 +535,11 @@ def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, s
                      "read_bytes": int(read_bytes),
                      "bytes_by_tier": _bytes_by_tier(ioc),
                      "io_counters": ioc, "per_rank": {"read_bytes": rank_bytes, "read_time_s": read_union_s}}
+    if any(len(a["start_ns"]) for a in intervals):
+        # per read call, per tier and rank: the same P50/P95/P99/max as a measured run (metrics.read_latency_rank)
+        from . import metrics
+
+        summary["read_latency"] = metrics.merge_read_latency([metrics.read_latency_rank(a) for a in intervals])
     if total_s is not None:
         summary["total_time_s"] = total_s
     if W:

@@ -278,7 +278,8 @@ def parse_mountinfo(text: str) -> list[dict]:
         if len(a) < 6 or len(b) < 2:
             continue
         mounts.append({"mount_point": _unescape(a[4]), "fstype": b[0], "source": _unescape(b[1]),
-                       "options": a[5] + ("," + b[2] if len(b) > 2 else "")})
+                       # per-mount options then the super block's, each once (both carry rw/ro)
+                       "options": ",".join(dict.fromkeys((a[5] + ("," + b[2] if len(b) > 2 else "")).split(",")))})
     return mounts
 
 

@@ -466,7 +466,7 @@ def compare(run_dirs: Sequence, fmt: str = "table") -> str:
             r["status"], _cache_label(r), _latency_label(r)) for r in rows]
     return _table(["workload", "run", "compute", "ranks", "epoch (s)", "exposed I/O", "e2e exposed", "read",
                    "AU", "MB/s",
-                   "samples/s", "simulated", "status", "cache (device/req)", "read P50/P99/max ms"], tab, align_left=3)
+                   "samples/s", "simulated", "status", "cache (device/req)", "read P50/P95/P99/max ms"], tab, align_left=3)
 
 
 def _cache_label(r: dict) -> str:
@@ -479,8 +479,8 @@ def _cache_label(r: dict) -> str:
 def _latency_label(r: dict) -> str:
     if r.get("read_p50_s") is None:
         return "-"
-    return (f"{r['read_latency_tier']} " + "/".join(f"{r[k] * 1e3:.3g}" for k in ("read_p50_s", "read_p99_s",
-                                                                              "read_max_s")))
+    keys = ("read_p50_s", "read_p95_s", "read_p99_s", "read_max_s")
+    return f"{r['read_latency_tier']} " + "/".join(f"{r[k] * 1e3:.3g}" for k in keys)
 
 
 # ---- imports of other tools' records: dlbench.importers (re-exported here) ----------------------------

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A two-node Slurm cluster on this one machine, for testing `dlbench jobscript` with real sbatch.
-#   scripts/slurm-local.sh start    start munged (if none answers), slurmctld and slurmd n1, n2; wait for idle
+#   scripts/slurm-local.sh start    start its own munged (own key and socket), slurmctld and slurmd n1, n2; wait for idle
 #   scripts/slurm-local.sh status   sinfo of the local cluster
 #   scripts/slurm-local.sh stop     kill the daemons this script started, remove the state folder
 # Installs nothing: needs slurm-wlm and munge (Debian: apt-get install slurm-wlm munge) and root (slurmd, munge
@@ -47,9 +47,12 @@ stop() {
             for _ in $(seq 30); do [ -z "$(SLURM_CONF=$CONF squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.5; done
         fi
     fi
-    for f in "$DIR"/slurmd-n1.pid "$DIR"/slurmd-n2.pid "$DIR"/slurmctld.pid "$DIR"/munged.pid; do
+    local M=""
+    [ -s "$DIR"/munge.dir ] && M=$(cat "$DIR"/munge.dir)
+    for f in "$DIR"/slurmd-n1.pid "$DIR"/slurmd-n2.pid "$DIR"/slurmctld.pid ${M:+"$M"/munged.pid}; do
         kill_pidfile "$f"
     done
+    case "$M" in /tmp/dlbench-munge.*) rm -rf "$M" ;; esac
     local left
     left=$(cluster_pids | grep -vx "$$" || true)
     # shellcheck disable=SC2086
@@ -71,22 +74,22 @@ start() {
         fi
     done
     mkdir -p "$DIR"/state "$DIR"/spool "$DIR"/log
-    # munge: a 1 KiB key owned by munge (mode 400) and munged as the munge user, unless one already answers
-    if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
-        local key=/etc/munge/munge.key
-        if [ ! -s "$key" ]; then
-            mkdir -p /etc/munge
-            dd if=/dev/urandom of="$key" bs=1024 count=1 status=none
-        fi
-        chown munge:munge "$key"; chmod 400 "$key"
-        mkdir -p /run/munge /var/log/munge /var/lib/munge
-        chown munge:munge /run/munge /var/log/munge /var/lib/munge
-        su -s /bin/sh munge -c "munged --pid-file=/run/munge/dlbench-munged.pid" \
-            || die "munged did not start (see /var/log/munge/munged.log)"
-        cp /run/munge/dlbench-munged.pid "$DIR"/munged.pid
-        for _ in $(seq 50); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
-        munge -n | unmunge >/dev/null || die "munge does not answer after starting munged"
-    fi
+    # munge: this cluster's own munged (own 1 KiB key owned by munge, mode 400; own socket, pid, log and seed
+    # in its own folder), never the host's: two local clusters (or the host's munged) cannot stop each other's.
+    # The folder is under /tmp, not $DIR: munged wants every directory above its socket searchable by all, which
+    # a private $DIR (pytest's tmp_path) is not; $DIR/munge.dir says where it is, for stop
+    local M
+    M=$(mktemp -d /tmp/dlbench-munge.XXXXXX)
+    echo "$M" > "$DIR"/munge.dir
+    dd if=/dev/urandom of="$M"/munge.key bs=1024 count=1 status=none
+    chown -R munge:munge "$M"; chmod 755 "$M"; chmod 400 "$M"/munge.key
+    su -s /bin/sh munge -c "munged --socket=$M/munge.socket --key-file=$M/munge.key --pid-file=$M/munged.pid \
+--log-file=$M/munged.log --seed-file=$M/munged.seed" \
+        || { tail -3 "$M"/munged.log >&2 2>/dev/null || true; rm -rf "$DIR" "$M"; die "munged did not start"; }
+    for _ in $(seq 50); do munge -S "$M"/munge.socket -n 2>/dev/null | unmunge -S "$M"/munge.socket >/dev/null 2>&1 \
+        && break; sleep 0.1; done
+    munge -S "$M"/munge.socket -n | unmunge -S "$M"/munge.socket >/dev/null \
+        || { stop >/dev/null; die "munge does not answer after starting munged"; }
     local host mem
     host=$(hostname -s)
     mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 4 ))  # MiB per node: a quarter each
@@ -95,6 +98,7 @@ ClusterName=dlbenchlocal
 SlurmctldHost=$host
 SlurmUser=root
 AuthType=auth/munge
+AuthInfo=socket=$M/munge.socket
 CredType=cred/munge
 SlurmctldPort=$PORT
 ProctrackType=proctrack/linuxproc

@@ -83,6 +83,11 @@ def row_fields(workload) -> tuple[Field, ...]:
     if workload.layout == "jpeg_folders":
         shape = tuple(workload.jpeg.decoded_shape)
         return (Field("image", 0, int(np.prod(shape)), shape, np.dtype(np.uint8), "data"),)
+    if getattr(workload, "record_size", None) is not None:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"--compute torch: workload {workload.name} has record sizes drawn per file (record_size), "
+                          f"so its samples have no one shape for a model; use --compute sleep (the default)")
     out, off = [], 0
     for a in workload.arrays:
         out.append(Field(a.name, off, a.nbytes, tuple(a.shape), np.dtype(a.dtype), a.role))

@@ -29,6 +29,7 @@ back to buffered reads with eviction).
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import os
@@ -344,12 +345,23 @@ class NpyPreadReader(_Base):
             os.close(self._open.popitem()[1][0])
 
 
-def data_offset(fd: int, path: bytes, at: int, dtype: np.dtype, shape: tuple[int, ...]) -> int:
-    """Parse the .npy header that starts at byte ``at`` of ``fd`` (one pread) and return where its data
-    starts; DataError unless it is a C-order array of ``dtype`` and ``shape``."""
+@functools.lru_cache(maxsize=4096)
+def _expected_header(dtype: str, shape: tuple[int, ...]) -> bytes:
+    return npy_header(dtype, shape)
+
+
+def data_offset(fd: int, path: bytes, at: int, dtype: np.dtype, shape: tuple[int, ...], head: bytes | None = None) -> int:
+    """Where the data of the .npy array whose header starts at byte ``at`` of ``fd`` begins; DataError unless it
+    is a C-order array of ``dtype`` and ``shape``. ``head``: bytes already read from ``at`` (else one pread).
+    Fast path: the header is byte for byte the one ``np.save`` writes for that array (cached per shape, ~1 µs);
+    otherwise it is parsed with ``np.lib.format`` (~60 µs: version 2.0 headers, other writers)."""
     from numpy.lib import format as npf
 
-    head = os.pread(fd, 4096, at)
+    want = _expected_header(dtype.str, tuple(int(d) for d in shape))
+    if head is None or len(head) < len(want):
+        head = os.pread(fd, max(4096, len(want)), at)
+    if head[:len(want)] == want:
+        return at + len(want)
     try:
         bio = io.BytesIO(head)
         major, minor = npf.read_magic(bio)

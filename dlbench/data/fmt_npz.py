@@ -17,9 +17,9 @@ sample i's array a from ``content.sample_rng(workload, seed, i, 3 + a)``).
 Readers. ``--read-via auto`` / ``library`` (default): ``np.load`` of the file and ``z[name]`` per array, as a
 PyTorch Dataset over .npz does; with several samples per file the last file's arrays are kept (DLIO's
 open-file map) so consecutive samples of one file load it once, and every load is counted as the member
-bytes numpy reads. ``--read-via pread``: once per opened file the central directory gives each member's
-local header, whose 30 fixed bytes + name + extra field give the .npy header, parsed for the data
-offset; then each array's row is one ``preadv`` at ``offset + j * row_bytes``. A compressed member
+bytes numpy reads. ``--read-via pread``: once per opened file each member's local header (30 fixed bytes + name + extra
+field) gives where its .npy header starts, which gives the data offset (fast path: the local headers walked in order from byte 0, one pread per member, as np.savez lays
+them out); then each array's row is one ``preadv`` at ``offset + j * row_bytes``. A compressed member
 (``np.savez_compressed``) has no byte range: the pread reader refuses it in one line.
 """
 
@@ -276,10 +276,57 @@ class NpzPreadReader(_Arrays):
 
 
 def member_offsets(fd: int, path: bytes, names, dtypes, shapes) -> list[int]:
-    """Where each member ``<name>.npy``'s array data starts in the archive open as ``fd``: its local header
-    offset from the central directory, then the local header's name and extra lengths (one pread), then
-    its .npy header (``fmt_npy.data_offset``). DataError if a member is missing, compressed or not the
-    expected array."""
+    """Where each member ``<name>.npy``'s array data starts in the archive open as ``fd``. Fast path (archives
+    ``np.savez`` writes: members in order from byte 0, sizes in each local header, no data descriptor): walk
+    the local headers, one pread per member covering its 30 fixed bytes, name, extra field (zip64 sizes) and
+    .npy header. Otherwise (another member order or writer): the central directory (``zipfile``) gives each
+    member's local header. DataError if a member is missing, compressed or not the expected array."""
+    try:
+        return _walk_local_headers(fd, path, names, dtypes, shapes)
+    except _NotSequential:
+        return _from_central_directory(fd, path, names, dtypes, shapes)
+
+
+class _NotSequential(Exception):
+    pass
+
+
+def _walk_local_headers(fd: int, path: bytes, names, dtypes, shapes) -> list[int]:
+    at, out = 0, []
+    for name, dt, sh in zip(names, dtypes, shapes):
+        head = os.pread(fd, 4096, at)
+        if len(head) < LOCAL_HEAD or head[:4] != b"PK\x03\x04":
+            raise _NotSequential
+        flags, method = struct.unpack("<HH", head[6:10])
+        comp, _size, nlen, elen = struct.unpack("<IIHH", head[18:30])
+        fname = head[LOCAL_HEAD:LOCAL_HEAD + nlen]
+        if fname != (name + ".npy").encode() or flags & 0x08 or len(head) < LOCAL_HEAD + nlen + elen:
+            raise _NotSequential
+        if method != zipfile.ZIP_STORED:
+            raise _compressed(path, name + ".npy")
+        if comp == 0xFFFFFFFF:   # the zip64 extra field (id 1) holds the sizes: file size, then compressed size
+            extra = head[LOCAL_HEAD + nlen:LOCAL_HEAD + nlen + elen]
+            comp = None
+            while len(extra) >= 4:
+                hid, hlen = struct.unpack("<HH", extra[:4])
+                if hid == 1 and hlen >= 16:
+                    comp = struct.unpack("<Q", extra[12:20])[0]
+                    break
+                extra = extra[4 + hlen:]
+            if comp is None:
+                raise _NotSequential
+        data_at = at + LOCAL_HEAD + nlen + elen
+        out.append(npy.data_offset(fd, path, data_at, dt, sh, head[LOCAL_HEAD + nlen + elen:]))
+        at = data_at + comp
+    return out
+
+
+def _compressed(path: bytes, member: str) -> DataError:
+    return DataError(f"{os.fsdecode(path)}: member {member} is compressed (np.savez_compressed): it has no byte "
+                     f"range to pread; use --read-via library")
+
+
+def _from_central_directory(fd: int, path: bytes, names, dtypes, shapes) -> list[int]:
     try:
         with open(fd, "rb", closefd=False) as fh, zipfile.ZipFile(fh) as zf:
             infos = [zf.getinfo(n + ".npy") for n in names]
@@ -289,8 +336,7 @@ def member_offsets(fd: int, path: bytes, names, dtypes, shapes) -> list[int]:
     out = []
     for info, dt, sh in zip(infos, dtypes, shapes):
         if info.compress_type != zipfile.ZIP_STORED:
-            raise DataError(f"{os.fsdecode(path)}: member {info.filename} is compressed (np.savez_compressed): it "
-                            f"has no byte range to pread; use --read-via library")
+            raise _compressed(path, info.filename)
         head = os.pread(fd, LOCAL_HEAD, info.header_offset)
         if len(head) != LOCAL_HEAD or head[:4] != b"PK\x03\x04":
             raise DataError(f"{os.fsdecode(path)}: no ZIP local header for {info.filename} at byte "

@@ -169,8 +169,9 @@ def direct_support(layout: str) -> tuple[bool, str]:
     from ..data.registry import FORMATS
 
     drv = FORMATS[layout].driver() if layout in FORMATS else None
-    if drv is not None and getattr(drv, "DIRECT_UNSUPPORTED", ""):   # a format module that says why not
-        return False, drv.DIRECT_UNSUPPORTED
+    why: str = getattr(drv, "DIRECT_UNSUPPORTED", "") if drv is not None else ""
+    if why:   # a format module that says why not
+        return False, why
     if layout != "hdf5_per_sample":
         return True, ""
     try:

@@ -77,6 +77,10 @@ def test_run_cache_keep_reports_device_bytes_and_compare_shows_them(tmp_path, cl
     assert not c["mlperf"]["ok"]                 # a tiny dataset in keep mode: the check is not met
     r = cli(["compare", d])
     assert r.exit_code == 0 and "keep" in r.output and "shared" in r.output
+    # the table's latency column: P50/P95/P99/max of the main tier (P95 was only in csv/json)
+    lat = s["read_latency"]["all"]["shared"]
+    cell = "shared " + "/".join(f"{lat[k] * 1e3:.3g}" for k in ("p50_s", "p95_s", "p99_s", "max_s"))
+    assert "read P50/P95/P99/max ms" in r.output and cell in r.output
 
 
 def test_run_cache_bad_value_is_one_line(tmp_path, cli, tiny):

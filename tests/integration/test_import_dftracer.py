@@ -55,6 +55,13 @@ def test_fixture_counters_exact():
     assert iv[1]["start_ns"].tolist() == [1510_000] and iv[1]["end_ns"].tolist() == [1517_000]
     assert int(np.sum(iv[0]["nbytes"])) == 4096 + 100 + 50 + 4096 + 200
     assert s["phase_time_s"]["read"] == pytest.approx(((10 + 2 + 1 + 20 + 3) + 7) / 2 * 1e-6)
+    # read-call latency percentiles per tier and rank, as a measured run has them (was missing from imports)
+    lat = s["read_latency"]
+    assert (lat["all"]["shared"]["count"], lat["all"]["local"]["count"]) == (5, 1)
+    assert lat["all"]["shared"]["max_s"] == pytest.approx(10e-6) and lat["all"]["local"]["p50_s"] == pytest.approx(20e-6)
+    r1 = lat["per_rank"][1]["tiers"]["shared"]
+    assert r1["count"] == 1 and r1["p50_s"] == pytest.approx(7e-6) and r1["p99_s"] == pytest.approx(7e-6)
+    assert lat["per_rank"][0]["tiers"]["shared"]["p50_s"] == pytest.approx(2.5e-6)  # 1, 2, 3, 10 us
 
 
 def test_old_format_and_folder_of_traces(tmp_path):
@@ -139,7 +146,8 @@ def test_cli_import_report_compare_plot(tmp_path, cli):
     doc = json.loads((rd / "run.json").read_text())
     assert doc["imported"]["kind"] == "dftracer" and doc["config"]["tiers"] == TIERS
     assert {"intervals.npz", "trace.json", "timelogger.csv"} <= set(doc["files"])
-    assert cli(["report", rd]).exit_code == 0
+    rep = cli(["report", rd])
+    assert rep.exit_code == 0 and "read latency" in rep.output and "P95 (ms)" in rep.output
     c = cli(["compare", rd])
     assert c.exit_code == 0 and "imported-dftracer" in c.output
     pytest.importorskip("matplotlib")

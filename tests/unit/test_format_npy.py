@@ -140,6 +140,10 @@ def test_spec_checks(tmp_path):
         wl(tmp_path, record_size={**SPEC["record_size"], "mean_bytes": 9000})
     with pytest.raises(ConfigError, match="one data array of one dimension"):
         wl(tmp_path, arrays=[{"name": "x", "shape": [10, 100], "dtype": "float32", "role": "data"}])
+    from dlbench.compute.models import row_fields
+
+    with pytest.raises(ConfigError, match="--compute torch: workload tnpy has record sizes"):
+        row_fields(wl(tmp_path))
     with pytest.raises(ConfigError, match="read-via=hdf5"):
         w = wl(tmp_path, record_size=None)
         fmt_npy.open_reader(Path("."), None, w, via="hdf5")

@@ -114,9 +114,28 @@ def test_verify_catches_damage(data):
     raw[-20] ^= 0xFF                     # the end-of-central-directory record
     p.write_bytes(bytes(raw))
     assert any("not a readable .npz" in x for x in verify(d, workload=w))
+    raw[1] ^= 0xFF                       # the first local header: neither walk nor central directory reads it
+    p.write_bytes(bytes(raw))
     with pytest.raises(DataError, match="not a readable .npz archive"):
         r = open_reader(d, m, w, via="pread")
         r.read_into(0, aligned_empty(r.max_row_nbytes))
+
+
+def test_pread_finds_members_of_other_writers(tmp_path):
+    """Members in another order (or other writers' layouts): the central directory gives their local headers."""
+    w = wl(tmp_path, record_size=None, samples=4, samples_per_file=4)
+    d = tmp_path / "d"
+    generate(w, d, seed=0)
+    m = Manifest.load(d)
+    p = d / m.paths[0]
+    with np.load(p) as z:
+        x, y = z["x"], z["y"]
+    np.savez(p, y=y, x=x)
+    r = open_reader(d, m, w, via="pread")
+    out = aligned_empty(r.max_row_nbytes)
+    for i in (2, 0, 3, 1):
+        assert np.array_equal(out[:r.read_into(i, out)], expected_row(w, 0, i))
+    r.close()
 
 
 def test_compressed_member_refused_by_pread(tmp_path):

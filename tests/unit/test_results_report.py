@@ -130,7 +130,8 @@ def _shared_dir() -> Path | None:
     env = os.environ.get("DLBENCH_SHARED")
     cands = [Path(env)] if env else []
     root = Path(__file__).resolve().parents[2]  # the repo root; shared/ sits beside it (or higher up)
-    cands += [root / "shared"] + [p / "shared" for p in root.parents]
+    # the repository's own copy (tests/fixtures/timelogger, BSD-3 with its licence) first, so CI runs these tests
+    cands += [root / "tests", root / "shared"] + [p / "shared" for p in root.parents]
     for c in cands:
         if (c / "fixtures" / "timelogger").is_dir():
             return c
