@@ -312,8 +312,8 @@ def decode_into(raw: np.ndarray, nbytes: int, out: np.ndarray) -> int:
         kind, vals = parse_example(raw, nbytes)["image"]
         if kind != "bytes" or len(vals) != 1:
             raise ValueError("feature 'image' is not one bytes value")
-    except (KeyError, ValueError) as e:
-        raise DataError(f"tfrecord: a record's payload is not the Example dlbench writes ({e}); check the "
+    except (KeyError, ValueError) as err:
+        raise DataError(f"tfrecord: a record's payload is not the Example dlbench writes ({err}); check the "
                         f"dataset with `dlbench verify --checksum`") from None
     s, e = vals[0]
     out[:e - s] = raw[s:e]
@@ -607,7 +607,7 @@ class TFDataReader(_Base):
         if n > dest.size:
             raise DataError(f"{os.fsdecode(self._paths[f])}: record {j} holds {n} bytes, at most "
                             f"{dest.size} expected")
-        self._take(st, f, memoryview(dest)[:n], n)
+        self._take(st, f, memoryview(dest)[:n], n)  # type: ignore[arg-type]  # ndarray exports the buffer
         self._take(st, f, memoryview(self._ftr), FOOTER)
         if mask(self._crc(dest[:n])) != int.from_bytes(self._ftr, "little"):
             raise DataError(f"{os.fsdecode(self._paths[f])}: record {j}: payload CRC mismatch (bytes changed "

@@ -602,6 +602,7 @@ class MemoryReader(SampleReader):
         if drv is not None:   # an encoded format module (tfrecord: the Example's image)
             return drv.decode_into(raw, nbytes, out)
         decode_jpeg_into(raw, nbytes, out, self.decoded_shape)
+        return None
 
 
 def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_files: int = 64,
