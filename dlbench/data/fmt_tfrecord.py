@@ -47,7 +47,7 @@ from time import perf_counter_ns
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from ..storage import preadv
+from ..storage import aligned_empty, preadv
 from .formats import SampleReader
 
 HEADER = 12          # uint64 length + masked crc
@@ -145,68 +145,77 @@ def _read_varint(b, p: int, end: int) -> tuple[int, int]:
     raise ValueError("truncated varint")
 
 
-def _fields(b, p: int, end: int):
-    """(field number, wire type, value or (start, end)) of each field of the message b[p:end]."""
+def _fields(b, p: int, end: int) -> list:
+    """[(field number, wire type, value, or start, end)] of the message b[p:end] (wire types 0, 1, 2, 5)."""
+    out = []
     while p < end:
-        key, p = _read_varint(b, p, end)
+        c = b[p]
+        if c < 0x80:
+            key, p = c, p + 1
+        else:
+            key, p = _read_varint(b, p, end)
         field, wt = key >> 3, key & 7
         if wt == 2:
-            n, p = _read_varint(b, p, end)
+            c = b[p] if p < end else 0x80
+            if c < 0x80:
+                n, p = c, p + 1
+            else:
+                n, p = _read_varint(b, p, end)
             if p + n > end:
                 raise ValueError("length past the end of its message")
-            yield field, wt, (p, p + n)
+            out.append((field, wt, p, p + n))
             p += n
         elif wt == 0:
             v, p = _read_varint(b, p, end)
-            yield field, wt, v
-        elif wt == 5:
-            p += 4
-        elif wt == 1:
-            p += 8
+            out.append((field, wt, v, v))
+        elif wt == 5 or wt == 1:
+            p += 4 if wt == 5 else 8
         else:
             raise ValueError(f"wire type {wt}")
     if p != end:
         raise ValueError("message overruns its length")
+    return out
 
 
 def parse_example(buf, nbytes: int | None = None) -> dict:
     """The features of a serialized Example: name -> ``("bytes", [(start, end), ...])`` (offsets into ``buf``),
-    ``("int64", [values])`` or ``("float", (start, end))``. ValueError when it is not a valid Example."""
-    b = memoryview(buf).cast("B") if not isinstance(buf, bytes | bytearray) else buf
-    end = len(b) if nbytes is None else nbytes
+    ``("int64", [values])`` or ``("float", (start, end))``. ValueError when it is not a valid Example. Walks the
+    message headers only (the bytes values are not touched)."""
+    b = buf if isinstance(buf, bytes | bytearray) else memoryview(buf).cast("B")
     out: dict = {}
-    for field, wt, v in _fields(b, 0, end):
+    for field, wt, s0, e0 in _fields(b, 0, len(b) if nbytes is None else nbytes):
         if field != 1 or wt != 2:
             continue
-        for ef, ewt, ev in _fields(b, *v):          # Features: map entries
+        for ef, ewt, es, ee in _fields(b, s0, e0):          # Features: map entries
             if ef != 1 or ewt != 2:
                 continue
-            name, feat = None, None
-            for kf, kwt, kv in _fields(b, *ev):
-                if kf == 1 and kwt == 2:
-                    name = bytes(b[kv[0]:kv[1]]).decode()
-                elif kf == 2 and kwt == 2:
-                    feat = kv
+            name = feat = None
+            for kf, kwt, ks, ke in _fields(b, es, ee):
+                if kwt == 2 and kf == 1:
+                    name = bytes(b[ks:ke]).decode()
+                elif kwt == 2 and kf == 2:
+                    feat = (ks, ke)
             if name is None or feat is None:
                 raise ValueError("map entry without key or value")
-            for ff, fwt, fv in _fields(b, *feat):     # Feature: oneof bytes_list / float_list / int64_list
+            for ff, fwt, fs, fe in _fields(b, *feat):     # Feature: oneof bytes_list / float_list / int64_list
                 if fwt != 2:
                     continue
                 if ff == 1:
-                    out[name] = ("bytes", [vv for vf, vwt, vv in _fields(b, *fv) if vf == 1 and vwt == 2])
+                    out[name] = ("bytes", [(vs, ve) for vf, vwt, vs, ve in _fields(b, fs, fe)
+                                           if vf == 1 and vwt == 2])
                 elif ff == 3:
                     vals: list = []
-                    for vf, vwt, vv in _fields(b, *fv):
+                    for vf, vwt, vs, ve in _fields(b, fs, fe):
                         if vf == 1 and vwt == 2:      # packed
-                            p, e = vv
-                            while p < e:
-                                x, p = _read_varint(b, p, e)
+                            p = vs
+                            while p < ve:
+                                x, p = _read_varint(b, p, ve)
                                 vals.append(x - (1 << 64) if x >= 1 << 63 else x)
                         elif vf == 1 and vwt == 0:
-                            vals.append(vv)
+                            vals.append(vs - (1 << 64) if vs >= 1 << 63 else vs)
                     out[name] = ("int64", vals)
                 elif ff == 2:
-                    out[name] = ("float", fv)
+                    out[name] = ("float", (fs, fe))
     return out
 
 
@@ -537,8 +546,8 @@ class IndexedReader(_Base):
 class _Stream:
     __slots__ = ("fd", "off", "buf", "pos", "end", "next_j")
 
-    def __init__(self, fd: int, off: int, bufsize: int, j: int):
-        self.fd, self.off, self.buf, self.pos, self.end, self.next_j = fd, off, bytearray(bufsize), 0, 0, j
+    def __init__(self, fd: int, off: int, buf: memoryview, j: int):
+        self.fd, self.off, self.buf, self.pos, self.end, self.next_j = fd, off, buf, 0, 0, j
 
 
 class TFDataReader(_Base):
@@ -548,7 +557,9 @@ class TFDataReader(_Base):
         super().__init__(*a, **kw)
         self._bufsize = int(self.opts.buffer_nbytes)
         self._streams: dict[int, _Stream] = {}
-        self._kept: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._kept: OrderedDict[int, tuple[np.ndarray, int]] = OrderedDict()   # the shuffle buffer's records
+        self._free: list[np.ndarray] = []                                        # their slots, for reuse
+        self._bufs: list[memoryview] = []                                        # read buffers, for reuse
         self.keep_records = max(64, 2 * int(self.opts.shuffle_buffer))
         self._crc = _crc32c()
         self.sequential = self.evicted = 0
@@ -557,7 +568,9 @@ class TFDataReader(_Base):
         fd = os.open(self._paths[f], os.O_RDONLY)
         if self.counters is not None:
             self.counters.open()
-        st = self._streams[f] = _Stream(fd, j * self._stride[f], self._bufsize, j)
+        # read buffers are reused from exhausted streams (a fresh one per file would page-fault on every use)
+        buf = self._bufs.pop() if self._bufs else memoryview(aligned_empty(self._bufsize)).cast("B")
+        st = self._streams[f] = _Stream(fd, j * self._stride[f], buf, j)
         return st
 
     def _fill(self, st: _Stream, f: int) -> None:
@@ -620,7 +633,7 @@ class TFDataReader(_Base):
         self.rereads += 1
         if self.counters is not None:
             self.counters.open()
-        st = _Stream(os.open(self._paths[f], os.O_RDONLY), j * self._stride[f], 0, j)   # no buffer: direct reads
+        st = _Stream(os.open(self._paths[f], os.O_RDONLY), j * self._stride[f], memoryview(b""), j)   # unbuffered
         try:
             return self._record(st, f, out)
         finally:
@@ -629,8 +642,9 @@ class TFDataReader(_Base):
     def read_into(self, i: int, out: np.ndarray) -> int:
         kept = self._kept.pop(i, None)
         if kept is not None:
-            n = kept.size
-            out[:n] = kept
+            buf, n = kept
+            out[:n] = buf[:n]
+            self._free.append(buf)       # the slot is reused (no page faults of a fresh buffer per record)
             return n
         f, j = divmod(i, self._spf)
         st = self._streams.get(f)
@@ -643,16 +657,17 @@ class TFDataReader(_Base):
         base = f * self._spf
         while st.next_j < j:             # records the shuffle buffer holds: read now, delivered later
             k = st.next_j
-            buf = np.empty(self._payload[f], np.uint8)
+            buf = self._free.pop() if self._free else aligned_empty(self.max_row_nbytes)
             n = self._record(st, f, buf)
-            self._kept[base + k] = buf[:n]
+            self._kept[base + k] = (buf, n)
             if len(self._kept) > self.keep_records:
-                self._kept.popitem(last=False)
+                self._free.append(self._kept.popitem(last=False)[1][0])
                 self.evicted += 1
         n = self._record(st, f, out)
         self.sequential += 1
         if st.next_j >= self._count[f]:  # the file is exhausted: TensorFlow closes it
             os.close(st.fd)
+            self._bufs.append(st.buf)
             del self._streams[f]
         return n
 
@@ -661,6 +676,7 @@ class TFDataReader(_Base):
             os.close(st.fd)
         self._streams.clear()
         self._kept.clear()
+        self._free.clear()
 
 
 def open_reader(data_dir, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
