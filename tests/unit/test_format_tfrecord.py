@@ -313,3 +313,12 @@ def test_unequal_ranks_are_cut_to_the_same_steps():
                        file_shuffle=True)
     ep = plan.epoch(0)
     assert list(ep.counts()) == [16, 16] and plan.meta["samples_left_out_per_epoch"] == 8
+
+
+def test_fewer_files_than_ranks_shards_records():
+    """DLIO's element sharding: every rank reads every file, rank r keeps every W-th record of the shuffled
+    sequence; the ranks' records are disjoint and cover the dataset."""
+    first, count = np.asarray([0]), np.asarray([10])
+    rows = [rank_order(first=first, count=count, world_size=2, rank=r, epoch=0, seed=4, streams=1, local_batch=2,
+                       shuffle_buffer=4, file_shuffle=True) for r in range(2)]
+    assert sorted(rows[0].tolist() + rows[1].tolist()) == list(range(10)) and len(rows[0]) == 5
