@@ -61,12 +61,6 @@ class RunConfig:
     read_via: str = "auto"                 # --read-via auto|library|pread (formats.open_reader)
 
 
-def wl_tfrecord_read(workload) -> str:
-    from .workload import tfrecord_options
-
-    return tfrecord_options(workload).read
-
-
 def default_local_dir() -> Path:
     """``$TMPDIR/dlbench-local`` (each run uses its own ``run-<tag>/node<k>`` under it)."""
     import tempfile
@@ -296,7 +290,9 @@ class Loop:
         if clock is not None:
             self.ctx.clock = clock
         self.plan = self.strategy.plan(self.ctx, self.options)
-        if (workload.layout == "tfrecord" and wl_tfrecord_read(workload) == "tfdata"
+        from .workload import tfrecord_options
+
+        if (workload.layout == "tfrecord" and tfrecord_options(workload).read == "tfdata"
                 and self.plan.meta.get("read_pattern") != "tfdata"):
             raise ConfigError(f"--strategy={cfg.strategy}: the tfrecord read pattern tfdata (tf.data's order) is "
                               f"planned by the naive and prefetch strategies only; use one of them, or "
@@ -834,8 +830,10 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
         latency = metrics.merge_read_latency([metrics.read_latency_rank(a) for a in per_rank])
     summary["semantics"] = loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict()
     summary["order"] = loop.plan.meta.get("order")
-    if loop.plan.meta.get("read_pattern"):   # tfrecord: indexed (pread per record) or tfdata (tf.data streams)
-        summary["tfrecord_read"] = loop.plan.meta["read_pattern"]
+    if workload.layout == "tfrecord":   # the read pattern: indexed (pread per record) or tfdata (tf.data streams)
+        from .workload import tfrecord_options
+
+        summary["tfrecord_read"] = tfrecord_options(workload).read
     summary["order_quality"] = order_quality(loop.plan)
     summary["shared_tier"] = loop.system.describe_shared_tier()
     summary["tier_io"] = tier_io
