@@ -343,7 +343,9 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         raise ConfigError(f"workflow.train=False ({where}): dlbench runs training; DLIO's generate-only or "
                           f"checkpoint-only runs are not emulated")
     loader = str(get("reader.data_loader") or flat.get("data_reader.data_loader") or "tensorflow").lower()
-    if loader != "pytorch":
+    # TFRecord through tf.data: emulated by the tfrecord layout's tfdata read pattern (dlbench.plan.tfdata)
+    tf_pipeline = fmt == "tfrecord" and loader == "tensorflow"
+    if loader != "pytorch" and not tf_pipeline:
         unsupported.append(f"reader.data_loader={loader!r} (dlbench reads with a torch DataLoader: pass "
                            f"++workload.reader.data_loader=pytorch)")
     rd = {k[len("data_reader."):]: v for k, v in flat.items() if k.startswith("data_reader.")}
@@ -353,14 +355,19 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         v = str(get(key)).lower()
         if v not in SHUFFLES:
             raise ConfigError(f"{key}={v!r} ({where}): DLIO allows {', '.join(SHUFFLES)}")
-    if str(get("reader.sample_shuffle")).lower() == "off":
+    if tf_pipeline:
+        notes.append(f"reader.data_loader='tensorflow' with format tfrecord: read as tf.data does (tfrecord.read: "
+                     f"tfdata): files sharded over the ranks, one stream per reader.read_threads, a shuffle buffer "
+                     f"of reader.shuffle_size records (sample_shuffle={get('reader.sample_shuffle')!r}), file "
+                     f"shuffle {'on' if str(get('reader.file_shuffle')).lower() != 'off' else 'off'}")
+    elif str(get("reader.sample_shuffle")).lower() == "off":
         unsupported.append("reader.sample_shuffle='off' (dlbench always reads a seeded permutation of all "
                            "samples per epoch; pass ++workload.reader.sample_shuffle=seed)")
     else:
         notes.append(f"reader.sample_shuffle={get('reader.sample_shuffle')!r}, file_shuffle="
                      f"{get('reader.file_shuffle')!r}: dlbench reads a seeded global permutation of the samples, "
                      f"a new one every epoch (DLIO seed + epoch, seed_change_epoch)")
-    if "reader.shuffle_size" in flat:
+    if "reader.shuffle_size" in flat and not tf_pipeline:
         notes.append(f"reader.shuffle_size={flat['reader.shuffle_size']!r}: the TensorFlow shuffle buffer; the "
                      f"torch DataLoader (and dlbench) shuffle over all samples")
     if get("train.seed_change_epoch") is False:
@@ -422,6 +429,13 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     }
     if fmt == "npz":   # DLIO's npz generator writes the records as x and a label per sample as y (np.savez)
         workload["arrays"].append({"name": "y", "shape": [1], "dtype": "int64", "role": "label"})
+    if fmt == "tfrecord":   # the read pattern: tf.data's (tensorflow) or index + pread (pytorch readers)
+        shuffle = _num({"reader.shuffle_size": get("reader.shuffle_size")}, "reader.shuffle_size", where,
+                       integer=True, lo=1)
+        workload["tfrecord"] = ({"read": "tfdata", "shuffle_buffer": 1 if str(get("reader.sample_shuffle")).lower()
+                                 == "off" else shuffle,
+                                 "file_shuffle": str(get("reader.file_shuffle")).lower() != "off"}
+                                if tf_pipeline else {"read": "indexed"})
     if std and fmt != "hdf5" and not dims:
         workload["record_size"] = {"kind": "normal", "mean_bytes": rec, "std_bytes": std,
                                    "min_bytes": float(item), "max_bytes": rec + 4 * std}

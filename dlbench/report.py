@@ -205,6 +205,8 @@ def render_summary(run: dict) -> str:
         key.append(("order semantics", f"full permutation each epoch: "
                     f"{sem.get('each_epoch_a_full_permutation', '?')}; global batch = global shuffle's: "
                     f"{sem.get('global_batch_is_global_shuffles', '?')}; order changes: {sem.get('order_changes', '?')}"))
+    if s.get("tfrecord_read"):
+        key.append(("tfrecord read pattern", f"{s['tfrecord_read']}: {s.get('order')}"))
     oq = s.get("order_quality") or {}
     seen = oq.get("fraction_of_dataset_seen_per_rank_after_epoch") or []
     exp = oq.get("global_shuffle_expected_after_epoch") or []

@@ -290,6 +290,13 @@ class Loop:
         if clock is not None:
             self.ctx.clock = clock
         self.plan = self.strategy.plan(self.ctx, self.options)
+        from .workload import tfrecord_options
+
+        if (workload.layout == "tfrecord" and tfrecord_options(workload).read == "tfdata"
+                and self.plan.meta.get("read_pattern") != "tfdata"):
+            raise ConfigError(f"--strategy={cfg.strategy}: the tfrecord read pattern tfdata (tf.data's order) is "
+                              f"planned by the naive and prefetch strategies only; use one of them, or "
+                              f"tfrecord.read: indexed in the workload")
         self.executor = None
         self.started = False
 
@@ -522,8 +529,8 @@ class _Verifier:
         for j, i in enumerate(got.tolist()):
             exp = self.expected_row(self.workload, self.seed, i)
             if self.jpeg:
-                self.reader.decode_into(exp, len(exp), self.tmp)
-                exp = self.tmp
+                n = self.reader.decode_into(exp, len(exp), self.tmp)
+                exp = self.tmp if n is None else self.tmp[:n]   # rows of varying size (tfrecord) say how long
             row = batch.rows[j, :len(exp)]
             if len(exp) > batch.rows.shape[1] or not np.array_equal(row, exp):
                 raise RunError(f"--verify: epoch {e} step {s} rank {self.ctx.rank}: sample {i}'s bytes "
@@ -823,6 +830,10 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
         latency = metrics.merge_read_latency([metrics.read_latency_rank(a) for a in per_rank])
     summary["semantics"] = loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict()
     summary["order"] = loop.plan.meta.get("order")
+    if workload.layout == "tfrecord":   # the read pattern: indexed (pread per record) or tfdata (tf.data streams)
+        from .workload import tfrecord_options
+
+        summary["tfrecord_read"] = tfrecord_options(workload).read
     summary["order_quality"] = order_quality(loop.plan)
     summary["shared_tier"] = loop.system.describe_shared_tier()
     summary["tier_io"] = tier_io

@@ -15,6 +15,8 @@ Layouts:
 - ``npy`` / ``npz``: NumPy files of ``samples_per_file`` samples (``dlbench.data.fmt_npy``/``fmt_npz``).
   With ``record_size`` (a size distribution, DLIO's record_length ± record_length_stdev) the data array is
   1-D and its length is drawn per file from (workload, seed, file index).
+- ``tfrecord``: ``samples_per_file`` tf.train.Example records per TFRecord file (``dlbench.data.fmt_tfrecord``);
+  the ``tfrecord`` section picks the read pattern (indexed or tfdata).
 """
 
 from __future__ import annotations
@@ -68,6 +70,19 @@ class JpegSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TFRecordSpec:
+    read: str = opt("indexed", help="read pattern: indexed (index file + one pread per record, the PyTorch "
+                                    "tfrecord readers; any sample order) or tfdata (tf.data.TFRecordDataset: "
+                                    "files read sequentially, one stream per loader worker, a shuffle buffer)",
+                    choices=("indexed", "tfdata"))
+    shuffle_buffer: int = opt(1024, help="tfdata: records in the shuffle buffer (DLIO reader.shuffle_size), "
+                                         "shared out between the streams; 1: no sample shuffle", min=1)
+    file_shuffle: bool = opt(True, help="tfdata: shuffle each rank's files every epoch")
+    buffer_nbytes: int = opt(256 << 10, help="tfdata: read buffer per stream (TFRecordDataset buffer_size)",
+                             unit="B", min=16)
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepTime:
     step_time_s: float = opt(help="seconds per training step", unit="s", min=0)
     batch_size: int = opt(help="local batch size the step time was measured at", min=1)
@@ -113,6 +128,7 @@ class WorkloadSpec:
     shared_file: str = opt("train.h5", help="file name (hdf5_shared)")
     classes: int = opt(0, help="class folders (jpeg_folders)", min=0)
     jpeg: JpegSpec | None = opt(None, help="JPEG settings (jpeg_folders)")
+    tfrecord: TFRecordSpec | None = opt(None, help="TFRecord read pattern (layout tfrecord)")
     compute: dict[str, StepTime] = opt(factory=dict, help="published step time per accelerator")
     measured: tuple[MeasuredStepTime, ...] = opt((), help="step times measured with dlbench calibrate, used "
                                                         "where no published figure exists")
@@ -148,6 +164,7 @@ class Workload:
     au_threshold: float | None = None
     au_threshold_source: str = ""
     record_size: SizeDistribution | None = None
+    tfrecord: TFRecordSpec | None = None
 
     @property
     def format(self):
@@ -165,8 +182,11 @@ class Workload:
 
     @property
     def decoded_nbytes(self) -> int:
+        """Bytes of the largest decoded row (buffers are sized by it)."""
         if self.layout == "jpeg_folders":
             return int(np.prod(self.jpeg.decoded_shape))  # type: ignore[union-attr]
+        if self.record_size is not None and self.format.decodes:   # tfrecord: room for the largest image
+            return sum(int(self.record_size.max_bytes) if a.role == "data" else a.nbytes for a in self.arrays)
         return self.sample_nbytes
 
     @property
@@ -317,6 +337,9 @@ def _check_spec(spec: WorkloadSpec, where: str) -> None:
         names = [a.name for a in spec.arrays]
         if len(set(names)) != len(names):
             raise ConfigError(f"workload {spec.name} ({where}): array names repeat: {names}")
+    if spec.tfrecord is not None and spec.layout != "tfrecord":
+        raise ConfigError(f"workload {spec.name} ({where}): a 'tfrecord' section needs layout: tfrecord (the "
+                          f"layout is {spec.layout})")
     _check_record_size(spec, where)
     drv = get_format(spec.layout).driver()
     if drv is not None:
@@ -417,7 +440,13 @@ def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None
                     classes=classes, jpeg=spec.jpeg, compute=dict(spec.compute), model=spec.model,
                     scale=chosen if samples is None else f"{chosen}+samples", spec_path=spec_path,
                     measured=tuple(spec.measured), au_threshold=spec.au_threshold,
-                    au_threshold_source=spec.au_threshold_source, record_size=record_size)
+                    au_threshold_source=spec.au_threshold_source, record_size=record_size,
+                    tfrecord=spec.tfrecord)
+
+
+def tfrecord_options(workload) -> TFRecordSpec:
+    """The workload's TFRecord read settings (defaults where its YAML has no ``tfrecord`` section)."""
+    return getattr(workload, "tfrecord", None) or TFRecordSpec()
 
 
 def load(name_or_path: str, *, scale: str | None = None, samples: int | None = None) -> Workload:

@@ -597,8 +597,12 @@ class MemoryReader(SampleReader):
         out[:row.size] = row
         return int(row.size)
 
-    def decode_into(self, raw: np.ndarray, nbytes: int, out: np.ndarray) -> None:
+    def decode_into(self, raw: np.ndarray, nbytes: int, out: np.ndarray) -> int | None:
+        drv = self.workload.format.driver()
+        if drv is not None:   # an encoded format module (tfrecord: the Example's image)
+            return drv.decode_into(raw, nbytes, out)
         decode_jpeg_into(raw, nbytes, out, self.decoded_shape)
+        return None
 
 
 def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_files: int = 64,

@@ -151,6 +151,12 @@ def _remove_dataset(data_dir: Path, old: Manifest | None) -> None:
         for p in old.paths:
             for q in (data_dir / p, data_dir / (p + ".part")):
                 q.unlink(missing_ok=True)
+        from .registry import FORMATS
+
+        fmt = FORMATS.get(old.layout)
+        remove_extra = getattr(fmt.driver() if fmt is not None else None, "remove_extra", None)
+        if remove_extra is not None:   # a format module's files beside the data (tfrecord: index files)
+            remove_extra(data_dir, old)
     (data_dir / MANIFEST_NAME).unlink(missing_ok=True)
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
 
@@ -424,6 +430,7 @@ class _Writer:
         final = self.d / rel
         part = self.d / (rel + ".part")
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        write_extra = getattr(self.w.format.driver(), "write_extra", None)   # tfrecord: the index file
         try:
             drv = self.w.format.driver()
             if drv is not None:   # a format module writes its own files (dlbench.data.registry)
@@ -446,6 +453,12 @@ class _Writer:
             raise
         os.close(fd)
         self.last_sum = file_checksum(part, self.sum_buf)
+        if write_extra is not None:   # in place before the data file takes its final name
+            try:
+                write_extra(self.d, self.m, f)
+            except BaseException:
+                part.unlink(missing_ok=True)
+                raise
         os.replace(part, final)
         return n
 
@@ -506,6 +519,7 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
             prog.bytes += int(m.nbytes[0]) - w.samples * w.sample_nbytes
         return
     mine = list(range(comm.rank, len(m.paths), comm.size))
+    extra_ok = getattr(w.format.driver(), "extra_ok", None)   # tfrecord: the file's index is right too
     complete = {}
     sums = _recorded_sums(d, m)
     for f in mine:
@@ -517,6 +531,8 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
         if complete[f]:
             want = sums.get(f)
             complete[f] = want is not None and file_checksum(d / m.paths[f], writer.sum_buf) == want
+        if complete[f] and extra_ok is not None:
+            complete[f] = extra_ok(d, m, f)
     rec = open(d / TMP_DIR / f"sum-{comm.rank}", "a")
     if w.layout != "jpeg_folders" and w.format.driver() is None:   # HDF5 rows: the filler thread
         writer.filler = _Filler(writer, [ch for f in mine if not complete[f]

@@ -76,3 +76,6 @@ register(Format("npy", decodes=False, samples_per_file="block", reads_by_offset=
 register(Format("npz", decodes=False, samples_per_file="block", reads_by_offset=True,
                 reader="fmt_npz:NpzLoadReader", module="fmt_npz", record_sizes=True,
                 help="NumPy .npz files (np.savez, stored members, DLIO keys x/y); read with np.load or by offset"))
+register(Format("tfrecord", decodes=True, samples_per_file="block", reads_by_offset=True,
+                reader="fmt_tfrecord:open_reader", module="fmt_tfrecord", record_sizes=True,
+                help="TFRecord files of tf.train.Example records (DLIO's tfrecord), index files beside"))

@@ -102,6 +102,9 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
         drv = workload.format.driver()
         if drv is not None:   # a format module checks its own files
             bad = drv.check_file(p, workload, m.seed, m, f)
+            deep = getattr(drv, "check_records", None)   # tfrecord: every record's CRCs (--checksum/--content)
+            if not bad and deep is not None and (checksum or content):
+                bad = deep(p, workload, m.seed, m, f)
         elif m.layout == "jpeg_folders":
             bad = _check_jpeg(p)
         else:

@@ -23,8 +23,28 @@ class NaiveOptions:
                                       "ranks (DistributedSampler drop_last)")
 
 
-def shared_tier_plan(name: str, ctx: RunContext, drop_last: bool, meta: dict | None = None) -> Plan:
-    """The DistributedSampler order with every sample read from the shared tier every epoch."""
+def shared_tier_plan(name: str, ctx: RunContext, drop_last: bool, meta: dict | None = None,
+                     streams: int = 1) -> Plan:
+    """The DistributedSampler order with every sample read from the shared tier every epoch; for a TFRecord
+    dataset read as ``tf.data`` does (``tfrecord.read: tfdata``), the tf.data order of ``streams`` loader
+    streams instead (``dlbench.plan.tfdata``)."""
+    tf = getattr(ctx.workload, "tfrecord", None) if ctx.workload.layout == "tfrecord" else None
+    if tf is not None and tf.read == "tfdata":
+        import numpy as np
+
+        from ..plan.tfdata import tfdata_plan
+
+        spf = max(1, ctx.workload.samples_per_file)
+        first = np.arange(0, ctx.n_samples, spf, dtype=np.int64)
+        return tfdata_plan(strategy=name, first=first, count=np.minimum(spf, ctx.n_samples - first),
+                           n_samples=ctx.n_samples,
+                           world_size=ctx.world_size, node_map=ctx.node_map, epochs=ctx.epochs,
+                           local_batch=ctx.local_batch, seed=ctx.seed, streams=streams,
+                           shuffle_buffer=tf.shuffle_buffer, file_shuffle=tf.file_shuffle, tier=SHARED, meta=meta)
+    if ctx.workload.layout == "tfrecord":
+        meta = {**(meta or {}), "read_pattern": "indexed",
+                "order": "global shuffle (DistributedSampler); tfrecord read pattern indexed (index file + one "
+                         "pread per record)"}
     return global_shuffle_plan(strategy=name, n_samples=ctx.n_samples, world_size=ctx.world_size,
                                node_map=ctx.node_map, epochs=ctx.epochs, local_batch=ctx.local_batch,
                                seed=ctx.seed, drop_last=drop_last, tier=SHARED, meta=meta)

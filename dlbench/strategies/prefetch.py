@@ -250,7 +250,8 @@ class Prefetch(Strategy):
 
     def plan(self, ctx: RunContext, options: PrefetchOptions) -> Plan:
         plan = shared_tier_plan(self.name, ctx, options.drop_last,
-                                {"prefetch_window_batches": options.num_workers * options.prefetch_factor})
+                                {"prefetch_window_batches": options.num_workers * options.prefetch_factor},
+                                streams=max(1, options.num_workers))
         # num_workers processes read ahead (0: the DataLoader reads in the trainer, synchronously)
         w = int(options.num_workers)
         plan.pipeline, plan.loader_threads = ("prefetch", w) if w else ("sync", 1)

@@ -64,16 +64,29 @@ def test_shipped_unet3d_model_size_is_read_by_no_dlio():
         dlio.load(str(FIX / "unet3d_h100.yaml"))
 
 
-def test_shipped_resnet50_lists_every_unsupported_setting_in_one_error():
+def test_shipped_resnet50_reads_as_tf_data():
+    """As shipped (format tfrecord, data_loader tensorflow, sample_shuffle off): the tfrecord layout's tfdata
+    read pattern, no shuffle buffer, no file shuffle; nothing unsupported."""
+    t = dlio.load(str(FIX / "resnet50_h100.yaml"))
+    assert t.workload["layout"] == "tfrecord" and t.unsupported == []
+    assert t.workload["tfrecord"] == {"read": "tfdata", "shuffle_buffer": 1, "file_shuffle": False}
+    t = dlio.load(str(FIX / "resnet50_h100.yaml"), ["++workload.reader.sample_shuffle=seed",
+                                                    "++workload.reader.shuffle_size=64"])
+    assert t.workload["tfrecord"]["shuffle_buffer"] == 64
+    t = _load("resnet50_h100")
+    assert t.workload["tfrecord"] == {"read": "indexed"}
+
+
+def test_tensorflow_loader_lists_every_unsupported_setting_in_one_error():
     with pytest.raises(ConfigError) as e:
-        dlio.load(str(FIX / "resnet50_h100.yaml"))
+        dlio.load(str(FIX / "resnet50_h100.yaml"), ["++workload.dataset.format=npz"])
     msg = str(e.value)
     assert "reader.data_loader='tensorflow'" in msg and "reader.sample_shuffle='off'" in msg
     assert "\n" not in msg
 
 
 def test_allow_unsupported_returns_them():
-    t = dlio.load(str(FIX / "resnet50_h100.yaml"), allow_unsupported=True)
+    t = dlio.load(str(FIX / "resnet50_h100.yaml"), ["++workload.dataset.format=npz"], allow_unsupported=True)
     assert any(u.startswith("reader.data_loader") for u in t.unsupported)
     assert any("NOT EMULATED: reader.data_loader" in ln for ln in dlio.workload_yaml(t).splitlines())
 
