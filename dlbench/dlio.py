@@ -317,6 +317,10 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
               accelerator: str | None = None) -> Translation:
     """Translate a DLIO workload mapping (after overrides). ConfigError for unknown keys, bad values and
     (without ``allow_unsupported``) keys dlbench does not emulate."""
+    if isinstance(cfg.get("model"), str):
+        # DLIO 2.0.0's own workload files name the model with a scalar (``model: unet3d``); later DLIO has a
+        # ``model`` section (``model.name``)
+        cfg = {**cfg, "model": {"name": cfg["model"]}}
     flat = _flatten(cfg)
     check_keys(flat, where)
     for old_key, new_key in _ALIASES.items():
