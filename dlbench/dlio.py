@@ -17,7 +17,8 @@ is never read, DLIO reads ``model.model_size_bytes``). Both spellings of the rec
 
 Format → dlbench layout: ``hdf5`` → ``hdf5_per_sample`` (1 sample per file) or ``hdf5_blocks``; ``npz``,
 ``npy``, ``tfrecord`` → the layouts of the same name (format registry). DLIO's reader → dlbench's ``prefetch``
-strategy (a torch DataLoader: ``read_threads`` workers, ``prefetch_size`` batches in flight in all).
+strategy (a torch DataLoader: ``read_threads`` workers kept across epochs as DLIO's, ``prefetch_size`` batches in
+flight in all).
 
 Hydra overrides as DLIO users type them: ``++workload.dataset.num_files_train=16`` (also ``+`` or none) sets,
 ``~workload.model.model_size`` deletes.
@@ -202,7 +203,8 @@ class Translation:
         if r["compute_stdev_s"]:
             out += ["--compute-stdev", f"{r['compute_stdev_s']:g}"]
         for k, v in r["options"].items():
-            out += [f"--{k.replace('_', '-')}", str(v)]
+            flag = k.replace("_", "-")
+            out += [f"--{flag}" if v else f"--no-{flag}"] if isinstance(v, bool) else [f"--{flag}", str(v)]
         return out
 
 
@@ -448,9 +450,11 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         workload["model"] = {"name": wname, "parameters": int(math.ceil(float(model_bytes) / 12)),
                              "source": f"DLIO model.model_size_bytes={model_bytes} (dlbench writes 12 B per "
                                        f"parameter)"}
-    options = {"num_workers": workers}
+    options: dict = {"num_workers": workers}
     if workers > 0:
         options["prefetch_factor"] = max(1, math.ceil(prefetch / workers)) if prefetch > 0 else 2
+        # DLIO's PyTorch loader keeps its workers across epochs (TorchDataLoader: persistent_workers=True)
+        options["persistent_workers"] = True
     if prefetch == 0 and workers > 0:
         notes.append("reader.prefetch_size=0: torch needs >= 1 batch per worker; dlbench prefetches 1")
     run = {"epochs": epochs, "batch_size": batch, "compute_time_s": ct, "compute_stdev_s": ct_std,

@@ -56,7 +56,18 @@ def test_unet3d_figures():
     t = _load("unet3d_h100", "++workload.workflow.checkpoint=False")
     assert (t.workload["samples"], t.run["batch_size"], t.run["compute_time_s"]) == (168, 7, 0.323)
     assert t.workload["record_size"]["mean_bytes"] == 146600628
-    assert t.run["options"] == {"num_workers": 4, "prefetch_factor": 1}   # prefetch_size 2 over 4 workers
+    # prefetch_size 2 over 4 workers; DLIO's TorchDataLoader keeps its workers across epochs
+    assert t.run["options"] == {"num_workers": 4, "prefetch_factor": 1, "persistent_workers": True}
+    assert t.run_flags()[-5:] == ["--num-workers", "4", "--prefetch-factor", "1", "--persistent-workers"]
+
+
+def test_dlio_2_0_0_scalar_model_name():
+    """DLIO 2.0.0's own workload files say ``model: unet3d`` (a name, not a section): read as model.name."""
+    t = dlio.translate({"model": "unet3d", "framework": "pytorch",
+                        "dataset": {"format": "hdf5", "num_files_train": 4, "record_length": 4096},
+                        "reader": {"data_loader": "pytorch", "sample_shuffle": "seed", "read_threads": 0}})
+    assert t.workload["name"] == "unet3d" and t.workload["samples"] == 4
+    assert t.run["options"] == {"num_workers": 0}   # no workers: nothing to keep
 
 
 def test_shipped_unet3d_model_size_is_read_by_no_dlio():
