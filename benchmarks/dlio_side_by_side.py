@@ -4,8 +4,10 @@ one invocation (issue 18): files, bytes and samples per epoch of both (they must
     PYTHONPATH=. python benchmarks/dlio_side_by_side.py [--dlio-venv /tmp/dliovenv] [--config FILE]...
         [--repeat 3] [--work DIR] [--keep] [++workload.KEY=VALUE]...
 
-Default configs: ``benchmarks/dlio_configs/hdf5_small.yaml`` (256 samples of 64 KiB, 4 per HDF5 file) and
-``hdf5_quirks.yaml`` (100 one-sample files of 100,000 B, batch 8): DLIO 2.0.0's own schema (``model: NAME``,
+Default configs (``benchmarks/dlio_configs``): ``hdf5_small.yaml`` (256 samples of 64 KiB, 4 per HDF5 file),
+``hdf5_quirks.yaml`` (100 one-sample files of 100,000 B, batch 8) and ``hdf5_noshuffle.yaml`` (DLIO's default
+``sample_shuffle: off``; dlbench runs it with ``--allow-unsupported``, as ``--allow-unsupported`` does for every
+``--config``). DLIO 2.0.0's own schema (``model: NAME``,
 ``dataset.record_length``; a config in the later spelling ``record_length_bytes`` is refused: DLIO 2.0.0 ignores
 that key). ``++workload.KEY=VALUE`` overrides go to both tools. A config whose format dlbench does not read yet
 (npz, npy, tfrecord before the format registry has them) says so in one line and the next config runs.
@@ -43,11 +45,13 @@ DLIO 2.0.0 figures stated rather than matched (the output says which apply to th
   DLIO writes int(sqrt(record_length))^2 B per record, and its HDF5 reader opens and closes the file for every
   sample (read_type on_demand), so libhdf5 re-reads the file's metadata each time. The table gives the MB/s
   of the bytes the trace saw over DLIO's own epoch times next to DLIO's figure.
-- Its PyTorch path does not draw a new sample order per epoch: ``dlio_sampler`` seeds NumPy with
-  ``train.seed`` (not seed + epoch) before every epoch's shuffle with ``sample_shuffle: seed``, and reads in file
-  order with the default ``sample_shuffle: off``; ``file_shuffle`` is not used by the index sampler. The trace
-  shows it: the sequence of data reads of every epoch is compared with the first epoch's. dlbench reads a new
-  seeded permutation every epoch.
+- Its PyTorch path does not shuffle with its default ``sample_shuffle: off``: every epoch reads the samples in
+  file order (``dlio_sampler``; ``file_shuffle`` is not used by its index sampler). With ``sample_shuffle: seed``
+  it does shuffle: ``dlio_sampler`` re-seeds NumPy with ``train.seed`` (not seed + epoch: ``seed_change_epoch`` is
+  not read there) and shuffles the previous epoch's order again, in place. The trace shows which: each epoch's
+  data reads are checked against file order and against the first epoch's order. dlbench always reads a new
+  seeded permutation per epoch, so the unshuffled config (``hdf5_noshuffle.yaml``) runs dlbench with
+  ``--allow-unsupported``.
 - Its PyTorch loader drops the last partial batch (``drop_last=True``, floor(N / batch / ranks) steps); dlbench
   reads every sample (the last batch short).
 """
@@ -69,8 +73,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = [ROOT / "benchmarks" / "dlio_configs" / "hdf5_small.yaml",
-           ROOT / "benchmarks" / "dlio_configs" / "hdf5_quirks.yaml"]
+# the default configs, each with whether dlbench runs it with --allow-unsupported
+CONFIGS = [(ROOT / "benchmarks" / "dlio_configs" / "hdf5_small.yaml", False),
+           (ROOT / "benchmarks" / "dlio_configs" / "hdf5_quirks.yaml", False),
+           (ROOT / "benchmarks" / "dlio_configs" / "hdf5_noshuffle.yaml", True)]
 BUILD = ("python3 -m venv V && V/bin/pip install --no-deps dlio-benchmark==2.0.0 && V/bin/pip install hydra-core "
          "omegaconf numpy h5py pandas psutil mpi4py mpich Pillow PyYAML pydftracer==1.0.2 torch==2.13.0 "
          "tensorflow-cpu (see this script's docstring)")
@@ -267,6 +273,11 @@ def order_repeats(bins) -> list:
     return [b["order"] == first if b["order"] else None for b in bins[1:]]
 
 
+def in_file_order(bins) -> list:
+    """Per epoch: whether its data reads came in file order (file name, then offset: no shuffle; None: no reads)."""
+    return [b["order"] == sorted(b["order"]) if b["order"] else None for b in bins]
+
+
 def median(xs):
     xs = [x for x in xs if x is not None and not math.isnan(x)]
     return statistics.median(xs) if xs else float("nan")
@@ -323,11 +334,13 @@ def compare(t: dict, dlio: dict, dlio_io: dict, dlb: dict, dlb_io: dict, dlio_ro
         traced = [b["data_bytes"] for b in dlb_io["epochs"]]
         if own != traced:
             bad.append(f"dlbench's own read_bytes_per_epoch {own} != the trace's data bytes {traced}")
+    fo_d, fo_b = in_file_order(dlio_io["epochs"]), in_file_order(dlb_io["epochs"])
+    rows.append(("epochs read in file order (unshuffled)", ", ".join(map(_yn, fo_d)) or "-",
+                 ", ".join(map(_yn, fo_b)) or "-", "not compared (sample order: see notes)"))
     rep_d, rep_b = order_repeats(dlio_io["epochs"]), order_repeats(dlb_io["epochs"])
     if rep_d or rep_b:
         rows.append(("later epochs read in epoch 0's order", ", ".join(map(_yn, rep_d)) or "-",
-                     ", ".join(map(_yn, rep_b)) or "-", "DLIO's PyTorch sampler reuses one order"
-                     if any(rep_d) and not any(rep_b) else ""))
+                     ", ".join(map(_yn, rep_b)) or "-", "not compared (sample order: see notes)"))
     # samples/s: the timed rounds' per-epoch figures, median over rounds
     for e in range(n_ep):
         a = median([r["samples_per_s"][e] for r in dlio_rounds if e < len(r["samples_per_s"])])
@@ -349,10 +362,16 @@ def compare(t: dict, dlio: dict, dlio_io: dict, dlb: dict, dlb_io: dict, dlio_ro
                  f"(int(sqrt(record_length))^2), and the trace saw {_mb(sum(dlio_bytes))} MB read in "
                  f"{dlio['epochs']} epochs ({_mb(sum(data_bytes))} MB payload) = {payload:.2f} MB/s payload, "
                  f"{measured:.2f} MB/s in all over DLIO's own epoch times")
-    if any(rep_d):
-        notes.append("DLIO 2.0.0's PyTorch path read every later epoch in the first epoch's sample order "
-                     "(dlio_sampler re-seeds NumPy with train.seed before each epoch's shuffle; file_shuffle is not "
-                     "used by its index sampler); dlbench draws a new seeded permutation each epoch")
+    if fo_d and all(fo_d):
+        notes.append("DLIO 2.0.0's PyTorch path read every epoch in file order: it does not shuffle "
+                     f"(reader.sample_shuffle {t.get('sample_shuffle', 'off')!r}; file_shuffle is not used by its "
+                     "index sampler); dlbench read a seeded permutation"
+                     + (" (run with --allow-unsupported: dlbench does not emulate unshuffled reads)"
+                        if not any(fo_b) else ""))
+    elif any(rep_d):
+        notes.append("DLIO 2.0.0's PyTorch path read a later epoch in the first epoch's order")
+    if t.get("unsupported"):
+        notes.append(f"dlbench ran with --allow-unsupported, without: {'; '.join(t['unsupported'])}")
     if drop:
         notes.append(f"{N} samples in batches of {B}: DLIO reads {N // B * B} per epoch (drop_last=True, "
                      f"floor(N/B) steps), dlbench {N} (its last batch {N % B})")
@@ -458,8 +477,9 @@ class DLIO:
 
 
 class Dlbench:
-    def __init__(self, cfg: Path, overrides, work: Path):
+    def __init__(self, cfg: Path, overrides, work: Path, allow_unsupported: bool = False):
         self.cfg, self.overrides, self.work = cfg, list(overrides), work
+        self.allow = ["--allow-unsupported"] if allow_unsupported else []
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("DFTRACER_", "LD_PRELOAD"))}
         self.env.update(DLBENCH_DATA_DIR=str(work / "dlbench-data"),
                         PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -468,7 +488,7 @@ class Dlbench:
     def train(self, tag: str, trace: bool) -> tuple[dict, list]:
         env = dict(self.env)
         cmd = [sys.executable, "-m", "dlbench.cli", "run", "--dlio-config", self.cfg, *self.overrides,
-               "-o", self.work / "dlbench-results", "--no-progress"]
+               "-o", self.work / "dlbench-results", "--no-progress", *self.allow]
         tdir = self.work / f"dlbench-trace-{tag}"
         if trace:
             lib = preload_library()
@@ -507,7 +527,8 @@ def hdf5_regions(path):
     return data_regions(path)
 
 
-def side_by_side(cfg: Path, overrides, venv: Path, work: Path, repeat: int, log=print) -> dict:
+def side_by_side(cfg: Path, overrides, venv: Path, work: Path, repeat: int, log=print,
+                 allow_unsupported: bool = False) -> dict:
     from dlbench import dlio as D
     from dlbench.config import load_yaml
     from dlbench.errors import ConfigError
@@ -518,7 +539,7 @@ def side_by_side(cfg: Path, overrides, venv: Path, work: Path, repeat: int, log=
         raise Refused(f"{cfg}: dataset.record_length must be set (DLIO 2.0.0's key; it ignores record_length_bytes "
                       f"and would write records of its 64 KiB default)")
     try:
-        t = D.load(str(cfg), list(overrides))
+        t = D.load(str(cfg), list(overrides), allow_unsupported=allow_unsupported)
     except ConfigError as e:
         raise Refused(f"dlbench refuses {cfg.name}: {e}") from None
     t.record_length = float(ds["record_length"])
@@ -529,7 +550,7 @@ def side_by_side(cfg: Path, overrides, venv: Path, work: Path, repeat: int, log=
         raise Refused(f"{cfg.name}: format {fmt} (dlbench layout {t.workload['layout']}) is not readable by this "
                       f"dlbench yet")
     work.mkdir(parents=True, exist_ok=True)
-    dl, db = DLIO(venv, cfg, overrides, work, t), Dlbench(cfg, overrides, work)
+    dl, db = DLIO(venv, cfg, overrides, work, t), Dlbench(cfg, overrides, work, allow_unsupported)
     log(f"[{cfg.name}] DLIO generates its dataset ...")
     dl.generate()
     log(f"[{cfg.name}] dlbench generates its dataset (a first run, not measured) ...")
@@ -546,6 +567,8 @@ def side_by_side(cfg: Path, overrides, venv: Path, work: Path, repeat: int, log=
         dlb_rounds.append(db.train(f"t{i}", trace=False)[0])
     spec = {"samples": int(t.workload["samples"]), "batch": int(t.run["batch_size"]),
             "epochs": int(t.run["epochs"]), "record_length": t.record_length,
+            "sample_shuffle": str((raw.get("reader") or {}).get("sample_shuffle", "off")),
+            "unsupported": list(t.unsupported),
             "samples_per_file": int(t.workload["samples_per_file"]),
             "dlio_files_on_disk": dl.files_on_disk(), "dlbench_files_on_disk": db.files_on_disk()}
     cmp = compare(spec, dlio_doc, dlio_io, dlb_doc, dlb_io, dlio_rounds, dlb_rounds)
@@ -572,6 +595,8 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, default=None, help="working folder (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the working folder")
     ap.add_argument("--json", type=Path, default=None, help="also write every figure here")
+    ap.add_argument("--allow-unsupported", action="store_true",
+                    help="run dlbench on --config files with DLIO settings it does not emulate (said in the output)")
     args, rest = ap.parse_known_args(argv)
     bad = [a for a in rest if not a.lstrip("+~").startswith("workload.")]
     if bad:
@@ -586,18 +611,18 @@ def main(argv=None) -> int:
         print(f"dlio_side_by_side: {e}", file=sys.stderr)
         return 2
     sys.path.insert(0, str(ROOT))
-    configs = args.config or CONFIGS
+    configs = [(c, args.allow_unsupported) for c in args.config] if args.config else CONFIGS
     work = args.work or Path(tempfile.mkdtemp(prefix="dlio_side_by_side-"))
     status, everything = 0, {}
     try:
-        for cfg in configs:
+        for cfg, allow in configs:
             if not cfg.is_file():
                 print(f"dlio_side_by_side: --config {cfg}: no such file", file=sys.stderr)
                 status = 2
                 continue
             try:
                 cmp = side_by_side(cfg, rest, args.dlio_venv, work / cfg.stem, args.repeat,
-                                   log=lambda m: print(m, file=sys.stderr, flush=True))
+                                   log=lambda m: print(m, file=sys.stderr, flush=True), allow_unsupported=allow)
             except Refused as e:
                 print(f"== {cfg.name}\nnot compared: {e}", flush=True)
                 status = status or 1
