@@ -325,6 +325,7 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         cfg = {**cfg, "model": {"name": cfg["model"]}}
     flat = _flatten(cfg)
     check_keys(flat, where)
+    dlio_2_0 = "dataset.record_length" in flat   # DLIO <= 2.0's spelling: its generators' record sizes apply
     for old_key, new_key in _ALIASES.items():
         if old_key in flat:
             flat[new_key] = flat.pop(old_key)
@@ -408,6 +409,14 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     wname = str(name or flat.get("model.name") or "dlio")
     wname = re.sub(r"[^A-Za-z0-9_.+-]", "-", wname).strip("-.") or "dlio"
     samples = files * spf
+    if samples % batch:
+        notes.append(f"{samples} samples in batches of {batch}: DLIO's PyTorch loader drops the last partial batch "
+                     f"(floor(samples / batch / ranks) steps per epoch); dlbench reads every sample (a short last "
+                     f"batch)")
+    side = math.isqrt(int(rec))
+    if dlio_2_0 and not dims and side * side != int(rec):
+        notes.append(f"dataset.record_length={rec:g}: DLIO 2.0.0 writes records of int(sqrt(record_length))^2 = "
+                     f"{side}x{side} = {side * side:,} B; dlbench writes {int(shape[0]) * item:,} B")
 
     if fmt == "hdf5":
         layout = "hdf5_per_sample" if spf == 1 else "hdf5_blocks"

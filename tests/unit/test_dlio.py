@@ -209,3 +209,18 @@ def test_pending_unet3d_workload_matches_dlio_and_loads_once_npz_exists():
     if "npz" not in getattr(W, "LAYOUTS", ()):
         pytest.skip("layout npz not registered yet (formats branch)")
     W.load_spec(str(path))
+
+
+def test_dlio_2_0_0_record_sizes_and_dropped_batch_are_noted():
+    """DLIO 2.0.0 writes int(sqrt(record_length))^2 B records and its PyTorch loader drops the last partial
+    batch: both said in the notes (benchmarks/dlio_side_by_side.py measured them)."""
+    cfg = {"model": "q", "dataset": {"format": "hdf5", "num_files_train": 100, "record_length": 100000},
+           "reader": {"data_loader": "pytorch", "sample_shuffle": "seed", "batch_size": 8}}
+    notes = " | ".join(dlio.translate(cfg).notes)
+    assert "316x316 = 99,856 B; dlbench writes 100,000 B" in notes
+    assert "100 samples in batches of 8: DLIO's PyTorch loader drops the last partial batch" in notes
+    cfg["dataset"]["record_length"], cfg["reader"]["batch_size"] = 65536, 4
+    notes = " | ".join(dlio.translate(cfg).notes)
+    assert "int(sqrt(record_length))" not in notes and "drops the last partial batch" not in notes
+    cfg["dataset"] = {"format": "hdf5", "num_files_train": 100, "record_length_bytes": 100000}   # later DLIO
+    assert "int(sqrt(record_length))" not in " | ".join(dlio.translate(cfg).notes)
