@@ -32,8 +32,9 @@ What each tool runs (``--work``, default a temporary folder, removed unless ``--
 2. Counting runs, each tool under dftracer (DLIO: its own pydftracer, ``DFTRACER_ENABLE=1``; dlbench: the
    ``libdftracer_preload.so`` of the dftracer wheel in this Python, with ``DLBENCH_READ_CALL=readv``, which
    dftracer intercepts). The POSIX calls on the dataset's files are binned by epoch (DLIO: its
-   per_epoch_stats.json start/end; dlbench: its timelogger.csv): files read, opens, read calls, bytes, and for
-   HDF5 the bytes inside the datasets' data (payload) apart from libhdf5's own metadata reads. Samples per epoch:
+   per_epoch_stats.json start/end; dlbench: its timelogger.csv): files read, and the distinct bytes of the
+   samples' data read (for HDF5: inside the files' datasets, each byte once): these must match. Opens, read calls,
+   all bytes read and libhdf5's own metadata reads are shown, not compared (each tool's read path). Samples per epoch:
    DLIO's steps per epoch (its ``0_output.json``) x batch; dlbench's ``summary.samples_per_epoch``.
 3. ``--repeat`` timed rounds, untraced, DLIO then dlbench each round: samples/s per epoch as each tool reports it
    (DLIO: steps x batch / its block time; dlbench: samples / slowest rank's epoch time). The median over the
@@ -43,7 +44,9 @@ DLIO 2.0.0 figures stated rather than matched (the output says which apply to th
 
 - ``train_io_mean_MB_per_second`` is samples/s x ``record_length`` / 2^20: nominal. It is not the bytes read:
   DLIO writes int(sqrt(record_length))^2 B per record, and its HDF5 reader opens and closes the file for every
-  sample (read_type on_demand), so libhdf5 re-reads the file's metadata each time. The table gives the MB/s
+  sample (read_type on_demand), so libhdf5 re-reads the file's metadata each time and its sieve buffer reads
+  past a small record to the dataset's end (x2.5 the records' bytes with 4 KiB records, 4 per file). The table
+  gives the MB/s
   of the bytes the trace saw over DLIO's own epoch times next to DLIO's figure.
 - Its PyTorch path does not shuffle with its default ``sample_shuffle: off``: every epoch reads the samples in
   file order (``dlio_sampler``; ``file_shuffle`` is not used by its index sampler). With ``sample_shuffle: seed``
