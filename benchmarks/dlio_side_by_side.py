@@ -46,8 +46,7 @@ DLIO 2.0.0 figures stated rather than matched (the output says which apply to th
   DLIO writes int(sqrt(record_length))^2 B per record, and its HDF5 reader opens and closes the file for every
   sample (read_type on_demand), so libhdf5 re-reads the file's metadata each time and its sieve buffer reads
   past a small record to the dataset's end (x2.5 the records' bytes with 4 KiB records, 4 per file). The table
-  gives the MB/s
-  of the bytes the trace saw over DLIO's own epoch times next to DLIO's figure.
+  gives the MB/s of the bytes the trace saw over DLIO's own epoch times next to DLIO's figure.
 - Its PyTorch path does not shuffle with its default ``sample_shuffle: off``: every epoch reads the samples in
   file order (``dlio_sampler``; ``file_shuffle`` is not used by its index sampler). With ``sample_shuffle: seed``
   it does shuffle: ``dlio_sampler`` re-seeds NumPy with ``train.seed`` (not seed + epoch: ``seed_change_epoch`` is
