@@ -166,6 +166,13 @@ KEYS: dict[str, Key] = {
     # the DLIO <= 2.0 spellings of the record length (one spelling per file)
     "dataset.record_length": _M, "dataset.record_length_stdev": _M, "dataset.record_length_resize": _n(
         "DLIO's in-memory size after its emulated resize: no I/O effect"), "checkpoint.model_size": _M,
+    # keys DLIO 2.0.0 reads that later DLIO moved or dropped
+    "workflow.debug": _n("DLIO 2.0.0 waits for Enter before starting"),
+    "checkpoint.optimization_groups": _u("LLM checkpoint shapes are not emulated", None, []),
+    "checkpoint.num_layers": _u("LLM checkpoint shapes are not emulated", None, 1, -1),
+    "checkpoint.layer_parameters": _u("LLM checkpoint shapes are not emulated", None, []),
+    "checkpoint.tensor_parallelism": _u("model parallelism is not emulated", 1),
+    "checkpoint.pipeline_parallelism": _u("model parallelism is not emulated", 1),
 }
 # DLIO reads `reader` or its old name `data_reader`
 KEYS.update({"data_reader." + k[len("reader."):]: v for k, v in list(KEYS.items()) if k.startswith("reader.")})

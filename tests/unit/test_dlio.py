@@ -224,3 +224,13 @@ def test_dlio_2_0_0_record_sizes_and_dropped_batch_are_noted():
     assert "int(sqrt(record_length))" not in notes and "drops the last partial batch" not in notes
     cfg["dataset"] = {"format": "hdf5", "num_files_train": 100, "record_length_bytes": 100000}   # later DLIO
     assert "int(sqrt(record_length))" not in " | ".join(dlio.translate(cfg).notes)
+
+
+def test_keys_dlio_2_0_0_reads():
+    """DLIO 2.0.0's LoadConfig reads workflow.debug and the LLM checkpoint shape under checkpoint.* (its own
+    bert_v100 and megatron_deepspeed files): known keys, not 'DLIO does not read'."""
+    base = {"model": "bert", "dataset": {"format": "hdf5", "num_files_train": 4, "record_length": 4096},
+            "reader": {"data_loader": "pytorch", "sample_shuffle": "seed"}}
+    assert any("workflow.debug" in n for n in dlio.translate({**base, "workflow": {"debug": False}}).notes)
+    with pytest.raises(ConfigError, match=r"does not emulate.*checkpoint\.num_layers=40 \(LLM checkpoint shapes"):
+        dlio.translate({**base, "checkpoint": {"num_layers": 40, "tensor_parallelism": 1}})
