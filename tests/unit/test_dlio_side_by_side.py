@@ -80,6 +80,14 @@ def test_trace_calls_dftracer2_hashes_and_positions(S):
     io = S.per_epoch_io(calls, [(0.5, 1.5)], lambda p: [(4096, 4096)])
     b = io["epochs"][0]
     assert (b["files"], b["opens"], b["reads"], b["data_bytes"], b["metadata_bytes"]) == (1, 1, 2, 50, 100)
+    assert b["split"] and b["distinct_data_bytes"] == 50
+    b = S.per_epoch_io(calls, [(0.5, 1.5)], lambda p: None)["epochs"][0]   # not HDF5: every read is data
+    assert (b["split"], b["data_bytes"], b["distinct_data_bytes"], b["metadata_bytes"]) == (False, 150, 150, 0)
+
+
+def test_union_length(S):
+    assert S.union_length([(0, 10), (5, 15), (20, 30), (30, 31), (21, 22)]) == 26
+    assert S.union_length([]) == 0
 
 
 def test_parse_dlbench_run(S):
@@ -168,3 +176,21 @@ def test_missing_venv_is_one_line(S, tmp_path, capsys):
 def test_overrides_must_name_the_workload(S, capsys):
     assert S.main(["--dlio-venv", "/nonexistent", "++hydra.run.dir=x"]) == 2
     assert "expected ++workload.KEY=VALUE" in capsys.readouterr().err
+
+
+def test_compare_non_hdf5_reads_all_bytes_as_data(S):
+    """npz/npy/tfrecord (no data regions): distinct bytes of the files compared; dlbench's own byte counter (the
+    samples' bytes) is not held against the trace's whole-file reads."""
+    d = _dlio(S)
+    io = _dlio_io(S, d)
+    for b in io["epochs"]:
+        b["split"] = False
+    dlb, dio = _dlb_like(S, d, io)
+    for b in dio["epochs"]:
+        b["split"] = False
+    dlb["read_bytes_per_epoch"] = [1, 1]
+    c = S.compare(_spec(), d, io, dlb, dio, [d], [dlb])
+    assert c["mismatches"] == []
+    rows = {r[0]: r for r in c["rows"]}
+    assert "epoch 0: bytes read (all calls)" in rows
+    assert any("some bytes more than once" in n for n in c["notes"])
