@@ -373,8 +373,7 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     else:
         notes.append(f"reader.sample_shuffle={get('reader.sample_shuffle')!r}, file_shuffle="
                      f"{get('reader.file_shuffle')!r}: dlbench reads a seeded global permutation of the samples, "
-                     f"a new one every epoch (DLIO 2.0.0's PyTorch sampler reshuffles its previous order every "
-                     f"epoch, re-seeded with train.seed; its index sampler does not use file_shuffle)")
+                     f"a new one every epoch (DLIO seed + epoch, seed_change_epoch)")
     if "reader.shuffle_size" in flat:
         notes.append(f"reader.shuffle_size={flat['reader.shuffle_size']!r}: the TensorFlow shuffle buffer; the "
                      f"torch DataLoader (and dlbench) shuffle over all samples")
