@@ -7,8 +7,9 @@ one invocation (issue 18): files, bytes and samples per epoch of both (they must
 Default configs (``benchmarks/dlio_configs``): ``hdf5_small.yaml`` (256 samples of 64 KiB, 4 per HDF5 file),
 ``hdf5_quirks.yaml`` (100 one-sample files of 100,000 B, batch 8) and ``hdf5_noshuffle.yaml`` (DLIO's default
 ``sample_shuffle: off``; dlbench runs it with ``--allow-unsupported``, as ``--allow-unsupported`` does for every
-``--config``) and ``npz_small.yaml`` (64 one-sample npz files of 64 KiB; skipped, in one line, by a dlbench
-without the npz layout). DLIO 2.0.0's own schema (``model: NAME``,
+``--config``), ``npz_small.yaml`` (64 one-sample npz files of 64 KiB) and ``tfrecord_small.yaml`` (8 TFRecord
+files of 16 records of 64 KiB, DLIO's TensorFlow loader), each skipped in one line by a dlbench without the
+layout. DLIO 2.0.0's own schema (``model: NAME``,
 ``dataset.record_length``; a config in the later spelling ``record_length_bytes`` is refused: DLIO 2.0.0 ignores
 that key). ``++workload.KEY=VALUE`` overrides go to both tools. A config whose format dlbench does not read yet
 (npz, npy, tfrecord before the format registry has them) says so in one line and the next config runs.
@@ -67,6 +68,7 @@ import gzip
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -80,7 +82,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = [(ROOT / "benchmarks" / "dlio_configs" / "hdf5_small.yaml", False),
            (ROOT / "benchmarks" / "dlio_configs" / "hdf5_quirks.yaml", False),
            (ROOT / "benchmarks" / "dlio_configs" / "hdf5_noshuffle.yaml", True),
-           (ROOT / "benchmarks" / "dlio_configs" / "npz_small.yaml", False)]
+           (ROOT / "benchmarks" / "dlio_configs" / "npz_small.yaml", False),
+           (ROOT / "benchmarks" / "dlio_configs" / "tfrecord_small.yaml", False)]
 BUILD = ("python3 -m venv V && V/bin/pip install --no-deps dlio-benchmark==2.0.0 && V/bin/pip install hydra-core "
          "omegaconf numpy h5py pandas psutil mpi4py mpich Pillow PyYAML pydftracer==1.0.2 torch==2.13.0 "
          "tensorflow-cpu (see this script's docstring)")
@@ -470,11 +473,26 @@ def _run(cmd, env, log: Path, what: str, timeout: int) -> subprocess.CompletedPr
     r = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True, timeout=timeout)
     log.write_text(r.stdout + "\n--- stderr ---\n" + r.stderr)
     if r.returncode != 0:
-        errs = [ln for ln in (r.stderr + r.stdout).splitlines() if ln.strip()]
-        last = next((ln for ln in reversed(errs) if "error" in ln.lower() or "exception" in ln.lower()),
-                    errs[-1] if errs else "")
+        errs = [ln for ln in (r.stderr + r.stdout).splitlines() if ln.strip() and "HYDRA_FULL_ERROR" not in ln]
+        last = next((ln for ln in reversed(errs) if re.match(r"\s*[\w.]+(Error|Exception)\b", ln)), None) or next(
+            (ln for ln in reversed(errs) if "error" in ln.lower()), errs[-1] if errs else "")
         raise Refused(f"{what} failed (exit {r.returncode}): {last.strip()[:300]} (log: {log})")
     return r
+
+
+TFRECORD2IDX = """#!{python}
+# DALI's tfrecord2idx: one line "offset length" per record of a TFRecord file
+import struct, sys
+with open(sys.argv[1], "rb") as f, open(sys.argv[2], "w") as idx:
+    while True:
+        start = f.tell()
+        head = f.read(8)
+        if len(head) < 8:
+            break
+        n = struct.unpack("<q", head)[0]
+        f.seek(4 + n + 4, 1)
+        idx.write(f"{{start}} {{f.tell() - start}}\\n")
+"""
 
 
 class DLIO:
@@ -492,6 +510,13 @@ class DLIO:
         self.batch = int(t.run["batch_size"])
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("DFTRACER_", "LD_PRELOAD"))}
         self.env.update(TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
+        # DLIO 2.0.0's TFRecord generator runs DALI's `tfrecord2idx` after each file (an index DALI's readers use):
+        # DALI is CUDA-only, so a copy of its few lines goes on DLIO's PATH
+        tools = work / "dlio-tools"
+        tools.mkdir(parents=True, exist_ok=True)
+        (tools / "tfrecord2idx").write_text(TFRECORD2IDX.format(python=venv / "bin" / "python"))
+        (tools / "tfrecord2idx").chmod(0o755)
+        self.env["PATH"] = f"{tools}{os.pathsep}{self.env.get('PATH', '')}"
 
     def _cmd(self, out: Path, *extra):
         return [self.venv / "bin" / "mpirun", "-np", "1", self.venv / "bin" / "dlio_benchmark",
@@ -564,7 +589,10 @@ class Dlbench:
         return doc, calls
 
     def files_on_disk(self) -> int:
-        return sum(1 for p in self.data_dir.rglob("*") if p.is_file() and not p.name.startswith("dlbench-manifest"))
+        """The dataset's files (its manifest's; index files beside them, as tfrecord's, are not counted)."""
+        from dlbench.data.manifest import Manifest
+
+        return sum(1 for p in Manifest.load(self.data_dir).paths if (self.data_dir / p).is_file())
 
 
 def hdf5_regions(path):
