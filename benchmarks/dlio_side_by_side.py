@@ -606,26 +606,28 @@ def hdf5_regions(path):
 def side_by_side(cfg: Path, overrides, venv: Path, work: Path, repeat: int, log=print,
                  allow_unsupported: bool = False) -> dict:
     from dlbench import dlio as D
+    from dlbench import workload as W
     from dlbench.config import load_yaml
     from dlbench.errors import ConfigError
 
-    raw = D.apply_overrides(load_yaml(str(cfg), "DLIO config"), list(overrides))
+    try:
+        raw = D.apply_overrides(load_yaml(str(cfg), "DLIO config"), list(overrides))
+    except ConfigError as e:
+        raise Refused(str(e)) from None
     ds = raw.get("dataset") or {}
     if "record_length_bytes" in ds or "record_length" not in ds:
         raise Refused(f"{cfg}: dataset.record_length must be set (DLIO 2.0.0's key; it ignores record_length_bytes "
                       f"and would write records of its 64 KiB default)")
+    fmt = str(ds.get("format", "tfrecord")).lower()
+    layouts = getattr(W, "LAYOUTS", None)
+    if layouts is not None and fmt != "hdf5" and D.LAYOUT_OF.get(fmt, fmt) not in layouts:
+        raise NotYet(f"{cfg.name}: format {fmt} (dlbench layout {D.LAYOUT_OF.get(fmt, fmt)}) is not readable by "
+                     f"this dlbench yet")
     try:
         t = D.load(str(cfg), list(overrides), allow_unsupported=allow_unsupported)
     except ConfigError as e:
         raise Refused(f"dlbench refuses {cfg.name}: {e}") from None
     record_length = float(ds["record_length"])
-    fmt = str(ds.get("format", "tfrecord"))
-    from dlbench import workload as W
-
-    layouts = getattr(W, "LAYOUTS", None)
-    if layouts is not None and t.workload["layout"] not in layouts:
-        raise NotYet(f"{cfg.name}: format {fmt} (dlbench layout {t.workload['layout']}) is not readable by this "
-                     f"dlbench yet")
     work.mkdir(parents=True, exist_ok=True)
     dl, db = DLIO(venv, cfg, overrides, work, t, record_length), Dlbench(cfg, overrides, work, allow_unsupported)
     log(f"[{cfg.name}] DLIO generates its dataset ...")

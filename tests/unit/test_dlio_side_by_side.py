@@ -194,3 +194,16 @@ def test_compare_non_hdf5_reads_all_bytes_as_data(S):
     rows = {r[0]: r for r in c["rows"]}
     assert "epoch 0: bytes read (all calls)" in rows
     assert any("some bytes more than once" in n for n in c["notes"])
+
+
+def test_a_format_dlbench_lacks_is_skipped_before_anything_runs(S, tmp_path):
+    from dlbench import workload as W
+
+    if "npz" in getattr(W, "LAYOUTS", ()):
+        pytest.skip("this dlbench reads npz")
+    cfg = ROOT / "benchmarks" / "dlio_configs" / "npz_small.yaml"
+    with pytest.raises(S.NotYet, match="format npz .* is not readable by this dlbench yet"):
+        S.side_by_side(cfg, [], tmp_path / "no-venv", tmp_path / "work", 1)
+    assert not (tmp_path / "work").exists()
+    with pytest.raises(S.Refused, match="dataset.record_length must be set"):
+        S.side_by_side(ROOT / "tests" / "fixtures" / "dlio" / "unet3d_h100.yaml", [], tmp_path, tmp_path / "w", 1)
