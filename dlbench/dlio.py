@@ -17,7 +17,8 @@ is never read, DLIO reads ``model.model_size_bytes``). Both spellings of the rec
 
 Format → dlbench layout: ``hdf5`` → ``hdf5_per_sample`` (1 sample per file) or ``hdf5_blocks``; ``npz``,
 ``npy``, ``tfrecord`` → the layouts of the same name (format registry). DLIO's reader → dlbench's ``prefetch``
-strategy (a torch DataLoader: ``read_threads`` workers, ``prefetch_size`` batches in flight in all).
+strategy (a torch DataLoader: ``read_threads`` workers kept across epochs as DLIO's, ``prefetch_size`` batches in
+flight in all).
 
 Hydra overrides as DLIO users type them: ``++workload.dataset.num_files_train=16`` (also ``+`` or none) sets,
 ``~workload.model.model_size`` deletes.
@@ -165,6 +166,13 @@ KEYS: dict[str, Key] = {
     # the DLIO <= 2.0 spellings of the record length (one spelling per file)
     "dataset.record_length": _M, "dataset.record_length_stdev": _M, "dataset.record_length_resize": _n(
         "DLIO's in-memory size after its emulated resize: no I/O effect"), "checkpoint.model_size": _M,
+    # keys DLIO 2.0.0 reads that later DLIO moved or dropped
+    "workflow.debug": _n("DLIO 2.0.0 waits for Enter before starting"),
+    "checkpoint.optimization_groups": _u("LLM checkpoint shapes are not emulated", None, []),
+    "checkpoint.num_layers": _u("LLM checkpoint shapes are not emulated", None, 1, -1),
+    "checkpoint.layer_parameters": _u("LLM checkpoint shapes are not emulated", None, []),
+    "checkpoint.tensor_parallelism": _u("model parallelism is not emulated", 1),
+    "checkpoint.pipeline_parallelism": _u("model parallelism is not emulated", 1),
 }
 # DLIO reads `reader` or its old name `data_reader`
 KEYS.update({"data_reader." + k[len("reader."):]: v for k, v in list(KEYS.items()) if k.startswith("reader.")})
@@ -202,7 +210,8 @@ class Translation:
         if r["compute_stdev_s"]:
             out += ["--compute-stdev", f"{r['compute_stdev_s']:g}"]
         for k, v in r["options"].items():
-            out += [f"--{k.replace('_', '-')}", str(v)]
+            flag = k.replace("_", "-")
+            out += [f"--{flag}" if v else f"--no-{flag}"] if isinstance(v, bool) else [f"--{flag}", str(v)]
         return out
 
 
@@ -317,8 +326,13 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
               accelerator: str | None = None) -> Translation:
     """Translate a DLIO workload mapping (after overrides). ConfigError for unknown keys, bad values and
     (without ``allow_unsupported``) keys dlbench does not emulate."""
+    if isinstance(cfg.get("model"), str):
+        # DLIO 2.0.0's own workload files name the model with a scalar (``model: unet3d``); later DLIO has a
+        # ``model`` section (``model.name``)
+        cfg = {**cfg, "model": {"name": cfg["model"]}}
     flat = _flatten(cfg)
     check_keys(flat, where)
+    dlio_2_0 = "dataset.record_length" in flat   # DLIO <= 2.0's spelling: its generators' record sizes apply
     for old_key, new_key in _ALIASES.items():
         if old_key in flat:
             flat[new_key] = flat.pop(old_key)
@@ -409,6 +423,14 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     wname = str(name or flat.get("model.name") or "dlio")
     wname = re.sub(r"[^A-Za-z0-9_.+-]", "-", wname).strip("-.") or "dlio"
     samples = files * spf
+    if samples % batch:
+        notes.append(f"{samples} samples in batches of {batch}: DLIO's PyTorch loader drops the last partial batch "
+                     f"(floor(samples / batch / ranks) steps per epoch); dlbench reads every sample (a short last "
+                     f"batch)")
+    side = math.isqrt(int(rec))
+    if dlio_2_0 and not dims and side * side != int(rec):
+        notes.append(f"dataset.record_length={rec:g}: DLIO 2.0.0 writes records of int(sqrt(record_length))^2 = "
+                     f"{side}x{side} = {side * side:,} B; dlbench writes {int(shape[0]) * item:,} B")
 
     if fmt == "hdf5":
         layout = "hdf5_per_sample" if spf == 1 else "hdf5_blocks"
@@ -460,9 +482,11 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         workload["model"] = {"name": wname, "parameters": int(math.ceil(float(model_bytes) / 12)),
                              "source": f"DLIO model.model_size_bytes={model_bytes} (dlbench writes 12 B per "
                                        f"parameter)"}
-    options = {"num_workers": workers}
+    options: dict = {"num_workers": workers}
     if workers > 0:
         options["prefetch_factor"] = max(1, math.ceil(prefetch / workers)) if prefetch > 0 else 2
+        # DLIO's PyTorch loader keeps its workers across epochs (TorchDataLoader: persistent_workers=True)
+        options["persistent_workers"] = True
     if prefetch == 0 and workers > 0:
         notes.append("reader.prefetch_size=0: torch needs >= 1 batch per worker; dlbench prefetches 1")
     run = {"epochs": epochs, "batch_size": batch, "compute_time_s": ct, "compute_stdev_s": ct_std,

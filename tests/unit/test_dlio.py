@@ -56,7 +56,18 @@ def test_unet3d_figures():
     t = _load("unet3d_h100", "++workload.workflow.checkpoint=False")
     assert (t.workload["samples"], t.run["batch_size"], t.run["compute_time_s"]) == (168, 7, 0.323)
     assert t.workload["record_size"]["mean_bytes"] == 146600628
-    assert t.run["options"] == {"num_workers": 4, "prefetch_factor": 1}   # prefetch_size 2 over 4 workers
+    # prefetch_size 2 over 4 workers; DLIO's TorchDataLoader keeps its workers across epochs
+    assert t.run["options"] == {"num_workers": 4, "prefetch_factor": 1, "persistent_workers": True}
+    assert t.run_flags()[-5:] == ["--num-workers", "4", "--prefetch-factor", "1", "--persistent-workers"]
+
+
+def test_dlio_2_0_0_scalar_model_name():
+    """DLIO 2.0.0's own workload files say ``model: unet3d`` (a name, not a section): read as model.name."""
+    t = dlio.translate({"model": "unet3d", "framework": "pytorch",
+                        "dataset": {"format": "hdf5", "num_files_train": 4, "record_length": 4096},
+                        "reader": {"data_loader": "pytorch", "sample_shuffle": "seed", "read_threads": 0}})
+    assert t.workload["name"] == "unet3d" and t.workload["samples"] == 4
+    assert t.run["options"] == {"num_workers": 0}   # no workers: nothing to keep
 
 
 def test_shipped_unet3d_model_size_is_read_by_no_dlio():
@@ -211,3 +222,28 @@ def test_pending_unet3d_workload_matches_dlio_and_loads_once_npz_exists():
     if "npz" not in getattr(W, "LAYOUTS", ()):
         pytest.skip("layout npz not registered yet (formats branch)")
     W.load_spec(str(path))
+
+
+def test_dlio_2_0_0_record_sizes_and_dropped_batch_are_noted():
+    """DLIO 2.0.0 writes int(sqrt(record_length))^2 B records and its PyTorch loader drops the last partial
+    batch: both said in the notes (benchmarks/dlio_side_by_side.py measured them)."""
+    cfg = {"model": "q", "dataset": {"format": "hdf5", "num_files_train": 100, "record_length": 100000},
+           "reader": {"data_loader": "pytorch", "sample_shuffle": "seed", "batch_size": 8}}
+    notes = " | ".join(dlio.translate(cfg).notes)
+    assert "316x316 = 99,856 B; dlbench writes 100,000 B" in notes
+    assert "100 samples in batches of 8: DLIO's PyTorch loader drops the last partial batch" in notes
+    cfg["dataset"]["record_length"], cfg["reader"]["batch_size"] = 65536, 4
+    notes = " | ".join(dlio.translate(cfg).notes)
+    assert "int(sqrt(record_length))" not in notes and "drops the last partial batch" not in notes
+    cfg["dataset"] = {"format": "hdf5", "num_files_train": 100, "record_length_bytes": 100000}   # later DLIO
+    assert "int(sqrt(record_length))" not in " | ".join(dlio.translate(cfg).notes)
+
+
+def test_keys_dlio_2_0_0_reads():
+    """DLIO 2.0.0's LoadConfig reads workflow.debug and the LLM checkpoint shape under checkpoint.* (its own
+    bert_v100 and megatron_deepspeed files): known keys, not 'DLIO does not read'."""
+    base = {"model": "bert", "dataset": {"format": "hdf5", "num_files_train": 4, "record_length": 4096},
+            "reader": {"data_loader": "pytorch", "sample_shuffle": "seed"}}
+    assert any("workflow.debug" in n for n in dlio.translate({**base, "workflow": {"debug": False}}).notes)
+    with pytest.raises(ConfigError, match=r"does not emulate.*checkpoint\.num_layers=40 \(LLM checkpoint shapes"):
+        dlio.translate({**base, "checkpoint": {"num_layers": 40, "tensor_parallelism": 1}})
