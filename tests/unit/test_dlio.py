@@ -207,21 +207,20 @@ def test_every_key_dlio_reads_is_classified():
         assert dlio.KEYS[k].kind in ("map", "note", "unsupported")
 
 
-def test_pending_unet3d_workload_matches_dlio_and_loads_once_npz_exists():
+def test_builtin_unet3d_workload_matches_dlio():
     import yaml
 
     from dlbench import workload as W
 
-    path = Path(__file__).resolve().parents[2] / "workloads" / "pending" / "unet3d.yaml"
+    path = Path(__file__).resolve().parents[2] / "workloads" / "unet3d.yaml"
     d = yaml.safe_load(path.read_text())
     t = _load("unet3d_h100", "++workload.workflow.checkpoint=False")
     assert (d["samples"], d["batch_size"], d["layout"], d["au_threshold"]) == (168, 7, "npz", 0.90)
     assert d["compute"]["h100"]["step_time_s"] == t.run["compute_time_s"]
     assert d["record_size"]["mean_bytes"] == t.workload["record_size"]["mean_bytes"]
     assert d["record_size"]["std_bytes"] == t.workload["record_size"]["std_bytes"]
-    if "npz" not in getattr(W, "LAYOUTS", ()):
-        pytest.skip("layout npz not registered yet (formats branch)")
     W.load_spec(str(path))
+    assert "unet3d" in W.builtin_names() and W.load("unet3d").au_threshold == 0.90
 
 
 def test_dlio_2_0_0_record_sizes_and_dropped_batch_are_noted():
