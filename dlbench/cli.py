@@ -12,6 +12,7 @@ import sys
 import click
 
 from . import __version__
+from .config import MAX_BATCH, MAX_EPOCHS, MAX_NODES, MAX_RANKS_PER_NODE, MAX_SEED, MAX_THREADS
 from .errors import ConfigError, DlbenchError, Interrupted
 
 
@@ -364,9 +365,8 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
                               f"not of strategy {strategy}")
     if accelerator is not None and accelerator not in ACCELERATORS:
         raise unknown_choice("accelerator", accelerator, ACCELERATORS)
-    for name, val, lo in (("--epochs", epochs, 1), ("--batch-size", batch_size, 1), ("--checkpoint-every", checkpoint_every, 0)):
-        if val is not None and val < lo:
-            raise ConfigError(f"{name}={val}: must be >= {lo}")
+    check_counts(("--epochs", epochs, 1, MAX_EPOCHS), ("--batch-size", batch_size, 1, MAX_BATCH),
+                 ("--checkpoint-every", checkpoint_every, 0, 2**62), ("--ranks-per-node", ranks_per_node, 1, MAX_RANKS_PER_NODE))
     for name, val in (("--compute-time", compute_time), ("--compute-stdev", compute_stdev)):
         if val is not None:
             check_seconds(name, val)  # inf, nan, 1e308, < 0: one line
@@ -670,6 +670,10 @@ def sustain_cmd(workload, accelerator, strategies, system, measure_ranks, scale,
 
     for s in strategies:
         registry.get(s)
+    check_counts(("--measure-ranks", measure_ranks, 1, MAX_THREADS), ("--epochs", epochs, 1, MAX_EPOCHS),
+                 ("--ranks-per-node", ranks_per_node, 1, MAX_RANKS_PER_NODE),
+                 ("--max-accelerators", max_accelerators, 1, MAX_NODES * MAX_RANKS_PER_NODE),
+                 ("--seed", seed, 0, MAX_SEED))
     rows = sustain.sustain(workload=workload, accelerator=accelerator, strategies=list(strategies), system=system,
                            measure_ranks=measure_ranks, epochs=epochs, scale=scale, model_scale=model_scale,
                            data_dir=data_dir, out=out, seed=seed, ranks_per_node=ranks_per_node,
@@ -677,6 +681,18 @@ def sustain_cmd(workload, accelerator, strategies, system, measure_ranks, scale,
                            echo=lambda m: click.echo(f"dlbench: {m}", err=True))
     click.echo(json.dumps(rows, indent=1) if as_json else sustain.render(rows))
 
+
+
+def check_counts(*items) -> None:
+    """``(flag, value, lo, hi)``: each given integer within [lo, hi] (the ceilings of dlbench.config), else one
+    line naming the flag (a count past a ceiling is a typo that would allocate, overflow or never end)."""
+    for name, val, lo, hi in items:
+        if val is None:
+            continue
+        if val < lo:
+            raise ConfigError(f"{name}={val}: must be >= {lo}")
+        if val > hi:
+            raise ConfigError(f"{name}={val}: must be <= {hi:,}")
 
 # ===== shuffle strategies: study ============================================================================
 
@@ -704,16 +720,22 @@ def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, simu
     from .runstudy import generate_sweep, load_study, run_simulate, run_study, run_sweep
 
     st = load_study(study_file)
-    if epochs is not None and epochs < 1:
-        raise ConfigError(f"--epochs={epochs}: must be >= 1")
+    check_counts(("--epochs", epochs, 1, MAX_EPOCHS), ("--ranks-per-node", ranks_per_node, 1, MAX_RANKS_PER_NODE))
     if (simulate_part or generate_only) and st.sweep is None and st.simulate is None:
         raise ConfigError(f"--{'simulate' if simulate_part else 'generate-only'}: study {st.name} has no sweep: "
                           f"or simulate: part (see configs/studies/scaling-weak.yaml)")
     if simulate_part:
         from . import report
 
-        res = run_simulate(st, out=out, epochs=epochs, echo=click.echo)
-        click.echo(report.compare(res, fmt=fmt))
+        left: list[str] = []
+        res = run_simulate(st, out=out, epochs=epochs, echo=click.echo, left_out=left)
+        if res:
+            click.echo(report.compare(res, fmt=fmt))
+        if left:   # like simulate's N/A rows: the table holds what could be costed, the exit code says the rest
+            from .errors import CapacityError
+
+            raise CapacityError(f"study {st.name} --simulate: {len(left)} point(s) could not be costed (left out "
+                                f"above); " + ("the others are in the table" if res else "nothing was costed"))
         return
     comm = get_comm(ranks_per_node=ranks_per_node)
     echo = click.echo if comm.rank == 0 else None
@@ -809,7 +831,7 @@ _STUDY_SETS = ("system", "workload", "scale", "samples", "nodes", "ranks_per_nod
 @click.option("--local-batch", type=int, default=None, help="b: local batch (default: the workload's)")
 @click.option("--accelerator", default=None,
               help="the workload's step time on this accelerator (v100|a100|h100) [default: as `dlbench run`: a100 "
-                   "where published, else a measured entry; a profile that states compute_mb_per_s uses that c]")
+                   "where published, else a measured entry; a system profile that states compute_mb_per_s uses that rate]")
 @click.option("--compute-time", type=float, default=None, help="seconds per step (as `dlbench run --compute-time`)")
 @click.option("--loader-threads", type=int, default=None,
               help="p_0: loader I/O threads per node, the node's PFS clients [default: the profile's staging.threads]; "
@@ -867,9 +889,8 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
 
         if compute_time is not None:
             check_seconds("--compute-time", compute_time)
-        for name, val in (("--nodes", nodes), ("--epochs", epochs), ("--local-batch", local_batch)):
-            if val is not None and val < 1:
-                raise ConfigError(f"{name}={val}: must be >= 1")
+        check_counts(("--nodes", nodes, 1, MAX_NODES), ("--epochs", epochs, 1, MAX_EPOCHS),
+                     ("--local-batch", local_batch, 1, MAX_BATCH), ("--ranks-per-node", ranks_per_node, 1, MAX_RANKS_PER_NODE))
         names = [s.strip() for s in strategies.split(",") if s.strip()]
         if not names:
             raise ConfigError(f"--strategies={strategies!r}: name at least one of {', '.join(strategy_names())}")
@@ -975,6 +996,8 @@ def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, th
     from .compute.calibrate import check_profile_path, default_profile_path, format_profile, write_profile
     from .workload import load
 
+    check_counts(("--steps", steps, 1, 100_000), ("--warmup", warmup, 0, 100_000), ("--threads", threads, 1, MAX_THREADS),
+                 ("--batch-size", batch_size, 1, MAX_BATCH))
     wl = load(workload_name, scale=scale)
     check_profile_path(out)  # before the measurement, not after it
     if batch_size is not None:   # one synthetic batch must fit in memory (before torch starts)

@@ -20,6 +20,18 @@ import yaml
 
 from .errors import ConfigError, did_you_mean
 
+# Ceilings far above any real job, one place for every command, file and flag: a value past one is a typo,
+# refused in one line instead of an allocation error, an integer overflow or a run that never ends.
+MAX_EPOCHS = 100_000
+MAX_NODES = 1_000_000
+MAX_RANKS_PER_NODE = 65_536
+MAX_THREADS = 4_096
+MAX_SEED = 2**63 - 1
+MAX_STEP_TIME_S = 86_400.0          # one step of a day
+MAX_BATCH = 1 << 24                 # samples in one step
+MAX_FILE_BYTES = float(1 << 40)     # one sample or file of 1 TiB
+MAX_PARAMETERS = 10**13             # a checkpoint of 120 TB
+
 _MISSING = dataclasses.MISSING
 
 

@@ -26,10 +26,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .config import MAX_NODES, MAX_RANKS_PER_NODE  # far above any machine: a typo, not a job
 from .errors import ConfigError
 
 SCHEDULERS = ("slurm", "pbs", "flux")
-MAX_NODES, MAX_RANKS_PER_NODE = 1_000_000, 65_536  # far above any machine: a typo, not a job
 EXT = {"slurm": "sbatch", "pbs": "pbs", "flux": "flux"}
 
 # account / partition / queue / bank: what schedulers accept as such names (Slurm allows a comma-separated

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import strategies
+from .config import MAX_STEP_TIME_S
 from .errors import CapacityError, ConfigError, DataError, DlbenchError, Interrupted, RunError
 from .stop import Terminated, deferred, interrupt_for, pending  # noqa: F401 - Terminated: the CLI's name for it
 from .timeline import PHASE_ID, Timeline
@@ -444,9 +445,6 @@ class Loop:
             "io_counters": self.io.totals(),
             "cache": cache.rank_record(),
         }
-
-
-MAX_STEP_TIME_S = 86400.0
 
 
 def check_seconds(name: str, value, *, lo: float = 0.0, hi: float = MAX_STEP_TIME_S) -> float:

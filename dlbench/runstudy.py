@@ -38,7 +38,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import from_mapping, load_yaml, opt, resource_dir
+from .config import (
+    MAX_BATCH,
+    MAX_EPOCHS,
+    MAX_NODES,
+    MAX_RANKS_PER_NODE,
+    MAX_SEED,
+    MAX_STEP_TIME_S,
+    from_mapping,
+    load_yaml,
+    opt,
+    resource_dir,
+)
 from .errors import CapacityError, ConfigError, DlbenchError
 from .report import run_label
 
@@ -51,9 +62,9 @@ class StudyRun:
 
 @dataclass(frozen=True, kw_only=True)
 class Sweep:
-    ranks: tuple[int, ...] = opt((), help="world sizes (ranks) to run", min=1)
-    nodes: tuple[int, ...] = opt((), help="node counts (world size = nodes x ranks_per_node)", min=1)
-    ranks_per_node: int = opt(1, help="ranks per node with nodes:", min=1)
+    ranks: tuple[int, ...] = opt((), help="world sizes (ranks) to run", min=1, max=MAX_NODES * MAX_RANKS_PER_NODE)
+    nodes: tuple[int, ...] = opt((), help="node counts (world size = nodes x ranks_per_node)", min=1, max=MAX_NODES)
+    ranks_per_node: int = opt(1, help="ranks per node with nodes:", min=1, max=MAX_RANKS_PER_NODE)
     workloads: tuple[str, ...] = opt((), help="workloads (names or YAML paths) [default: the study's]")
     scaling: str = opt("strong", help="weak: F = samples_per_rank x ranks; strong: F = samples",
                        choices=("weak", "strong"))
@@ -62,8 +73,8 @@ class Sweep:
 
 @dataclass(frozen=True, kw_only=True)
 class SimulatePart:
-    nodes: tuple[int, ...] = opt(help="node counts to model", min=1)
-    ranks_per_node: int | None = opt(None, help="[default: the sweep's, else 1]", min=1)
+    nodes: tuple[int, ...] = opt(help="node counts to model", min=1, max=MAX_NODES)
+    ranks_per_node: int | None = opt(None, help="[default: the sweep's, else 1]", min=1, max=MAX_RANKS_PER_NODE)
     system: str | None = opt(None, help="system profile [default: the study's]")
     strategies: tuple[str, ...] = opt((), help="[default: the study's runs' strategies]")
     pls_q: float | None = opt(None, help="Q of pls [default: the pls run's exchange_fraction, else 0.1]", min=0,
@@ -88,10 +99,10 @@ class RunStudy:
     scale: str | None = opt("tiny", help="preset whose sample shapes are used")
     samples: int | None = opt(None, help="number of samples (default: the preset's)", min=1)
     system: str = opt("local", help="system profile of every run")
-    epochs: int = opt(3, help="epochs per run", min=1)
-    batch_size: int | None = opt(None, help="local batch per rank", min=1)
-    compute_time_s: float | None = opt(None, help="sleep per step", unit="s", min=0)
-    seed: int = opt(0, help="dataset and shuffle seed")
+    epochs: int = opt(3, help="epochs per run", min=1, max=MAX_EPOCHS)
+    batch_size: int | None = opt(None, help="local batch per rank", min=1, max=MAX_BATCH)
+    compute_time_s: float | None = opt(None, help="sleep per step", unit="s", min=0, max=MAX_STEP_TIME_S)
+    seed: int = opt(0, help="dataset and shuffle seed", min=0, max=MAX_SEED)
     out: str = opt("results", help="results root")
     runs: tuple[StudyRun, ...] = opt(help="the runs, in order")
     sweep: Sweep | None = opt(None, help="scaling sweep: ranks or nodes, workloads, weak or strong")
@@ -271,11 +282,11 @@ def simulate_rows(st: RunStudy, pls_q: float) -> list[tuple[str, str, dict]]:
     return rows
 
 
-def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None) -> list[str]:
+def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None, left_out: list | None = None) -> list[str]:
     """The study's ``simulate`` part: every node count x workload x strategy through the performance model
     (``dlbench.simulate.simulate``), one results folder each, marked simulated, in the study's results root.
     A point the model refuses (a strategy's data does not fit the node, F/W below the local batch) is
-    named in one line and left out."""
+    named in one line and left out (and its line appended to ``left_out``)."""
     from .config import to_dict
     from .simulate import from_workload, load_profile, simulate
     from .simulate.output import write_simulated_run
@@ -301,9 +312,12 @@ def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None) -> list[str]
             base = load_workload(wname, scale=st.scale, samples=F)
             b = st.batch_size or base.batch_size
             if base.samples < W * b:
+                why = (f"simulate {wname} on {n} node(s): left out, F={base.samples} samples give fewer than "
+                       f"one local batch of {b} per rank on {W} ranks")
                 if echo:
-                    echo(f"simulate {wname} on {n} node(s): left out, F={base.samples} samples give fewer than "
-                         f"one local batch of {b} per rank on {W} ranks")
+                    echo(why)
+                if left_out is not None:
+                    left_out.append(why)
                 continue
             swl = from_workload(base, local_batch=b, step_time_s=st.compute_time_s)
             for label, strat, opts in simulate_rows(st, pls_q):
@@ -311,8 +325,11 @@ def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None) -> list[str]
                     res = simulate([(label, strat, opts)], wl=swl, profile=profile, nodes=n, ranks_per_node=rpn,
                                    epochs=E, seed=st.seed)
                 except CapacityError as exc:
+                    why = f"simulate {wname} {label} on {n} node(s): left out: {exc}"
                     if echo:
-                        echo(f"simulate {wname} {label} on {n} node(s): left out: {exc}")
+                        echo(why)
+                    if left_out is not None:
+                        left_out.append(why)
                     continue
                 config = {"command": "simulate", "study": st.name, "system": to_dict(profile), "workload": to_dict(swl),
                           "strategy": strat, "label": label, "options": opts, "nodes": n, "ranks_per_node": rpn,

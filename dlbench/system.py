@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import from_mapping, load_yaml, opt, resource_dir
+from .config import MAX_NODES, MAX_THREADS, from_mapping, load_yaml, opt, resource_dir
 from .errors import ConfigError, unknown_choice
 
 MB = 1e6  # the thesis' and the profile's MB: 10^6 bytes
@@ -51,13 +51,13 @@ TIER_KINDS = ("memory", "local")
 
 @dataclass(frozen=True, kw_only=True)
 class ThreadPoint:
-    threads: int = opt(help="threads reading the tier at once", min=1)
+    threads: int = opt(help="threads reading the tier at once", min=1, max=MAX_THREADS)
     mb_per_s: float = opt(help="aggregate bandwidth over those threads", unit="MB/s", min=0)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ClientPoint:
-    clients: int = opt(help="clients reading the file system at once (γ)", min=1)
+    clients: int = opt(help="clients reading the file system at once (γ)", min=1, max=MAX_NODES * MAX_THREADS)
     mb_per_s: float = opt(help="aggregate file-system bandwidth t(γ)", unit="MB/s", min=0)
 
 
@@ -71,7 +71,8 @@ class PfsSpec:
 @dataclass(frozen=True, kw_only=True)
 class StagingSpec:
     capacity_bytes: float = opt(help="staging buffer per node", unit="B", min=0)
-    threads: int = opt(help="p_0: loader I/O threads per node (they are the node's PFS clients)", min=1)
+    threads: int = opt(help="p_0: loader I/O threads per node (they are the node's PFS clients)", min=1,
+                       max=MAX_THREADS)
     write_mb_per_s: float = opt(help="β: copy into the staging buffer", unit="MB/s", min=0)
     bandwidth: tuple[ThreadPoint, ...] = opt(help="r_0(p): staging-buffer bandwidth by threads")
 
@@ -82,7 +83,7 @@ class TierSpec:
     kind: str = opt(help="memory (plan tier MEMORY) or local (plan tier LOCAL, a node-local disk)",
                     choices=TIER_KINDS)
     capacity_bytes: float = opt(help="capacity per node", unit="B", min=0)
-    threads: int = opt(help="background prefetch threads per node for this tier", min=1)
+    threads: int = opt(help="background prefetch threads per node for this tier", min=1, max=MAX_THREADS)
     bandwidth: tuple[ThreadPoint, ...] = opt(help="r_j(p): aggregate bandwidth by threads")
 
 

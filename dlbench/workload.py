@@ -28,7 +28,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import from_mapping, load_yaml, opt, resource_dir
+from .config import (
+    MAX_BATCH,
+    MAX_FILE_BYTES,
+    MAX_PARAMETERS,
+    MAX_STEP_TIME_S,
+    from_mapping,
+    load_yaml,
+    opt,
+    resource_dir,
+)
 from .data.registry import get_format
 from .data.registry import names as format_names
 from .errors import ConfigError, unknown_choice
@@ -57,10 +66,10 @@ class ArraySpec:
 class SizeDistribution:
     kind: str = opt("fixed", help="fixed, normal or lognormal (seeded per sample)",
                     choices=("fixed", "normal", "lognormal"))
-    mean_bytes: float = opt(help="mean file size", unit="B", min=1)
-    std_bytes: float = opt(0.0, help="standard deviation", unit="B", min=0)
-    min_bytes: float = opt(1024.0, help="sizes are clipped to at least this", unit="B", min=1)
-    max_bytes: float = opt(8e6, help="sizes are clipped to at most this", unit="B", min=1)
+    mean_bytes: float = opt(help="mean file size", unit="B", min=1, max=MAX_FILE_BYTES)
+    std_bytes: float = opt(0.0, help="standard deviation", unit="B", min=0, max=MAX_FILE_BYTES)
+    min_bytes: float = opt(1024.0, help="sizes are clipped to at least this", unit="B", min=1, max=MAX_FILE_BYTES)
+    max_bytes: float = opt(8e6, help="sizes are clipped to at most this", unit="B", min=1, max=MAX_FILE_BYTES)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,8 +93,8 @@ class TFRecordSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class StepTime:
-    step_time_s: float = opt(help="seconds per training step", unit="s", min=0)
-    batch_size: int = opt(help="local batch size the step time was measured at", min=1)
+    step_time_s: float = opt(help="seconds per training step", unit="s", min=0, max=MAX_STEP_TIME_S)
+    batch_size: int = opt(help="local batch size the step time was measured at", min=1, max=MAX_BATCH)
     source: str = opt("", help="where the figure comes from")
 
 
@@ -93,8 +102,8 @@ class StepTime:
 class MeasuredStepTime:
     accelerator: str = opt(help="accelerator it was measured on", choices=ACCELERATORS)
     model: str = opt("", help="model variant it was measured with (empty: the workload's model)")
-    step_time_s: float = opt(help="seconds per training step (median)", unit="s", min=0)
-    batch_size: int = opt(help="local batch size it was measured at", min=1)
+    step_time_s: float = opt(help="seconds per training step (median)", unit="s", min=0, max=MAX_STEP_TIME_S)
+    batch_size: int = opt(help="local batch size it was measured at", min=1, max=MAX_BATCH)
     source: str = opt(help="how, where and with what it was measured")
 
 
@@ -102,7 +111,7 @@ class MeasuredStepTime:
 class ModelSpec:
     name: str = opt(help="model name")
     parameters: int = opt(0, help="trainable parameters (checkpoint size = 4 B × parameters × 3 with Adam state)",
-                          min=0)
+                          min=0, max=MAX_PARAMETERS)
     source: str = opt("", help="where the architecture comes from")
 
 
@@ -123,7 +132,7 @@ class WorkloadSpec:
     layout: str = opt(help="file layout", choices=LAYOUTS)
     arrays: tuple[ArraySpec, ...] = opt((), help="the arrays of one sample (HDF5 layouts)")
     samples: int = opt(help="training samples of the real dataset", min=1, max=MAX_SAMPLES)
-    batch_size: int = opt(help="local batch size per rank of the reference", min=1)
+    batch_size: int = opt(help="local batch size per rank of the reference", min=1, max=MAX_BATCH)
     samples_per_file: int = opt(1, help="samples per HDF5 file (hdf5_blocks)", min=1)
     shared_file: str = opt("train.h5", help="file name (hdf5_shared)")
     classes: int = opt(0, help="class folders (jpeg_folders)", min=0)

@@ -139,6 +139,16 @@ def write_checkpoint(directory, nbytes: int, timeline=None, epoch: int = 0, step
     chunk = max(1, min(nbytes, int(chunk_bytes)))
     buf = memoryview(_buffer(chunk))
     path = Path(directory) / f".dlbench-ckpt-{os.getpid()}-{epoch}-{step}"
+    import shutil
+
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        free = None
+    if free is not None and nbytes > free:
+        # refuse before writing: a checkpoint larger than the free space would fill the disk first (and
+        # every other writer on it) only to fail at the end
+        raise _checkpoint_error(OSError(errno.ENOSPC, "disk full"), path, nbytes)
     t0 = time.perf_counter_ns()
     fd = None
     try:

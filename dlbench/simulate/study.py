@@ -7,18 +7,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import from_mapping, load_yaml, opt, resource_dir
+from ..config import (
+    MAX_BATCH,
+    MAX_EPOCHS,
+    MAX_NODES,
+    MAX_RANKS_PER_NODE,
+    MAX_SEED,
+    from_mapping,
+    load_yaml,
+    opt,
+    resource_dir,
+)
 from ..errors import ConfigError
-from ..workload import SizeDistribution
+from ..workload import MAX_SAMPLES, SizeDistribution
 from .core import SimWorkload, strategy_names
 
 
 @dataclass(frozen=True, kw_only=True)
 class InlineWorkload:
     name: str = opt(help="workload name in results")
-    samples: int = opt(help="F: number of samples", min=1)
-    global_batch: int | None = opt(None, help="B: global batch (split evenly over ranks)", min=1)
-    local_batch: int | None = opt(None, help="b: local batch per rank", min=1)
+    samples: int = opt(help="F: number of samples", min=1, max=MAX_SAMPLES)
+    global_batch: int | None = opt(None, help="B: global batch (split evenly over ranks)", min=1, max=MAX_SAMPLES)
+    local_batch: int | None = opt(None, help="b: local batch per rank", min=1, max=MAX_BATCH)
     size: SizeDistribution = opt(help="sample size distribution (seeded)")
 
 
@@ -38,10 +48,10 @@ class Study:
     system: str = opt(help="system profile: a name in configs/systems or a path")
     workload: dict = opt(help="an inline workload {name, samples, global_batch|local_batch, size}, "
                               "or {builtin: NAME, scale: full, accelerator: a100}")
-    nodes: int = opt(help="N", min=1)
-    ranks_per_node: int = opt(1, help="ranks per node", min=1)
-    epochs: int = opt(1, help="E", min=1)
-    seed: int = opt(0, help="seed of permutations and sample sizes", min=0)
+    nodes: int = opt(help="N", min=1, max=MAX_NODES)
+    ranks_per_node: int = opt(1, help="ranks per node", min=1, max=MAX_RANKS_PER_NODE)
+    epochs: int = opt(1, help="E", min=1, max=MAX_EPOCHS)
+    seed: int = opt(0, help="seed of permutations and sample sizes", min=0, max=MAX_SEED)
     strategies: tuple[str, ...] = opt((), help="strategies to cost (each with its default options)")
     runs: tuple[StudyRun, ...] = opt((), help="labelled rows: {label, strategy, options}")
     options: dict = opt(factory=dict, help="{strategy: {option: value}} for the strategies list")
