@@ -178,10 +178,13 @@ def load_compute_profile(path: str | Path) -> tuple[float, int, dict]:
         if key not in data:
             raise ConfigError(f"compute profile '{path}': missing key '{key}' (write one with dlbench calibrate)")
     st, b = data["step_time_s"], data["batch_size"]
-    if isinstance(st, bool) or not isinstance(st, (int, float)) or not math.isfinite(st) or st < 0:
-        raise ConfigError(f"compute profile '{path}': step_time_s={st!r}: must be a number >= 0 (seconds)")
-    if isinstance(b, bool) or not isinstance(b, int) or b < 1:
-        raise ConfigError(f"compute profile '{path}': batch_size={b!r}: must be an integer >= 1")
+    from ..config import MAX_BATCH, MAX_STEP_TIME_S
+
+    if isinstance(st, bool) or not isinstance(st, (int, float)) or not math.isfinite(st) or not 0 <= st <= MAX_STEP_TIME_S:
+        raise ConfigError(f"compute profile '{path}': step_time_s={st!r}: must be a number of seconds from 0 to "
+                          f"{MAX_STEP_TIME_S:g}")
+    if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_BATCH:
+        raise ConfigError(f"compute profile '{path}': batch_size={b!r}: must be an integer from 1 to {MAX_BATCH:,}")
     return float(st), int(b), data
 
 

@@ -129,3 +129,13 @@ def test_simulated_study_with_every_point_left_out_is_not_exit_0(cli, tmp_path):
 def test_simulate_accelerator_help_is_whole(cli):
     r = cli(["simulate", "--help"])
     assert r.exit_code == 0 and "uses that rate]" in " ".join(r.output.split())
+
+
+def test_compute_profile_step_time_past_a_day_is_one_line(cli, tmp_path):
+    """Regression: step_time_s 1e30 in a compute profile ran, then failed as 'OverflowError: timestamp out of range'."""
+    p = tmp_path / "c.yaml"
+    p.write_text("workload: cosmoflow\nstep_time_s: 1.0e+30\nbatch_size: 4\n")
+    r = cli(["run", "--workload", "cosmoflow", "--compute-profile", p, "--data-dir", tmp_path / "d", "--out",
+             tmp_path / "r"])
+    _one_line_error(r, "step_time_s=1e+30: must be a number of seconds from 0 to 86400")
+    assert not (tmp_path / "r").exists() and not (tmp_path / "d").exists()
