@@ -29,7 +29,7 @@ from time import perf_counter_ns
 import numpy as np
 
 from ..errors import CapacityError, ConfigError
-from . import PAGE, aligned_rows, preadv
+from . import PAGE, aligned_rows, flat_span, preadv
 
 TIER_NAMES = ("shared", "local", "memory")
 
@@ -296,6 +296,7 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
         # fault every page in now: first touch costs ~1 GB/s here (docs/LIMITS.md), and a slot filled by a
         # receive or a read must run at copy speed, not at page-fault speed
         self.slab[:, ::PAGE] = 0
+        self.flat, self._stride_b = flat_span(self.slab), int(self.slab.strides[0])
         self._slot: dict[int, int] = {}
         self._nbytes = np.zeros(self.slots, dtype=np.int64)
         self._free = list(range(self.slots - 1, -1, -1))
@@ -363,6 +364,12 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
         """Read-only access without a copy (valid until the sample is deleted)."""
         slot = self._slot[int(sample_id)]
         return self.slab[slot, :int(self._nbytes[slot])]
+
+    def offset(self, sample_id: int) -> tuple[int, int]:
+        """(offset in ``flat``, bytes) of the sample's slot, for an MPI message gathered from slots without a
+        copy (``Comm.isend_ranges(tier.flat, ...)``; valid until the sample is deleted)."""
+        slot = self._slot[int(sample_id)]
+        return slot * self._stride_b, int(self._nbytes[slot])
 
     def delete(self, sample_id: int) -> None:
         sid = int(sample_id)

@@ -292,8 +292,8 @@ class PlannedExecutor(Executor):
                 "write_bytes": ts.get("write_bytes", 0), "deletes": ts.get("deletes", 0),
                 "capacity_bytes": ts.get("capacity_bytes", 0)}
         p = self.peers
-        out["tiers"]["peer"] = {"messages": p.messages if p else 0, "bytes": p.bytes_received if p else 0,
-                                "bytes_sent": p.bytes_sent if p else 0}
+        out["tiers"]["peer"] = {"messages": p.messages if p else 0, "samples": p.samples_received if p else 0,
+                                "bytes": p.bytes_received if p else 0, "bytes_sent": p.bytes_sent if p else 0}
         reader = self.loader.readers[0] if self.loader else None
         if reader is not None and hasattr(reader, "stats"):
             out["shared_tier_throttle"] = reader.stats()

@@ -175,3 +175,20 @@ def test_memory_row_larger_than_slot_is_refused():
     t = MemoryTier(capacity_bytes=8192, row_nbytes=100)
     with pytest.raises(ValueError):
         t.put(1, row(1, 101))
+
+
+def test_memory_tier_offsets_in_its_flat_span():
+    """An MPI message gathered from slots (PeerPush, issue 19) reads ``tier.flat[off:off + n]``: the stored
+    row's bytes, slots page-aligned; flat_span refuses what is not rows of bytes."""
+    from dlbench.storage import flat_span
+
+    t = MemoryTier(3 * 8192, 5000)
+    rows = {sid: np.full(n, sid, np.uint8) for sid, n in ((7, 5000), (3, 1200), (9, 4096))}
+    for sid, r in rows.items():
+        t.put(sid, r)
+    for sid, r in rows.items():
+        off, n = t.offset(sid)
+        assert n == r.size and off % 4096 == 0 and np.array_equal(t.flat[off:off + n], r)
+    assert t.flat.size == 2 * t.slab.strides[0] + 5000 and t.flat.flags.c_contiguous
+    with pytest.raises(ValueError):
+        flat_span(np.zeros((2, 4), np.float32))
