@@ -371,6 +371,12 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
         slot = self._slot[int(sample_id)]
         return slot * self._stride_b, int(self._nbytes[slot])
 
+    def offsets(self, sample_ids) -> tuple[list[int], list[int]]:
+        """``offset`` of several samples: ([offset in ``flat``], [bytes])."""
+        slots = [self._slot[sid] for sid in sample_ids]
+        stride, nb = self._stride_b, self._nbytes
+        return [s * stride for s in slots], [int(nb[s]) for s in slots]
+
     def delete(self, sample_id: int) -> None:
         sid = int(sample_id)
         with self._lock:

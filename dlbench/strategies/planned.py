@@ -217,6 +217,7 @@ class PlannedExecutor(Executor):
         tl, clock = ctx.timeline, ctx.clock
         STAGE = PHASE_ID["stage"]
         keep, ids, bounds = view.keep, view.ids, view.bounds
+        any_keep = bool((keep != NO_TIER).any())
         sizes = ctx.sample_nbytes
         try:
             for t in range(view.steps):
@@ -238,7 +239,7 @@ class PlannedExecutor(Executor):
                 yield Batch(buf, ids[b0:b1], b1 - b0)
                 # after the trainer's step: fills and evictions (fill thread, or here), the buffer back to the
                 # loader, sends and receives
-                kc = np.nonzero(keep[b0:b1] != NO_TIER)[0].tolist()
+                kc = np.nonzero(keep[b0:b1] != NO_TIER)[0].tolist() if any_keep else ()
                 if len(view.evict_ids):
                     lo, hi = np.searchsorted(view.evict_step, [t, t + 1])
                     evictions = view.evict_ids[lo:hi].tolist()

@@ -115,6 +115,30 @@ class SampleStore:
             self.refs[sid] = r + 1
             return True
 
+    def pin_many(self, sids: list) -> bool:
+        """``pin`` for every sample of ``sids`` under one lock, all or none: False (nothing pinned) if one of
+        them is not held."""
+        with self.cond:
+            refs = self.refs
+            for sid in sids:
+                if sid not in refs:
+                    return False
+            for sid in sids:
+                refs[sid] += 1
+            return True
+
+    def release_many(self, sids: list) -> None:
+        """``release`` for every sample of ``sids`` under one lock."""
+        with self.cond:
+            refs = self.refs
+            for sid in sids:
+                r = refs[sid] - 1
+                if r:
+                    refs[sid] = r
+                else:
+                    del refs[sid]
+                    self.tier.delete(sid)
+
     def adopt(self, sid: int) -> None:
         """Count a sample written into the tier directly (``tier.reserve``) as stored."""
         with self.cond:
@@ -247,7 +271,8 @@ class EpochView:
             raise RunError(f"plan of {plan.strategy}: background transfers are carried out by that strategy's own "
                            f"executor, not the planned executor")
         self.plan_epoch = ep
-        self.lists: tuple[list, list, list] | None = None    # (ids, src, run_len) as lists: Loader.fill
+        # (ids, src, run_len, local, local's bounds per step) as lists: Loader.fill
+        self.lists: tuple[list, list, list, list, list] | None = None
 
 
 class Loader:
@@ -356,10 +381,11 @@ class Loader:
     def fill(self, view: EpochView, t: int) -> None:
         if self._error is not None:
             raise self._error
-        b0, b1 = int(view.bounds[t]), int(view.bounds[t + 1])
+        b0 = int(view.bounds[t])
         if view.lists is None:       # once per epoch: plain lists for the per-sample loop below
-            view.lists = (view.ids.tolist(), view.src.tolist(), view.run_len.tolist())
-        ids, src, run_len = view.lists
+            view.lists = (view.ids.tolist(), view.src.tolist(), view.run_len.tolist(), view.local.tolist(),
+                          np.searchsorted(view.local, view.bounds).tolist())
+        ids, src, run_len, local, lb = view.lists
         # the hot path (naive's every access): a single-sample shared-tier read straight into the step's row,
         # locals only; everything else (own tiers, runs, JPEG decoding) through ``_read``
         fast = not self.jpeg
@@ -371,7 +397,7 @@ class Loader:
         READ, e = PHASE_ID["read"], view.epoch
         reads = nbytes = 0
         try:
-            for col in range(b0, b1):
+            for col in local[lb[t]:lb[t + 1]]:     # the step's non-PEER requests (a run: its first column)
                 c = src[col]
                 if fast and c == SHARED and run_len[col] == 1:
                     t0 = clock()
@@ -380,10 +406,13 @@ class Loader:
                     reads += 1
                     nbytes += n
                 elif c in own and ids[col] in own[c].refs:     # (not held: the slow path says so)
+                    st = own[c]
                     t0 = clock()
-                    n = own[c].read_into(ids[col], out[col - b0])
+                    n = st.tier.read_into(ids[col], out[col - b0])
                     add(READ, t0, clock(), e, t, n, c)
-                elif c != PEER and run_len[col]:
+                    st.reads += 1
+                    st.read_bytes += n
+                else:
                     self._read(0, view, col)
         finally:
             self.shared_reads += reads
@@ -582,7 +611,7 @@ class PeerPush:
         self.cap = int(PEER_MESSAGE_BYTES)
         self.recvs: dict[int, tuple] = {}         # step -> (requests, samples, bytes)
         self.pending: deque = deque()             # messages not sent yet: (step, dst, tag, [sid], nbytes)
-        self.inflight: list = []                  # (request, [(pinned store, sid)], pack buffer index or None)
+        self.inflight: list = []                  # (request, (store, [sid]) pinned or None, pack buffer or None)
         self.packs: list[np.ndarray] = []         # send buffers of messages with local-tier samples
         self.free_packs: list[int] = []
         self._flat: dict[int, tuple] = {}         # id(batch buffer) -> (buffer, flat_span, row stride)
@@ -701,27 +730,20 @@ class PeerPush:
         """Post one message, or return None (nothing held) if one of its samples is not held now. Samples all
         in memory go from their slots (pinned until the send completes: an eviction meanwhile cannot free
         them); otherwise every sample is copied, or read from the local tier, into a send buffer."""
+        mem = self.stores.by_code.get(MEMORY)
+        if mem is not None and mem.pin_many(sids):     # all in memory, pinned: sent from their slots
+            tier = mem.tier
+            if len(sids) == 1:
+                req = self.comm.isend(tier.view(sids[0]), dst, tag=tag)
+            else:
+                offs, ns = tier.offsets(sids)
+                req = self.comm.isend_ranges(tier.flat, offs, ns, dst, tag=tag)
+            self.inflight.append((req, (mem, sids), None))
+            return req
         holder = self.stores.holder
         sts = [holder(sid) for sid in sids]
         if any(st is None for st in sts):
             return None
-        st0 = sts[0]
-        if st0.code == MEMORY and all(st is st0 for st in sts):
-            pinned = []
-            for sid in sids:
-                if not st0.pin(sid):
-                    for p in pinned:
-                        st0.release(p)
-                    return None
-                pinned.append(sid)
-            tier = st0.tier
-            if len(sids) == 1:
-                req = self.comm.isend(tier.view(sids[0]), dst, tag=tag)
-            else:
-                offs, ns = zip(*[tier.offset(sid) for sid in sids])
-                req = self.comm.isend_ranges(tier.flat, offs, ns, dst, tag=tag)
-            self.inflight.append((req, [(st0, sid) for sid in sids], None))
-            return req
         k = self._pack_buffer(nbytes)
         buf, off = self.packs[k], 0
         for sid, st in zip(sids, sts):
@@ -742,7 +764,7 @@ class PeerPush:
                 return None
             off += n
         req = self.comm.isend(buf[:off], dst, tag=tag)
-        self.inflight.append((req, [], k))
+        self.inflight.append((req, None, k))
         return req
 
     def _pack_buffer(self, nbytes: int) -> int:
@@ -768,8 +790,8 @@ class PeerPush:
 
     def _done(self, item) -> None:
         _req, pins, k = item
-        for st, sid in pins:
-            st.release(sid)
+        if pins is not None:
+            pins[0].release_many(pins[1])
         if k is not None:
             self.free_packs.append(k)
 
