@@ -360,6 +360,30 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
         c.read_bytes += n
         return n
 
+    def read_rows_into(self, sample_ids: list, rows: np.ndarray, js: list, clock) -> list:
+        """``read_into`` of several samples, sample ``sample_ids[i]`` into ``rows[js[i]]``, in one call (the
+        inline loader's own-memory reads of a step): each copy timed on its own with ``clock`` and counted as
+        ``read_into`` counts it. Returns [(start, end, nbytes)] per sample."""
+        slot_of, nb, slab, full = self._slot, self._nbytes, self.slab, self.row_nbytes
+        out = []
+        for sid, j in zip(sample_ids, js):
+            slot = slot_of[sid]
+            n = int(nb[slot])
+            if n == full:
+                t0 = clock()
+                rows[j] = slab[slot]
+            else:
+                t0 = clock()
+                rows[j, :n] = slab[slot, :n]
+            out.append((t0, clock(), n))
+        ns = [r[2] for r in out]
+        if self.io_counters is not None:
+            self.io_counters.copy_reads(ns, [b - a for a, b, _n in out])
+        c = self.counters
+        c.reads += len(out)
+        c.read_bytes += sum(ns)
+        return out
+
     def view(self, sample_id: int) -> np.ndarray:
         """Read-only access without a copy (valid until the sample is deleted)."""
         slot = self._slot[int(sample_id)]

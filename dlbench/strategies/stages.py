@@ -395,6 +395,10 @@ class Loader:
         read_into = self.readers[0].read_into
         add, clock = self.timelines[0].add, self.ctx.clock
         READ, e = PHASE_ID["read"], view.epoch
+        mem = own.get(MEMORY)
+        mem_refs = mem.refs if mem is not None and hasattr(mem.tier, "read_rows_into") else ()
+        mem_ids: list[int] = []
+        mem_js: list[int] = []
         reads = nbytes = 0
         try:
             for col in local[lb[t]:lb[t + 1]]:     # the step's non-PEER requests (a run: its first column)
@@ -405,6 +409,9 @@ class Loader:
                     add(READ, t0, clock(), e, t, n, SHARED)
                     reads += 1
                     nbytes += n
+                elif c == MEMORY and ids[col] in mem_refs:     # copied below, in one call
+                    mem_ids.append(ids[col])
+                    mem_js.append(col - b0)
                 elif c in own and ids[col] in own[c].refs:     # (not held: the slow path says so)
                     st = own[c]
                     t0 = clock()
@@ -417,6 +424,13 @@ class Loader:
         finally:
             self.shared_reads += reads
             self.shared_bytes += nbytes
+        if mem_ids:       # one read interval per sample, each copy timed on its own
+            got = 0
+            for t0, t1, n in mem.tier.read_rows_into(mem_ids, out, mem_js, clock):
+                add(READ, t0, t1, e, t, n, MEMORY)
+                got += n
+            mem.reads += len(mem_ids)
+            mem.read_bytes += got
 
     # ---- threads ------------------------------------------------------------------------------------
     def begin(self, view: EpochView) -> None:
