@@ -583,6 +583,10 @@ def _messages(new_group: np.ndarray, nbytes: np.ndarray, cap: int) -> tuple[list
     """Cut a sequence of samples into messages: a new one where ``new_group`` is set, or where the next sample
     would take the message past ``cap`` bytes (a message holds at least one sample). (first, end) indices.
     Sender and receiver cut the same (step, pair) sequence alike: the sizes are the plan's."""
+    starts = np.flatnonzero(new_group)
+    if len(starts) and int(np.add.reduceat(nbytes, starts).max()) <= cap:   # no group to cut: vectorised
+        first_a = starts.tolist()
+        return first_a, first_a[1:] + [len(new_group)]
     first: list[int] = []
     acc = 0
     for i, (g, n) in enumerate(zip(new_group.tolist(), nbytes.tolist())):
