@@ -178,7 +178,7 @@ class PerSampleReader(_ArraysMixin, SampleReader):
         self._mtypes = [h5py.h5t.py_create(dt) for dt in self._dtypes]
         self._one = len(self._names) == 1     # one array per sample: no loop over arrays
         self.counters = counters
-        self._offsets = None  # the datasets' byte offsets (every file is written from one template)
+        self._offsets: list[int] | None = None  # the datasets' byte offsets (every file is written from one template)
 
     def read_into(self, i: int, out: np.ndarray) -> int:
         if out.size < self.max_row_nbytes:

@@ -425,6 +425,7 @@ class Loader:
             self.shared_reads += reads
             self.shared_bytes += nbytes
         if mem_ids:       # one read interval per sample, each copy timed on its own
+            assert mem is not None
             got = 0
             for t0, t1, n in mem.tier.read_rows_into(mem_ids, out, mem_js, clock):
                 add(READ, t0, t1, e, t, n, MEMORY)
@@ -759,9 +760,12 @@ class PeerPush:
             self.inflight.append((req, (mem, sids), None))
             return req
         holder = self.stores.holder
-        sts = [holder(sid) for sid in sids]
-        if any(st is None for st in sts):
-            return None
+        sts: list[SampleStore] = []
+        for sid in sids:
+            st = holder(sid)
+            if st is None:
+                return None
+            sts.append(st)
         k = self._pack_buffer(nbytes)
         buf, off = self.packs[k], 0
         for sid, st in zip(sids, sts):
