@@ -2,15 +2,21 @@
 
 In one run, on 1 MiB float32 samples in one-sample HDF5 files (configs/examples/onemib-hdf5.yaml),
 warm in the page cache, compute 0, 1 rank:
+  (L) a bare low-level libhdf5 loop: h5py.h5f.open + h5d.open + h5d.read into a preallocated, page-aligned
+      buffer + close (the limit of this access pattern: the reference, issue 19)
+  (L+) the same loop as dlbench's reader makes its calls: a memory type made once, the file closed by
+      releasing its identifier (no FileID.close, whose nonlocal_close scans every live h5py identifier)
   (a) a bare h5py loop:       with h5py.File(p) as f: x = f["data"][...]
   (b) plain os.pread of the same bytes (open, pread at the dataset's offset into a reused buffer, close)
-  (c) dlbench run --strategy naive
+  (c) dlbench run --strategy naive (counters and timeline on, as every run)
   (d) dlbench run --strategy prefetch with 0, 1, 2 workers
-Goal: naive >= 90 % of the bare h5py loop; bookkeeping <= 5 us per sample, where bookkeeping is
-(epoch time - union of read time) / samples for naive with compute 0 (everything the loop does
-besides reading). Order: the same shuffled order for the bare loops as dlbench's epoch 0.
+(L), (a) and (c) are interleaved ``--repeat`` times and each is its best: a bare loop's best pass over the
+files, naive's best epoch (the machine is shared; ratios taken in the same run are what counts).
+Goals: naive >= 0.95 of (L); bookkeeping <= 5 us per sample, where bookkeeping is (epoch time - union of
+read time) / samples for naive with compute 0 (everything the loop does besides reading). Order: the same
+shuffled order for the bare loops as dlbench's epoch 0.
 
-    python benchmarks/read_path.py [--samples 1024] [--epochs 3] [--dir /tmp/dlbench-readpath]
+    python benchmarks/read_path.py [--samples 1024] [--epochs 3] [--repeat 5] [--dir /tmp/dlbench-readpath]
 """
 
 from __future__ import annotations
@@ -54,6 +60,33 @@ def bare_h5py(paths, order):
     return len(order) / (time.perf_counter() - t0)
 
 
+def bare_lowlevel(paths, order, name=b"data", tuned=False):
+    """The issue's reference loop: low-level libhdf5 calls, nothing else, into one preallocated buffer.
+    ``tuned``: a memory type made once and the file released instead of ``close()``d (PerSampleReader's calls)."""
+    from dlbench.storage import aligned_empty
+
+    h5f, h5d, h5s = h5py.h5f, h5py.h5d, h5py.h5s
+    bpaths = [os.fsencode(p) for p in paths]
+    with h5py.File(paths[0], "r") as f:
+        shape, dtype = f[name.decode()].shape, f[name.decode()].dtype
+    buf = aligned_empty(int(np.prod(shape)) * dtype.itemsize, np.uint8).view(dtype).reshape(shape)
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    if tuned:
+        mt = h5py.h5t.py_create(dtype)
+        t0 = time.perf_counter()
+        for i in order:
+            fid = h5f.open(bpaths[i], h5f.ACC_RDONLY, fapl)
+            h5d.open(fid, name).read(h5s.ALL, h5s.ALL, buf, mt)
+            del fid
+        return len(order) / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for i in order:
+        fid = h5f.open(bpaths[i], h5f.ACC_RDONLY, fapl)
+        h5d.open(fid, name).read(h5s.ALL, h5s.ALL, buf)
+        fid.close()
+    return len(order) / (time.perf_counter() - t0)
+
+
 def bare_pread(paths, order, offsets, nbytes):
     buf = np.empty(nbytes + 4096, np.uint8)
     off = (-buf.ctypes.data) % 4096
@@ -78,9 +111,10 @@ def run_strategy(data_dir, out, epochs, strategy, *extra):
     ep = s["epoch_time_s"][1:] if len(s["epoch_time_s"]) > 1 else s["epoch_time_s"]
     n = s["samples"] / len(s["epoch_time_s"])
     sps = n / float(np.mean(ep))
+    best = n / float(np.min(s["epoch_time_s"]))
     read_s = s["phase_time_s"].get("read", 0.0)
     book_us = (sum(s["epoch_time_s"]) - read_s) / s["samples"] * 1e6
-    return sps, book_us
+    return sps, book_us, best
 
 
 def null_reader_bookkeeping(samples: int = 4096, epochs: int = 3, batch: int = 16) -> float:
@@ -120,7 +154,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=1024)
     ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--repeat", type=int, default=3, help="bare loops: best of N")
+    ap.add_argument("--repeat", type=int, default=5, help="bare loops and naive, interleaved: best of N")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
@@ -142,26 +176,33 @@ def main():
     order = epoch_permutation(0, 0, len(paths)).tolist()
     nbytes = int(m.sample_nbytes()[0])
     warm(paths)
-    rows = []
-    h5 = max(bare_h5py(paths, order) for _ in range(a.repeat))
-    rows.append(("(a) bare h5py loop", h5, None))
+    low = tuned = h5 = naive = 0.0
+    book = float("inf")
+    for _ in range(a.repeat):       # interleaved, best of N each
+        low = max(low, bare_lowlevel(paths, order))
+        tuned = max(tuned, bare_lowlevel(paths, order, tuned=True))
+        h5 = max(h5, bare_h5py(paths, order))
+        _sps, bk, best = run_strategy(data, out, a.epochs, "naive")
+        naive, book = max(naive, best), min(book, bk)
+    rows = [("(L) bare low-level libhdf5 loop", low, None), ("(L+) (L), dlbench's calls", tuned, None),
+            ("(a) bare h5py loop", h5, None)]
     pr = max(bare_pread(paths, order, offsets, nbytes) for _ in range(a.repeat))
     rows.append(("(b) os.pread, same bytes", pr, None))
-    sps, book = run_strategy(data, out, a.epochs, "naive")
-    rows.append(("(c) dlbench naive", sps, book))
+    rows.append(("(c) dlbench naive", naive, book))
     for w in (0, 1, 2):
-        sps, _ = run_strategy(data, out, a.epochs, "prefetch", "--num-workers", w)
+        sps, _, _ = run_strategy(data, out, a.epochs, "prefetch", "--num-workers", w)
         rows.append((f"(d) dlbench prefetch, {w} workers", sps, None))
     mb = nbytes / 1e6
-    print(f"{a.samples} samples of {nbytes:,} B, page cache warm, compute 0, 1 rank; cpus={os.cpu_count()}")
-    print(f"{'path':<34} {'samples/s':>10} {'MB/s':>8} {'vs h5py':>8} {'bookkeeping us/sample':>22}")
-    for name, sps, book in rows:
-        bk = f"{book:.1f}" if book is not None else ""
-        print(f"{name:<34} {sps:>10.0f} {sps * mb:>8.0f} {sps / h5:>8.2f} {bk:>22}")
+    print(f"{a.samples} samples of {nbytes:,} B, page cache warm, compute 0, 1 rank; cpus={os.cpu_count()}; "
+          f"(L), (L+), (a), (c): best of {a.repeat} interleaved")
+    print(f"{'path':<34} {'samples/s':>10} {'MB/s':>8} {'vs (L)':>7} {'vs h5py':>8} {'bookkeeping us/sample':>22}")
+    for name, sps, bk in rows:
+        bks = f"{bk:.1f}" if bk is not None else ""
+        print(f"{name:<34} {sps:>10.0f} {sps * mb:>8.0f} {sps / low:>7.2f} {sps / h5:>8.2f} {bks:>22}")
     print(f"runner bookkeeping with a null reader (batch 16): {null_reader_bookkeeping():.2f} us/sample "
           f"(goal <= 5)")
-    naive = rows[2][1]
-    print(f"goal naive >= 0.90 x bare h5py: {'met' if naive >= 0.9 * h5 else 'NOT met'} ({naive / h5:.2f})")
+    print(f"goal naive >= 0.95 x bare low-level loop: {'met' if naive >= 0.95 * low else 'NOT met'} "
+          f"({naive / low:.3f})")
     if not a.keep:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -64,6 +64,16 @@ def aligned_rows(n_rows: int, row_nbytes: int, align: int = PAGE) -> np.ndarray:
     return block[:, :row_nbytes]
 
 
+def flat_span(rows: np.ndarray) -> np.ndarray:
+    """The contiguous uint8 bytes from ``rows[0, 0]`` to ``rows[-1, -1]`` of a row-strided uint8 array (rows
+    of ``aligned_rows``: padded), as a 1-D view of the same memory; row j starts at ``j * rows.strides[0]``.
+    An MPI message gathered from (or scattered into) some of the rows uses it as its buffer."""
+    if rows.ndim != 2 or rows.dtype != np.uint8 or rows.strides[1] != 1 or rows.strides[0] < rows.shape[1]:
+        raise ValueError("flat_span: rows must be a 2-D uint8 array of contiguous, non-overlapping rows")
+    n = (rows.shape[0] - 1) * rows.strides[0] + rows.shape[1] if rows.size else 0
+    return np.lib.stride_tricks.as_strided(rows, shape=(n,), strides=(1,))
+
+
 # Tiers and the PFS emulation (imported after the buffer helpers above, which tiers.py uses).
 from .counters import CounterSet, IOCounters  # noqa: E402
 from .throttle import (  # noqa: E402

@@ -83,6 +83,24 @@ class IOCounters:
         if dt_ns > c[_TMAX]:
             c[_TMAX] = dt_ns
 
+    def copy_reads(self, nbytes: list, dt_ns: list) -> None:
+        """``copy_read`` for several copies at once (``nbytes[i]`` bytes in ``dt_ns[i]``): the same counts."""
+        if not nbytes:
+            return
+        c = self.c
+        c[_READS] += len(nbytes)
+        c[_BYTES] += sum(nbytes)
+        last_n, b = -1, 0
+        for n in nbytes:
+            if n != last_n:
+                last_n, b = n, _B0 + bisect_left(BUCKET_EDGES, n)
+            c[b] += 1
+        c[_T] += sum(dt_ns)
+        self.last_dt = dt_ns[-1]
+        m = max(dt_ns)
+        if m > c[_TMAX]:
+            c[_TMAX] = m
+
     def add_read_time(self, dt_ns: int) -> None:
         """Time added to the last read (the PFS emulation's modelled wait, which the throttle spends after
         the real read): the cumulative time grows, and the maximum if that read, so lengthened, is now the
@@ -160,6 +178,10 @@ class LockedIOCounters(IOCounters):
     def copy_read(self, nbytes: int, dt_ns: int) -> None:
         with self.lock:
             IOCounters.copy_read(self, nbytes, dt_ns)
+
+    def copy_reads(self, nbytes: list, dt_ns: list) -> None:
+        with self.lock:
+            IOCounters.copy_reads(self, nbytes, dt_ns)
 
     def add_read_time(self, dt_ns: int) -> None:
         with self.lock:

@@ -29,7 +29,7 @@ from time import perf_counter_ns
 import numpy as np
 
 from ..errors import CapacityError, ConfigError
-from . import PAGE, aligned_rows, preadv
+from . import PAGE, aligned_rows, flat_span, preadv
 
 TIER_NAMES = ("shared", "local", "memory")
 
@@ -296,6 +296,7 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
         # fault every page in now: first touch costs ~1 GB/s here (docs/LIMITS.md), and a slot filled by a
         # receive or a read must run at copy speed, not at page-fault speed
         self.slab[:, ::PAGE] = 0
+        self.flat, self._stride_b = flat_span(self.slab), int(self.slab.strides[0])
         self._slot: dict[int, int] = {}
         self._nbytes = np.zeros(self.slots, dtype=np.int64)
         self._free = list(range(self.slots - 1, -1, -1))
@@ -359,10 +360,46 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
         c.read_bytes += n
         return n
 
+    def read_rows_into(self, sample_ids: list, rows: np.ndarray, js: list, clock) -> list:
+        """``read_into`` of several samples, sample ``sample_ids[i]`` into ``rows[js[i]]``, in one call (the
+        inline loader's own-memory reads of a step): each copy timed on its own with ``clock`` and counted as
+        ``read_into`` counts it. Returns [(start, end, nbytes)] per sample."""
+        slot_of, nb, slab, full = self._slot, self._nbytes, self.slab, self.row_nbytes
+        out = []
+        for sid, j in zip(sample_ids, js):
+            slot = slot_of[sid]
+            n = int(nb[slot])
+            if n == full:
+                t0 = clock()
+                rows[j] = slab[slot]
+            else:
+                t0 = clock()
+                rows[j, :n] = slab[slot, :n]
+            out.append((t0, clock(), n))
+        ns = [r[2] for r in out]
+        if self.io_counters is not None:
+            self.io_counters.copy_reads(ns, [b - a for a, b, _n in out])
+        c = self.counters
+        c.reads += len(out)
+        c.read_bytes += sum(ns)
+        return out
+
     def view(self, sample_id: int) -> np.ndarray:
         """Read-only access without a copy (valid until the sample is deleted)."""
         slot = self._slot[int(sample_id)]
         return self.slab[slot, :int(self._nbytes[slot])]
+
+    def offset(self, sample_id: int) -> tuple[int, int]:
+        """(offset in ``flat``, bytes) of the sample's slot, for an MPI message gathered from slots without a
+        copy (``Comm.isend_ranges(tier.flat, ...)``; valid until the sample is deleted)."""
+        slot = self._slot[int(sample_id)]
+        return slot * self._stride_b, int(self._nbytes[slot])
+
+    def offsets(self, sample_ids) -> tuple[list[int], list[int]]:
+        """``offset`` of several samples: ([offset in ``flat``], [bytes])."""
+        slots = [self._slot[sid] for sid in sample_ids]
+        stride, nb = self._stride_b, self._nbytes
+        return [s * stride for s in slots], [int(nb[s]) for s in slots]
 
     def delete(self, sample_id: int) -> None:
         sid = int(sample_id)

@@ -217,6 +217,7 @@ class PlannedExecutor(Executor):
         tl, clock = ctx.timeline, ctx.clock
         STAGE = PHASE_ID["stage"]
         keep, ids, bounds = view.keep, view.ids, view.bounds
+        any_keep = bool((keep != NO_TIER).any())
         sizes = ctx.sample_nbytes
         try:
             for t in range(view.steps):
@@ -238,7 +239,7 @@ class PlannedExecutor(Executor):
                 yield Batch(buf, ids[b0:b1], b1 - b0)
                 # after the trainer's step: fills and evictions (fill thread, or here), the buffer back to the
                 # loader, sends and receives
-                kc = np.nonzero(keep[b0:b1] != NO_TIER)[0].tolist()
+                kc = np.nonzero(keep[b0:b1] != NO_TIER)[0].tolist() if any_keep else ()
                 if len(view.evict_ids):
                     lo, hi = np.searchsorted(view.evict_step, [t, t + 1])
                     evictions = view.evict_ids[lo:hi].tolist()
@@ -292,8 +293,8 @@ class PlannedExecutor(Executor):
                 "write_bytes": ts.get("write_bytes", 0), "deletes": ts.get("deletes", 0),
                 "capacity_bytes": ts.get("capacity_bytes", 0)}
         p = self.peers
-        out["tiers"]["peer"] = {"messages": p.messages if p else 0, "bytes": p.bytes_received if p else 0,
-                                "bytes_sent": p.bytes_sent if p else 0}
+        out["tiers"]["peer"] = {"messages": p.messages if p else 0, "samples": p.samples_received if p else 0,
+                                "bytes": p.bytes_received if p else 0, "bytes_sent": p.bytes_sent if p else 0}
         reader = self.loader.readers[0] if self.loader else None
         if reader is not None and hasattr(reader, "stats"):
             out["shared_tier_throttle"] = reader.stats()

@@ -150,3 +150,45 @@ def test_reader_view_cache_keyed_by_fresh_row_view(datasets, name, via):
         del row
     assert all(ref() is None for ref in refs)  # the reader holds no row view
     r.close()
+
+
+def test_per_sample_reader_leaves_no_file_open_and_counts_exactly(datasets, tmp_path):
+    """The per-sample reader closes each file by releasing its identifier (no FileID.close: issue 19) and
+    reads every array straight into its byte slice of the row: after each read no HDF5 file is open, the
+    bytes are the generated row's, and the counters count one file open and, per array, one dataset open
+    and read. A damaged file is a DataError naming it, and is closed too."""
+    import shutil
+
+    import h5py
+
+    from dlbench.counters import IDX
+    from dlbench.storage import aligned_rows
+    from dlbench.storage.counters import CounterSet
+
+    wl, d = datasets["deepcam"]           # two arrays per sample
+    m = Manifest.load(d)
+    cs = CounterSet()
+    r = open_reader(d, m, wl, counters=cs)
+    rows = aligned_rows(3, r.max_row_nbytes)
+    order = (0, 5, wl.samples - 1, 5)
+    open_objects = h5py.h5f.OBJ_FILE | h5py.h5f.OBJ_DATASET | h5py.h5f.OBJ_GROUP
+    for k, i in enumerate(order):
+        rows[k % 3] = 0
+        n = r.read_into(i, rows[k % 3])
+        assert np.array_equal(rows[k % 3][:n], expected_row(wl, 11, i))
+        assert h5py.h5f.get_obj_count(types=open_objects) == 0
+    c = cs.totals()["shared"]
+    arrays = len(wl.arrays)
+    assert c[IDX["H5F_OPENS"]] == len(order) and c[IDX["POSIX_OPENS"]] == len(order)
+    assert c[IDX["H5D_OPENS"]] == c[IDX["H5D_READS"]] == c[IDX["POSIX_READS"]] == arrays * len(order)
+    assert c[IDX["POSIX_BYTES_READ"]] == c[IDX["H5D_BYTES_READ"]] == len(order) * wl.sample_nbytes
+    # a truncated copy of the dataset's file 1: one line naming it, nothing left open
+    bad = tmp_path / "bad"
+    shutil.copytree(d, bad)
+    f1 = bad / m.paths[1]
+    f1.write_bytes(f1.read_bytes()[:f1.stat().st_size // 2])
+    for counters in (None, CounterSet()):
+        rb = open_reader(bad, Manifest.load(bad), wl, counters=counters)
+        with pytest.raises(DataError, match=str(f1.name)):
+            rb.read_into(1, rows[0])
+        assert h5py.h5f.get_obj_count(types=open_objects) == 0

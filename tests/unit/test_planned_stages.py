@@ -247,3 +247,16 @@ def test_loader_end_stall_wakes_a_thread_waiting_for_a_fill(tmp_path):
     assert finished and exc is None, "Loader.end() waits for the loader thread's read_pinned timeout"
     assert not th.is_alive()
     loader.close()
+
+
+def test_peer_messages_cut_per_pair_and_byte_cap():
+    """PeerPush's messages (issue 19): one per (step, peer) run, cut where the next sample would pass the byte
+    cap (at least one sample each); sender and receiver compute the same cuts from the plan's sizes."""
+    from dlbench.strategies.stages import _messages, _new_group
+
+    g = _new_group(np.array([0, 0, 0, 1, 1, 2, 2]), np.array([1, 1, 1, 2, 2, 2, 3]))
+    assert g.tolist() == [True, False, False, True, False, True, True]
+    n = np.array([4, 4, 4, 9, 1, 2, 2])
+    assert _messages(g, n, 1 << 20) == ([0, 3, 5, 6], [3, 5, 6, 7])        # every group whole
+    assert _messages(g, n, 8) == ([0, 2, 3, 4, 5, 6], [2, 3, 4, 5, 6, 7])  # 12 B and 10 B groups cut
+    assert _messages(g, n, 0) == (list(range(7)), list(range(1, 8)))        # one sample each

@@ -175,3 +175,48 @@ def test_memory_row_larger_than_slot_is_refused():
     t = MemoryTier(capacity_bytes=8192, row_nbytes=100)
     with pytest.raises(ValueError):
         t.put(1, row(1, 101))
+
+
+def test_memory_tier_offsets_in_its_flat_span():
+    """An MPI message gathered from slots (PeerPush, issue 19) reads ``tier.flat[off:off + n]``: the stored
+    row's bytes, slots page-aligned; flat_span refuses what is not rows of bytes."""
+    from dlbench.storage import flat_span
+
+    t = MemoryTier(3 * 8192, 5000)
+    rows = {sid: np.full(n, sid, np.uint8) for sid, n in ((7, 5000), (3, 1200), (9, 4096))}
+    for sid, r in rows.items():
+        t.put(sid, r)
+    for sid, r in rows.items():
+        off, n = t.offset(sid)
+        assert n == r.size and off % 4096 == 0 and np.array_equal(t.flat[off:off + n], r)
+    assert t.flat.size == 2 * t.slab.strides[0] + 5000 and t.flat.flags.c_contiguous
+    with pytest.raises(ValueError):
+        flat_span(np.zeros((2, 4), np.float32))
+
+
+def test_memory_tier_read_rows_into_counts_as_read_into():
+    """The inline loader's own-memory reads of a step go through ``read_rows_into`` (one call, each copy timed
+    on its own): the same bytes, tier counts and Darshan-style counters as one ``read_into`` per sample."""
+    from dlbench.counters import IDX
+    from dlbench.storage import aligned_rows
+    from dlbench.storage.counters import CounterSet
+
+    ticks = iter(range(0, 10_000, 10))
+    cs_one, cs_many = CounterSet(), CounterSet()
+    tiers = [MemoryTier(4 * 8192, 5000, io_counters=cs.new("memory", threadsafe=True)) for cs in (cs_one, cs_many)]
+    rows = {sid: np.full(n, sid, np.uint8) for sid, n in ((7, 5000), (3, 1200), (9, 5000))}
+    for t in tiers:
+        for sid, r in rows.items():
+            t.put(sid, r)
+    a, b = aligned_rows(5, 5000), aligned_rows(5, 5000)
+    a[:] = b[:] = 0
+    for sid, j in ((7, 0), (3, 2), (9, 4)):
+        tiers[0].read_into(sid, a[j])
+    got = tiers[1].read_rows_into([7, 3, 9], b, [0, 2, 4], lambda: next(ticks))
+    assert np.array_equal(a, b) and [n for _s, _e, n in got] == [5000, 1200, 5000]
+    assert all(e - s == 10 for s, e, _n in got)
+    assert tiers[0].counters == tiers[1].counters
+    one, many = cs_one.totals()["memory"], cs_many.totals()["memory"]
+    for k in ("POSIX_READS", "POSIX_BYTES_READ", "POSIX_SIZE_READ_1K_10K", "POSIX_SIZE_READ_100_1K"):
+        assert one[IDX[k]] == many[IDX[k]], k
+    assert many[IDX["POSIX_F_READ_TIME"]] == 30 and many[IDX["POSIX_F_MAX_READ_TIME"]] == 10
