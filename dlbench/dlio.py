@@ -387,8 +387,10 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     if get("train.seed_change_epoch") is False:
         unsupported.append("train.seed_change_epoch=False (dlbench draws a new permutation every epoch)")
 
-    files = _num({"n": get("dataset.num_files_train")}, "n", where, integer=True, lo=1)
-    spf = _num({"n": get("dataset.num_samples_per_file")}, "n", where, integer=True, lo=1)
+    files = _num({"dataset.num_files_train": get("dataset.num_files_train")}, "dataset.num_files_train", where,
+                 integer=True, lo=1)
+    spf = _num({"dataset.num_samples_per_file": get("dataset.num_samples_per_file")},
+               "dataset.num_samples_per_file", where, integer=True, lo=1)
     rec = _num({"dataset.record_length_bytes": get("dataset.record_length_bytes")}, "dataset.record_length_bytes",
                where, lo=1)
     std = _num({"dataset.record_length_bytes_stdev": get("dataset.record_length_bytes_stdev")},
@@ -468,8 +470,10 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     model_bytes = get("model.model_size_bytes")
     ckpt_every_epochs = 0
     if get("workflow.checkpoint"):
-        after = _num({"c": get("checkpoint.checkpoint_after_epoch")}, "c", where, integer=True, lo=0)
-        between = _num({"c": get("checkpoint.epochs_between_checkpoints")}, "c", where, integer=True, lo=1)
+        after = _num({"checkpoint.checkpoint_after_epoch": get("checkpoint.checkpoint_after_epoch")},
+                     "checkpoint.checkpoint_after_epoch", where, integer=True, lo=0)
+        between = _num({"checkpoint.epochs_between_checkpoints": get("checkpoint.epochs_between_checkpoints")},
+                       "checkpoint.epochs_between_checkpoints", where, integer=True, lo=1)
         steps_between = get("checkpoint.steps_between_checkpoints")
         if steps_between not in (None, -1):
             unsupported.append(f"checkpoint.steps_between_checkpoints={steps_between!r} (dlbench maps "

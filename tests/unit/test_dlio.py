@@ -246,3 +246,16 @@ def test_keys_dlio_2_0_0_reads():
     assert any("workflow.debug" in n for n in dlio.translate({**base, "workflow": {"debug": False}}).notes)
     with pytest.raises(ConfigError, match=r"does not emulate.*checkpoint\.num_layers=40 \(LLM checkpoint shapes"):
         dlio.translate({**base, "checkpoint": {"num_layers": 40, "tensor_parallelism": 1}})
+
+
+@pytest.mark.parametrize("override, key", [
+    ("++workload.dataset.num_files_train=abc", "dataset.num_files_train='abc'"),
+    ("++workload.dataset.num_files_train=0", "dataset.num_files_train=0"),
+    ("++workload.dataset.num_samples_per_file=0", "dataset.num_samples_per_file=0"),
+    ("++workload.checkpoint.epochs_between_checkpoints=0", "checkpoint.epochs_between_checkpoints=0"),
+    ("++workload.checkpoint.checkpoint_after_epoch=x", "checkpoint.checkpoint_after_epoch='x'")])
+def test_bad_values_name_the_dlio_key(override, key):
+    """The error names the DLIO key the user typed (it named an internal 'n' / 'c')."""
+    with pytest.raises(ConfigError) as e:
+        _load("cosmoflow_h100", "++workload.workflow.checkpoint=True", override)
+    assert str(e.value).startswith(key + " (") and "must be an integer" in str(e.value)
