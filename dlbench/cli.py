@@ -439,6 +439,8 @@ def _from_dlio(path, overrides, allow_unsupported, given):
             raise ConfigError(f"--{flag} with --dlio-config {path}: the DLIO config defines the dataset; give one "
                               f"(override its keys with ++workload.dataset.KEY=VALUE)")
     t = dlio.load(path, overrides, allow_unsupported=allow_unsupported)
+    for n in t.notes:   # what the translation did with keys that have no effect or differ from DLIO (as import)
+        click.echo(f"dlbench: note: {n}", err=True)
     if t.unsupported:
         click.echo(f"dlbench: warning: DLIO settings not emulated (--allow-unsupported): "
                    f"{'; '.join(t.unsupported)}", err=True)

@@ -156,3 +156,18 @@ def test_dlio_config_with_workload_or_scale_is_refused(cli):
     for flag, val in (("--workload", "cosmoflow"), ("--scale", "tiny")):
         r = cli(["run", "--dlio-config", FIX / "cosmoflow_h100.yaml", flag, val, *_shrunk("cosmoflow_h100", "hdf5")])
         assert r.exit_code != 0 and f"{flag} with --dlio-config" in r.output
+
+
+def test_run_prints_the_translation_notes(tmp_path, cli):
+    """`run --dlio-config` says what the translation noted (as `import` writes in its header): one
+    `dlbench: note:` line each on stderr."""
+    from dlbench import dlio
+
+    args = [*_shrunk("cosmoflow_h100", "hdf5"), "++workload.reader.batch_size=3"]   # 8 samples, batches of 3
+    t = dlio.load(str(FIX / "cosmoflow_h100.yaml"), args)
+    assert t.notes
+    r = cli(["run", "--dlio-config", FIX / "cosmoflow_h100.yaml", *args, "-o", tmp_path / "res", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    for n in t.notes:
+        assert f"dlbench: note: {n}\n" in r.stderr
+    assert "in batches of 3" in r.stderr
