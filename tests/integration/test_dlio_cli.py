@@ -171,3 +171,39 @@ def test_run_prints_the_translation_notes(tmp_path, cli):
     for n in t.notes:
         assert f"dlbench: note: {n}\n" in r.stderr
     assert "in batches of 3" in r.stderr
+
+
+SMALL_PRESET = """name: fewsamples
+layout: npz
+arrays:
+  - {name: x, shape: [1024], dtype: uint8, role: data}
+  - {name: y, shape: [1], dtype: int64, role: label}
+samples: 64
+batch_size: 3
+compute:
+  h100: {step_time_s: 0.001, batch_size: 3, source: test}
+au_threshold: 0.5
+presets:
+  tiny: {samples: 2, shapes: {x: [512]}}
+"""
+
+
+def test_sustain_grows_a_preset_too_small_for_the_measured_ranks(tmp_path, cli):
+    """A tiny preset with fewer samples than ranks x batch (unet3d: 8 samples, batch 7, 2 ranks) made the
+    measured run fail; sustain grows the measured dataset (the preset's shapes), says so, and runs."""
+    from dlbench import sustain as S
+
+    wl = tmp_path / "few.yaml"
+    wl.write_text(SMALL_PRESET)
+    r = cli(["sustain", "--workload", wl, "--accelerator", "h100", "--measure-ranks", "1", "--model-scale", "tiny",
+             "--epochs", "1", "--max-accelerators", "4", "-o", tmp_path / "res"])
+    assert r.exit_code == 0, r.output
+    n = S.measured_samples(2, 1, 3)
+    assert n == 3 * S.MEASURE_STEPS
+    assert f"fewsamples's tiny preset has 2 samples, fewer than 1 rank(s) x batch 3 x {S.MEASURE_STEPS} steps: grown " \
+           f"to {n} samples of the preset's shapes" in r.stdout
+    from dlbench.data.manifest import Manifest
+
+    (d,) = (tmp_path / "data" / "sustain").iterdir()
+    assert Manifest.load(d).samples == n and d.name.startswith("fewsamples-") and d.name.endswith(f"-tiny-F{n}-seed0")
+    assert S.measured_samples(100, 2, 7) == 100 and S.measured_samples(8, 2, 7) == 2 * 7 * S.MEASURE_STEPS
