@@ -582,21 +582,68 @@ def dlio_summary(doc: dict) -> dict | None:
     if rule.get("threshold") is not None:
         metric["train_au_meet_expectation"] = "success" if mean(au_pct) >= 100 * rule["threshold"] else "fail"
     wl = cfg.get("workload_spec") or {}
+    env = doc.get("environment") or {}
+    prov = doc.get("provenance") or {}
+    pc = s.get("page_cache") or {}
+    cache = s.get("cache") or {}
+    hosts = int(s.get("nodes") or 1)
+    start, end = _dlio_times(env.get("utc"), s.get("total_time_s"))
+    mem = pc.get("mem_total_bytes") or prov.get("mem_total_bytes")
+    mem_gb = [float(mem) / 2**30] * hosts if mem else None
+    ds = pc.get("dataset_bytes")
+    per_host_gb = float(ds) / hosts / 2**30 if ds is not None else None
     out = {
         "schema": "dlio.summary (written by dlbench)",
+        "start": start, "end": end,
         "num_accelerators": s.get("ranks"), "num_hosts": s.get("nodes"),
-        "hostname": (doc.get("environment") or {}).get("host"),
+        "hostname": env.get("host"),
         "epochs": s.get("epochs"),
         "num_files_train": (-(-wl["samples"] // wl["samples_per_file"]) if wl.get("layout") != "hdf5_shared"
                             else 1) if wl.get("samples") and wl.get("samples_per_file") else None,
+        "num_files_eval": 0,
         "num_samples_per_file": wl.get("samples_per_file"),
+        "host_memory_GB": mem_gb,
+        "host_cpu_count": [int(env["cpu_count"])] * hosts if env.get("cpu_count") else None,
+        "host_processor_name": env.get("machine"),
+        "data_size_per_host_GB": per_host_gb,
+        # DLIO: per host, 1 when its memory exceeds the data it consumes (the page cache could hold it)
+        "potential_caching": ([int(m > per_host_gb) for m in mem_gb] if mem_gb is not None and per_host_gb is not None
+                              else None),
         "metric": metric,
         "dlbench": {"au_threshold": rule.get("threshold"), "au_threshold_source": rule.get("source"),
                     "train_io_MB": "MiB/s of bytes actually read (DLIO: samples/s x nominal record_length)",
                     "workload": s.get("workload"), "strategy": s.get("strategy"),
-                    "simulated": bool(doc.get("simulated") or s.get("simulated"))},
+                    "simulated": bool(doc.get("simulated") or s.get("simulated")),
+                    # beside DLIO's potential_caching (could the page cache hold it): did the reads reach the
+                    # device (cold), or come from memory (warm) — measured (dlbench.storage.pagecache)
+                    "cache_verdict": cache.get("verdict"), "cache_verdict_line": cache.get("verdict_line"),
+                    "top_level_keys": "start/end: local time as DLIO's (end: when run.json was written; start: "
+                                      "end - total_time_s); num_files_eval 0 (evaluation is not emulated); "
+                                      "host_memory_GB, host_cpu_count: rank 0's host (MemTotal in GiB, logical "
+                                      "CPUs) for each of num_hosts; host_processor_name: platform.machine(); "
+                                      "data_size_per_host_GB: the dataset's bytes / num_hosts in GiB; "
+                                      "potential_caching: DLIO's (per host, 1 when host_memory_GB > "
+                                      "data_size_per_host_GB); cache_verdict: whether the reads reached the device"},
     }
     return out
+
+
+DLIO_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"   # DLIO's utcnow(): datetime.now() (local time, despite the name)
+
+
+def _dlio_times(end_utc: str | None, total_s) -> tuple[str | None, str | None]:
+    """DLIO's ``start``/``end`` strings (local time, DLIO's format) from run.json's write time (UTC ISO) and the
+    benchmark's total time."""
+    import datetime as dt
+
+    if not end_utc:
+        return None, None
+    try:
+        end = dt.datetime.fromisoformat(end_utc).astimezone()
+    except (TypeError, ValueError):
+        return None, None
+    start = end - dt.timedelta(seconds=float(total_s or 0.0))
+    return start.strftime(DLIO_TIME_FORMAT), end.strftime(DLIO_TIME_FORMAT)
 
 
 def steps_per_epoch(samples: int, ranks: int, batch: int) -> int:

@@ -104,6 +104,10 @@ def test_builtin_workload_states_its_threshold(tmp_path, cli):
     assert "AU threshold                                  70.0% (MLPerf Storage rules, cosmoflow: 70 %)" in r.output
     s = json.loads((_results(r.output) / "summary.json").read_text())
     assert s["dlbench"]["au_threshold"] == 0.7
+    for k in ("start", "end", "num_files_eval", "host_memory_GB", "host_cpu_count", "host_processor_name",
+              "data_size_per_host_GB", "potential_caching"):   # DLIO's top-level keys
+        assert s[k] is not None, k
+    assert s["potential_caching"] == [1] and s["start"] <= s["end"] and s["dlbench"]["cache_verdict"]
     assert W.load("ptychonn").au_threshold is None      # none published: the summary says so
 
 

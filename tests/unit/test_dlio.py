@@ -259,3 +259,26 @@ def test_bad_values_name_the_dlio_key(override, key):
     with pytest.raises(ConfigError) as e:
         _load("cosmoflow_h100", "++workload.workflow.checkpoint=True", override)
     assert str(e.value).startswith(key + " (") and "must be an integer" in str(e.value)
+
+
+def test_dlio_summary_has_dlio_top_level_keys():
+    """DLIO 2.0.0's summary.json top-level keys (utils/statscounter.py) with DLIO's meanings; dlbench's cache
+    verdict beside potential_caching."""
+    import datetime as dt
+
+    end = dt.datetime(2026, 11, 25, 12, 0, 10, 500000, tzinfo=dt.timezone.utc)
+    doc = {"config": {"workload_spec": {"samples": 8, "samples_per_file": 1, "layout": "npz"}},
+           "environment": {"host": "h", "cpu_count": 16, "machine": "x86_64", "utc": end.isoformat()},
+           "summary": {"au": 0.5, "ranks": 4, "nodes": 2, "epochs": 1, "total_time_s": 10.0,
+                       "page_cache": {"dataset_bytes": 6 * 2**30, "mem_total_bytes": 2 * 2**30},
+                       "cache": {"verdict": "cold", "verdict_line": "cold: ..."}}}
+    s = dlio.dlio_summary(doc)
+    local = end.astimezone()
+    assert s["end"] == local.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    assert s["start"] == (local - dt.timedelta(seconds=10)).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    assert s["num_files_eval"] == 0 and s["host_processor_name"] == "x86_64"
+    assert s["host_memory_GB"] == [2.0, 2.0] and s["host_cpu_count"] == [16, 16]
+    assert s["data_size_per_host_GB"] == 3.0 and s["potential_caching"] == [0, 0]   # 3 GB per host > 2 GB RAM
+    assert s["dlbench"]["cache_verdict"] == "cold"
+    doc["summary"]["page_cache"]["dataset_bytes"] = 2**30
+    assert dlio.dlio_summary(doc)["potential_caching"] == [1, 1]
