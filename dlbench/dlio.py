@@ -18,7 +18,7 @@ is never read, DLIO reads ``model.model_size_bytes``). Both spellings of the rec
 Format → dlbench layout: ``hdf5`` → ``hdf5_per_sample`` (1 sample per file) or ``hdf5_blocks``; ``npz``,
 ``npy``, ``tfrecord`` → the layouts of the same name (format registry). DLIO's reader → dlbench's ``prefetch``
 strategy (a torch DataLoader: ``read_threads`` workers kept across epochs as DLIO's, ``prefetch_size`` batches in
-flight in all).
+flight in all, every rank's last partial batch dropped as DLIO 2.0.0's loaders drop it: ``drop_last_batch``).
 
 Hydra overrides as DLIO users type them: ``++workload.dataset.num_files_train=16`` (also ``+`` or none) sets,
 ``~workload.model.model_size`` deletes.
@@ -427,8 +427,8 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     samples = files * spf
     if samples % batch:
         notes.append(f"{samples} samples in batches of {batch}: DLIO's PyTorch loader drops the last partial batch "
-                     f"(floor(samples / batch / ranks) steps per epoch); dlbench reads every sample (a short last "
-                     f"batch)")
+                     f"(drop_last=True; its TensorFlow loader: drop_remainder=True), floor(samples / ranks / batch) "
+                     f"steps per rank and epoch; dlbench drops it too (prefetch --drop-last-batch)")
     side = math.isqrt(int(rec))
     if dlio_2_0 and not dims and side * side != int(rec):
         notes.append(f"dataset.record_length={rec:g}: DLIO 2.0.0 writes records of int(sqrt(record_length))^2 = "
@@ -491,6 +491,9 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         options["prefetch_factor"] = max(1, math.ceil(prefetch / workers)) if prefetch > 0 else 2
         # DLIO's PyTorch loader keeps its workers across epochs (TorchDataLoader: persistent_workers=True)
         options["persistent_workers"] = True
+    # DLIO 2.0.0 reads floor(share / batch) full batches per rank and epoch (torch DataLoader drop_last=True,
+    # tf.data batch(drop_remainder=True)): so does the run, for DLIO's samples per epoch
+    options["drop_last_batch"] = True
     if prefetch == 0 and workers > 0:
         notes.append("reader.prefetch_size=0: torch needs >= 1 batch per worker; dlbench prefetches 1")
     run = {"epochs": epochs, "batch_size": batch, "compute_time_s": ct, "compute_stdev_s": ct_std,
@@ -646,10 +649,11 @@ def _dlio_times(end_utc: str | None, total_s) -> tuple[str | None, str | None]:
     return start.strftime(DLIO_TIME_FORMAT), end.strftime(DLIO_TIME_FORMAT)
 
 
-def steps_per_epoch(samples: int, ranks: int, batch: int) -> int:
-    """Steps per rank and epoch under DistributedSampler without drop_last: ceil(ceil(N / W) / B)."""
+def steps_per_epoch(samples: int, ranks: int, batch: int, drop_last_batch: bool = False) -> int:
+    """Steps per rank and epoch under DistributedSampler without drop_last: ceil(ceil(N / W) / B); with
+    ``drop_last_batch`` (DLIO's loaders) floor(ceil(N / W) / B)."""
     per_rank = -(-samples // ranks)
-    return -(-per_rank // batch)
+    return per_rank // batch if drop_last_batch else -(-per_rank // batch)
 
 
 # --- files (the only I/O of this module) ----------------------------------------------------------------------

@@ -211,3 +211,21 @@ def test_sustain_grows_a_preset_too_small_for_the_measured_ranks(tmp_path, cli):
     (d,) = (tmp_path / "data" / "sustain").iterdir()
     assert Manifest.load(d).samples == n and d.name.startswith("fewsamples-") and d.name.endswith(f"-tiny-F{n}-seed0")
     assert S.measured_samples(100, 2, 7) == 100 and S.measured_samples(8, 2, 7) == 2 * 7 * S.MEASURE_STEPS
+
+
+@pytest.mark.parametrize("name, extra", [
+    ("cosmoflow_h100", ["++workload.dataset.format=hdf5", "++workload.dataset.record_length_bytes_stdev=0"]),
+    ("resnet50_h100", ["++workload.dataset.num_files_train=4", "++workload.dataset.num_samples_per_file=2",
+                       "++workload.reader.read_threads=1"])])   # resnet50: tfrecord read as tf.data does
+def test_run_reads_dlios_samples_per_epoch(tmp_path, cli, name, extra):
+    """DLIO 2.0.0 drops every rank's last partial batch (torch drop_last, tf drop_remainder): 8 samples in
+    batches of 3 are 6 per epoch there, and now in dlbench's run of the same config (it read 8)."""
+    args = [*SHRINK, *extra, "++workload.reader.batch_size=3"]
+    if name.startswith("cosmoflow"):
+        args = [*FIXUPS["cosmoflow"], *args]
+    r = cli(["run", "--dlio-config", FIX / f"{name}.yaml", *args, "-o", tmp_path / "res", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    run = json.loads((_results(r.output) / "run.json").read_text())
+    assert run["config"]["options"]["drop_last_batch"] is True
+    assert run["summary"]["samples_per_epoch"] == [6, 6] and run["summary"]["samples"] == 12
+    assert "dlbench drops it too (prefetch --drop-last-batch)" in r.stderr

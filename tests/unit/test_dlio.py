@@ -57,8 +57,11 @@ def test_unet3d_figures():
     assert (t.workload["samples"], t.run["batch_size"], t.run["compute_time_s"]) == (168, 7, 0.323)
     assert t.workload["record_size"]["mean_bytes"] == 146600628
     # prefetch_size 2 over 4 workers; DLIO's TorchDataLoader keeps its workers across epochs
-    assert t.run["options"] == {"num_workers": 4, "prefetch_factor": 1, "persistent_workers": True}
-    assert t.run_flags()[-5:] == ["--num-workers", "4", "--prefetch-factor", "1", "--persistent-workers"]
+    # and drops every rank's last partial batch (168 / 7 has none: same samples either way)
+    assert t.run["options"] == {"num_workers": 4, "prefetch_factor": 1, "persistent_workers": True,
+                                "drop_last_batch": True}
+    assert t.run_flags()[-6:] == ["--num-workers", "4", "--prefetch-factor", "1", "--persistent-workers",
+                                  "--drop-last-batch"]
 
 
 def test_dlio_2_0_0_scalar_model_name():
@@ -67,7 +70,7 @@ def test_dlio_2_0_0_scalar_model_name():
                         "dataset": {"format": "hdf5", "num_files_train": 4, "record_length": 4096},
                         "reader": {"data_loader": "pytorch", "sample_shuffle": "seed", "read_threads": 0}})
     assert t.workload["name"] == "unet3d" and t.workload["samples"] == 4
-    assert t.run["options"] == {"num_workers": 0}   # no workers: nothing to keep
+    assert t.run["options"] == {"num_workers": 0, "drop_last_batch": True}   # no workers: nothing to keep
 
 
 def test_shipped_unet3d_model_size_is_read_by_no_dlio():
@@ -282,3 +285,11 @@ def test_dlio_summary_has_dlio_top_level_keys():
     assert s["dlbench"]["cache_verdict"] == "cold"
     doc["summary"]["page_cache"]["dataset_bytes"] = 2**30
     assert dlio.dlio_summary(doc)["potential_caching"] == [1, 1]
+
+
+def test_translation_drops_the_last_partial_batch_as_dlio():
+    t = _load("cosmoflow_h100", "++workload.dataset.num_files_train=16", "++workload.reader.batch_size=7")
+    assert t.run["options"]["drop_last_batch"] is True and "--drop-last-batch" in t.run_flags()
+    assert any("16 samples in batches of 7" in n and "dlbench drops it too" in n for n in t.notes)
+    assert dlio.steps_per_epoch(16, 1, 7, drop_last_batch=True) == 2 and dlio.steps_per_epoch(16, 1, 7) == 3
+    assert dlio.steps_per_epoch(168, 2, 7, True) == 12 and dlio.steps_per_epoch(17, 2, 3, True) == 3
