@@ -387,8 +387,9 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     if dlio_t is not None and dlio_t.run["checkpoint_every_epochs"] and checkpoint_every == 0:
         from .dlio import steps_per_epoch
 
-        cfg.checkpoint_every = dlio_t.run["checkpoint_every_epochs"] * steps_per_epoch(
-            dlio_t.workload["samples"], comm.size, cfg.batch_size or dlio_t.run["batch_size"])
+        cfg.checkpoint_every = dlio_t.run["checkpoint_every_epochs"] * max(1, steps_per_epoch(
+            dlio_t.workload["samples"], comm.size, cfg.batch_size or dlio_t.run["batch_size"],
+            bool(given.get("drop_last_batch"))))
     from .progress import StepProgress, wanted
 
     # rank 0's own figures (its stall, its samples); under MPI the line says so
@@ -439,6 +440,8 @@ def _from_dlio(path, overrides, allow_unsupported, given):
             raise ConfigError(f"--{flag} with --dlio-config {path}: the DLIO config defines the dataset; give one "
                               f"(override its keys with ++workload.dataset.KEY=VALUE)")
     t = dlio.load(path, overrides, allow_unsupported=allow_unsupported)
+    for n in t.notes:   # what the translation did with keys that have no effect or differ from DLIO (as import)
+        click.echo(f"dlbench: note: {n}", err=True)
     if t.unsupported:
         click.echo(f"dlbench: warning: DLIO settings not emulated (--allow-unsupported): "
                    f"{'; '.join(t.unsupported)}", err=True)
@@ -451,8 +454,9 @@ def _from_dlio(path, overrides, allow_unsupported, given):
             if opts.get(k) is None:
                 opts[k] = v
     else:
-        click.echo(f"dlbench: note: --strategy {strategy}: DLIO's reader settings (read_threads, prefetch_size) "
-                   f"map onto {r['strategy']} only; {strategy} runs with its own options", err=True)
+        click.echo(f"dlbench: note: --strategy {strategy}: DLIO's reader settings (read_threads, prefetch_size, "
+                   f"its dropped last batch) map onto {r['strategy']} only; {strategy} runs with its own options",
+                   err=True)
     return (str(wl_path), strategy,
             given["epochs"] if typed("epochs") else r["epochs"],
             given["batch_size"] if typed("batch_size") else r["batch_size"],

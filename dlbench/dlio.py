@@ -18,7 +18,7 @@ is never read, DLIO reads ``model.model_size_bytes``). Both spellings of the rec
 Format → dlbench layout: ``hdf5`` → ``hdf5_per_sample`` (1 sample per file) or ``hdf5_blocks``; ``npz``,
 ``npy``, ``tfrecord`` → the layouts of the same name (format registry). DLIO's reader → dlbench's ``prefetch``
 strategy (a torch DataLoader: ``read_threads`` workers kept across epochs as DLIO's, ``prefetch_size`` batches in
-flight in all).
+flight in all, every rank's last partial batch dropped as DLIO 2.0.0's loaders drop it: ``drop_last_batch``).
 
 Hydra overrides as DLIO users type them: ``++workload.dataset.num_files_train=16`` (also ``+`` or none) sets,
 ``~workload.model.model_size`` deletes.
@@ -387,8 +387,10 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     if get("train.seed_change_epoch") is False:
         unsupported.append("train.seed_change_epoch=False (dlbench draws a new permutation every epoch)")
 
-    files = _num({"n": get("dataset.num_files_train")}, "n", where, integer=True, lo=1)
-    spf = _num({"n": get("dataset.num_samples_per_file")}, "n", where, integer=True, lo=1)
+    files = _num({"dataset.num_files_train": get("dataset.num_files_train")}, "dataset.num_files_train", where,
+                 integer=True, lo=1)
+    spf = _num({"dataset.num_samples_per_file": get("dataset.num_samples_per_file")},
+               "dataset.num_samples_per_file", where, integer=True, lo=1)
     rec = _num({"dataset.record_length_bytes": get("dataset.record_length_bytes")}, "dataset.record_length_bytes",
                where, lo=1)
     std = _num({"dataset.record_length_bytes_stdev": get("dataset.record_length_bytes_stdev")},
@@ -425,8 +427,8 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     samples = files * spf
     if samples % batch:
         notes.append(f"{samples} samples in batches of {batch}: DLIO's PyTorch loader drops the last partial batch "
-                     f"(floor(samples / batch / ranks) steps per epoch); dlbench reads every sample (a short last "
-                     f"batch)")
+                     f"(drop_last=True; its TensorFlow loader: drop_remainder=True), floor(samples / ranks / batch) "
+                     f"steps per rank and epoch; dlbench drops it too (prefetch --drop-last-batch)")
     side = math.isqrt(int(rec))
     if dlio_2_0 and not dims and side * side != int(rec):
         notes.append(f"dataset.record_length={rec:g}: DLIO 2.0.0 writes records of int(sqrt(record_length))^2 = "
@@ -468,8 +470,10 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     model_bytes = get("model.model_size_bytes")
     ckpt_every_epochs = 0
     if get("workflow.checkpoint"):
-        after = _num({"c": get("checkpoint.checkpoint_after_epoch")}, "c", where, integer=True, lo=0)
-        between = _num({"c": get("checkpoint.epochs_between_checkpoints")}, "c", where, integer=True, lo=1)
+        after = _num({"checkpoint.checkpoint_after_epoch": get("checkpoint.checkpoint_after_epoch")},
+                     "checkpoint.checkpoint_after_epoch", where, integer=True, lo=0)
+        between = _num({"checkpoint.epochs_between_checkpoints": get("checkpoint.epochs_between_checkpoints")},
+                       "checkpoint.epochs_between_checkpoints", where, integer=True, lo=1)
         steps_between = get("checkpoint.steps_between_checkpoints")
         if steps_between not in (None, -1):
             unsupported.append(f"checkpoint.steps_between_checkpoints={steps_between!r} (dlbench maps "
@@ -487,6 +491,9 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         options["prefetch_factor"] = max(1, math.ceil(prefetch / workers)) if prefetch > 0 else 2
         # DLIO's PyTorch loader keeps its workers across epochs (TorchDataLoader: persistent_workers=True)
         options["persistent_workers"] = True
+    # DLIO 2.0.0 reads floor(share / batch) full batches per rank and epoch (torch DataLoader drop_last=True,
+    # tf.data batch(drop_remainder=True)): so does the run, for DLIO's samples per epoch
+    options["drop_last_batch"] = True
     if prefetch == 0 and workers > 0:
         notes.append("reader.prefetch_size=0: torch needs >= 1 batch per worker; dlbench prefetches 1")
     run = {"epochs": epochs, "batch_size": batch, "compute_time_s": ct, "compute_stdev_s": ct_std,
@@ -578,27 +585,75 @@ def dlio_summary(doc: dict) -> dict | None:
     if rule.get("threshold") is not None:
         metric["train_au_meet_expectation"] = "success" if mean(au_pct) >= 100 * rule["threshold"] else "fail"
     wl = cfg.get("workload_spec") or {}
+    env = doc.get("environment") or {}
+    prov = doc.get("provenance") or {}
+    pc = s.get("page_cache") or {}
+    cache = s.get("cache") or {}
+    hosts = int(s.get("nodes") or 1)
+    start, end = _dlio_times(env.get("utc"), s.get("total_time_s"))
+    mem = pc.get("mem_total_bytes") or prov.get("mem_total_bytes")
+    mem_gb = [float(mem) / 2**30] * hosts if mem else None
+    ds = pc.get("dataset_bytes")
+    per_host_gb = float(ds) / hosts / 2**30 if ds is not None else None
     out = {
         "schema": "dlio.summary (written by dlbench)",
+        "start": start, "end": end,
         "num_accelerators": s.get("ranks"), "num_hosts": s.get("nodes"),
-        "hostname": (doc.get("environment") or {}).get("host"),
+        "hostname": env.get("host"),
         "epochs": s.get("epochs"),
         "num_files_train": (-(-wl["samples"] // wl["samples_per_file"]) if wl.get("layout") != "hdf5_shared"
                             else 1) if wl.get("samples") and wl.get("samples_per_file") else None,
+        "num_files_eval": 0,
         "num_samples_per_file": wl.get("samples_per_file"),
+        "host_memory_GB": mem_gb,
+        "host_cpu_count": [int(env["cpu_count"])] * hosts if env.get("cpu_count") else None,
+        "host_processor_name": env.get("machine"),
+        "data_size_per_host_GB": per_host_gb,
+        # DLIO: per host, 1 when its memory exceeds the data it consumes (the page cache could hold it)
+        "potential_caching": ([int(m > per_host_gb) for m in mem_gb] if mem_gb is not None and per_host_gb is not None
+                              else None),
         "metric": metric,
         "dlbench": {"au_threshold": rule.get("threshold"), "au_threshold_source": rule.get("source"),
                     "train_io_MB": "MiB/s of bytes actually read (DLIO: samples/s x nominal record_length)",
                     "workload": s.get("workload"), "strategy": s.get("strategy"),
-                    "simulated": bool(doc.get("simulated") or s.get("simulated"))},
+                    "simulated": bool(doc.get("simulated") or s.get("simulated")),
+                    # beside DLIO's potential_caching (could the page cache hold it): did the reads reach the
+                    # device (cold), or come from memory (warm) — measured (dlbench.storage.pagecache)
+                    "cache_verdict": cache.get("verdict"), "cache_verdict_line": cache.get("verdict_line"),
+                    "top_level_keys": "start/end: local time as DLIO's (end: when run.json was written; start: "
+                                      "end - total_time_s); num_files_eval 0 (evaluation is not emulated); "
+                                      "host_memory_GB, host_cpu_count: rank 0's host (MemTotal in GiB, logical "
+                                      "CPUs) for each of num_hosts; host_processor_name: platform.machine(); "
+                                      "data_size_per_host_GB: the dataset's bytes / num_hosts in GiB; "
+                                      "potential_caching: DLIO's (per host, 1 when host_memory_GB > "
+                                      "data_size_per_host_GB); cache_verdict: whether the reads reached the device"},
     }
     return out
 
 
-def steps_per_epoch(samples: int, ranks: int, batch: int) -> int:
-    """Steps per rank and epoch under DistributedSampler without drop_last: ceil(ceil(N / W) / B)."""
+DLIO_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"   # DLIO's utcnow(): datetime.now() (local time, despite the name)
+
+
+def _dlio_times(end_utc: str | None, total_s) -> tuple[str | None, str | None]:
+    """DLIO's ``start``/``end`` strings (local time, DLIO's format) from run.json's write time (UTC ISO) and the
+    benchmark's total time."""
+    import datetime as dt
+
+    if not end_utc:
+        return None, None
+    try:
+        end = dt.datetime.fromisoformat(end_utc).astimezone()
+    except (TypeError, ValueError):
+        return None, None
+    start = end - dt.timedelta(seconds=float(total_s or 0.0))
+    return start.strftime(DLIO_TIME_FORMAT), end.strftime(DLIO_TIME_FORMAT)
+
+
+def steps_per_epoch(samples: int, ranks: int, batch: int, drop_last_batch: bool = False) -> int:
+    """Steps per rank and epoch under DistributedSampler without drop_last: ceil(ceil(N / W) / B); with
+    ``drop_last_batch`` (DLIO's loaders) floor(ceil(N / W) / B)."""
     per_rank = -(-samples // ranks)
-    return -(-per_rank // batch)
+    return per_rank // batch if drop_last_batch else -(-per_rank // batch)
 
 
 # --- files (the only I/O of this module) ----------------------------------------------------------------------

@@ -2,12 +2,15 @@
 accelerators this storage keeps at AU >= the workload's threshold.
 
 1. **Measured**: ``dlbench run`` at 1..K ranks on this machine (``mpiexec -n k``), the workload's own format and
-   the accelerator's step time; AU and shared-tier bytes are read from each run's run.json.
+   the accelerator's step time; AU and shared-tier bytes are read from each run's run.json. The measured
+   dataset has the preset's sample shapes and at least K × batch × ``MEASURE_STEPS`` samples (a preset with
+   fewer, e.g. unet3d's tiny 8 samples at batch 7, is grown: ``measured_samples``; generated once under the
+   data root's ``sustain/`` folder and said so in the output), so every measured world runs.
 2. **Calibrated**: the shared tier of the system profile is fitted to the measured points. The profile's PFS
    curve (latency, client link b_fs, aggregate t(γ)) is scaled by one factor s (a profile without a PFS
    section: a flat curve, one bandwidth shared by all readers, starting at 1000 MB/s): s is chosen on a
    log grid (1e-3..1e3, 121 points) to minimise Σ (AU_model(k) − AU_measured(k))² over the measured k,
-   modelled as they ran (1 node, k ranks); among equally good s (within 1e-4 of the best loss) the smallest
+   modelled as they ran (1 node, k ranks, the measured dataset's sample count); among equally good s (within 1e-4 of the best loss) the smallest
    is taken — the least bandwidth consistent with the measurements, so the extrapolation is conservative
    when the measured points are compute-bound (then the fit is a lower bound on the storage, said so).
 3. **Modelled**: ``dlbench simulate``'s model (``simulate.simulate``) with the calibrated profile at N
@@ -31,6 +34,8 @@ import numpy as np
 from .errors import ConfigError
 
 MODEL_STEPS = 16
+AU_NOISE = 0.03        # run-to-run noise of a measured AU (repeats of one tiny sustain: ±1-2 % AU, note 18)
+MEASURE_STEPS = 4      # steps per rank and epoch of the measured run at the most ranks, at least
 SCALE_GRID = np.logspace(-3, 3, 121)
 
 
@@ -49,18 +54,28 @@ class Point:
         return self.shared_bytes_per_s / self.accelerators if self.accelerators else 0.0
 
 
+def measured_samples(preset_samples: int, ranks: int, batch: int, steps: int = MEASURE_STEPS) -> int:
+    """Samples of the measured runs' dataset: the preset's, grown to at least ``ranks × batch × steps`` so that
+    the run at the most ranks has ``steps`` full batches per rank (a rank's share below its batch is refused)."""
+    return max(int(preset_samples), int(ranks) * int(batch) * int(steps))
+
+
 def fit_scale(tagged: list[tuple[str, Point]], model_au_of) -> tuple[float, float, bool]:
     """The shared-tier scale s: the smallest s of the grid within 1e-4 of the least Σ (AU_model − AU_measured)²
     over (strategy, measured point) pairs, ``model_au_of(strategy, ranks, s)`` costing each with its strategy.
-    Returns (s, rms AU error, identified): identified is False when more bandwidth fits as well (the points
-    are compute-bound: s is a lower bound)."""
+    Returns (s, rms AU error, identified): identified is False when more bandwidth fits as well, or when the
+    compute-only model (the grid's largest s) is within the run-to-run AU noise (``AU_NOISE``, rms) of the
+    measured points: they are compute-bound, their few % of AU lost is as likely non-I/O overhead (worker
+    start-up, first-step stall) as storage, and s is a lower bound."""
     if not tagged:
         raise ConfigError("sustain: no measured point to calibrate the model on")
     losses = np.array([sum((model_au_of(st, p.accelerators, sc) - p.au) ** 2 for st, p in tagged)
                        for sc in SCALE_GRID])
     best = float(losses.min())
     i = int(np.nonzero(losses <= best + 1e-4)[0][0])
-    return float(SCALE_GRID[i]), math.sqrt(best / len(tagged)), bool(losses[-1] > best + 1e-4)
+    compute_only_rms = math.sqrt(float(losses[-1]) / len(tagged))
+    identified = bool(losses[-1] > best + 1e-4) and compute_only_rms > AU_NOISE
+    return float(SCALE_GRID[i]), math.sqrt(best / len(tagged)), identified
 
 
 def largest_sustained(cost: Callable[[int], Point], threshold: float, start: int, limit: int) -> tuple[int, list]:
@@ -112,8 +127,10 @@ def describe_pfs(profile) -> str:
 
 
 def model_point(*, strategy: str, wl, accelerator: str, profile, n: int, ranks_per_node: int, epochs: int,
-                seed: int, options: dict | None = None, full_samples: int | None = None) -> Point:
-    """One modelled world of n accelerators (``simulate``'s model)."""
+                seed: int, options: dict | None = None, full_samples: int | None = None,
+                min_steps: int = MODEL_STEPS) -> Point:
+    """One modelled world of n accelerators (``simulate``'s model): ``full_samples`` grown to at least
+    ``min_steps`` steps per rank (0: exactly ``full_samples``, a measured world as it ran)."""
     from .simulate.core import from_workload, simulate
 
     rpn = min(ranks_per_node, n)
@@ -121,7 +138,7 @@ def model_point(*, strategy: str, wl, accelerator: str, profile, n: int, ranks_p
     n = nodes * rpn
     sw = from_workload(wl, accelerator=accelerator)
     # the workload's dataset (staging and caches depend on its size), at least MODEL_STEPS steps per rank
-    samples = max(int(full_samples or 0), n * sw.local_batch * MODEL_STEPS)
+    samples = max(int(full_samples or 0), n * sw.local_batch * min_steps)
     sw = dataclasses.replace(sw, samples=samples)
     from .errors import CapacityError
 
@@ -161,8 +178,12 @@ def render(rows: list[dict]) -> str:
         r0 = rows[0]
         out.append(f"storage calibration (all strategies' measured points): shared tier x{r0['scale']:.3g} of "
                    f"{r0['base_profile']} -> {r0['calibrated_pfs']}; rms AU error {r0['fit_rms_au']:.3f}"
-                   + ("" if r0["identified"] else " (the measured points are not I/O-bound: the fitted bandwidth "
-                                                  "is a lower bound, the modelled answers conservative)"))
+                   + ("" if r0["identified"] else f" (the measured points are not I/O-bound: compute-only AU fits "
+                                                  f"them within the run-to-run noise of {AU_NOISE:.0%}; the fitted "
+                                                  f"bandwidth is a lower bound, the modelled answers conservative; "
+                                                  f"measure larger samples, e.g. --scale small, to bound them)"))
+        if r0.get("measured_dataset"):
+            out.append(f"measured runs: {r0['measured_dataset']}")
     for r in rows:
         out.append(f"strategy {r['strategy']}: {r['workload']}/{r['accelerator']}, AU threshold "
                    f"{r['threshold']:.0%} ({r['threshold_source']}); largest sustained at scale "
@@ -227,6 +248,46 @@ def measure(*, workload: str, strategy: str, accelerator: str, ranks: int, epoch
     return measured_point(json.loads((Path(rd) / "run.json").read_text()), rd)
 
 
+def measured_dataset(wl, workload: str, ranks: int, seed: int, data_dir: str | None, echo=None):
+    """The measured runs' dataset: (data_dir or None for run's default, its samples, a note for the output).
+    ``--data-dir`` given: its manifest's samples, refused in one line when the run at ``ranks`` ranks cannot
+    have a full batch per rank. Otherwise the preset's; where that is under ``measured_samples`` the preset is
+    grown (same sample shapes) into ``<data root>/sustain/<workload>[-<tag>]-<scale>-F<n>-seed<seed>``,
+    generated here on first use."""
+    from . import workload as W
+
+    batch = int(wl.batch_size)
+    if data_dir:
+        from .data.manifest import Manifest
+
+        n = int(Manifest.load(data_dir).samples)
+        if n < ranks * batch:
+            raise ConfigError(f"--data-dir {data_dir}: {n} samples, fewer than --measure-ranks={ranks} x batch "
+                              f"{batch}; generate at least {measured_samples(n, ranks, batch)} samples or leave "
+                              f"--data-dir out (sustain then grows the preset)")
+        return data_dir, n, ""
+    n = measured_samples(wl.samples, ranks, batch)
+    if n == wl.samples:
+        return None, n, ""
+    from .data.generate import generate
+    from .data.manifest import Manifest
+    from .host import data_root
+    from .runner import data_dir_tag
+
+    grown = W.load(workload, scale=wl.scale, samples=n)
+    tag = data_dir_tag(grown.spec_path, grown)
+    d = data_root() / "sustain" / (f"{wl.name}{'-' + tag if tag else ''}-{wl.scale}"
+                                   f"-F{n}-seed{seed}")
+    note = (f"{wl.name}'s {wl.scale} preset has {wl.samples} samples, fewer than {ranks} rank(s) x batch {batch} x "
+            f"{MEASURE_STEPS} steps: grown to {n} samples of the preset's shapes in {d}")
+    if echo:
+        echo(f"measured dataset: {note}")
+    if not Manifest.exists(d):
+        d.parent.mkdir(parents=True, exist_ok=True)
+        generate(grown, d, seed=seed, progress=False)
+    return d, n, note
+
+
 def sustain(*, workload: str, accelerator: str, strategies: list[str], system: str = "local", measure_ranks: int = 2,
             epochs: int = 2, scale: str | None = None, model_scale: str = "full", data_dir: str | None = None,
             out: str = "results", seed: int = 0, ranks_per_node: int | None = None, max_accelerators: int = 4096,
@@ -248,6 +309,8 @@ def sustain(*, workload: str, accelerator: str, strategies: list[str], system: s
     base = load_profile(system)
     rpn = ranks_per_node or measure_ranks
     same_scale = measured_wl.scale == full_wl.scale and measured_wl.samples == full_wl.samples
+    data_dir, n_measured, dataset_note = measured_dataset(measured_wl, workload, measure_ranks, seed, data_dir,
+                                                          echo)
     meas: dict[str, list[Point]] = {}
     for strategy in strategies:
         opts = dict((options or {}).get(strategy, {}))
@@ -258,12 +321,13 @@ def sustain(*, workload: str, accelerator: str, strategies: list[str], system: s
             meas[strategy].append(measure(workload=workload, strategy=strategy, accelerator=accelerator, ranks=k,
                                           epochs=epochs, system=system, out=out, seed=seed,
                                           scale=measured_wl.scale,
-                                          data_dir=data_dir, options=opts))
+                                          data_dir=str(data_dir) if data_dir else None, options=opts))
 
     def model_au_of(strategy, k, s):
         return model_point(strategy=strategy, wl=measured_wl, accelerator=accelerator, profile=scaled_profile(base, s),
                            n=k, ranks_per_node=k, epochs=epochs, seed=seed,
-                           options=dict((options or {}).get(strategy, {})), full_samples=measured_wl.samples).au
+                           options=dict((options or {}).get(strategy, {})), full_samples=n_measured,
+                           min_steps=0).au
 
     # one storage: one scale fitted to every strategy's measured points (each point costed with its strategy)
     s, rms, identified = fit_scale([(st, p) for st in strategies for p in meas[st]], model_au_of)
@@ -297,6 +361,7 @@ def sustain(*, workload: str, accelerator: str, strategies: list[str], system: s
                      "threshold": threshold, "threshold_source": full_wl.au_threshold_source or "workload",
                      "sustained": sustained, "sustained_kind": kind, "sustained_scale": full_wl.scale,
                      "measured_passing": passing, "measured_scale": measured_wl.scale,
+                     "measured_samples": n_measured, "measured_dataset": dataset_note,
                      "scale": s, "fit_rms_au": rms, "fit_rms_au_strategy": rms_st, "identified": identified,
                      "base_profile": base.name, "calibrated_pfs": describe_pfs(prof),
                      "points": [{**dataclasses.asdict(p), "scale": measured_wl.scale if p.kind == "measured"

@@ -87,8 +87,10 @@ def rank_order(*, first: np.ndarray, count: np.ndarray, world_size: int, rank: i
 
 def tfdata_plan(*, strategy: str, first: np.ndarray, count: np.ndarray, n_samples: int, world_size: int,
                 node_map, epochs: int, local_batch: int, seed: int, streams: int, shuffle_buffer: int,
-                file_shuffle: bool, tier: int = SHARED, meta: dict | None = None) -> Plan:
-    """The Plan of the tf.data order (module docstring): every sample from ``tier``; equal counts per rank."""
+                file_shuffle: bool, tier: int = SHARED, meta: dict | None = None,
+                drop_last_batch: bool = False) -> Plan:
+    """The Plan of the tf.data order (module docstring): every sample from ``tier``; equal counts per rank;
+    ``drop_last_batch``: a rank's last partial batch is not read (tf.data ``batch(drop_remainder=True)``)."""
     first = np.asarray(first, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
 
@@ -98,14 +100,14 @@ def tfdata_plan(*, strategy: str, first: np.ndarray, count: np.ndarray, n_sample
                            file_shuffle=file_shuffle) for r in range(world_size)]
         n = min(len(r) for r in rows)
         ids = np.stack([r[:n] for r in rows]) if n else np.zeros((world_size, 0), np.int64)
-        bounds = np.tile(batch_bounds(n, local_batch), (world_size, 1))
+        bounds = np.tile(batch_bounds(n, local_batch, drop_last_batch), (world_size, 1))
         return EpochPlan(epoch=e, sample_ids=ids, source=np.full(ids.shape, tier, dtype=np.uint8), bounds=bounds)
 
     shard = len(first) >= world_size
     per_rank = [int(count[r::world_size].sum()) for r in range(world_size)] if shard else \
         [len(range(r, n_samples, world_size)) for r in range(world_size)]
     m = {"order": ORDER, "read_pattern": "tfdata", "samples_left_out_per_epoch": sum(per_rank) - world_size * min(per_rank), "streams": int(streams), "shuffle_buffer": int(shuffle_buffer),
-         "file_shuffle": bool(file_shuffle),
+         "file_shuffle": bool(file_shuffle), "drop_last_batch": bool(drop_last_batch),
          "file_sharding": "files per rank" if len(first) >= world_size else "every rank reads every file"}
     m["semantics"] = {"each_epoch_a_full_permutation": "yes" if m["samples_left_out_per_epoch"] == 0 else
                       f"no ({m['samples_left_out_per_epoch']} samples left out to give every rank the same steps)",

@@ -24,10 +24,11 @@ class NaiveOptions:
 
 
 def shared_tier_plan(name: str, ctx: RunContext, drop_last: bool, meta: dict | None = None,
-                     streams: int = 1) -> Plan:
+                     streams: int = 1, drop_last_batch: bool = False) -> Plan:
     """The DistributedSampler order with every sample read from the shared tier every epoch; for a TFRecord
     dataset read as ``tf.data`` does (``tfrecord.read: tfdata``), the tf.data order of ``streams`` loader
-    streams instead (``dlbench.plan.tfdata``)."""
+    streams instead (``dlbench.plan.tfdata``). ``drop_last_batch``: every rank's last partial batch is not
+    read."""
     tf = getattr(ctx.workload, "tfrecord", None) if ctx.workload.layout == "tfrecord" else None
     if tf is not None and tf.read == "tfdata":
         import numpy as np
@@ -40,14 +41,16 @@ def shared_tier_plan(name: str, ctx: RunContext, drop_last: bool, meta: dict | N
                            n_samples=ctx.n_samples,
                            world_size=ctx.world_size, node_map=ctx.node_map, epochs=ctx.epochs,
                            local_batch=ctx.local_batch, seed=ctx.seed, streams=streams,
-                           shuffle_buffer=tf.shuffle_buffer, file_shuffle=tf.file_shuffle, tier=SHARED, meta=meta)
+                           shuffle_buffer=tf.shuffle_buffer, file_shuffle=tf.file_shuffle, tier=SHARED, meta=meta,
+                           drop_last_batch=drop_last_batch)
     if ctx.workload.layout == "tfrecord":
         meta = {**(meta or {}), "read_pattern": "indexed",
                 "order": "global shuffle (DistributedSampler); tfrecord read pattern indexed (index file + one "
                          "pread per record)"}
     return global_shuffle_plan(strategy=name, n_samples=ctx.n_samples, world_size=ctx.world_size,
                                node_map=ctx.node_map, epochs=ctx.epochs, local_batch=ctx.local_batch,
-                               seed=ctx.seed, drop_last=drop_last, tier=SHARED, meta=meta)
+                               seed=ctx.seed, drop_last=drop_last, drop_last_batch=drop_last_batch, tier=SHARED,
+                               meta=meta)
 
 
 def sync_read_epoch(ctx: RunContext, plan: Plan, e: int, rows, read_into, tier: int, *, raw=None, decode=None,

@@ -44,6 +44,8 @@ class PrefetchOptions:
     pin_memory: bool = opt(False, help="pin host memory (only meaningful with CUDA)")
     persistent_workers: bool = opt(False, help="keep workers alive across epochs (PyTorch's default: off)")
     drop_last: bool = opt(False, help="DistributedSampler drop_last")
+    drop_last_batch: bool = opt(False, help="drop every rank's last partial batch of an epoch (DataLoader "
+                                            "drop_last; DLIO's loaders do)")
 
 
 def _shared_rows(n: int, row_nbytes: int):
@@ -251,7 +253,7 @@ class Prefetch(Strategy):
     def plan(self, ctx: RunContext, options: PrefetchOptions) -> Plan:
         plan = shared_tier_plan(self.name, ctx, options.drop_last,
                                 {"prefetch_window_batches": options.num_workers * options.prefetch_factor},
-                                streams=max(1, options.num_workers))
+                                streams=max(1, options.num_workers), drop_last_batch=options.drop_last_batch)
         # num_workers processes read ahead (0: the DataLoader reads in the trainer, synchronously)
         w = int(options.num_workers)
         plan.pipeline, plan.loader_threads = ("prefetch", w) if w else ("sync", 1)

@@ -104,6 +104,10 @@ def test_builtin_workload_states_its_threshold(tmp_path, cli):
     assert "AU threshold                                  70.0% (MLPerf Storage rules, cosmoflow: 70 %)" in r.output
     s = json.loads((_results(r.output) / "summary.json").read_text())
     assert s["dlbench"]["au_threshold"] == 0.7
+    for k in ("start", "end", "num_files_eval", "host_memory_GB", "host_cpu_count", "host_processor_name",
+              "data_size_per_host_GB", "potential_caching"):   # DLIO's top-level keys
+        assert s[k] is not None, k
+    assert s["potential_caching"] == [1] and s["start"] <= s["end"] and s["dlbench"]["cache_verdict"]
     assert W.load("ptychonn").au_threshold is None      # none published: the summary says so
 
 
@@ -156,3 +160,72 @@ def test_dlio_config_with_workload_or_scale_is_refused(cli):
     for flag, val in (("--workload", "cosmoflow"), ("--scale", "tiny")):
         r = cli(["run", "--dlio-config", FIX / "cosmoflow_h100.yaml", flag, val, *_shrunk("cosmoflow_h100", "hdf5")])
         assert r.exit_code != 0 and f"{flag} with --dlio-config" in r.output
+
+
+def test_run_prints_the_translation_notes(tmp_path, cli):
+    """`run --dlio-config` says what the translation noted (as `import` writes in its header): one
+    `dlbench: note:` line each on stderr."""
+    from dlbench import dlio
+
+    args = [*_shrunk("cosmoflow_h100", "hdf5"), "++workload.reader.batch_size=3"]   # 8 samples, batches of 3
+    t = dlio.load(str(FIX / "cosmoflow_h100.yaml"), args)
+    assert t.notes
+    r = cli(["run", "--dlio-config", FIX / "cosmoflow_h100.yaml", *args, "-o", tmp_path / "res", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    for n in t.notes:
+        assert f"dlbench: note: {n}\n" in r.stderr
+    assert "in batches of 3" in r.stderr
+
+
+SMALL_PRESET = """name: fewsamples
+layout: npz
+arrays:
+  - {name: x, shape: [1024], dtype: uint8, role: data}
+  - {name: y, shape: [1], dtype: int64, role: label}
+samples: 64
+batch_size: 3
+compute:
+  h100: {step_time_s: 0.001, batch_size: 3, source: test}
+au_threshold: 0.5
+presets:
+  tiny: {samples: 2, shapes: {x: [512]}}
+"""
+
+
+def test_sustain_grows_a_preset_too_small_for_the_measured_ranks(tmp_path, cli):
+    """A tiny preset with fewer samples than ranks x batch (unet3d: 8 samples, batch 7, 2 ranks) made the
+    measured run fail; sustain grows the measured dataset (the preset's shapes), says so, and runs."""
+    from dlbench import sustain as S
+
+    wl = tmp_path / "few.yaml"
+    wl.write_text(SMALL_PRESET)
+    r = cli(["sustain", "--workload", wl, "--accelerator", "h100", "--measure-ranks", "1", "--model-scale", "tiny",
+             "--epochs", "1", "--max-accelerators", "4", "-o", tmp_path / "res"])
+    assert r.exit_code == 0, r.output
+    n = S.measured_samples(2, 1, 3)
+    assert n == 3 * S.MEASURE_STEPS
+    assert f"fewsamples's tiny preset has 2 samples, fewer than 1 rank(s) x batch 3 x {S.MEASURE_STEPS} steps: grown " \
+           f"to {n} samples of the preset's shapes" in r.stdout
+    from dlbench.data.manifest import Manifest
+
+    (d,) = (tmp_path / "data" / "sustain").iterdir()
+    assert Manifest.load(d).samples == n and d.name.startswith("fewsamples-") and d.name.endswith(f"-tiny-F{n}-seed0")
+    assert S.measured_samples(100, 2, 7) == 100 and S.measured_samples(8, 2, 7) == 2 * 7 * S.MEASURE_STEPS
+
+
+@pytest.mark.parametrize("name, extra", [
+    ("cosmoflow_h100", ["++workload.dataset.format=hdf5", "++workload.dataset.record_length_bytes_stdev=0"]),
+    ("resnet50_h100", ["++workload.dataset.num_files_train=4", "++workload.dataset.num_samples_per_file=2",
+                       "++workload.reader.read_threads=1"])])   # resnet50: tfrecord read as tf.data does
+def test_run_reads_dlios_samples_per_epoch(tmp_path, cli, name, extra):
+    """DLIO 2.0.0 drops every rank's last partial batch (torch drop_last, tf drop_remainder): 8 samples in
+    batches of 3 are 6 per epoch there, and now in dlbench's run of the same config (it read 8)."""
+    args = [*SHRINK, *extra, "++workload.reader.batch_size=3"]
+    if name.startswith("cosmoflow"):
+        args = [*FIXUPS["cosmoflow"], *args]
+    r = cli(["run", "--dlio-config", FIX / f"{name}.yaml", *args, "-o", tmp_path / "res", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    run = json.loads((_results(r.output) / "run.json").read_text())
+    assert run["config"]["options"]["drop_last_batch"] is True
+    assert run["summary"]["samples_per_epoch"] == [6, 6] and run["summary"]["samples"] == 12
+    assert "dlbench drops it too (prefetch --drop-last-batch)" in r.stderr

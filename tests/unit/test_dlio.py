@@ -57,8 +57,11 @@ def test_unet3d_figures():
     assert (t.workload["samples"], t.run["batch_size"], t.run["compute_time_s"]) == (168, 7, 0.323)
     assert t.workload["record_size"]["mean_bytes"] == 146600628
     # prefetch_size 2 over 4 workers; DLIO's TorchDataLoader keeps its workers across epochs
-    assert t.run["options"] == {"num_workers": 4, "prefetch_factor": 1, "persistent_workers": True}
-    assert t.run_flags()[-5:] == ["--num-workers", "4", "--prefetch-factor", "1", "--persistent-workers"]
+    # and drops every rank's last partial batch (168 / 7 has none: same samples either way)
+    assert t.run["options"] == {"num_workers": 4, "prefetch_factor": 1, "persistent_workers": True,
+                                "drop_last_batch": True}
+    assert t.run_flags()[-6:] == ["--num-workers", "4", "--prefetch-factor", "1", "--persistent-workers",
+                                  "--drop-last-batch"]
 
 
 def test_dlio_2_0_0_scalar_model_name():
@@ -67,7 +70,7 @@ def test_dlio_2_0_0_scalar_model_name():
                         "dataset": {"format": "hdf5", "num_files_train": 4, "record_length": 4096},
                         "reader": {"data_loader": "pytorch", "sample_shuffle": "seed", "read_threads": 0}})
     assert t.workload["name"] == "unet3d" and t.workload["samples"] == 4
-    assert t.run["options"] == {"num_workers": 0}   # no workers: nothing to keep
+    assert t.run["options"] == {"num_workers": 0, "drop_last_batch": True}   # no workers: nothing to keep
 
 
 def test_shipped_unet3d_model_size_is_read_by_no_dlio():
@@ -246,3 +249,47 @@ def test_keys_dlio_2_0_0_reads():
     assert any("workflow.debug" in n for n in dlio.translate({**base, "workflow": {"debug": False}}).notes)
     with pytest.raises(ConfigError, match=r"does not emulate.*checkpoint\.num_layers=40 \(LLM checkpoint shapes"):
         dlio.translate({**base, "checkpoint": {"num_layers": 40, "tensor_parallelism": 1}})
+
+
+@pytest.mark.parametrize("override, key", [
+    ("++workload.dataset.num_files_train=abc", "dataset.num_files_train='abc'"),
+    ("++workload.dataset.num_files_train=0", "dataset.num_files_train=0"),
+    ("++workload.dataset.num_samples_per_file=0", "dataset.num_samples_per_file=0"),
+    ("++workload.checkpoint.epochs_between_checkpoints=0", "checkpoint.epochs_between_checkpoints=0"),
+    ("++workload.checkpoint.checkpoint_after_epoch=x", "checkpoint.checkpoint_after_epoch='x'")])
+def test_bad_values_name_the_dlio_key(override, key):
+    """The error names the DLIO key the user typed (it named an internal 'n' / 'c')."""
+    with pytest.raises(ConfigError) as e:
+        _load("cosmoflow_h100", "++workload.workflow.checkpoint=True", override)
+    assert str(e.value).startswith(key + " (") and "must be an integer" in str(e.value)
+
+
+def test_dlio_summary_has_dlio_top_level_keys():
+    """DLIO 2.0.0's summary.json top-level keys (utils/statscounter.py) with DLIO's meanings; dlbench's cache
+    verdict beside potential_caching."""
+    import datetime as dt
+
+    end = dt.datetime(2026, 11, 25, 12, 0, 10, 500000, tzinfo=dt.timezone.utc)
+    doc = {"config": {"workload_spec": {"samples": 8, "samples_per_file": 1, "layout": "npz"}},
+           "environment": {"host": "h", "cpu_count": 16, "machine": "x86_64", "utc": end.isoformat()},
+           "summary": {"au": 0.5, "ranks": 4, "nodes": 2, "epochs": 1, "total_time_s": 10.0,
+                       "page_cache": {"dataset_bytes": 6 * 2**30, "mem_total_bytes": 2 * 2**30},
+                       "cache": {"verdict": "cold", "verdict_line": "cold: ..."}}}
+    s = dlio.dlio_summary(doc)
+    local = end.astimezone()
+    assert s["end"] == local.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    assert s["start"] == (local - dt.timedelta(seconds=10)).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    assert s["num_files_eval"] == 0 and s["host_processor_name"] == "x86_64"
+    assert s["host_memory_GB"] == [2.0, 2.0] and s["host_cpu_count"] == [16, 16]
+    assert s["data_size_per_host_GB"] == 3.0 and s["potential_caching"] == [0, 0]   # 3 GB per host > 2 GB RAM
+    assert s["dlbench"]["cache_verdict"] == "cold"
+    doc["summary"]["page_cache"]["dataset_bytes"] = 2**30
+    assert dlio.dlio_summary(doc)["potential_caching"] == [1, 1]
+
+
+def test_translation_drops_the_last_partial_batch_as_dlio():
+    t = _load("cosmoflow_h100", "++workload.dataset.num_files_train=16", "++workload.reader.batch_size=7")
+    assert t.run["options"]["drop_last_batch"] is True and "--drop-last-batch" in t.run_flags()
+    assert any("16 samples in batches of 7" in n and "dlbench drops it too" in n for n in t.notes)
+    assert dlio.steps_per_epoch(16, 1, 7, drop_last_batch=True) == 2 and dlio.steps_per_epoch(16, 1, 7) == 3
+    assert dlio.steps_per_epoch(168, 2, 7, True) == 12 and dlio.steps_per_epoch(17, 2, 3, True) == 3
