@@ -535,8 +535,12 @@ def live_peers(root: Path, *, stopping: bool = True) -> list[int]:
 
 
 _REAPER = """
-import os, shutil, socket, sys, time
+import os, shutil, signal, socket, sys, time
 root, poll = sys.argv[1], float(sys.argv[2])
+# a stray kill by pid (it shows a python command line next to the ranks) must not take the safety net away:
+# it ends when root is gone or its owners are dead, or by SIGKILL
+for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
 host = socket.gethostname()
 def alive(pid):
     try:
@@ -560,11 +564,12 @@ while True:
 """
 
 
-def spawn_reaper(root: Path) -> None:
+def spawn_reaper(root: Path) -> int | None:
     """The node's guardian of a run directory: a small detached process (own session, so neither MPI_Abort
     nor a launcher's kill of the job reaches it) that exits as soon as ``root`` is gone (the ranks removed
     it: the normal end) and removes ``root`` once every owner on this host has ended without doing so
-    (SIGKILL, MPI_Abort, a launcher's force-abort on a second Ctrl-C). It looks every ``REAPER_POLL_S``."""
+    (SIGKILL, MPI_Abort, a launcher's force-abort on a second Ctrl-C). It looks every ``REAPER_POLL_S`` and
+    ignores SIGTERM/SIGINT/SIGHUP (only SIGKILL stops it early). Returns its pid (None: it could not start)."""
     import subprocess
     import sys
 
@@ -572,11 +577,11 @@ def spawn_reaper(root: Path) -> None:
     # would hold a process that outlives the run (and may be cut short mid-record)
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("DFTRACER_")}
     try:
-        subprocess.Popen([sys.executable, "-S", "-c", _REAPER, str(root), str(REAPER_POLL_S)],
-                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, close_fds=True, env=env)
+        return subprocess.Popen([sys.executable, "-S", "-c", _REAPER, str(root), str(REAPER_POLL_S)],
+                                start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, close_fds=True, env=env).pid
     except OSError:
-        pass  # the next run's remove_stale_run_dirs removes it
+        return None  # the next run's remove_stale_run_dirs removes it
 
 
 def _pid_alive(pid: int) -> bool:

@@ -263,3 +263,41 @@ def test_early_check_leaves_no_results_folder(tiny, tmp_path, cli):
     _one_line(r, "--local-dir", code=2)
     assert "parent directory" in r.output
     assert not [p for p in out.rglob("*") if p.is_file()] and not (out / "cosmoflow").exists()
+
+
+def test_guardian_outlives_a_stray_sigterm_and_still_cleans_up(tmp_path):
+    """Issue 15 second pass: kill -TERM of the node's guardian (it shows a python command line beside the ranks)
+    ended it silently, and the run went on without its clean-up. It ignores SIGTERM/SIGINT/SIGHUP now, and
+    still removes the run directory once its owner is dead."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from dlbench.strategies.localcopy import REAPER_POLL_S, spawn_reaper
+
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    root = tmp_path / "run-x"
+    root.mkdir()
+    (root / f".owner-{socket.gethostname()}-{owner.pid}").touch()
+    (root / "copy.bin").write_bytes(b"x" * 100)
+    pid = spawn_reaper(root)
+    assert pid is not None
+    try:
+        time.sleep(3 * REAPER_POLL_S)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            os.kill(pid, sig)
+        time.sleep(3 * REAPER_POLL_S)
+        assert root.exists()
+        with open(f"/proc/{pid}/stat") as f:           # alive, not a zombie
+            assert f.read().split(") ", 1)[1][0] != "Z"
+    finally:
+        owner.kill()
+        owner.wait()
+    for _ in range(int(10 / REAPER_POLL_S)):            # the owner is dead: the guardian removes the copies
+        if not root.exists():
+            break
+        time.sleep(REAPER_POLL_S)
+    assert not root.exists()
