@@ -116,7 +116,8 @@ def check_size(wl: SimWorkload, nodes: int, ranks_per_node: int, *, available: i
 
         available = meminfo("MemAvailable")
     if available and est > 0.8 * available:
-        raise ConfigError(f"--nodes {nodes}: costing {W:,} ranks x {n:,} samples per epoch needs about "
+        raise ConfigError(f"--nodes {nodes} with {wl.samples:,} samples (--samples or the workload's): costing "
+                          f"{W:,} ranks x {n:,} samples per epoch needs about "
                           f"{est / 2**30:.1f} GiB; {available / 2**30:.1f} GiB available here; simulate fewer "
                           f"nodes or samples")
     return est

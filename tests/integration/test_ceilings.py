@@ -139,3 +139,10 @@ def test_compute_profile_step_time_past_a_day_is_one_line(cli, tmp_path):
              tmp_path / "r"])
     _one_line_error(r, "step_time_s=1e+30: must be a number of seconds from 0 to 86400")
     assert not (tmp_path / "r").exists() and not (tmp_path / "d").exists()
+
+
+def test_simulate_memory_refusal_names_the_samples(cli, tmp_path):
+    """Issue 15 second pass: a huge --samples was blamed on --nodes alone."""
+    r = cli(["simulate", "--system", "laptop-pfs", "--workload", "cosmoflow", "--nodes", "2", "--strategies", "naive",
+             "--samples", str(1 << 39), "--out", tmp_path / "o"])
+    _one_line_error(r, f"--nodes 2 with {1 << 39:,} samples (--samples or the workload's)")
