@@ -335,7 +335,7 @@ class Model:
 
     def _cost_events(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank, fill_to_capacity,
                      tier_fill=False):
-        from .events import cost_events
+        from .fastevents import cost_events  # events.cost_events: the reference loop (equivalence tests)
 
         pro_s = self.prologue_s(plan, sizes, fill_to_capacity)
         K = max(1, plan.world_size // max(plan.nodes, 1))

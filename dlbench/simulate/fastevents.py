@@ -1,0 +1,395 @@
+"""The thesis-window costing at scale: the event order and arithmetic of ``events.cost_events`` (the
+reference, kept for equivalence tests), without its two costs that grow with the world.
+
+- γ = 1 + the other nodes whose logged PFS-read start is at or after t: the reference counts it with a loop
+  over the nodes at every PFS read (O(nodes) per access); here a sorted list of the nodes' latest logged
+  starts answers it with one bisection (``bisect_left``), the node's own entry subtracted. A node's entry is
+  replaced in the sorted list after its rank has scheduled (its own reads never count for it), so every
+  comparison is the reference's comparison of the same two floats: the same γ, the same sums.
+- Memory: the reference flattens every rank's accesses over all epochs into Python lists up front (and a
+  per-rank array over all samples for tier fills); here the epochs are loaded as the loop reaches them (a
+  loader thread reads ahead across epochs up to the staging buffer) and dropped once consumed.
+
+Each access is still a few Python operations (the reference's scheduling order is sequential across ranks
+within a step: a rank's γ depends on the reads the ranks before it scheduled), so the cost is linear in
+the accesses (steps x ranks x local batch) and independent of the node count per access.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..plan import LOCAL, MEMORY, NO_TIER, SHARED, TIER_NAMES, Plan
+
+
+class _Window:
+    """Every rank's accesses of the loaded epochs as Python lists (the hot loop's fastest form). Indices
+    are absolute (over all epochs); list position = absolute index - ``base[r]``. ``step_start[r][j]``: the
+    absolute index of global step j's first access of rank r."""
+
+    def __init__(self, plan: Plan, sizes: np.ndarray, comp_const: float | None, comp_spb: float):
+        W = plan.world_size
+        self.plan, self.sizes, self.W = plan, sizes, W
+        self.comp_const, self.comp_spb = comp_const, comp_spb
+        self.S: list[list] = [[] for _ in range(W)]
+        self.SRC: list[list] = [[] for _ in range(W)]
+        self.FILL: list[list] = [[] for _ in range(W)]
+        self.COMP: list[list] = [[] for _ in range(W)]
+        self.IDS: list[list] = [[] for _ in range(W)]
+        self.KEEP: list[list] = [[] for _ in range(W)]
+        self.base = [0] * W
+        self.end = [0] * W                      # absolute accesses loaded
+        self.step_start: list[list] = [[0] for _ in range(W)]
+        self.next_epoch = 0
+        self.epoch_steps: list[int] = []
+        self.epoch_first: set[int] = set()     # global index of each loaded epoch's first step
+        self.steps_loaded = 0
+
+    @staticmethod
+    def epoch_arrays(plan: Plan, e: int, sizes: np.ndarray):
+        """Epoch e's valid accesses, rank-major: (ids, src, keep, counts per rank, step starts (W, steps+1)
+        relative to the rank's first access of the epoch, steps)."""
+        ep = plan.epoch(e)
+        if ep.transfers is not None and len(ep.transfers):
+            raise ConfigError(f"rules.gamma=thesis-window: plan {plan.strategy} moves samples between ranks in the "
+                              f"background (epoch {e}); the event-driven costing does not model that exchange: use "
+                              f"gamma: threads or nodes")
+        ids = ep.sample_ids
+        W, n = ids.shape
+        col = np.arange(n)
+        valid = (col[None, :] >= ep.bounds[:, :1]) & (col[None, :] < ep.bounds[:, -1:]) & (ids >= 0)
+        C = np.zeros((W, n + 1), np.int64)
+        np.cumsum(valid, axis=1, out=C[:, 1:])
+        at = np.take_along_axis(C, np.clip(ep.bounds, 0, n), axis=1)
+        rel = at - at[:, :1]
+        counts = valid.sum(axis=1)
+        kp = ep.keep[valid] if ep.keep is not None else np.full(int(counts.sum()), NO_TIER, np.uint8)
+        return ids[valid], ep.source[valid], kp, counts, rel, ep.steps
+
+    def load(self) -> bool:
+        """Append the next epoch; False when every epoch is loaded."""
+        plan = self.plan
+        if self.next_epoch >= plan.epochs:
+            return False
+        ids, src, kp, counts, rel, steps = self.epoch_arrays(plan, self.next_epoch, self.sizes)
+        s = self.sizes[ids].astype(np.float64)
+        fill = (kp != NO_TIER) & (src == SHARED)
+        comp = np.full(len(s), self.comp_const) if self.comp_const is not None else s * self.comp_spb
+        cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        cols = [x.tolist() for x in (s, src.astype(np.int64), fill, comp, ids, kp.astype(np.int64))]
+        rel_l = rel.tolist()
+        for r in range(self.W):
+            a, b = cuts[r], cuts[r + 1]
+            for dst, x in zip((self.S, self.SRC, self.FILL, self.COMP, self.IDS, self.KEEP), cols):
+                dst[r].extend(x[a:b])
+            e0 = self.end[r]
+            self.step_start[r].extend(e0 + v for v in rel_l[r][1:])
+            self.end[r] = e0 + b - a
+        self.epoch_steps.append(steps)
+        self.epoch_first.add(self.steps_loaded)
+        self.steps_loaded += steps
+        self.next_epoch += 1
+        return True
+
+    def ensure_step(self, j: int) -> None:
+        """Load epochs until global step j is loaded (or every epoch is)."""
+        while self.steps_loaded <= j and self.load():
+            pass
+
+    def trim(self, keep_from: list) -> None:
+        """Drop every rank's accesses before absolute index ``keep_from[r]``."""
+        for r in range(self.W):
+            k = keep_from[r] - self.base[r]
+            if k > 0:
+                for lst in (self.S, self.SRC, self.FILL, self.COMP, self.IDS, self.KEEP):
+                    del lst[r][:k]
+                self.base[r] += k
+
+
+def _tier_fill_ready(model, plan: Plan, sizes: np.ndarray, t0: float, fill_spb: float, w_spb: float, lat: float,
+                     K: int):
+    """When each rank's tier fills are done (per rank: {sample: time}) and, per node, the latest start the
+    tier threads log; the reference's arithmetic (round robin over the tier's threads from t0, γ = nodes)."""
+    p = model.p
+    W = plan.world_size
+    parts: list[list] = [[] for _ in range(W)]
+    for e in range(plan.epochs):
+        ids, src, kp, counts, _rel, _steps = _Window.epoch_arrays(plan, e, sizes)
+        cuts = np.concatenate([[0], np.cumsum(counts)])
+        fill = (kp != NO_TIER) & (src == SHARED)
+        for r in range(W):
+            a, b = int(cuts[r]), int(cuts[r + 1])
+            m = fill[a:b]
+            if m.any():
+                parts[r].append((ids[a:b][m], kp[a:b][m]))
+    ready: list[dict] = []
+    fill_starts: dict = {}
+    for r in range(W):
+        rd: dict = {}
+        if parts[r]:
+            ids = np.concatenate([x[0] for x in parts[r]])
+            kp = np.concatenate([x[1] for x in parts[r]])
+            s = sizes[ids].astype(np.float64)
+            for code, kind in ((MEMORY, "memory"), (LOCAL, "local")):
+                tier = next((t for t in p.tiers if t.kind == kind), None)
+                sel = np.nonzero(kp == code)[0]
+                if not len(sel):
+                    continue
+                thr = max(1, int((tier.threads if tier is not None else 1) // K))
+                cost = s[sel] * (fill_spb + w_spb) + lat
+                pad = (-len(cost)) % thr
+                c = np.concatenate([cost, np.zeros(pad)]).reshape(-1, thr)
+                done = (t0 + np.cumsum(c, axis=0)).reshape(-1)[:len(cost)]
+                starts = done - cost
+                new = {}
+                inf = float("inf")
+                for i, d in zip(ids[sel].tolist(), done.tolist()):
+                    old = rd.get(i, inf)
+                    new[i] = old if old < d else d
+                rd.update(new)
+                nd = int(plan.node_map[r])
+                fill_starts[nd] = max(fill_starts.get(nd, -np.inf), float(starts.max()))
+        ready.append(rd)
+    return ready, fill_starts
+
+
+def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
+                t0: float, tier_fill: bool = False):
+    """``events.cost_events`` (same arguments, same results) for any world size; see the module doc."""
+    p = model.p
+    rules = model.rules
+    W = plan.world_size
+    node_of = [int(x) for x in plan.node_map]
+    nodes = plan.nodes
+    K = max(1, W // max(nodes, 1))
+    spb = model.fetch_s_per_byte(nodes, p.staging.threads)
+    w_spb = p.staging_write_s_per_byte()
+    series = rules.write == "series"
+    lat = p.pfs.latency_s if p.pfs else 0.0
+    pfs_spb = [0.0] + [1.0 / float(p.pfs_per_client(g)) for g in range(1, nodes + 1)]
+    fill_spb = pfs_spb[nodes]
+    if rules.gamma == "threads":
+        raise ConfigError("the event-driven costing counts γ by nodes (thesis-window or nodes), not threads")
+    fixed_gamma = nodes if rules.gamma == "nodes" else None
+    step_time = model.step_time_s
+    lb = plan.local_batch
+    win = _Window(plan, sizes, step_time / lb if step_time is not None else None, model.compute_s_per_byte)
+    fixed_spb = [float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))]
+
+    ready: list = []
+    fill_starts: dict = {}
+    if tier_fill and policy == "prefetch":
+        ready, fill_starts = _tier_fill_ready(model, plan, sizes, t0, fill_spb, w_spb, lat, K)
+    use_ready = bool(ready)
+
+    compute = [0.0] * W
+    stall = [0.0] * W
+    barrier = [0.0] * W
+    fetch_l = [[0.0] * len(TIER_NAMES) for _ in range(W)]
+    bytes_l = [[0.0] * len(TIER_NAMES) for _ in range(W)]
+    samples = [0] * W
+    log = [-np.inf] * nodes
+    for nd, t in fill_starts.items():
+        log[nd] = t
+    slog = sorted(log)              # every node's latest logged start, sorted (the γ queries)
+
+    def relog(nd: int, old: float) -> None:
+        new = log[nd]
+        if new != old:
+            del slog[bisect_left(slog, old)]
+            insort(slog, new)
+
+    B = t0
+    step_end: list[float] = []
+    S, SRC, FILL, COMP, base, sst = win.S, win.SRC, win.FILL, win.COMP, win.base, win.step_start
+    epoch_first = win.epoch_first
+
+    if policy == "ondemand":
+        j = -1
+        while True:
+            j += 1
+            win.ensure_step(j)
+            if j >= win.steps_loaded:
+                break
+            if j in epoch_first and j:
+                win.trim([sst[r][j] for r in range(W)])
+            t = [B] * W
+            for r in range(W):
+                nd = node_of[r]
+                own = log[nd]
+                tr = B
+                Sr, SRCr, FILLr, Cr, br, fr = S[r], SRC[r], FILL[r], COMP[r], bytes_l[r], fetch_l[r]
+                a, b = sst[r][j] - base[r], sst[r][j + 1] - base[r]
+                st_r = 0.0
+                cm = 0.0
+                for f in range(a, b):
+                    s = Sr[f]
+                    c = SRCr[f]
+                    if c == SHARED:
+                        if FILLr[f]:
+                            g = nodes
+                        elif fixed_gamma is not None:
+                            g = fixed_gamma
+                        else:
+                            g = 1 + nodes - bisect_left(slog, tr) - (1 if own >= tr else 0)
+                        fetch = s * pfs_spb[g] + lat
+                        if tr > log[nd]:
+                            log[nd] = tr
+                    else:
+                        fetch = s * fixed_spb[c]
+                    io = fetch + s * w_spb
+                    fr[c] += fetch
+                    br[c] += s
+                    st_r += io
+                    cf = Cr[f]
+                    cm += cf
+                    tr += io + cf
+                stall[r] += st_r
+                compute[r] += cm
+                samples[r] += b - a
+                t[r] = tr
+                relog(nd, own)
+            Bn = max(t) if W else B
+            for r in range(W):
+                barrier[r] += Bn - t[r]
+            B = Bn
+            step_end.append(B)
+    else:
+        p_thr = max(1, int(round(threads_per_rank or 1)))
+        cap = float(p.staging.capacity_bytes) / K
+        free = [[t0] * p_thr for _ in range(W)]
+        counter = [0] * W
+        nxt = [0] * W
+        held = [0.0] * W
+        AV: list[list] = [[] for _ in range(W)]     # avail, per rank, aligned with the window's lists
+        IDS, KEEP = win.IDS, win.KEEP
+        j = -1
+        while True:
+            j += 1
+            win.ensure_step(j)
+            if j >= win.steps_loaded:
+                break
+            if j in epoch_first and j > 1:   # keep step j - 1 (its bytes leave the buffer now)
+                cut = [sst[r][j - 1] for r in range(W)]
+                for r in range(W):
+                    k = cut[r] - base[r]
+                    if k > 0:
+                        del AV[r][:k]
+                win.trim(cut)
+            for r in range(W):
+                bs = base[r]
+                Sr = S[r]
+                if j > 0:   # the previous step's samples leave the buffer
+                    a, b = sst[r][j - 1] - bs, sst[r][j] - bs
+                    held[r] -= sum(Sr[a:b])
+                must = sst[r][j + 1] - bs
+                f = nxt[r] - bs
+                nd = node_of[r]
+                own = log[nd]
+                SRCr, FILLr, fr, av, br, ftr = SRC[r], FILL[r], free[r], AV[r], bytes_l[r], fetch_l[r]
+                if use_ready:
+                    rdy, IDr, KPr = ready[r], IDS[r], KEEP[r]
+                hr = held[r]
+                k = counter[r]
+                n_acc = len(Sr)
+                while True:
+                    if f >= n_acc:
+                        if not win.load():
+                            break
+                        n_acc = len(Sr)
+                        continue
+                    s = Sr[f]
+                    if not (f < must or hr + s <= cap):
+                        break
+                    st = fr[k] if fr[k] > B else B
+                    c = SRCr[f]
+                    if use_ready and (FILLr[f] or c == MEMORY or c == LOCAL):
+                        tier_code = KPr[f] if FILLr[f] else c
+                        if rdy.get(IDr[f], np.inf) <= st:
+                            c = tier_code
+                            fetch = s * fixed_spb[c]
+                        else:
+                            c = SHARED
+                            g = fixed_gamma if fixed_gamma is not None else \
+                                1 + nodes - bisect_left(slog, st) - (1 if own >= st else 0)
+                            fetch = s * pfs_spb[g] + lat
+                            if st > log[nd]:
+                                log[nd] = st
+                    elif c == SHARED:
+                        if FILLr[f]:
+                            g = nodes
+                        elif fixed_gamma is not None:
+                            g = fixed_gamma
+                        else:
+                            g = 1 + nodes - bisect_left(slog, st) - (1 if own >= st else 0)
+                        fetch = s * pfs_spb[g] + lat
+                        if st > log[nd]:
+                            log[nd] = st
+                    else:
+                        fetch = s * fixed_spb[c]
+                    wr = s * w_spb
+                    cost = fetch + wr if series else (fetch if fetch > wr else wr)
+                    ftr[c] += fetch
+                    br[c] += s
+                    e_ = st + cost
+                    fr[k] = e_
+                    av.append(e_)
+                    hr += s
+                    f += 1
+                    k = k + 1 if k + 1 < p_thr else 0
+                held[r] = hr
+                counter[r] = k
+                nxt[r] = f + bs
+                relog(nd, own)
+            Bn = B
+            ends = [B] * W
+            for r in range(W):
+                nd = node_of[r]
+                own = log[nd]
+                e = B
+                bs = base[r]
+                a, b = sst[r][j] - bs, sst[r][j + 1] - bs
+                av, cm, SRCr = AV[r], COMP[r], SRC[r]
+                wait = 0.0
+                csum = 0.0
+                for f in range(a, b):
+                    if av[f] > e:
+                        wait += av[f] - e
+                        e = av[f]
+                        if SRCr[f] == SHARED and e > log[nd]:
+                            log[nd] = e
+                    e += cm[f]
+                    csum += cm[f]
+                compute[r] += csum
+                samples[r] += b - a
+                stall[r] += wait
+                ends[r] = e
+                if e > Bn:
+                    Bn = e
+                relog(nd, own)
+            for r in range(W):
+                barrier[r] += Bn - ends[r]
+            B = Bn
+            step_end.append(B)
+    fetch_t = np.asarray(fetch_l, dtype=np.float64).reshape(W, len(TIER_NAMES))
+    if policy != "ondemand":
+        fetch_t /= max(1, int(round(threads_per_rank or 1)))
+    epoch_times = np.zeros(plan.epochs)
+    prev = t0
+    k = 0
+    for e, ns in enumerate(win.epoch_steps):
+        if ns:
+            k += ns
+            epoch_times[e] = step_end[k - 1] - prev
+            prev = step_end[k - 1]
+    fetch_by = {n: fetch_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
+    bytes_t = np.asarray(bytes_l, dtype=np.float64).reshape(W, len(TIER_NAMES))
+    bytes_by = {n: bytes_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
+    return (epoch_times, np.asarray(compute, dtype=np.float64), np.asarray(stall, dtype=np.float64),
+            np.asarray(barrier, dtype=np.float64), fetch_by, bytes_by, np.asarray(samples, dtype=np.float64))
+
+
+__all__ = ["cost_events"]
