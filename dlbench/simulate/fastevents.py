@@ -1,18 +1,30 @@
 """The thesis-window costing at scale: the event order and arithmetic of ``events.cost_events`` (the
-reference, kept for equivalence tests), without its two costs that grow with the world.
+reference, kept for equivalence tests: tests/unit/test_simulate_fastevents.py), without its costs that grow
+with the world.
 
 - γ = 1 + the other nodes whose logged PFS-read start is at or after t: the reference counts it with a loop
   over the nodes at every PFS read (O(nodes) per access); here a sorted list of the nodes' latest logged
   starts answers it with one bisection (``bisect_left``), the node's own entry subtracted. A node's entry is
   replaced in the sorted list after its rank has scheduled (its own reads never count for it), so every
-  comparison is the reference's comparison of the same two floats: the same γ, the same sums.
+  comparison is the reference's comparison of the same two floats: the same γ, the same sums. A loader
+  thread's start times only grow, so γ is kept until its start passes the next logged start (one
+  comparison instead of a bisection while no other node's log lies in between).
+- What does not depend on time is computed with NumPy when an epoch is loaded, in the reference's
+  arithmetic: each access's kind (a window-rule PFS read, a cache fill at γ = nodes, a fixed-rate own-tier or
+  peer read), its write s/β and a fixed-rate access's whole cost; the per-rank sums of compute, samples,
+  bytes and fixed fetch time. The Python loop is left with the start-time chain and γ.
+- Consumption (a rank waits for each of the step's samples, a wait on a PFS read logs it) is a loop over
+  the step's columns vectorised across ranks from ``VEC_MIN_RANKS`` ranks (same operations per element).
 - Memory: the reference flattens every rank's accesses over all epochs into Python lists up front (and a
   per-rank array over all samples for tier fills); here the epochs are loaded as the loop reaches them (a
   loader thread reads ahead across epochs up to the staging buffer) and dropped once consumed.
 
-Each access is still a few Python operations (the reference's scheduling order is sequential across ranks
-within a step: a rank's γ depends on the reads the ranks before it scheduled), so the cost is linear in
-the accesses (steps x ranks x local batch) and independent of the node count per access.
+The reference's scheduling order is sequential across ranks within a step (a rank's γ depends on the reads
+the ranks before it scheduled), so each access is still a few Python operations (about 1 µs): the cost is
+linear in the accesses (steps x ranks x local batch) and no longer grows with the node count per access.
+(A fixed-point iteration over all ranks of a step at once was tried: exact at convergence, but at 1,024
+nodes it needs tens to a hundred rounds per step and is slower than this loop.) With tier fills
+(``fill_by_tier_threads``) the reference's loop runs as is, with γ by bisection (``_cost_events_generic``).
 """
 
 from __future__ import annotations
@@ -156,9 +168,9 @@ def _tier_fill_ready(model, plan: Plan, sizes: np.ndarray, t0: float, fill_spb: 
     return ready, fill_starts
 
 
-def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
-                t0: float, tier_fill: bool = False):
-    """``events.cost_events`` (same arguments, same results) for any world size; see the module doc."""
+def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
+                         t0: float, tier_fill: bool = False):
+    """The reference's loop with γ by bisection and epochs streamed: every case, tier fills included."""
     p = model.p
     rules = model.rules
     W = plan.world_size
@@ -393,3 +405,365 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
 
 
 __all__ = ["cost_events"]
+
+
+# ----- the common case (no tier fills): per-access work cut to the γ-dependent part -------------------------
+KIND_WINDOW, KIND_FILL, KIND_FIXED = 0, 1, 2    # a PFS read under the window rule, a PFS cache fill, the rest
+
+
+class _PlainWindow(_Window):
+    """``_Window`` plus, per access, what does not depend on time, computed with NumPy at load in the
+    reference's arithmetic: the kind (``KIND_*``), the write s/β, the whole cost of a fixed-rate access (a
+    fill at γ = nodes, an own-tier or peer read; every PFS read too under ``gamma: nodes``); and, per rank,
+    the sums over accesses that do not depend on time (compute, samples, bytes and fixed fetch time by tier,
+    the sync policy's fixed stall). Per epoch the padded (W, n) compute and PFS flags for the vectorised
+    consumption."""
+
+    def __init__(self, plan, sizes, comp_const, comp_spb, *, ondemand, series, w_spb, lat, fixed_spb, fill_spb,
+                 fixed_pfs_spb):
+        super().__init__(plan, sizes, comp_const, comp_spb)
+        W = plan.world_size
+        self.ondemand, self.series, self.w_spb, self.lat = ondemand, series, w_spb, lat
+        self.fixed_spb, self.fill_spb, self.fixed_pfs_spb = np.asarray(fixed_spb), fill_spb, fixed_pfs_spb
+        self.KD: list[list] = [[] for _ in range(W)]
+        self.CS: list[list] = [[] for _ in range(W)]
+        self.WR: list[list] = [[] for _ in range(W)]
+        self.compute = np.zeros(W)
+        self.samples = np.zeros(W)
+        self.bytes = np.zeros((W, len(TIER_NAMES)))
+        self.fetch = np.zeros((W, len(TIER_NAMES)))
+        self.stall = np.zeros(W)
+        self.mats: dict = {}     # epoch -> (comp (W, n), pfs (W, n), rel (W, steps + 1), first global step)
+        self.step_epoch: list[int] = []    # the epoch of every loaded global step
+        self._cut_step = 0                 # the global step the last trim kept from
+
+    def load(self) -> bool:
+        plan = self.plan
+        e = self.next_epoch
+        if e >= plan.epochs:
+            return False
+        ids, src, kp, counts, rel, steps = self.epoch_arrays(plan, e, self.sizes)
+        W = self.W
+        s = self.sizes[ids].astype(np.float64)
+        src = src.astype(np.int64)
+        pfs = src == SHARED
+        fill = (kp != NO_TIER) & pfs
+        comp = np.full(len(s), self.comp_const) if self.comp_const is not None else s * self.comp_spb
+        wr = s * self.w_spb
+        if self.fixed_pfs_spb is not None:     # gamma: nodes: every PFS read at a fixed rate, logged
+            kind = np.where(pfs, KIND_FILL, KIND_FIXED)
+            fetch = np.where(pfs, s * np.where(fill, self.fill_spb, self.fixed_pfs_spb) + self.lat, 0.0)
+        else:
+            kind = np.where(fill, KIND_FILL, np.where(pfs, KIND_WINDOW, KIND_FIXED))
+            fetch = np.where(fill, s * self.fill_spb + self.lat, 0.0)
+        fetch = np.where(pfs, fetch, s * self.fixed_spb[src])
+        if self.ondemand:
+            io = fetch + wr
+            cost = io + comp
+        else:
+            cost = fetch + wr if self.series else np.maximum(fetch, wr)
+        static = kind != KIND_WINDOW
+        rix = np.repeat(np.arange(W), counts)
+        NT = len(TIER_NAMES)
+        self.bytes += np.bincount(rix * NT + src, weights=s, minlength=W * NT).reshape(W, NT)
+        self.fetch += np.bincount(rix * NT + src, weights=np.where(static, fetch, 0.0),
+                                  minlength=W * NT).reshape(W, NT)
+        self.compute += np.bincount(rix, weights=comp, minlength=W)
+        self.samples += counts
+        if self.ondemand:
+            self.stall += np.bincount(rix, weights=np.where(static, io, 0.0), minlength=W)
+        else:
+            n = int(counts.max()) if W else 0
+            first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            cols = np.arange(len(s)) - first[rix]
+            cm = np.zeros((W, n))
+            pm = np.zeros((W, n), bool)
+            cm[rix, cols] = comp
+            pm[rix, cols] = pfs
+            self.mats[e] = (cm, pm, rel, self.steps_loaded)
+        cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        cols_l = [x.tolist() for x in (s, src, comp, kind, cost, wr)]
+        rel_l = rel.tolist()
+        for r in range(W):
+            a, b = cuts[r], cuts[r + 1]
+            for dst, x in zip((self.S, self.SRC, self.COMP, self.KD, self.CS, self.WR), cols_l):
+                dst[r].extend(x[a:b])
+            e0 = self.end[r]
+            self.step_start[r].extend(e0 + v for v in rel_l[r][1:])
+            self.end[r] = e0 + b - a
+        self.epoch_steps.append(steps)
+        self.epoch_first.add(self.steps_loaded)
+        self.step_epoch.extend([e] * steps)
+        self.steps_loaded += steps
+        self.next_epoch += 1
+        return True
+
+    def trim(self, keep_from: list) -> None:
+        for r in range(self.W):
+            k = keep_from[r] - self.base[r]
+            if k > 0:
+                for lst in (self.S, self.SRC, self.COMP, self.KD, self.CS, self.WR):
+                    del lst[r][:k]
+                self.base[r] += k
+        done = [e for e in self.mats if e < self.step_epoch[min(len(self.step_epoch) - 1, self._cut_step)]]
+        for e in done:
+            del self.mats[e]
+
+
+VEC_MIN_RANKS = 32   # consumption vectorised across ranks from this many ranks (a per-rank loop below)
+
+
+def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
+                t0: float, tier_fill: bool = False):
+    """``events.cost_events`` (same arguments, same results) for any world size; see the module doc."""
+    if tier_fill and policy == "prefetch":
+        return _cost_events_generic(model, plan, sizes, policy, threads_per_rank, t0, tier_fill)
+    p = model.p
+    rules = model.rules
+    W = plan.world_size
+    node_of = [int(x) for x in plan.node_map]
+    nodes = plan.nodes
+    K = max(1, W // max(nodes, 1))
+    spb = model.fetch_s_per_byte(nodes, p.staging.threads)
+    w_spb = p.staging_write_s_per_byte()
+    series = rules.write == "series"
+    lat = p.pfs.latency_s if p.pfs else 0.0
+    pfs_spb = [0.0] + [1.0 / float(p.pfs_per_client(g)) for g in range(1, nodes + 1)]
+    if rules.gamma == "threads":
+        raise ConfigError("the event-driven costing counts γ by nodes (thesis-window or nodes), not threads")
+    ondemand = policy == "ondemand"
+    step_time = model.step_time_s
+    win = _PlainWindow(plan, sizes, step_time / plan.local_batch if step_time is not None else None,
+                       model.compute_s_per_byte, ondemand=ondemand, series=series, w_spb=w_spb, lat=lat,
+                       fixed_spb=[float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))],
+                       fill_spb=pfs_spb[nodes], fixed_pfs_spb=pfs_spb[nodes] if rules.gamma == "nodes" else None)
+    stall = [0.0] * W
+    barrier = [0.0] * W
+    fsh = [0.0] * W           # PFS fetch seconds of window-rule reads
+    log = [-np.inf] * nodes
+    slog = sorted(log)
+    nn = nodes
+    inf = float("inf")
+    B = t0
+    step_end: list[float] = []
+    S, SRC, KD, CS, WR, COMP, base, sst = win.S, win.SRC, win.KD, win.CS, win.WR, win.COMP, win.base, win.step_start
+    node_arr = np.asarray(plan.node_map, dtype=np.int64)
+    node_starts = np.searchsorted(node_arr, np.arange(nodes)) if nodes else np.zeros(0, np.int64)
+    grouped = bool(W and np.all(np.diff(node_arr) >= 0) and node_arr[0] == 0 and np.all(np.diff(node_arr) <= 1))
+
+    def relog(nd: int, old: float) -> None:
+        new = log[nd]
+        if new != old:
+            del slog[bisect_left(slog, old)]
+            insort(slog, new)
+
+    j = -1
+    if ondemand:
+        while True:
+            j += 1
+            win.ensure_step(j)
+            if j >= win.steps_loaded:
+                break
+            if j in win.epoch_first and j:
+                win._cut_step = j
+                win.trim([sst[r][j] for r in range(W)])
+            t = [B] * W
+            for r in range(W):
+                nd = node_of[r]
+                own = log[nd]
+                lmax = own
+                tr = B
+                Sr, KDr, CSr, WRr, Cr = S[r], KD[r], CS[r], WR[r], COMP[r]
+                bs = base[r]
+                fs = 0.0
+                ss = 0.0
+                th = -inf      # γ holds while tr <= th (the smallest logged start >= the tr it was taken at)
+                gs = 0.0
+                for f in range(sst[r][j] - bs, sst[r][j + 1] - bs):
+                    kd = KDr[f]
+                    if kd == 0:
+                        if tr > th:
+                            i = bisect_left(slog, tr)
+                            th = slog[i] if i < nn else inf
+                            gs = pfs_spb[1 + nn - i - (own >= tr)]
+                        fe = Sr[f] * gs + lat
+                        io = fe + WRr[f]
+                        fs += fe
+                        ss += io
+                        if tr > lmax:
+                            lmax = tr
+                        tr += io + Cr[f]
+                    else:
+                        if kd == 1 and tr > lmax:
+                            lmax = tr
+                        tr += CSr[f]
+                fsh[r] += fs
+                stall[r] += ss
+                t[r] = tr
+                if lmax != own:
+                    log[nd] = lmax
+                    relog(nd, own)
+            Bn = max(t) if W else B
+            for r in range(W):
+                barrier[r] += Bn - t[r]
+            B = Bn
+            step_end.append(B)
+    else:
+        p_thr = max(1, int(round(threads_per_rank or 1)))
+        cap = float(p.staging.capacity_bytes) / K
+        free = [[t0] * p_thr for _ in range(W)]
+        counter = [0] * W
+        nxt = [0] * W
+        held = [0.0] * W
+        AV: list[list] = [[] for _ in range(W)]
+        vec = W >= VEC_MIN_RANKS and grouped
+        while True:
+            j += 1
+            win.ensure_step(j)
+            if j >= win.steps_loaded:
+                break
+            if j in win.epoch_first and j > 1:
+                win._cut_step = j - 1
+                cut = [sst[r][j - 1] for r in range(W)]
+                for r in range(W):
+                    k = cut[r] - base[r]
+                    if k > 0:
+                        del AV[r][:k]
+                win.trim(cut)
+            for r in range(W):
+                bs = base[r]
+                Sr = S[r]
+                if j > 0:
+                    held[r] -= sum(Sr[sst[r][j - 1] - bs:sst[r][j] - bs])
+                must = sst[r][j + 1] - bs
+                f = nxt[r] - bs
+                nd = node_of[r]
+                own = log[nd]
+                lmax = own
+                KDr, CSr, WRr, fr, av = KD[r], CS[r], WR[r], free[r], AV[r]
+                hr = held[r]
+                k = counter[r]
+                n_acc = len(Sr)
+                fs = 0.0
+                TH = [-inf] * p_thr     # per loader thread: γ holds while its start <= TH[k] (starts only grow)
+                GS = [0.0] * p_thr
+                while True:
+                    if f >= n_acc:
+                        if not win.load():
+                            break
+                        n_acc = len(Sr)
+                        continue
+                    s = Sr[f]
+                    if f >= must and hr + s > cap:
+                        break
+                    st = fr[k]
+                    if st < B:
+                        st = B
+                    kd = KDr[f]
+                    if kd == 0:
+                        if st > TH[k]:
+                            i = bisect_left(slog, st)
+                            TH[k] = slog[i] if i < nn else inf
+                            GS[k] = pfs_spb[1 + nn - i - (own >= st)]
+                        fe = s * GS[k] + lat
+                        fs += fe
+                        if series:
+                            cost = fe + WRr[f]
+                        else:
+                            w_ = WRr[f]
+                            cost = fe if fe > w_ else w_
+                        if st > lmax:
+                            lmax = st
+                    else:
+                        if kd == 1 and st > lmax:
+                            lmax = st
+                        cost = CSr[f]
+                    e_ = st + cost
+                    fr[k] = e_
+                    av.append(e_)
+                    hr += s
+                    f += 1
+                    k += 1
+                    if k == p_thr:
+                        k = 0
+                held[r] = hr
+                counter[r] = k
+                nxt[r] = f + bs
+                fsh[r] += fs
+                if lmax != own:
+                    log[nd] = lmax
+                    relog(nd, own)
+            # consumption: e_f = max(avail_f, e_{f-1}) + compute_f; a wait on a PFS read logs it
+            e_idx = win.step_epoch[j]
+            cm, pm, rel, j0 = win.mats[e_idx]
+            kk = j - j0
+            a_col, b_col = rel[:, kk], rel[:, kk + 1]
+            if vec and (a_col == a_col[0]).all() and (b_col == b_col[0]).all():
+                a0, b0 = int(a_col[0]), int(b_col[0])
+                ends_a = np.full(W, B)
+                if b0 > a0:
+                    av2 = np.array([AV[r][sst[r][j] - base[r]:sst[r][j + 1] - base[r]] for r in range(W)])
+                    e = ends_a
+                    wait = np.zeros(W)
+                    lg = np.full(W, -np.inf)
+                    for c in range(b0 - a0):
+                        a_ = av2[:, c]
+                        w = a_ > e
+                        if w.any():
+                            wait += np.where(w, a_ - e, 0.0)
+                            e = np.where(w, a_, e)
+                            lg = np.where(w & pm[:, a0 + c] & (e > lg), e, lg)
+                        e = e + cm[:, a0 + c]
+                    ends_a = e
+                    lgn = np.maximum.reduceat(lg, node_starts)
+                    for nd in np.nonzero(lgn > np.asarray(log))[0].tolist():
+                        old = log[nd]
+                        log[nd] = float(lgn[nd])
+                        relog(nd, old)
+                    for r, x in enumerate(wait.tolist()):
+                        stall[r] += x
+                ends = ends_a.tolist()
+            else:
+                ends = [B] * W
+                for r in range(W):
+                    nd = node_of[r]
+                    own = log[nd]
+                    lmax = own
+                    e = B
+                    bs = base[r]
+                    av, SRCr, Cr = AV[r], SRC[r], COMP[r]
+                    wait = 0.0
+                    for f in range(sst[r][j] - bs, sst[r][j + 1] - bs):
+                        x = av[f]
+                        if x > e:
+                            wait += x - e
+                            e = x
+                            if SRCr[f] == SHARED and e > lmax:
+                                lmax = e
+                        e += Cr[f]
+                    stall[r] += wait
+                    ends[r] = e
+                    if lmax != own:
+                        log[nd] = lmax
+                        relog(nd, own)
+            Bn = max(B, max(ends)) if W else B
+            for r in range(W):
+                barrier[r] += Bn - ends[r]
+            B = Bn
+            step_end.append(B)
+    fetch_t = win.fetch.copy()
+    fetch_t[:, SHARED] += np.asarray(fsh, dtype=np.float64)
+    if not ondemand:
+        fetch_t /= max(1, int(round(threads_per_rank or 1)))
+    epoch_times = np.zeros(plan.epochs)
+    prev = t0
+    k = 0
+    for e, ns in enumerate(win.epoch_steps):
+        if ns:
+            k += ns
+            epoch_times[e] = step_end[k - 1] - prev
+            prev = step_end[k - 1]
+    fetch_by = {n: fetch_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
+    bytes_by = {n: win.bytes[:, i].copy() for i, n in enumerate(TIER_NAMES)}
+    return (epoch_times, win.compute.copy(), win.stall + np.asarray(stall, dtype=np.float64),
+            np.asarray(barrier, dtype=np.float64), fetch_by, bytes_by, win.samples.copy())

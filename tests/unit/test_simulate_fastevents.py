@@ -57,11 +57,36 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("vec_min_ranks", [1, 10**9], ids=["vector-consumption", "loop-consumption"])
 @pytest.mark.parametrize("strategy,opts,wl,nodes,rpn,epochs,rules,tier_fill", CASES,
                          ids=[f"{c[0]}-{c[2].name}-{c[3]}x{c[4]}-{i}" for i, c in enumerate(CASES)])
-def test_fast_event_costing_equals_reference(strategy, opts, wl, nodes, rpn, epochs, rules, tier_fill):
+def test_fast_event_costing_equals_reference(strategy, opts, wl, nodes, rpn, epochs, rules, tier_fill,
+                                             vec_min_ranks, monkeypatch):
+    """Both consumption paths (vectorised across ranks, per-rank loop) on every case."""
+    monkeypatch.setattr(fastevents, "VEC_MIN_RANKS", vec_min_ranks)
     ref, new = _both(strategy, opts, wl, nodes, rpn, epochs, rules, tier_fill)
     _assert_same(ref, new)
+
+
+@pytest.mark.parametrize("strategy,opts", [("naive", {}), ("prefetch", {"num_workers": 2}),
+                                           ("staging", {"loader_threads": 3, "tier": "local"})])
+def test_many_ranks_uneven_steps(strategy, opts):
+    """33 nodes x 2 ranks (the consumption vectorised across ranks), 3,001 samples: ranks hold different counts
+    and the last step of each epoch is ragged (consumed by the per-rank loop)."""
+    wl = SimWorkload("uneven", 3001, 4, "lognormal", 1e6, 5e5, 1e4, 4e6)
+    ref, new = _both(strategy, opts, wl, 33, 2, 3)
+    _assert_same(ref, new)
+
+
+def test_generic_loop_equals_reference():
+    """The loop kept for tier fills (``_cost_events_generic``) on a plain case too."""
+    wl = DRAWN
+    sizes = wl.sizes(0)
+    m = Model(PROF, rules="thesis")
+    plan = build_plan("prefetch", wl=wl, nodes=5, ranks_per_node=1, epochs=3, seed=0, profile=PROF, sizes=sizes,
+                      options={"num_workers": 2})
+    _assert_same(events.cost_events(m, plan, sizes, "prefetch", 2.0, 0.5),
+                 fastevents._cost_events_generic(m, plan, sizes, "prefetch", 2.0, 0.5))
 
 
 def test_buffer_reads_ahead_across_epochs_and_window_is_trimmed():
