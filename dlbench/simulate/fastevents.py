@@ -425,9 +425,7 @@ class _PlainWindow(_Window):
         W = plan.world_size
         self.ondemand, self.series, self.w_spb, self.lat = ondemand, series, w_spb, lat
         self.fixed_spb, self.fill_spb, self.fixed_pfs_spb = np.asarray(fixed_spb), fill_spb, fixed_pfs_spb
-        self.KD: list[list] = [[] for _ in range(W)]
-        self.CS: list[list] = [[] for _ in range(W)]
-        self.WR: list[list] = [[] for _ in range(W)]
+        self.X: list[list] = [[] for _ in range(W)]    # per access: None, -cost or cost (``X_*`` below)
         self.compute = np.zeros(W)
         self.samples = np.zeros(W)
         self.bytes = np.zeros((W, len(TIER_NAMES)))
@@ -482,12 +480,14 @@ class _PlainWindow(_Window):
             pm[rix, cols] = pfs
             self.mats[e] = (cm, pm, rel, self.steps_loaded)
         cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-        cols_l = [x.tolist() for x in (s, src, comp, kind, cost, wr)]
+        x = np.where(kind == KIND_FILL, -cost, cost).astype(object)
+        x[kind == KIND_WINDOW] = None
+        cols_l = [s.tolist(), x.tolist()]
         rel_l = rel.tolist()
         for r in range(W):
             a, b = cuts[r], cuts[r + 1]
-            for dst, x in zip((self.S, self.SRC, self.COMP, self.KD, self.CS, self.WR), cols_l):
-                dst[r].extend(x[a:b])
+            for dst, xs in zip((self.S, self.X), cols_l):
+                dst[r].extend(xs[a:b])
             e0 = self.end[r]
             self.step_start[r].extend(e0 + v for v in rel_l[r][1:])
             self.end[r] = e0 + b - a
@@ -502,7 +502,7 @@ class _PlainWindow(_Window):
         for r in range(self.W):
             k = keep_from[r] - self.base[r]
             if k > 0:
-                for lst in (self.S, self.SRC, self.COMP, self.KD, self.CS, self.WR):
+                for lst in (self.S, self.X):
                     del lst[r][:k]
                 self.base[r] += k
         done = [e for e in self.mats if e < self.step_epoch[min(len(self.step_epoch) - 1, self._cut_step)]]
@@ -546,7 +546,9 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     inf = float("inf")
     B = t0
     step_end: list[float] = []
-    S, SRC, KD, CS, WR, COMP, base, sst = win.S, win.SRC, win.KD, win.CS, win.WR, win.COMP, win.base, win.step_start
+    S, X, base, sst = win.S, win.X, win.base, win.step_start
+    comp_const = win.comp_const
+    comp_spb = win.comp_spb
     node_arr = np.asarray(plan.node_map, dtype=np.int64)
     node_starts = np.searchsorted(node_arr, np.arange(nodes)) if nodes else np.zeros(0, np.int64)
     grouped = bool(W and np.all(np.diff(node_arr) >= 0) and node_arr[0] == 0 and np.all(np.diff(node_arr) <= 1))
@@ -573,30 +575,33 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 own = log[nd]
                 lmax = own
                 tr = B
-                Sr, KDr, CSr, WRr, Cr = S[r], KD[r], CS[r], WR[r], COMP[r]
+                Sr, Xr = S[r], X[r]
                 bs = base[r]
                 fs = 0.0
                 ss = 0.0
                 th = -inf      # γ holds while tr <= th (the smallest logged start >= the tr it was taken at)
                 gs = 0.0
                 for f in range(sst[r][j] - bs, sst[r][j + 1] - bs):
-                    kd = KDr[f]
-                    if kd == 0:
+                    x = Xr[f]
+                    if x is None:
                         if tr > th:
                             i = bisect_left(slog, tr)
                             th = slog[i] if i < nn else inf
                             gs = pfs_spb[1 + nn - i - (own >= tr)]
-                        fe = Sr[f] * gs + lat
-                        io = fe + WRr[f]
+                        s = Sr[f]
+                        fe = s * gs + lat
+                        io = fe + s * w_spb
                         fs += fe
                         ss += io
                         if tr > lmax:
                             lmax = tr
-                        tr += io + Cr[f]
-                    else:
-                        if kd == 1 and tr > lmax:
+                        tr += io + (comp_const if comp_const is not None else s * comp_spb)
+                    elif x < 0.0:
+                        if tr > lmax:
                             lmax = tr
-                        tr += CSr[f]
+                        tr -= x
+                    else:
+                        tr += x
                 fsh[r] += fs
                 stall[r] += ss
                 t[r] = tr
@@ -640,7 +645,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 nd = node_of[r]
                 own = log[nd]
                 lmax = own
-                KDr, CSr, WRr, fr, av = KD[r], CS[r], WR[r], free[r], AV[r]
+                Xr, fr, av = X[r], free[r], AV[r]
                 hr = held[r]
                 k = counter[r]
                 n_acc = len(Sr)
@@ -648,44 +653,47 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 TH = [-inf] * p_thr     # per loader thread: γ holds while its start <= TH[k] (starts only grow)
                 GS = [0.0] * p_thr
                 while True:
-                    if f >= n_acc:
-                        if not win.load():
+                    f0 = f
+                    for f in range(f0, n_acc):   # after it: f = the first access not scheduled
+                        s = Sr[f]
+                        if f >= must and hr + s > cap:
                             break
-                        n_acc = len(Sr)
-                        continue
-                    s = Sr[f]
-                    if f >= must and hr + s > cap:
-                        break
-                    st = fr[k]
-                    if st < B:
-                        st = B
-                    kd = KDr[f]
-                    if kd == 0:
-                        if st > TH[k]:
-                            i = bisect_left(slog, st)
-                            TH[k] = slog[i] if i < nn else inf
-                            GS[k] = pfs_spb[1 + nn - i - (own >= st)]
-                        fe = s * GS[k] + lat
-                        fs += fe
-                        if series:
-                            cost = fe + WRr[f]
+                        st = fr[k]
+                        if st < B:
+                            st = B
+                        x = Xr[f]
+                        if x is None:
+                            if st > TH[k]:
+                                i = bisect_left(slog, st)
+                                TH[k] = slog[i] if i < nn else inf
+                                GS[k] = pfs_spb[1 + nn - i - (own >= st)]
+                            fe = s * GS[k] + lat
+                            fs += fe
+                            if series:
+                                e_ = st + (fe + s * w_spb)
+                            else:
+                                w_ = s * w_spb
+                                e_ = st + (fe if fe > w_ else w_)
+                            if st > lmax:
+                                lmax = st
+                        elif x < 0.0:
+                            if st > lmax:
+                                lmax = st
+                            e_ = st - x
                         else:
-                            w_ = WRr[f]
-                            cost = fe if fe > w_ else w_
-                        if st > lmax:
-                            lmax = st
-                    else:
-                        if kd == 1 and st > lmax:
-                            lmax = st
-                        cost = CSr[f]
-                    e_ = st + cost
-                    fr[k] = e_
-                    av.append(e_)
-                    hr += s
-                    f += 1
-                    k += 1
-                    if k == p_thr:
-                        k = 0
+                            e_ = st + x
+                        fr[k] = e_
+                        av.append(e_)
+                        hr += s
+                        k += 1
+                        if k == p_thr:
+                            k = 0
+                    else:   # the loaded epochs are scheduled: load the next one, if any
+                        f = n_acc
+                        if win.load():
+                            n_acc = len(Sr)
+                            continue
+                    break
                 held[r] = hr
                 counter[r] = k
                 nxt[r] = f + bs
@@ -731,16 +739,18 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     lmax = own
                     e = B
                     bs = base[r]
-                    av, SRCr, Cr = AV[r], SRC[r], COMP[r]
+                    av, Sr, Xr = AV[r], S[r], X[r]
                     wait = 0.0
                     for f in range(sst[r][j] - bs, sst[r][j + 1] - bs):
-                        x = av[f]
-                        if x > e:
-                            wait += x - e
-                            e = x
-                            if SRCr[f] == SHARED and e > lmax:
-                                lmax = e
-                        e += Cr[f]
+                        a_ = av[f]
+                        if a_ > e:
+                            wait += a_ - e
+                            e = a_
+                            if e > lmax:
+                                x = Xr[f]
+                                if x is None or x < 0.0:      # a PFS read
+                                    lmax = e
+                        e += comp_const if comp_const is not None else Sr[f] * comp_spb
                     stall[r] += wait
                     ends[r] = e
                     if lmax != own:
