@@ -5,7 +5,8 @@ Part 1: the reference event loop (``simulate/events.py``, at most 256 ranks) aga
 (``simulate/fastevents.py``) on the same plan at 64/128/256 nodes x 3 epochs: wall time of each and a check that
 every number of the two results agrees within 1e-9 relative (the script exits non-zero otherwise).
 Part 2: the model's engine alone at 1,024 nodes x 90 epochs: wall time per strategy, planning included
-(``simulate()`` end to end), and the modelled runtime. The machine may be shared: compare figures of one run.
+(``simulate()`` end to end), and the modelled runtime. The machine may be shared: compare figures of one run;
+the CPU seconds (``time.process_time``) are less disturbed by other processes than the wall seconds.
 
     PYTHONPATH=. python benchmarks/thesis_scale.py [--strategies naive,prefetch] [--nodes 64,128,256]
         [--epochs 3] [--big-nodes 1024] [--big-epochs 90] [--skip-reference] [--skip-big]
@@ -40,7 +41,7 @@ def _same(a, b) -> bool:
 def reference_vs_fast(prof, wl, strategies, nodes_list, epochs) -> bool:
     print(f"Part 1: reference event loop vs the model's engine, {wl.name} x {epochs} epochs (wall s, costing only)")
     print(f"{'strategy':12s} {'nodes':>6s} {'accesses':>11s} {'plan s':>7s} {'reference s':>12s} {'fast s':>7s} "
-          f"{'speed-up':>9s} {'runtime s':>10s} {'equal':>6s}")
+          f"{'speed-up':>9s} {'ref cpu s':>10s} {'fast cpu s':>11s} {'runtime s':>10s} {'equal':>6s}")
     ok = True
     model = Model(prof, rules="thesis")
     sizes = wl.sizes(0)
@@ -52,32 +53,33 @@ def reference_vs_fast(prof, wl, strategies, nodes_list, epochs) -> bool:
             tp = time.perf_counter() - t
             pol = policy_of(name, plan)
             thr = float(plan.loader_threads or prof.staging.threads) if pol == "prefetch" else None
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             ref = events.cost_events(model, plan, sizes, pol, thr, 0.0)
-            tr = time.perf_counter() - t
-            t = time.perf_counter()
+            tr, cr = time.perf_counter() - t, time.process_time() - c
+            t, c = time.perf_counter(), time.process_time()
             new = fastevents.cost_events(model, plan, sizes, pol, thr, 0.0)
-            tf = time.perf_counter() - t
+            tf, cf = time.perf_counter() - t, time.process_time() - c
             eq = _same(ref, new)
             ok &= eq
             print(f"{name:12s} {nodes:6d} {wl.samples * epochs:11,d} {tp:7.2f} {tr:12.2f} {tf:7.2f} {tr / tf:8.1f}x "
-                  f"{float(new[0].sum()):10.1f} {'yes' if eq else 'NO':>6s}", flush=True)
+                  f"{cr:10.2f} {cf:11.2f} {float(new[0].sum()):10.1f} {'yes' if eq else 'NO':>6s}", flush=True)
     return ok
 
 
 def big(prof, wl, strategies, nodes, epochs) -> None:
     print(f"Part 2: the model's engine, {wl.name} x {nodes:,} nodes x {epochs} epochs "
           f"({wl.samples * epochs:,} accesses; simulate() end to end, planning included)")
-    print(f"{'strategy':12s} {'wall s':>8s} {'runtime s':>12s}")
-    tot = 0.0
+    print(f"{'strategy':12s} {'wall s':>8s} {'cpu s':>8s} {'runtime s':>12s}")
+    tot = [0.0, 0.0]
     for name in strategies:
         row = (name, name, OPTIONS.get(name, {}))
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         r = simulate([row], wl=wl, profile=prof, nodes=nodes, epochs=epochs, seed=0, rules="thesis")[name]
-        dt = time.perf_counter() - t
-        tot += dt
-        print(f"{name:12s} {dt:8.1f} {r['total_time_s']:12.1f}", flush=True)
-    print(f"{'total':12s} {tot:8.1f}")
+        dt, dc = time.perf_counter() - t, time.process_time() - c
+        tot[0] += dt
+        tot[1] += dc
+        print(f"{name:12s} {dt:8.1f} {dc:8.1f} {r['total_time_s']:12.1f}", flush=True)
+    print(f"{'total':12s} {tot[0]:8.1f} {tot[1]:8.1f}")
 
 
 def main() -> None:
