@@ -24,8 +24,9 @@ published runtimes come from:
 | ``prologue`` | ``overlap``: max(PFS read, receive, write) | ``series``: per tier thread, PFS reads at γ = nodes, then peer copies, each + w |
 
 (``gamma: nodes`` is a third choice: γ = the nodes.) ``thesis-window`` depends on the order in which the
-reference schedules reads, so it is costed event by event (``events.py``: per node, loader threads as
-servers, the staging buffer's capacity, the nodes' logs of PFS reads); the rest stays vectorised. On the
+reference schedules reads, so it is costed event by event (``fastevents.py``; the reference loop ``events.py``:
+per node, loader threads as servers, the staging buffer's capacity, the nodes' logs of PFS reads); the rest
+stays vectorised. On the
 thesis' Scenario 2 the default rules make the staging-pool row 7.5 % faster than published (8 clients share
 t(8) and the copy overlaps) and the thesis rules reproduce all ten rows within 0.4 %
 (configs/studies/hdmlp-thesis-s2.yaml). Per-row model options (``core.MODEL_OPTIONS``) carry two policy
