@@ -61,7 +61,7 @@ class _Window:
         self.steps_loaded = 0
 
     @staticmethod
-    def epoch_arrays(plan: Plan, e: int, sizes: np.ndarray):
+    def epoch_arrays(plan: Plan, e: int, sizes: np.ndarray, with_chunk: bool = False):
         """Epoch e's valid accesses, rank-major: (ids, src, keep, counts per rank, step starts (W, steps+1)
         relative to the rank's first access of the epoch, steps)."""
         ep = plan.epoch(e)
@@ -79,6 +79,11 @@ class _Window:
         rel = at - at[:, :1]
         counts = valid.sum(axis=1)
         kp = ep.keep[valid] if ep.keep is not None else np.full(int(counts.sum()), NO_TIER, np.uint8)
+        if with_chunk:   # the PFS requests: a chunk's covered columns (chunk == 0) are not requests
+            req = ep.source[valid] == SHARED
+            if ep.chunk is not None:
+                req &= ep.chunk[valid] != 0
+            return ids[valid], ep.source[valid], kp, counts, rel, ep.steps, req
         return ids[valid], ep.source[valid], kp, counts, rel, ep.steps
 
     def load(self) -> bool:
@@ -428,6 +433,7 @@ class _PlainWindow(_Window):
         self.X: list[list] = [[] for _ in range(W)]    # per access: None, -cost or cost (``X_*`` below)
         self.compute = np.zeros(W)
         self.samples = np.zeros(W)
+        self.requests = np.zeros(W)
         self.bytes = np.zeros((W, len(TIER_NAMES)))
         self.fetch = np.zeros((W, len(TIER_NAMES)))
         self.stall = np.zeros(W)
@@ -440,7 +446,7 @@ class _PlainWindow(_Window):
         e = self.next_epoch
         if e >= plan.epochs:
             return False
-        ids, src, kp, counts, rel, steps = self.epoch_arrays(plan, e, self.sizes)
+        ids, src, kp, counts, rel, steps, req = self.epoch_arrays(plan, e, self.sizes, with_chunk=True)
         W = self.W
         s = self.sizes[ids].astype(np.float64)
         src = src.astype(np.int64)
@@ -467,6 +473,7 @@ class _PlainWindow(_Window):
         self.fetch += np.bincount(rix * NT + src, weights=np.where(static, fetch, 0.0),
                                   minlength=W * NT).reshape(W, NT)
         self.compute += np.bincount(rix, weights=comp, minlength=W)
+        self.requests += np.bincount(rix, weights=req, minlength=W)
         self.samples += counts
         if self.ondemand:
             self.stall += np.bincount(rix, weights=np.where(static, io, 0.0), minlength=W)
@@ -480,9 +487,13 @@ class _PlainWindow(_Window):
             pm[rix, cols] = pfs
             self.mats[e] = (cm, pm, rel, self.steps_loaded)
         cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-        x = np.where(kind == KIND_FILL, -cost, cost).astype(object)
-        x[kind == KIND_WINDOW] = None
-        cols_l = [s.tolist(), x.tolist()]
+        if (kind == KIND_WINDOW).all():
+            xl = [None] * len(kind)
+        else:
+            x = np.where(kind == KIND_FILL, -cost, cost).astype(object)
+            x[kind == KIND_WINDOW] = None
+            xl = x.tolist()
+        cols_l = [s.tolist(), xl]
         rel_l = rel.tolist()
         for r in range(W):
             a, b = cuts[r], cuts[r + 1]
@@ -776,4 +787,4 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     fetch_by = {n: fetch_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
     bytes_by = {n: win.bytes[:, i].copy() for i, n in enumerate(TIER_NAMES)}
     return (epoch_times, win.compute.copy(), win.stall + np.asarray(stall, dtype=np.float64),
-            np.asarray(barrier, dtype=np.float64), fetch_by, bytes_by, win.samples.copy())
+            np.asarray(barrier, dtype=np.float64), fetch_by, bytes_by, win.samples.copy(), win.requests.copy())

@@ -113,3 +113,28 @@ def test_worlds_past_the_reference_limit_are_costed():
     # the last node's read at t(n)/n plus write and compute
     per = 1 / (PROF.pfs_per_client(n) / 1e6) + 1 / 200 + 1 / 100
     assert r["naive"]["total_time_s"] == pytest.approx(np.ceil(1200 / n) * per, rel=1e-9)
+
+
+@pytest.mark.parametrize("strategy,opts", [("naive", {}), ("prefetch", {"num_workers": 2}),
+                                           ("surrogatetrain", {})])
+def test_request_counts_from_the_costing_equal_the_plan_pass(strategy, opts):
+    """The engine counts the PFS requests while loading epochs (a chunk's covered columns excluded); the
+    summary then skips its own pass over the plan: both give the same summary."""
+    import dataclasses
+
+    from dlbench.simulate.core import summarize
+
+    wl = SimWorkload("w", 2400, 6, "normal", 1e6, 1e5, layout="hdf5_shared")
+    sizes = wl.sizes(0)
+    m = Model(PROF, rules="thesis")
+    try:
+        plan = build_plan(strategy, wl=wl, nodes=4, ranks_per_node=1, epochs=2, seed=0, profile=PROF, sizes=sizes,
+                          options=opts)
+    except ConfigError as e:
+        pytest.skip(str(e))
+    pol = policy_of(strategy, plan)
+    c = m.cost(plan, sizes, pol, threads_per_rank=2.0 if pol == "prefetch" else None)
+    assert c.shared_requests is not None
+    a = summarize(c, workload="w", profile=PROF, plan=plan, sizes=sizes)
+    b = summarize(dataclasses.replace(c, shared_requests=None), workload="w", profile=PROF, plan=plan, sizes=sizes)
+    assert a == b
