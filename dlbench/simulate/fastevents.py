@@ -29,7 +29,9 @@ nodes it needs tens to a hundred rounds per step and is slower than this loop.) 
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from array import array
+from bisect import bisect_left, bisect_right, insort
+from itertools import accumulate, islice
 
 import numpy as np
 
@@ -59,6 +61,7 @@ class _Window:
         self.epoch_steps: list[int] = []
         self.epoch_first: set[int] = set()     # global index of each loaded epoch's first step
         self.steps_loaded = 0
+        self.complete = plan.epochs == 0       # every epoch loaded
 
     @staticmethod
     def epoch_arrays(plan: Plan, e: int, sizes: np.ndarray, with_chunk: bool = False):
@@ -507,6 +510,7 @@ class _PlainWindow(_Window):
         self.step_epoch.extend([e] * steps)
         self.steps_loaded += steps
         self.next_epoch += 1
+        self.complete = self.next_epoch >= plan.epochs
         return True
 
     def trim(self, keep_from: list) -> None:
@@ -558,6 +562,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     B = t0
     step_end: list[float] = []
     S, X, base, sst = win.S, win.X, win.base, win.step_start
+    lb = max(1, plan.local_batch)
     comp_const = win.comp_const
     comp_spb = win.comp_spb
     node_arr = np.asarray(plan.node_map, dtype=np.int64)
@@ -631,7 +636,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
         counter = [0] * W
         nxt = [0] * W
         held = [0.0] * W
-        AV: list[list] = [[] for _ in range(W)]
+        AV = [array("d") for _ in range(W)]     # avail, per rank, aligned with the window's lists
         vec = W >= VEC_MIN_RANKS and grouped
         while True:
             j += 1
@@ -652,33 +657,58 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 if j > 0:
                     held[r] -= sum(Sr[sst[r][j - 1] - bs:sst[r][j] - bs])
                 must = sst[r][j + 1] - bs
-                f = nxt[r] - bs
+                f0 = nxt[r] - bs
+                hr = held[r]
+                # how many accesses the rank schedules: all of this step's, then while the buffer has room
+                # (the reference's running sum, hr + s <= cap; acc[i + 1] is that sum after access i)
+                lo_i = must - f0 if must > f0 else 0
+                L = lo_i + 2 * lb + 16
+                while True:
+                    n_acc = len(Sr)
+                    m = min(L, n_acc - f0)
+                    acc = list(accumulate(islice(Sr, f0, f0 + m), initial=hr))
+                    n = bisect_right(acc, cap, 1) - 1
+                    if n < lo_i:
+                        n = lo_i
+                    if n < m:
+                        break
+                    if f0 + m < n_acc:
+                        L *= 2
+                        continue
+                    if not win.complete and win.load():
+                        continue
+                    n = m
+                    break
+                held[r] = acc[n]
+                nxt[r] = f0 + n + bs
+                if not n:
+                    continue
                 nd = node_of[r]
                 own = log[nd]
                 lmax = own
-                Xr, fr, av = X[r], free[r], AV[r]
-                hr = held[r]
-                k = counter[r]
-                n_acc = len(Sr)
+                Xr, fr = X[r], free[r]
+                k0 = counter[r]
+                counter[r] = (k0 + n) % p_thr
+                ev = [0.0] * n
                 fs = 0.0
-                TH = [-inf] * p_thr     # per loader thread: γ holds while its start <= TH[k] (starts only grow)
-                GS = [0.0] * p_thr
-                while True:
-                    f0 = f
-                    for f in range(f0, n_acc):   # after it: f = the first access not scheduled
+                for t_ in range(p_thr):     # loader thread t_ takes every p-th access from its turn on
+                    q0 = (t_ - k0) % p_thr
+                    if q0 >= n:
+                        continue
+                    st = fr[t_]
+                    if st < B:
+                        st = B
+                    th = -inf       # γ holds while st <= th (st only grows along the thread)
+                    gs = 0.0
+                    for f in range(f0 + q0, f0 + n, p_thr):
                         s = Sr[f]
-                        if f >= must and hr + s > cap:
-                            break
-                        st = fr[k]
-                        if st < B:
-                            st = B
                         x = Xr[f]
                         if x is None:
-                            if st > TH[k]:
+                            if st > th:
                                 i = bisect_left(slog, st)
-                                TH[k] = slog[i] if i < nn else inf
-                                GS[k] = pfs_spb[1 + nn - i - (own >= st)]
-                            fe = s * GS[k] + lat
+                                th = slog[i] if i < nn else inf
+                                gs = pfs_spb[1 + nn - i - (own >= st)]
+                            fe = s * gs + lat
                             fs += fe
                             if series:
                                 e_ = st + (fe + s * w_spb)
@@ -693,21 +723,10 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                             e_ = st - x
                         else:
                             e_ = st + x
-                        fr[k] = e_
-                        av.append(e_)
-                        hr += s
-                        k += 1
-                        if k == p_thr:
-                            k = 0
-                    else:   # the loaded epochs are scheduled: load the next one, if any
-                        f = n_acc
-                        if win.load():
-                            n_acc = len(Sr)
-                            continue
-                    break
-                held[r] = hr
-                counter[r] = k
-                nxt[r] = f + bs
+                        ev[f - f0] = e_
+                        st = e_
+                    fr[t_] = st
+                AV[r].extend(ev)
                 fsh[r] += fs
                 if lmax != own:
                     log[nd] = lmax
@@ -721,7 +740,8 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 a0, b0 = int(a_col[0]), int(b_col[0])
                 ends_a = np.full(W, B)
                 if b0 > a0:
-                    av2 = np.array([AV[r][sst[r][j] - base[r]:sst[r][j + 1] - base[r]] for r in range(W)])
+                    av2 = np.frombuffer(b"".join([AV[r][sst[r][j] - base[r]:sst[r][j + 1] - base[r]]
+                                                  for r in range(W)]), dtype=np.float64).reshape(W, b0 - a0)
                     e = ends_a
                     wait = np.zeros(W)
                     lg = np.full(W, -np.inf)
