@@ -488,7 +488,9 @@ class _PlainWindow(_Window):
             pm = np.zeros((W, n), bool)
             cm[rix, cols] = comp
             pm[rix, cols] = pfs
-            self.mats[e] = (cm, pm, rel, self.steps_loaded)
+            sm = np.zeros((W, n))
+            sm[rix, cols] = s
+            self.mats[e] = (cm, pm, rel, self.steps_loaded, sm)
         cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
         if (kind == KIND_WINDOW).all():
             xl = [None] * len(kind)
@@ -651,10 +653,21 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     if k > 0:
                         del AV[r][:k]
                 win.trim(cut)
+            # the previous step's samples leave the buffer: held -= their bytes, summed in order (the
+            # reference's sum(); a row's np.cumsum adds in the same order) for all ranks when the step has
+            # the same columns on every rank
+            sub = None
+            if j > 0:
+                cmp_, pmp, relp, j0p, smp = win.mats[win.step_epoch[j - 1]]
+                ap, bp = relp[:, j - 1 - j0p], relp[:, j - j0p]
+                if vec and (ap == ap[0]).all() and (bp == bp[0]).all() and bp[0] > ap[0]:
+                    held = (np.asarray(held) - np.cumsum(smp[:, ap[0]:bp[0]], axis=1)[:, -1]).tolist()
+                else:
+                    sub = j
             for r in range(W):
                 bs = base[r]
                 Sr = S[r]
-                if j > 0:
+                if sub is not None:
                     held[r] -= sum(Sr[sst[r][j - 1] - bs:sst[r][j] - bs])
                 must = sst[r][j + 1] - bs
                 f0 = nxt[r] - bs
@@ -662,7 +675,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 # how many accesses the rank schedules: all of this step's, then while the buffer has room
                 # (the reference's running sum, hr + s <= cap; acc[i + 1] is that sum after access i)
                 lo_i = must - f0 if must > f0 else 0
-                L = lo_i + 2 * lb + 16
+                L = lo_i + lb + lb // 2 + 8
                 while True:
                     n_acc = len(Sr)
                     m = min(L, n_acc - f0)
@@ -733,7 +746,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     relog(nd, own)
             # consumption: e_f = max(avail_f, e_{f-1}) + compute_f; a wait on a PFS read logs it
             e_idx = win.step_epoch[j]
-            cm, pm, rel, j0 = win.mats[e_idx]
+            cm, pm, rel, j0, _sm = win.mats[e_idx]
             kk = j - j0
             a_col, b_col = rel[:, kk], rel[:, kk + 1]
             if vec and (a_col == a_col[0]).all() and (b_col == b_col[0]).all():
