@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from itertools import accumulate, islice
+from itertools import accumulate
 
 import numpy as np
 
@@ -679,7 +679,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 while True:
                     n_acc = len(Sr)
                     m = min(L, n_acc - f0)
-                    acc = list(accumulate(islice(Sr, f0, f0 + m), initial=hr))
+                    acc = list(accumulate(Sr[f0:f0 + m], initial=hr))
                     n = bisect_right(acc, cap, 1) - 1
                     if n < lo_i:
                         n = lo_i
