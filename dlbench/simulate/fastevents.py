@@ -478,8 +478,8 @@ class _PlainWindow(_Window):
         self.compute += np.bincount(rix, weights=comp, minlength=W)
         self.requests += np.bincount(rix, weights=req, minlength=W)
         self.samples += counts
-        if self.ondemand:
-            self.stall += np.bincount(rix, weights=np.where(static, io, 0.0), minlength=W)
+        if self.ondemand:   # stall = fetch + write: the window reads' fetches are added by the loop
+            self.stall += np.bincount(rix, weights=np.where(static, io, wr), minlength=W)
         else:
             n = int(counts.max()) if W else 0
             first = np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -596,9 +596,9 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 Sr, Xr = S[r], X[r]
                 bs = base[r]
                 fs = 0.0
-                ss = 0.0
                 th = -inf      # γ holds while tr <= th (the smallest logged start >= the tr it was taken at)
                 gs = 0.0
+                lp = -inf      # the last PFS read's start (tr only grows: the largest)
                 for f in range(sst[r][j] - bs, sst[r][j + 1] - bs):
                     x = Xr[f]
                     if x is None:
@@ -608,20 +608,17 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                             gs = pfs_spb[1 + nn - i - (own >= tr)]
                         s = Sr[f]
                         fe = s * gs + lat
-                        io = fe + s * w_spb
                         fs += fe
-                        ss += io
-                        if tr > lmax:
-                            lmax = tr
-                        tr += io + (comp_const if comp_const is not None else s * comp_spb)
+                        lp = tr
+                        tr += fe + s * w_spb + (comp_const if comp_const is not None else s * comp_spb)
                     elif x < 0.0:
-                        if tr > lmax:
-                            lmax = tr
+                        lp = tr
                         tr -= x
                     else:
                         tr += x
-                fsh[r] += fs
-                stall[r] += ss
+                if lp > lmax:
+                    lmax = lp
+                fsh[r] += fs      # stall: these fetches plus the window reads' writes (summed at load)
                 t[r] = tr
                 if lmax != own:
                     log[nd] = lmax
@@ -713,6 +710,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                         st = B
                     th = -inf       # γ holds while st <= th (st only grows along the thread)
                     gs = 0.0
+                    lp = -inf
                     for f in range(f0 + q0, f0 + n, p_thr):
                         s = Sr[f]
                         x = Xr[f]
@@ -728,17 +726,17 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                             else:
                                 w_ = s * w_spb
                                 e_ = st + (fe if fe > w_ else w_)
-                            if st > lmax:
-                                lmax = st
+                            lp = st
                         elif x < 0.0:
-                            if st > lmax:
-                                lmax = st
+                            lp = st
                             e_ = st - x
                         else:
                             e_ = st + x
                         ev[f - f0] = e_
                         st = e_
                     fr[t_] = st
+                    if lp > lmax:      # starts only grow along a thread: its last PFS read is its latest
+                        lmax = lp
                 AV[r].extend(ev)
                 fsh[r] += fs
                 if lmax != own:
@@ -819,5 +817,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
             prev = step_end[k - 1]
     fetch_by = {n: fetch_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
     bytes_by = {n: win.bytes[:, i].copy() for i, n in enumerate(TIER_NAMES)}
+    if ondemand:
+        stall = (np.asarray(stall, dtype=np.float64) + np.asarray(fsh, dtype=np.float64)).tolist()
     return (epoch_times, win.compute.copy(), win.stall + np.asarray(stall, dtype=np.float64),
             np.asarray(barrier, dtype=np.float64), fetch_by, bytes_by, win.samples.copy(), win.requests.copy())
