@@ -20,7 +20,7 @@ with the world.
   loader thread reads ahead across epochs up to the staging buffer) and dropped once consumed.
 
 The reference's scheduling order is sequential across ranks within a step (a rank's γ depends on the reads
-the ranks before it scheduled), so each access is still a few Python operations (about 1 µs): the cost is
+the ranks before it scheduled), so each access is still a few Python operations (0.5-0.8 µs here): the cost is
 linear in the accesses (steps x ranks x local batch) and no longer grows with the node count per access.
 (A fixed-point iteration over all ranks of a step at once was tried: exact at convergence, but at 1,024
 nodes it needs tens to a hundred rounds per step and is slower than this loop.) With tier fills
