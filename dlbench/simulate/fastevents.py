@@ -483,13 +483,13 @@ class _PlainWindow(_Window):
         else:
             n = int(counts.max()) if W else 0
             first = np.concatenate([[0], np.cumsum(counts)[:-1]])
-            cols = np.arange(len(s)) - first[rix]
-            cm = np.zeros((W, n))
-            pm = np.zeros((W, n), bool)
-            cm[rix, cols] = comp
-            pm[rix, cols] = pfs
-            sm = np.zeros((W, n))
-            sm[rix, cols] = s
+            flat = np.arange(len(s)) - first[rix] + rix * n     # (rank, column) in a (W, n) matrix
+            if len(s) == W * n:        # every rank has n accesses: the rows as they are
+                cm, pm, sm = comp.reshape(W, n), pfs.reshape(W, n), s.reshape(W, n)
+            else:
+                cm, pm, sm = np.zeros(W * n), np.zeros(W * n, bool), np.zeros(W * n)
+                cm[flat], pm[flat], sm[flat] = comp, pfs, s
+                cm, pm, sm = cm.reshape(W, n), pm.reshape(W, n), sm.reshape(W, n)
             self.mats[e] = (cm, pm, rel, self.steps_loaded, sm)
         cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
         if (kind == KIND_WINDOW).all():
