@@ -198,7 +198,9 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
     T = np.broadcast_to(np.asarray(c.epoch_time_s, dtype=np.float64), (W, c.epochs))
     pro_phase = {p: np.full(W, float(c.prologue_s) if p == "stage" else 0.0) for p in PHASES}
     requests = None
-    if plan is not None:
+    if c.shared_requests is not None:   # counted by the costing (the thesis-rule engine), no second pass
+        requests = np.asarray(c.shared_requests, dtype=np.float64)
+    elif plan is not None:
         requests = np.zeros(W)
         if c.strategy != LOWERBOUND:
             for ep in plan:

@@ -1,4 +1,6 @@
-"""Event-driven costing of a plan under the ``thesis-window`` contention rule (``ModelRules.gamma``).
+"""Event-driven costing of a plan under the ``thesis-window`` contention rule (``ModelRules.gamma``): the
+reference loop. The model costs with ``fastevents.cost_events`` (the same order and arithmetic, at any world
+size); this one is kept as the definition it is tested against (tests/unit/test_simulate_fastevents.py).
 
 The HDMLP thesis' reference simulator gives a PFS read that starts at time t on node n the bandwidth
 min(b_fs, t(γ)/γ) with γ = 1 + the other nodes whose log of PFS reads holds a read that starts at or after

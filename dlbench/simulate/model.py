@@ -24,8 +24,9 @@ published runtimes come from:
 | ``prologue`` | ``overlap``: max(PFS read, receive, write) | ``series``: per tier thread, PFS reads at γ = nodes, then peer copies, each + w |
 
 (``gamma: nodes`` is a third choice: γ = the nodes.) ``thesis-window`` depends on the order in which the
-reference schedules reads, so it is costed event by event (``events.py``: per node, loader threads as
-servers, the staging buffer's capacity, the nodes' logs of PFS reads); the rest stays vectorised. On the
+reference schedules reads, so it is costed event by event (``fastevents.py``; the reference loop ``events.py``:
+per node, loader threads as servers, the staging buffer's capacity, the nodes' logs of PFS reads); the rest
+stays vectorised. On the
 thesis' Scenario 2 the default rules make the staging-pool row 7.5 % faster than published (8 clients share
 t(8) and the copy overlaps) and the thesis rules reproduce all ten rows within 0.4 %
 (configs/studies/hdmlp-thesis-s2.yaml). Per-row model options (``core.MODEL_OPTIONS``) carry two policy
@@ -88,6 +89,7 @@ class Costing:
     bytes_by_tier: dict                 # tier name -> (W,) bytes
     samples: np.ndarray                 # (W,) samples consumed
     notes: list = field(default_factory=list)
+    shared_requests: np.ndarray | None = None   # (W,) PFS requests (a chunk's covered columns not counted), if known
 
     @property
     def total_time_s(self) -> float:
@@ -335,21 +337,20 @@ class Model:
 
     def _cost_events(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank, fill_to_capacity,
                      tier_fill=False):
-        from .events import cost_events
+        from .fastevents import cost_events  # events.cost_events: the reference loop (equivalence tests)
 
         pro_s = self.prologue_s(plan, sizes, fill_to_capacity)
         K = max(1, plan.world_size // max(plan.nodes, 1))
         if threads_per_rank is None:
             threads_per_rank = self.p.staging.threads / K
-        ep, comp, stall, barrier, fetch_t, bytes_t, samples = cost_events(self, plan, sizes, policy,
-                                                                          threads_per_rank, pro_s,
-                                                                          tier_fill=tier_fill)
+        out = cost_events(self, plan, sizes, policy, threads_per_rank, pro_s, tier_fill=tier_fill)
+        ep, comp, stall, barrier, fetch_t, bytes_t, samples = out[:7]
         notes = ["thesis-window: event-driven costing (γ from the nodes' logs of PFS-read starts, in the "
                  "reference simulator's scheduling order; staging buffer capacity enforced)"]
         return Costing(strategy=plan.strategy, ranks=plan.world_size, nodes=plan.nodes, epochs=plan.epochs,
                        prologue_s=pro_s, epoch_time_s=ep, compute_s=comp, stall_s=stall, barrier_s=barrier,
                        exchange_s=np.zeros(plan.world_size), fetch_s_by_tier=fetch_t, bytes_by_tier=bytes_t,
-                       samples=samples, notes=notes)
+                       samples=samples, notes=notes, shared_requests=out[7] if len(out) > 7 else None)
 
 
 def _thread_avail(cost: np.ndarray, threads: float) -> np.ndarray:

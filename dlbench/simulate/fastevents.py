@@ -1,0 +1,823 @@
+"""The thesis-window costing at scale: the event order and arithmetic of ``events.cost_events`` (the
+reference, kept for equivalence tests: tests/unit/test_simulate_fastevents.py), without its costs that grow
+with the world.
+
+- γ = 1 + the other nodes whose logged PFS-read start is at or after t: the reference counts it with a loop
+  over the nodes at every PFS read (O(nodes) per access); here a sorted list of the nodes' latest logged
+  starts answers it with one bisection (``bisect_left``), the node's own entry subtracted. A node's entry is
+  replaced in the sorted list after its rank has scheduled (its own reads never count for it), so every
+  comparison is the reference's comparison of the same two floats: the same γ, the same sums. A loader
+  thread's start times only grow, so γ is kept until its start passes the next logged start (one
+  comparison instead of a bisection while no other node's log lies in between).
+- What does not depend on time is computed with NumPy when an epoch is loaded, in the reference's
+  arithmetic: each access's kind (a window-rule PFS read, a cache fill at γ = nodes, a fixed-rate own-tier or
+  peer read), its write s/β and a fixed-rate access's whole cost; the per-rank sums of compute, samples,
+  bytes and fixed fetch time. The Python loop is left with the start-time chain and γ.
+- Consumption (a rank waits for each of the step's samples, a wait on a PFS read logs it) is a loop over
+  the step's columns vectorised across ranks from ``VEC_MIN_RANKS`` ranks (same operations per element).
+- Memory: the reference flattens every rank's accesses over all epochs into Python lists up front (and a
+  per-rank array over all samples for tier fills); here the epochs are loaded as the loop reaches them (a
+  loader thread reads ahead across epochs up to the staging buffer) and dropped once consumed.
+
+The reference's scheduling order is sequential across ranks within a step (a rank's γ depends on the reads
+the ranks before it scheduled), so each access is still a few Python operations (0.5-0.8 µs here): the cost is
+linear in the accesses (steps x ranks x local batch) and no longer grows with the node count per access.
+(A fixed-point iteration over all ranks of a step at once was tried: exact at convergence, but at 1,024
+nodes it needs tens to a hundred rounds per step and is slower than this loop.) With tier fills
+(``fill_by_tier_threads``) the reference's loop runs as is, with γ by bisection (``_cost_events_generic``).
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right, insort
+from itertools import accumulate
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..plan import LOCAL, MEMORY, NO_TIER, SHARED, TIER_NAMES, Plan
+
+
+class _Window:
+    """Every rank's accesses of the loaded epochs as Python lists (the hot loop's fastest form). Indices
+    are absolute (over all epochs); list position = absolute index - ``base[r]``. ``step_start[r][j]``: the
+    absolute index of global step j's first access of rank r."""
+
+    def __init__(self, plan: Plan, sizes: np.ndarray, comp_const: float | None, comp_spb: float):
+        W = plan.world_size
+        self.plan, self.sizes, self.W = plan, sizes, W
+        self.comp_const, self.comp_spb = comp_const, comp_spb
+        self.S: list[list] = [[] for _ in range(W)]
+        self.SRC: list[list] = [[] for _ in range(W)]
+        self.FILL: list[list] = [[] for _ in range(W)]
+        self.COMP: list[list] = [[] for _ in range(W)]
+        self.IDS: list[list] = [[] for _ in range(W)]
+        self.KEEP: list[list] = [[] for _ in range(W)]
+        self.base = [0] * W
+        self.end = [0] * W                      # absolute accesses loaded
+        self.step_start: list[list] = [[0] for _ in range(W)]
+        self.next_epoch = 0
+        self.epoch_steps: list[int] = []
+        self.epoch_first: set[int] = set()     # global index of each loaded epoch's first step
+        self.steps_loaded = 0
+        self.complete = plan.epochs == 0       # every epoch loaded
+
+    @staticmethod
+    def epoch_arrays(plan: Plan, e: int, sizes: np.ndarray, with_chunk: bool = False):
+        """Epoch e's valid accesses, rank-major: (ids, src, keep, counts per rank, step starts (W, steps+1)
+        relative to the rank's first access of the epoch, steps)."""
+        ep = plan.epoch(e)
+        if ep.transfers is not None and len(ep.transfers):
+            raise ConfigError(f"rules.gamma=thesis-window: plan {plan.strategy} moves samples between ranks in the "
+                              f"background (epoch {e}); the event-driven costing does not model that exchange: use "
+                              f"gamma: threads or nodes")
+        ids = ep.sample_ids
+        W, n = ids.shape
+        col = np.arange(n)
+        valid = (col[None, :] >= ep.bounds[:, :1]) & (col[None, :] < ep.bounds[:, -1:]) & (ids >= 0)
+        C = np.zeros((W, n + 1), np.int64)
+        np.cumsum(valid, axis=1, out=C[:, 1:])
+        at = np.take_along_axis(C, np.clip(ep.bounds, 0, n), axis=1)
+        rel = at - at[:, :1]
+        counts = valid.sum(axis=1)
+        kp = ep.keep[valid] if ep.keep is not None else np.full(int(counts.sum()), NO_TIER, np.uint8)
+        if with_chunk:   # the PFS requests: a chunk's covered columns (chunk == 0) are not requests
+            req = ep.source[valid] == SHARED
+            if ep.chunk is not None:
+                req &= ep.chunk[valid] != 0
+            return ids[valid], ep.source[valid], kp, counts, rel, ep.steps, req
+        return ids[valid], ep.source[valid], kp, counts, rel, ep.steps
+
+    def load(self) -> bool:
+        """Append the next epoch; False when every epoch is loaded."""
+        plan = self.plan
+        if self.next_epoch >= plan.epochs:
+            return False
+        ids, src, kp, counts, rel, steps = self.epoch_arrays(plan, self.next_epoch, self.sizes)
+        s = self.sizes[ids].astype(np.float64)
+        fill = (kp != NO_TIER) & (src == SHARED)
+        comp = np.full(len(s), self.comp_const) if self.comp_const is not None else s * self.comp_spb
+        cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        cols = [x.tolist() for x in (s, src.astype(np.int64), fill, comp, ids, kp.astype(np.int64))]
+        rel_l = rel.tolist()
+        for r in range(self.W):
+            a, b = cuts[r], cuts[r + 1]
+            for dst, x in zip((self.S, self.SRC, self.FILL, self.COMP, self.IDS, self.KEEP), cols):
+                dst[r].extend(x[a:b])
+            e0 = self.end[r]
+            self.step_start[r].extend(e0 + v for v in rel_l[r][1:])
+            self.end[r] = e0 + b - a
+        self.epoch_steps.append(steps)
+        self.epoch_first.add(self.steps_loaded)
+        self.steps_loaded += steps
+        self.next_epoch += 1
+        return True
+
+    def ensure_step(self, j: int) -> None:
+        """Load epochs until global step j is loaded (or every epoch is)."""
+        while self.steps_loaded <= j and self.load():
+            pass
+
+    def trim(self, keep_from: list) -> None:
+        """Drop every rank's accesses before absolute index ``keep_from[r]``."""
+        for r in range(self.W):
+            k = keep_from[r] - self.base[r]
+            if k > 0:
+                for lst in (self.S, self.SRC, self.FILL, self.COMP, self.IDS, self.KEEP):
+                    del lst[r][:k]
+                self.base[r] += k
+
+
+def _tier_fill_ready(model, plan: Plan, sizes: np.ndarray, t0: float, fill_spb: float, w_spb: float, lat: float,
+                     K: int):
+    """When each rank's tier fills are done (per rank: {sample: time}) and, per node, the latest start the
+    tier threads log; the reference's arithmetic (round robin over the tier's threads from t0, γ = nodes)."""
+    p = model.p
+    W = plan.world_size
+    parts: list[list] = [[] for _ in range(W)]
+    for e in range(plan.epochs):
+        ids, src, kp, counts, _rel, _steps = _Window.epoch_arrays(plan, e, sizes)
+        cuts = np.concatenate([[0], np.cumsum(counts)])
+        fill = (kp != NO_TIER) & (src == SHARED)
+        for r in range(W):
+            a, b = int(cuts[r]), int(cuts[r + 1])
+            m = fill[a:b]
+            if m.any():
+                parts[r].append((ids[a:b][m], kp[a:b][m]))
+    ready: list[dict] = []
+    fill_starts: dict = {}
+    for r in range(W):
+        rd: dict = {}
+        if parts[r]:
+            ids = np.concatenate([x[0] for x in parts[r]])
+            kp = np.concatenate([x[1] for x in parts[r]])
+            s = sizes[ids].astype(np.float64)
+            for code, kind in ((MEMORY, "memory"), (LOCAL, "local")):
+                tier = next((t for t in p.tiers if t.kind == kind), None)
+                sel = np.nonzero(kp == code)[0]
+                if not len(sel):
+                    continue
+                thr = max(1, int((tier.threads if tier is not None else 1) // K))
+                cost = s[sel] * (fill_spb + w_spb) + lat
+                pad = (-len(cost)) % thr
+                c = np.concatenate([cost, np.zeros(pad)]).reshape(-1, thr)
+                done = (t0 + np.cumsum(c, axis=0)).reshape(-1)[:len(cost)]
+                starts = done - cost
+                new = {}
+                inf = float("inf")
+                for i, d in zip(ids[sel].tolist(), done.tolist()):
+                    old = rd.get(i, inf)
+                    new[i] = old if old < d else d
+                rd.update(new)
+                nd = int(plan.node_map[r])
+                fill_starts[nd] = max(fill_starts.get(nd, -np.inf), float(starts.max()))
+        ready.append(rd)
+    return ready, fill_starts
+
+
+def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
+                         t0: float, tier_fill: bool = False):
+    """The reference's loop with γ by bisection and epochs streamed: every case, tier fills included."""
+    p = model.p
+    rules = model.rules
+    W = plan.world_size
+    node_of = [int(x) for x in plan.node_map]
+    nodes = plan.nodes
+    K = max(1, W // max(nodes, 1))
+    spb = model.fetch_s_per_byte(nodes, p.staging.threads)
+    w_spb = p.staging_write_s_per_byte()
+    series = rules.write == "series"
+    lat = p.pfs.latency_s if p.pfs else 0.0
+    pfs_spb = [0.0] + [1.0 / float(p.pfs_per_client(g)) for g in range(1, nodes + 1)]
+    fill_spb = pfs_spb[nodes]
+    if rules.gamma == "threads":
+        raise ConfigError("the event-driven costing counts γ by nodes (thesis-window or nodes), not threads")
+    fixed_gamma = nodes if rules.gamma == "nodes" else None
+    step_time = model.step_time_s
+    lb = plan.local_batch
+    win = _Window(plan, sizes, step_time / lb if step_time is not None else None, model.compute_s_per_byte)
+    fixed_spb = [float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))]
+
+    ready: list = []
+    fill_starts: dict = {}
+    if tier_fill and policy == "prefetch":
+        ready, fill_starts = _tier_fill_ready(model, plan, sizes, t0, fill_spb, w_spb, lat, K)
+    use_ready = bool(ready)
+
+    compute = [0.0] * W
+    stall = [0.0] * W
+    barrier = [0.0] * W
+    fetch_l = [[0.0] * len(TIER_NAMES) for _ in range(W)]
+    bytes_l = [[0.0] * len(TIER_NAMES) for _ in range(W)]
+    samples = [0] * W
+    log = [-np.inf] * nodes
+    for nd, t in fill_starts.items():
+        log[nd] = t
+    slog = sorted(log)              # every node's latest logged start, sorted (the γ queries)
+
+    def relog(nd: int, old: float) -> None:
+        new = log[nd]
+        if new != old:
+            del slog[bisect_left(slog, old)]
+            insort(slog, new)
+
+    B = t0
+    step_end: list[float] = []
+    S, SRC, FILL, COMP, base, sst = win.S, win.SRC, win.FILL, win.COMP, win.base, win.step_start
+    epoch_first = win.epoch_first
+
+    if policy == "ondemand":
+        j = -1
+        while True:
+            j += 1
+            win.ensure_step(j)
+            if j >= win.steps_loaded:
+                break
+            if j in epoch_first and j:
+                win.trim([sst[r][j] for r in range(W)])
+            t = [B] * W
+            for r in range(W):
+                nd = node_of[r]
+                own = log[nd]
+                tr = B
+                Sr, SRCr, FILLr, Cr, br, fr = S[r], SRC[r], FILL[r], COMP[r], bytes_l[r], fetch_l[r]
+                a, b = sst[r][j] - base[r], sst[r][j + 1] - base[r]
+                st_r = 0.0
+                cm = 0.0
+                for f in range(a, b):
+                    s = Sr[f]
+                    c = SRCr[f]
+                    if c == SHARED:
+                        if FILLr[f]:
+                            g = nodes
+                        elif fixed_gamma is not None:
+                            g = fixed_gamma
+                        else:
+                            g = 1 + nodes - bisect_left(slog, tr) - (1 if own >= tr else 0)
+                        fetch = s * pfs_spb[g] + lat
+                        if tr > log[nd]:
+                            log[nd] = tr
+                    else:
+                        fetch = s * fixed_spb[c]
+                    io = fetch + s * w_spb
+                    fr[c] += fetch
+                    br[c] += s
+                    st_r += io
+                    cf = Cr[f]
+                    cm += cf
+                    tr += io + cf
+                stall[r] += st_r
+                compute[r] += cm
+                samples[r] += b - a
+                t[r] = tr
+                relog(nd, own)
+            Bn = max(t) if W else B
+            for r in range(W):
+                barrier[r] += Bn - t[r]
+            B = Bn
+            step_end.append(B)
+    else:
+        p_thr = max(1, int(round(threads_per_rank or 1)))
+        cap = float(p.staging.capacity_bytes) / K
+        free = [[t0] * p_thr for _ in range(W)]
+        counter = [0] * W
+        nxt = [0] * W
+        held = [0.0] * W
+        AV: list[list] = [[] for _ in range(W)]     # avail, per rank, aligned with the window's lists
+        IDS, KEEP = win.IDS, win.KEEP
+        j = -1
+        while True:
+            j += 1
+            win.ensure_step(j)
+            if j >= win.steps_loaded:
+                break
+            if j in epoch_first and j > 1:   # keep step j - 1 (its bytes leave the buffer now)
+                cut = [sst[r][j - 1] for r in range(W)]
+                for r in range(W):
+                    k = cut[r] - base[r]
+                    if k > 0:
+                        del AV[r][:k]
+                win.trim(cut)
+            for r in range(W):
+                bs = base[r]
+                Sr = S[r]
+                if j > 0:   # the previous step's samples leave the buffer
+                    a, b = sst[r][j - 1] - bs, sst[r][j] - bs
+                    held[r] -= sum(Sr[a:b])
+                must = sst[r][j + 1] - bs
+                f = nxt[r] - bs
+                nd = node_of[r]
+                own = log[nd]
+                SRCr, FILLr, fr, av, br, ftr = SRC[r], FILL[r], free[r], AV[r], bytes_l[r], fetch_l[r]
+                if use_ready:
+                    rdy, IDr, KPr = ready[r], IDS[r], KEEP[r]
+                hr = held[r]
+                k = counter[r]
+                n_acc = len(Sr)
+                while True:
+                    if f >= n_acc:
+                        if not win.load():
+                            break
+                        n_acc = len(Sr)
+                        continue
+                    s = Sr[f]
+                    if not (f < must or hr + s <= cap):
+                        break
+                    st = fr[k] if fr[k] > B else B
+                    c = SRCr[f]
+                    if use_ready and (FILLr[f] or c == MEMORY or c == LOCAL):
+                        tier_code = KPr[f] if FILLr[f] else c
+                        if rdy.get(IDr[f], np.inf) <= st:
+                            c = tier_code
+                            fetch = s * fixed_spb[c]
+                        else:
+                            c = SHARED
+                            g = fixed_gamma if fixed_gamma is not None else \
+                                1 + nodes - bisect_left(slog, st) - (1 if own >= st else 0)
+                            fetch = s * pfs_spb[g] + lat
+                            if st > log[nd]:
+                                log[nd] = st
+                    elif c == SHARED:
+                        if FILLr[f]:
+                            g = nodes
+                        elif fixed_gamma is not None:
+                            g = fixed_gamma
+                        else:
+                            g = 1 + nodes - bisect_left(slog, st) - (1 if own >= st else 0)
+                        fetch = s * pfs_spb[g] + lat
+                        if st > log[nd]:
+                            log[nd] = st
+                    else:
+                        fetch = s * fixed_spb[c]
+                    wr = s * w_spb
+                    cost = fetch + wr if series else (fetch if fetch > wr else wr)
+                    ftr[c] += fetch
+                    br[c] += s
+                    e_ = st + cost
+                    fr[k] = e_
+                    av.append(e_)
+                    hr += s
+                    f += 1
+                    k = k + 1 if k + 1 < p_thr else 0
+                held[r] = hr
+                counter[r] = k
+                nxt[r] = f + bs
+                relog(nd, own)
+            Bn = B
+            ends = [B] * W
+            for r in range(W):
+                nd = node_of[r]
+                own = log[nd]
+                e = B
+                bs = base[r]
+                a, b = sst[r][j] - bs, sst[r][j + 1] - bs
+                av, cm, SRCr = AV[r], COMP[r], SRC[r]
+                wait = 0.0
+                csum = 0.0
+                for f in range(a, b):
+                    if av[f] > e:
+                        wait += av[f] - e
+                        e = av[f]
+                        if SRCr[f] == SHARED and e > log[nd]:
+                            log[nd] = e
+                    e += cm[f]
+                    csum += cm[f]
+                compute[r] += csum
+                samples[r] += b - a
+                stall[r] += wait
+                ends[r] = e
+                if e > Bn:
+                    Bn = e
+                relog(nd, own)
+            for r in range(W):
+                barrier[r] += Bn - ends[r]
+            B = Bn
+            step_end.append(B)
+    fetch_t = np.asarray(fetch_l, dtype=np.float64).reshape(W, len(TIER_NAMES))
+    if policy != "ondemand":
+        fetch_t /= max(1, int(round(threads_per_rank or 1)))
+    epoch_times = np.zeros(plan.epochs)
+    prev = t0
+    k = 0
+    for e, ns in enumerate(win.epoch_steps):
+        if ns:
+            k += ns
+            epoch_times[e] = step_end[k - 1] - prev
+            prev = step_end[k - 1]
+    fetch_by = {n: fetch_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
+    bytes_t = np.asarray(bytes_l, dtype=np.float64).reshape(W, len(TIER_NAMES))
+    bytes_by = {n: bytes_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
+    return (epoch_times, np.asarray(compute, dtype=np.float64), np.asarray(stall, dtype=np.float64),
+            np.asarray(barrier, dtype=np.float64), fetch_by, bytes_by, np.asarray(samples, dtype=np.float64))
+
+
+__all__ = ["cost_events"]
+
+
+# ----- the common case (no tier fills): per-access work cut to the γ-dependent part -------------------------
+KIND_WINDOW, KIND_FILL, KIND_FIXED = 0, 1, 2    # a PFS read under the window rule, a PFS cache fill, the rest
+
+
+class _PlainWindow(_Window):
+    """``_Window`` plus, per access, what does not depend on time, computed with NumPy at load in the
+    reference's arithmetic: the kind (``KIND_*``), the write s/β, the whole cost of a fixed-rate access (a
+    fill at γ = nodes, an own-tier or peer read; every PFS read too under ``gamma: nodes``); and, per rank,
+    the sums over accesses that do not depend on time (compute, samples, bytes and fixed fetch time by tier,
+    the sync policy's fixed stall). Per epoch the padded (W, n) compute and PFS flags for the vectorised
+    consumption."""
+
+    def __init__(self, plan, sizes, comp_const, comp_spb, *, ondemand, series, w_spb, lat, fixed_spb, fill_spb,
+                 fixed_pfs_spb):
+        super().__init__(plan, sizes, comp_const, comp_spb)
+        W = plan.world_size
+        self.ondemand, self.series, self.w_spb, self.lat = ondemand, series, w_spb, lat
+        self.fixed_spb, self.fill_spb, self.fixed_pfs_spb = np.asarray(fixed_spb), fill_spb, fixed_pfs_spb
+        self.X: list[list] = [[] for _ in range(W)]    # per access: None, -cost or cost (``X_*`` below)
+        self.compute = np.zeros(W)
+        self.samples = np.zeros(W)
+        self.requests = np.zeros(W)
+        self.bytes = np.zeros((W, len(TIER_NAMES)))
+        self.fetch = np.zeros((W, len(TIER_NAMES)))
+        self.stall = np.zeros(W)
+        self.mats: dict = {}     # epoch -> (comp (W, n), pfs (W, n), rel (W, steps + 1), first global step)
+        self.step_epoch: list[int] = []    # the epoch of every loaded global step
+        self._cut_step = 0                 # the global step the last trim kept from
+
+    def load(self) -> bool:
+        plan = self.plan
+        e = self.next_epoch
+        if e >= plan.epochs:
+            return False
+        ids, src, kp, counts, rel, steps, req = self.epoch_arrays(plan, e, self.sizes, with_chunk=True)
+        W = self.W
+        s = self.sizes[ids].astype(np.float64)
+        src = src.astype(np.int64)
+        pfs = src == SHARED
+        fill = (kp != NO_TIER) & pfs
+        comp = np.full(len(s), self.comp_const) if self.comp_const is not None else s * self.comp_spb
+        wr = s * self.w_spb
+        if self.fixed_pfs_spb is not None:     # gamma: nodes: every PFS read at a fixed rate, logged
+            kind = np.where(pfs, KIND_FILL, KIND_FIXED)
+            fetch = np.where(pfs, s * np.where(fill, self.fill_spb, self.fixed_pfs_spb) + self.lat, 0.0)
+        else:
+            kind = np.where(fill, KIND_FILL, np.where(pfs, KIND_WINDOW, KIND_FIXED))
+            fetch = np.where(fill, s * self.fill_spb + self.lat, 0.0)
+        fetch = np.where(pfs, fetch, s * self.fixed_spb[src])
+        if self.ondemand:
+            io = fetch + wr
+            cost = io + comp
+        else:
+            cost = fetch + wr if self.series else np.maximum(fetch, wr)
+        static = kind != KIND_WINDOW
+        rix = np.repeat(np.arange(W), counts)
+        NT = len(TIER_NAMES)
+        self.bytes += np.bincount(rix * NT + src, weights=s, minlength=W * NT).reshape(W, NT)
+        self.fetch += np.bincount(rix * NT + src, weights=np.where(static, fetch, 0.0),
+                                  minlength=W * NT).reshape(W, NT)
+        self.compute += np.bincount(rix, weights=comp, minlength=W)
+        self.requests += np.bincount(rix, weights=req, minlength=W)
+        self.samples += counts
+        if self.ondemand:   # stall = fetch + write: the window reads' fetches are added by the loop
+            self.stall += np.bincount(rix, weights=np.where(static, io, wr), minlength=W)
+        else:
+            n = int(counts.max()) if W else 0
+            first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            flat = np.arange(len(s)) - first[rix] + rix * n     # (rank, column) in a (W, n) matrix
+            if len(s) == W * n:        # every rank has n accesses: the rows as they are
+                cm, pm, sm = comp.reshape(W, n), pfs.reshape(W, n), s.reshape(W, n)
+            else:
+                cm, pm, sm = np.zeros(W * n), np.zeros(W * n, bool), np.zeros(W * n)
+                cm[flat], pm[flat], sm[flat] = comp, pfs, s
+                cm, pm, sm = cm.reshape(W, n), pm.reshape(W, n), sm.reshape(W, n)
+            self.mats[e] = (cm, pm, rel, self.steps_loaded, sm)
+        cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        if (kind == KIND_WINDOW).all():
+            xl = [None] * len(kind)
+        else:
+            x = np.where(kind == KIND_FILL, -cost, cost).astype(object)
+            x[kind == KIND_WINDOW] = None
+            xl = x.tolist()
+        cols_l = [s.tolist(), xl]
+        rel_l = rel.tolist()
+        for r in range(W):
+            a, b = cuts[r], cuts[r + 1]
+            for dst, xs in zip((self.S, self.X), cols_l):
+                dst[r].extend(xs[a:b])
+            e0 = self.end[r]
+            self.step_start[r].extend(e0 + v for v in rel_l[r][1:])
+            self.end[r] = e0 + b - a
+        self.epoch_steps.append(steps)
+        self.epoch_first.add(self.steps_loaded)
+        self.step_epoch.extend([e] * steps)
+        self.steps_loaded += steps
+        self.next_epoch += 1
+        self.complete = self.next_epoch >= plan.epochs
+        return True
+
+    def trim(self, keep_from: list) -> None:
+        for r in range(self.W):
+            k = keep_from[r] - self.base[r]
+            if k > 0:
+                for lst in (self.S, self.X):
+                    del lst[r][:k]
+                self.base[r] += k
+        done = [e for e in self.mats if e < self.step_epoch[min(len(self.step_epoch) - 1, self._cut_step)]]
+        for e in done:
+            del self.mats[e]
+
+
+VEC_MIN_RANKS = 32   # consumption vectorised across ranks from this many ranks (a per-rank loop below)
+
+
+def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
+                t0: float, tier_fill: bool = False):
+    """``events.cost_events`` (same arguments, same results) for any world size; see the module doc."""
+    if tier_fill and policy == "prefetch":
+        return _cost_events_generic(model, plan, sizes, policy, threads_per_rank, t0, tier_fill)
+    p = model.p
+    rules = model.rules
+    W = plan.world_size
+    node_of = [int(x) for x in plan.node_map]
+    nodes = plan.nodes
+    K = max(1, W // max(nodes, 1))
+    spb = model.fetch_s_per_byte(nodes, p.staging.threads)
+    w_spb = p.staging_write_s_per_byte()
+    series = rules.write == "series"
+    lat = p.pfs.latency_s if p.pfs else 0.0
+    pfs_spb = [0.0] + [1.0 / float(p.pfs_per_client(g)) for g in range(1, nodes + 1)]
+    if rules.gamma == "threads":
+        raise ConfigError("the event-driven costing counts γ by nodes (thesis-window or nodes), not threads")
+    ondemand = policy == "ondemand"
+    step_time = model.step_time_s
+    win = _PlainWindow(plan, sizes, step_time / plan.local_batch if step_time is not None else None,
+                       model.compute_s_per_byte, ondemand=ondemand, series=series, w_spb=w_spb, lat=lat,
+                       fixed_spb=[float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))],
+                       fill_spb=pfs_spb[nodes], fixed_pfs_spb=pfs_spb[nodes] if rules.gamma == "nodes" else None)
+    stall = [0.0] * W
+    barrier = [0.0] * W
+    fsh = [0.0] * W           # PFS fetch seconds of window-rule reads
+    log = [-np.inf] * nodes
+    slog = sorted(log)
+    nn = nodes
+    inf = float("inf")
+    B = t0
+    step_end: list[float] = []
+    S, X, base, sst = win.S, win.X, win.base, win.step_start
+    lb = max(1, plan.local_batch)
+    comp_const = win.comp_const
+    comp_spb = win.comp_spb
+    node_arr = np.asarray(plan.node_map, dtype=np.int64)
+    node_starts = np.searchsorted(node_arr, np.arange(nodes)) if nodes else np.zeros(0, np.int64)
+    grouped = bool(W and np.all(np.diff(node_arr) >= 0) and node_arr[0] == 0 and np.all(np.diff(node_arr) <= 1))
+
+    def relog(nd: int, old: float) -> None:
+        new = log[nd]
+        if new != old:
+            del slog[bisect_left(slog, old)]
+            insort(slog, new)
+
+    j = -1
+    if ondemand:
+        while True:
+            j += 1
+            win.ensure_step(j)
+            if j >= win.steps_loaded:
+                break
+            if j in win.epoch_first and j:
+                win._cut_step = j
+                win.trim([sst[r][j] for r in range(W)])
+            t = [B] * W
+            for r in range(W):
+                nd = node_of[r]
+                own = log[nd]
+                lmax = own
+                tr = B
+                Sr, Xr = S[r], X[r]
+                bs = base[r]
+                fs = 0.0
+                th = -inf      # γ holds while tr <= th (the smallest logged start >= the tr it was taken at)
+                gs = 0.0
+                lp = -inf      # the last PFS read's start (tr only grows: the largest)
+                for f in range(sst[r][j] - bs, sst[r][j + 1] - bs):
+                    x = Xr[f]
+                    if x is None:
+                        if tr > th:
+                            i = bisect_left(slog, tr)
+                            th = slog[i] if i < nn else inf
+                            gs = pfs_spb[1 + nn - i - (own >= tr)]
+                        s = Sr[f]
+                        fe = s * gs + lat
+                        fs += fe
+                        lp = tr
+                        tr += fe + s * w_spb + (comp_const if comp_const is not None else s * comp_spb)
+                    elif x < 0.0:
+                        lp = tr
+                        tr -= x
+                    else:
+                        tr += x
+                if lp > lmax:
+                    lmax = lp
+                fsh[r] += fs      # stall: these fetches plus the window reads' writes (summed at load)
+                t[r] = tr
+                if lmax != own:
+                    log[nd] = lmax
+                    relog(nd, own)
+            Bn = max(t) if W else B
+            for r in range(W):
+                barrier[r] += Bn - t[r]
+            B = Bn
+            step_end.append(B)
+    else:
+        p_thr = max(1, int(round(threads_per_rank or 1)))
+        cap = float(p.staging.capacity_bytes) / K
+        free = [[t0] * p_thr for _ in range(W)]
+        counter = [0] * W
+        nxt = [0] * W
+        held = [0.0] * W
+        AV = [array("d") for _ in range(W)]     # avail, per rank, aligned with the window's lists
+        vec = W >= VEC_MIN_RANKS and grouped
+        while True:
+            j += 1
+            win.ensure_step(j)
+            if j >= win.steps_loaded:
+                break
+            if j in win.epoch_first and j > 1:
+                win._cut_step = j - 1
+                cut = [sst[r][j - 1] for r in range(W)]
+                for r in range(W):
+                    k = cut[r] - base[r]
+                    if k > 0:
+                        del AV[r][:k]
+                win.trim(cut)
+            # the previous step's samples leave the buffer: held -= their bytes, summed in order (the
+            # reference's sum(); a row's np.cumsum adds in the same order) for all ranks when the step has
+            # the same columns on every rank
+            sub = None
+            if j > 0:
+                cmp_, pmp, relp, j0p, smp = win.mats[win.step_epoch[j - 1]]
+                ap, bp = relp[:, j - 1 - j0p], relp[:, j - j0p]
+                if vec and (ap == ap[0]).all() and (bp == bp[0]).all() and bp[0] > ap[0]:
+                    held = (np.asarray(held) - np.cumsum(smp[:, ap[0]:bp[0]], axis=1)[:, -1]).tolist()
+                else:
+                    sub = j
+            for r in range(W):
+                bs = base[r]
+                Sr = S[r]
+                if sub is not None:
+                    held[r] -= sum(Sr[sst[r][j - 1] - bs:sst[r][j] - bs])
+                must = sst[r][j + 1] - bs
+                f0 = nxt[r] - bs
+                hr = held[r]
+                # how many accesses the rank schedules: all of this step's, then while the buffer has room
+                # (the reference's running sum, hr + s <= cap; acc[i + 1] is that sum after access i)
+                lo_i = must - f0 if must > f0 else 0
+                L = lo_i + lb + lb // 2 + 8
+                while True:
+                    n_acc = len(Sr)
+                    m = min(L, n_acc - f0)
+                    acc = list(accumulate(Sr[f0:f0 + m], initial=hr))
+                    n = bisect_right(acc, cap, 1) - 1
+                    if n < lo_i:
+                        n = lo_i
+                    if n < m:
+                        break
+                    if f0 + m < n_acc:
+                        L *= 2
+                        continue
+                    if not win.complete and win.load():
+                        continue
+                    n = m
+                    break
+                held[r] = acc[n]
+                nxt[r] = f0 + n + bs
+                if not n:
+                    continue
+                nd = node_of[r]
+                own = log[nd]
+                lmax = own
+                Xr, fr = X[r], free[r]
+                k0 = counter[r]
+                counter[r] = (k0 + n) % p_thr
+                ev = [0.0] * n
+                fs = 0.0
+                for t_ in range(p_thr):     # loader thread t_ takes every p-th access from its turn on
+                    q0 = (t_ - k0) % p_thr
+                    if q0 >= n:
+                        continue
+                    st = fr[t_]
+                    if st < B:
+                        st = B
+                    th = -inf       # γ holds while st <= th (st only grows along the thread)
+                    gs = 0.0
+                    lp = -inf
+                    for f in range(f0 + q0, f0 + n, p_thr):
+                        s = Sr[f]
+                        x = Xr[f]
+                        if x is None:
+                            if st > th:
+                                i = bisect_left(slog, st)
+                                th = slog[i] if i < nn else inf
+                                gs = pfs_spb[1 + nn - i - (own >= st)]
+                            fe = s * gs + lat
+                            fs += fe
+                            if series:
+                                e_ = st + (fe + s * w_spb)
+                            else:
+                                w_ = s * w_spb
+                                e_ = st + (fe if fe > w_ else w_)
+                            lp = st
+                        elif x < 0.0:
+                            lp = st
+                            e_ = st - x
+                        else:
+                            e_ = st + x
+                        ev[f - f0] = e_
+                        st = e_
+                    fr[t_] = st
+                    if lp > lmax:      # starts only grow along a thread: its last PFS read is its latest
+                        lmax = lp
+                AV[r].extend(ev)
+                fsh[r] += fs
+                if lmax != own:
+                    log[nd] = lmax
+                    relog(nd, own)
+            # consumption: e_f = max(avail_f, e_{f-1}) + compute_f; a wait on a PFS read logs it
+            e_idx = win.step_epoch[j]
+            cm, pm, rel, j0, _sm = win.mats[e_idx]
+            kk = j - j0
+            a_col, b_col = rel[:, kk], rel[:, kk + 1]
+            if vec and (a_col == a_col[0]).all() and (b_col == b_col[0]).all():
+                a0, b0 = int(a_col[0]), int(b_col[0])
+                ends_a = np.full(W, B)
+                if b0 > a0:
+                    av2 = np.frombuffer(b"".join([AV[r][sst[r][j] - base[r]:sst[r][j + 1] - base[r]]
+                                                  for r in range(W)]), dtype=np.float64).reshape(W, b0 - a0)
+                    e = ends_a
+                    wait = np.zeros(W)
+                    lg = np.full(W, -np.inf)
+                    for c in range(b0 - a0):
+                        a_ = av2[:, c]
+                        w = a_ > e
+                        if w.any():
+                            wait += np.where(w, a_ - e, 0.0)
+                            e = np.where(w, a_, e)
+                            lg = np.where(w & pm[:, a0 + c] & (e > lg), e, lg)
+                        e = e + cm[:, a0 + c]
+                    ends_a = e
+                    lgn = np.maximum.reduceat(lg, node_starts)
+                    for nd in np.nonzero(lgn > np.asarray(log))[0].tolist():
+                        old = log[nd]
+                        log[nd] = float(lgn[nd])
+                        relog(nd, old)
+                    for r, x in enumerate(wait.tolist()):
+                        stall[r] += x
+                ends = ends_a.tolist()
+            else:
+                ends = [B] * W
+                for r in range(W):
+                    nd = node_of[r]
+                    own = log[nd]
+                    lmax = own
+                    e = B
+                    bs = base[r]
+                    av, Sr, Xr = AV[r], S[r], X[r]
+                    wait = 0.0
+                    for f in range(sst[r][j] - bs, sst[r][j + 1] - bs):
+                        a_ = av[f]
+                        if a_ > e:
+                            wait += a_ - e
+                            e = a_
+                            if e > lmax:
+                                x = Xr[f]
+                                if x is None or x < 0.0:      # a PFS read
+                                    lmax = e
+                        e += comp_const if comp_const is not None else Sr[f] * comp_spb
+                    stall[r] += wait
+                    ends[r] = e
+                    if lmax != own:
+                        log[nd] = lmax
+                        relog(nd, own)
+            Bn = max(B, max(ends)) if W else B
+            for r in range(W):
+                barrier[r] += Bn - ends[r]
+            B = Bn
+            step_end.append(B)
+    fetch_t = win.fetch.copy()
+    fetch_t[:, SHARED] += np.asarray(fsh, dtype=np.float64)
+    if not ondemand:
+        fetch_t /= max(1, int(round(threads_per_rank or 1)))
+    epoch_times = np.zeros(plan.epochs)
+    prev = t0
+    k = 0
+    for e, ns in enumerate(win.epoch_steps):
+        if ns:
+            k += ns
+            epoch_times[e] = step_end[k - 1] - prev
+            prev = step_end[k - 1]
+    fetch_by = {n: fetch_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
+    bytes_by = {n: win.bytes[:, i].copy() for i, n in enumerate(TIER_NAMES)}
+    if ondemand:
+        stall = (np.asarray(stall, dtype=np.float64) + np.asarray(fsh, dtype=np.float64)).tolist()
+    return (epoch_times, win.compute.copy(), win.stall + np.asarray(stall, dtype=np.float64),
+            np.asarray(barrier, dtype=np.float64), fetch_by, bytes_by, win.samples.copy(), win.requests.copy())

@@ -1,0 +1,140 @@
+"""The thesis-window costing at scale (``simulate/fastevents.py``) against the reference event loop
+(``simulate/events.py``): every number of the result within 1e-9 relative, on small worlds (several
+strategies and policies, node counts that are not powers of two, several ranks per node, fixed and drawn
+sizes, the staging buffer binding across epochs, tier fills); and worlds past the reference's limit."""
+
+import numpy as np
+import pytest
+
+from dlbench.errors import ConfigError
+from dlbench.simulate import Model, SimWorkload, events, fastevents, load_profile, simulate
+from dlbench.simulate.core import build_plan, policy_of
+
+PROF = load_profile("hdmlp-thesis")
+DRAWN = SimWorkload("drawn", 3000, 5, "normal", 1e6, 1e5)
+FIXED = SimWorkload("fixed", 2000, 5, "fixed", 1e6)
+
+
+def _both(strategy, opts, wl, nodes, rpn, epochs, rules="thesis", tier_fill=False, seed=0):
+    sizes = wl.sizes(seed)
+    m = Model(PROF, rules=rules)
+    plan = build_plan(strategy, wl=wl, nodes=nodes, ranks_per_node=rpn, epochs=epochs, seed=seed, profile=PROF,
+                      sizes=sizes, options=opts)
+    pol = policy_of(strategy, plan)
+    thr = float(plan.loader_threads or 1) if pol == "prefetch" else None
+    ref = events.cost_events(m, plan, sizes, pol, thr, 1.5, tier_fill=tier_fill)
+    new = fastevents.cost_events(m, plan, sizes, pol, thr, 1.5, tier_fill=tier_fill)
+    return ref, new
+
+
+def _assert_same(ref, new):
+    names = ("epoch_times", "compute", "stall", "barrier", "fetch_s_by_tier", "bytes_by_tier", "samples")
+    for name, a, b in zip(names, ref, new):
+        if isinstance(a, dict):
+            assert a.keys() == b.keys()
+            for k in a:
+                np.testing.assert_allclose(b[k], a[k], rtol=1e-9, atol=0, err_msg=f"{name}.{k}")
+        else:
+            np.testing.assert_allclose(b, a, rtol=1e-9, atol=0, err_msg=name)
+    assert ref[0].sum() > 0
+
+
+CASES = [
+    ("naive", {}, DRAWN, 4, 1, 2, "thesis", False),
+    ("naive", {}, DRAWN, 3, 2, 2, "thesis", False),
+    ("naive", {}, FIXED, 6, 1, 2, "thesis", False),
+    ("naive", {}, DRAWN, 5, 1, 2, {"preset": "thesis", "gamma": "nodes"}, False),
+    ("prefetch", {"num_workers": 2}, DRAWN, 4, 1, 3, "thesis", False),
+    ("prefetch", {"num_workers": 3}, DRAWN, 5, 2, 3, "thesis", False),
+    ("prefetch", {"num_workers": 2}, FIXED, 6, 1, 2, "thesis", False),
+    ("prefetch", {"num_workers": 2}, DRAWN, 4, 1, 2, {"preset": "thesis", "gamma": "nodes", "write": "overlap"}, False),
+    ("clairvoyant", {"loader_threads": 2, "local_cache_capacity": 1e11}, DRAWN, 4, 1, 3, "thesis", True),
+    ("clairvoyant", {"loader_threads": 2}, DRAWN, 3, 1, 3, "thesis", False),
+    ("staging", {"loader_threads": 2, "tier": "local"}, DRAWN, 7, 1, 2, "thesis", False),
+    ("deepio", {"mode": "opportunistic", "loader_threads": 2, "cache_capacity": 6e10}, DRAWN, 4, 1, 2, "thesis", False),
+    ("lbann", {"mode": "dynamic", "loader_threads": 2, "cache_capacity": 6e10}, DRAWN, 4, 1, 2, "thesis", False),
+    ("locality", {"loader_threads": 2, "cache_capacity": 6e10}, DRAWN, 7, 1, 2, "thesis", False),
+]
+
+
+@pytest.mark.parametrize("vec_min_ranks", [1, 10**9], ids=["vector-consumption", "loop-consumption"])
+@pytest.mark.parametrize("strategy,opts,wl,nodes,rpn,epochs,rules,tier_fill", CASES,
+                         ids=[f"{c[0]}-{c[2].name}-{c[3]}x{c[4]}-{i}" for i, c in enumerate(CASES)])
+def test_fast_event_costing_equals_reference(strategy, opts, wl, nodes, rpn, epochs, rules, tier_fill,
+                                             vec_min_ranks, monkeypatch):
+    """Both consumption paths (vectorised across ranks, per-rank loop) on every case."""
+    monkeypatch.setattr(fastevents, "VEC_MIN_RANKS", vec_min_ranks)
+    ref, new = _both(strategy, opts, wl, nodes, rpn, epochs, rules, tier_fill)
+    _assert_same(ref, new)
+
+
+@pytest.mark.parametrize("strategy,opts", [("naive", {}), ("prefetch", {"num_workers": 2}),
+                                           ("staging", {"loader_threads": 3, "tier": "local"})])
+def test_many_ranks_uneven_steps(strategy, opts):
+    """33 nodes x 2 ranks (the consumption vectorised across ranks), 3,001 samples: ranks hold different counts
+    and the last step of each epoch is ragged (consumed by the per-rank loop)."""
+    wl = SimWorkload("uneven", 3001, 4, "lognormal", 1e6, 5e5, 1e4, 4e6)
+    ref, new = _both(strategy, opts, wl, 33, 2, 3)
+    _assert_same(ref, new)
+
+
+def test_generic_loop_equals_reference():
+    """The loop kept for tier fills (``_cost_events_generic``) on a plain case too."""
+    wl = DRAWN
+    sizes = wl.sizes(0)
+    m = Model(PROF, rules="thesis")
+    plan = build_plan("prefetch", wl=wl, nodes=5, ranks_per_node=1, epochs=3, seed=0, profile=PROF, sizes=sizes,
+                      options={"num_workers": 2})
+    _assert_same(events.cost_events(m, plan, sizes, "prefetch", 2.0, 0.5),
+                 fastevents._cost_events_generic(m, plan, sizes, "prefetch", 2.0, 0.5))
+
+
+def test_buffer_reads_ahead_across_epochs_and_window_is_trimmed():
+    """A staging buffer of 1 GB holds more than an epoch of a node's 1 MB samples here (150 per node per
+    epoch): loader threads read ahead several epochs, the window loads them and drops consumed ones."""
+    wl = SimWorkload("small", 600, 5, "normal", 1e6, 1e5)
+    ref, new = _both("prefetch", {"num_workers": 2}, wl, 4, 1, 5)
+    _assert_same(ref, new)
+
+
+def test_worlds_past_the_reference_limit_are_costed():
+    """The reference refuses more than events.MAX_RANKS ranks; the model (fast path) costs them."""
+    wl = SimWorkload("f", 1200, 1, "fixed", 1e6)
+    n = events.MAX_RANKS + 44
+    sizes = wl.sizes(0)
+    m = Model(PROF, rules="thesis")
+    plan = build_plan("naive", wl=wl, nodes=n, ranks_per_node=1, epochs=1, seed=0, profile=PROF, sizes=sizes)
+    with pytest.raises(ConfigError, match="at most 256"):
+        events.cost_events(m, plan, sizes, "ondemand", None, 0.0)
+    r = simulate(["naive", ("p", "prefetch", {"num_workers": 2})], wl=wl, profile=PROF, nodes=n, epochs=1,
+                 rules="thesis")
+    assert r["naive"]["samples"] == 1200 and r["p"]["samples"] == 1200
+    # each step: node 0 alone (γ = 1), the last node sees every earlier node's read (γ = n): the step lasts
+    # the last node's read at t(n)/n plus write and compute
+    per = 1 / (PROF.pfs_per_client(n) / 1e6) + 1 / 200 + 1 / 100
+    assert r["naive"]["total_time_s"] == pytest.approx(np.ceil(1200 / n) * per, rel=1e-9)
+
+
+@pytest.mark.parametrize("strategy,opts", [("naive", {}), ("prefetch", {"num_workers": 2}),
+                                           ("surrogatetrain", {})])
+def test_request_counts_from_the_costing_equal_the_plan_pass(strategy, opts):
+    """The engine counts the PFS requests while loading epochs (a chunk's covered columns excluded); the
+    summary then skips its own pass over the plan: both give the same summary."""
+    import dataclasses
+
+    from dlbench.simulate.core import summarize
+
+    wl = SimWorkload("w", 2400, 6, "normal", 1e6, 1e5, layout="hdf5_shared")
+    sizes = wl.sizes(0)
+    m = Model(PROF, rules="thesis")
+    try:
+        plan = build_plan(strategy, wl=wl, nodes=4, ranks_per_node=1, epochs=2, seed=0, profile=PROF, sizes=sizes,
+                          options=opts)
+    except ConfigError as e:
+        pytest.skip(str(e))
+    pol = policy_of(strategy, plan)
+    c = m.cost(plan, sizes, pol, threads_per_rank=2.0 if pol == "prefetch" else None)
+    assert c.shared_requests is not None
+    a = summarize(c, workload="w", profile=PROF, plan=plan, sizes=sizes)
+    b = summarize(dataclasses.replace(c, shared_requests=None), workload="w", profile=PROF, plan=plan, sizes=sizes)
+    assert a == b
