@@ -29,7 +29,8 @@ def shared_tier_plan(name: str, ctx: RunContext, drop_last: bool, meta: dict | N
     dataset read as ``tf.data`` does (``tfrecord.read: tfdata``), the tf.data order of ``streams`` loader
     streams instead (``dlbench.plan.tfdata``). ``drop_last_batch``: every rank's last partial batch is not
     read."""
-    tf = getattr(ctx.workload, "tfrecord", None) if ctx.workload.layout == "tfrecord" else None
+    wl = ctx.workload   # None where a plan is built without a dataset (the simulator's and planners' contexts)
+    tf = getattr(wl, "tfrecord", None) if wl is not None and wl.layout == "tfrecord" else None
     if tf is not None and tf.read == "tfdata":
         import numpy as np
 
@@ -43,7 +44,7 @@ def shared_tier_plan(name: str, ctx: RunContext, drop_last: bool, meta: dict | N
                            local_batch=ctx.local_batch, seed=ctx.seed, streams=streams,
                            shuffle_buffer=tf.shuffle_buffer, file_shuffle=tf.file_shuffle, tier=SHARED, meta=meta,
                            drop_last_batch=drop_last_batch)
-    if ctx.workload.layout == "tfrecord":
+    if wl is not None and wl.layout == "tfrecord":
         meta = {**(meta or {}), "read_pattern": "indexed",
                 "order": "global shuffle (DistributedSampler); tfrecord read pattern indexed (index file + one "
                          "pread per record)"}
