@@ -189,7 +189,7 @@ def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=Non
     rest: ``shared``: every epoch still delivers the whole subset once, the staged samples from the local
     tier and the others from the shared tier (per access: ``source``); ``redraw``: every epoch makes the
     same number of accesses, drawn uniformly with replacement from the staged samples only (what the
-    reference simulator does; not every sample is seen)."""
+    reference simulator does, whether or not the subset fits; not every sample is seen)."""
     if beyond not in ("shared", "redraw"):
         raise ConfigError(f"staging beyond={beyond!r}: must be shared or redraw")
     groups = np.asarray(groups, dtype=np.int64)
@@ -231,7 +231,7 @@ def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=Non
                    peer=np.full(len(sm), -1, np.int64), groups=groups)
 
     partial = not staged.all()
-    redraw = partial and beyond == "redraw"
+    redraw = beyond == "redraw"                             # the reference draws even when the subset fits
 
     def build(e: int) -> EpochPlan:
         if redraw:   # the subset's size in draws from the staged part, with replacement (seeded per epoch)
@@ -254,7 +254,7 @@ def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=Non
             "drop_last": drop_last, "drop_last_batch": drop_last_batch,
             "warning": "staging: the dataset does not fit in node-local storage; each node trains on its "
                        "local subset, so the order is no longer a global shuffle"}
-    if partial:
+    if partial or (redraw and sizes is not None):
         subset_b = np.array([float(sizes[np.unique(subsets[g])].sum()) for g in range(G)])
         frac = float(staged_b.sum() / subset_b.sum())
         meta["staged_fraction"] = frac
@@ -262,11 +262,11 @@ def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=Non
         meta["beyond_capacity"] = beyond
         if redraw:
             meta["staged"] = f"the first {frac:.1%} of each node's subset (what fits)"
-            meta["order"] = ("staging-redraw: each node's subset did not fit either; every epoch draws the subset's "
-                             "size in samples, with replacement, from the staged part only: NOT a global shuffle, "
-                             "not every sample seen")
-            meta["warning"] = (f"staging: even a per-node subset does not fit in node-local storage; {frac:.1%} of "
-                               f"it is staged and each epoch draws only from the staged samples (with replacement)")
+            meta["order"] = ("staging-redraw: every epoch each node draws its subset's size in samples, with "
+                             "replacement, from the staged part of its subset only: NOT a global shuffle, not every "
+                             "sample seen")
+            meta["warning"] = (f"staging: the dataset does not fit in node-local storage; {frac:.1%} of each node's "
+                               f"subset is staged and each epoch draws only from the staged samples (with replacement)")
         else:
             meta["staged"] = f"the first {frac:.1%} of each node's subset (what fits); the rest from the shared tier"
             meta["order"] = ("staging-partial: each node trains on its own subset every epoch (NOT a global shuffle); "

@@ -9,7 +9,7 @@ shuffle). If even the subset does not fit, the node stages the first part of its
 that fits and reads the rest from the shared tier every epoch (each access's source is in the plan; the
 summary's plan warning gives the staged fraction). ``--if-too-big redraw``: as the HDMLP thesis'
 reference simulator, each epoch draws the subset's size in samples, with replacement, from the staged
-part only (no shared-tier reads after staging; not every sample is seen). ``--if-too-big error`` stops
+part only, whether or not the subset fits (no shared-tier reads after staging; not every sample is seen). ``--if-too-big error`` stops
 instead."""
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from .localcopy import (
 from .naive import GLOBAL_SHUFFLE
 
 SUBSET = Semantics("no (per-node subsets)", "no", "yes")
+REDRAW = Semantics("no (per-node draws with replacement from the staged samples)", "no", "yes")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,7 +139,7 @@ class Staging(Strategy):
                 for g in np.unique(groups)]
         check_capacity(np.array(need), cap, src, "staging a per-node subset (F/N samples)")   # planner's invariant
         plan.meta.update(capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=max(need),
-                         semantics=SUBSET.as_dict())
+                         semantics=(REDRAW if beyond == "redraw" else SUBSET).as_dict())
         return set_pipeline(plan, options.loader_threads)
 
     def executor(self, ctx: RunContext, plan: Plan, options: StagingOptions) -> Executor:

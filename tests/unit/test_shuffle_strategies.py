@@ -189,15 +189,19 @@ def test_staging_strategy_subset_beyond_capacity_is_said():
         stg.plan(_ctx(), strategies.parse_options(stg, {"local_capacity": 50}))
 
 
-def test_executor_serial_partial_staging_bytes_by_tier(tmp_path):
+@pytest.mark.parametrize("mode", ["subset", "redraw"])
+def test_executor_serial_partial_staging_bytes_by_tier(tmp_path, mode):
     wl = wl_mod.load("hep_cnn", scale="tiny")
     mem = MemoryReader(wl, seed=3)
     cap = 20 * wl.sample_nbytes
-    cfg = RunConfig(workload="hep_cnn", strategy="staging", options={"local_capacity": cap}, epochs=2, batch_size=5,
-                    seed=3, compute_time_s=0.0, verify=True, local_dir=str(tmp_path / "loc"))
+    cfg = RunConfig(workload="hep_cnn", strategy="staging", options={"local_capacity": cap, "if_too_big": mode},
+                    epochs=2, batch_size=5, seed=3, compute_time_s=0.0, verify=True, local_dir=str(tmp_path / "loc"))
     loop = Loop(cfg, SerialComm(), wl, mem, None, reader_factory=lambda: MemoryReader(wl, seed=3))
     out = loop.run(Timeline(1024, 0))
     a = out["arrays"]
     assert out["verified"] == 2 * 64
     rd = (a["phase"] == PHASE_ID["read"]) & (a["epoch"] >= 0)
-    assert (a["tier"][rd] == 0).sum() == 2 * 44 and (a["tier"][rd] == 1).sum() == 2 * 20
+    if mode == "subset":
+        assert (a["tier"][rd] == 0).sum() == 2 * 44 and (a["tier"][rd] == 1).sum() == 2 * 20
+    else:   # 64 draws per epoch from the 20 staged samples, all from the local copies
+        assert (a["tier"][rd] == 1).sum() == 2 * 64

@@ -16,7 +16,7 @@ OPTS = {"staging": {"local_capacity": 7.5 * MB}}     # 7 of them fit
 def test_thesis_rules_stage_what_fits_then_draw_from_it():
     s = simulate(["staging"], wl=WL, profile=PROF, nodes=2, epochs=2, seed=1, options=OPTS, rules="thesis")["staging"]
     assert s["options"]["if_too_big"] == "redraw" and "staging-redraw" in s["plan_order"]
-    assert "35.0% of it is staged" in s["plan_warning"]
+    assert "35.0% of each node's subset is staged" in s["plan_warning"]
     # the reference's _init_from_pfs: the 7 files of a node round robin over the SSD's 2 threads, each
     # s / min(b_fs, t(N)/N) + max(s/beta, s/(r_0(p_0)/p_0)); t(2) = 86 MB/s, beta = 200 MB/s, r_0(2) = 21,164 MB/s
     per_file = MB / min(2000 * MB, 86 * MB / 2) + max(MB / (200 * MB), MB / (21164 * MB / 2))
@@ -41,3 +41,14 @@ def test_default_rules_read_the_rest_of_the_subset_from_the_shared_tier():
     t = simulate([("x", "staging", {"if_too_big": "subset"})], wl=WL, profile=PROF, nodes=2, epochs=2, seed=1,
                  options=OPTS, rules="thesis")["x"]
     assert t["bytes_by_tier"]["shared"] == 2 * 2 * 13 * MB
+
+
+def test_thesis_rules_draw_from_the_subset_also_when_it_fits():
+    s = simulate(["staging"], wl=WL, profile=PROF, nodes=2, epochs=2, seed=1,
+                 options={"staging": {"local_capacity": 25 * MB}}, rules="thesis")["staging"]
+    assert "staging-redraw" in s["plan_order"] and "100.0% of each node's subset" in s["plan_warning"]
+    assert s["bytes_by_tier"] == {"shared": 0, "local": 2 * 2 * 20 * MB, "memory": 0, "peer": 0}
+    assert s["prologue_bytes_by_tier"]["shared"] == 40 * MB
+    d = simulate(["staging"], wl=WL, profile=PROF, nodes=2, epochs=2, seed=1,
+                 options={"staging": {"local_capacity": 25 * MB}})["staging"]
+    assert "staging-subset" in d["plan_order"] and "staged" not in d["plan_warning"]
