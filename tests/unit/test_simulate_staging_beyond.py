@@ -52,3 +52,11 @@ def test_thesis_rules_draw_from_the_subset_also_when_it_fits():
     d = simulate(["staging"], wl=WL, profile=PROF, nodes=2, epochs=2, seed=1,
                  options={"staging": {"local_capacity": 25 * MB}})["staging"]
     assert "staging-subset" in d["plan_order"] and "staged" not in d["plan_warning"]
+
+
+def test_simulate_prints_the_staged_fraction(cli, tmp_path):
+    r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "hep_cnn", "--nodes", 2, "--strategies", "staging",
+             "--option", "staging.local_capacity=1e10", "--out", tmp_path / "o"])
+    assert r.exit_code == 0, r.output
+    assert "dlbench: warning: staging: staging: even a per-node subset does not fit" in r.output
+    assert "% of it is staged, the other" in r.output
