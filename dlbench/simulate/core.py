@@ -285,5 +285,7 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
                                       "plan_pipeline": plan.pipeline, "plan_loader_threads_per_rank": threads,
                                       "options": o or {}, "model_options": mo,
                                       "model_rules": dataclasses.asdict(model.rules),
-                                      **({"plan_warning": plan.meta["warning"]} if plan.meta.get("warning") else {})})
+                                      **({"plan_warning": plan.meta["warning"]} if plan.meta.get("warning") else {}),
+                                      **({"staged_fraction": plan.meta["staged_fraction"]}
+                                         if "staged_fraction" in plan.meta else {})})
     return out

@@ -116,4 +116,5 @@ def test_two_nodes_partial_staging_bytes_by_tier_match_simulate(tiny, tmp_path, 
     assert s["bytes_by_tier"] == {k: int(v) for k, v in ss["bytes_by_tier"].items()}
     assert s["prologue_bytes_by_tier"] == {k: int(v) for k, v in ss["prologue_bytes_by_tier"].items()}
     assert s["shared_read_requests"] == ss["shared_read_requests"]
+    assert s["staged_fraction"] == ss["staged_fraction"] == 10 / 32
     assert not any(loc.rglob("*.row"))

@@ -35,6 +35,7 @@ def test_thesis_rules_stage_what_fits_then_draw_from_it():
 def test_default_rules_read_the_rest_of_the_subset_from_the_shared_tier():
     s = simulate(["staging"], wl=WL, profile=PROF, nodes=2, epochs=2, seed=1, options=OPTS)["staging"]
     assert "if_too_big" not in s["options"] and "staging-partial" in s["plan_order"]
+    assert s["staged_fraction"] == pytest.approx(7 / 20)
     assert s["bytes_by_tier"] == {"shared": 2 * 2 * 13 * MB, "local": 2 * 2 * 7 * MB, "memory": 0, "peer": 0}
     assert s["prologue_bytes_by_tier"]["shared"] == 2 * 7 * MB
     # an explicit choice wins over the thesis rules' default
