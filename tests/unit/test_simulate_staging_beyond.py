@@ -21,6 +21,11 @@ def test_thesis_rules_stage_what_fits_then_draw_from_it():
     # s / min(b_fs, t(N)/N) + max(s/beta, s/(r_0(p_0)/p_0)); t(2) = 86 MB/s, beta = 200 MB/s, r_0(2) = 21,164 MB/s
     per_file = MB / min(2000 * MB, 86 * MB / 2) + max(MB / (200 * MB), MB / (21164 * MB / 2))
     assert s["prologue_time_s"] == pytest.approx(4 * per_file, rel=1e-12)
+    # the reference's _init_from_remote then copies nothing: the node's capacity (7.5 MB here, not the
+    # profile's 100 GB SSD) is full
+    f = simulate([("x", "staging", None, {"prologue_fill_to_capacity": True})], wl=WL, profile=PROF, nodes=2,
+                 epochs=2, seed=1, options=OPTS, rules="thesis")["x"]
+    assert f["prologue_time_s"] == pytest.approx(4 * per_file, rel=1e-12)
     assert s["prologue_bytes_by_tier"]["shared"] == 2 * 7 * MB
     # then no PFS read at all: 2 epochs x 2 nodes x 20 accesses from the SSD
     assert s["bytes_by_tier"] == {"shared": 0, "local": 2 * 2 * 20 * MB, "memory": 0, "peer": 0}
