@@ -185,7 +185,6 @@ class Model:
         s = sizes[pro.sample]
         w = p.staging_write_s_per_byte()
         pfs = 1.0 / float(p.pfs_per_client(nodes))
-        total_b = float(sizes.sum())
         out = 0.0
         for nd in range(nodes):
             t_nd = 0.0
