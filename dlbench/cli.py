@@ -964,6 +964,9 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         raise _interrupted(e, f"during simulate: {kept}") from None
     if dirs:
         click.echo(compare_table(dirs, fmt=fmt, reference_s=reference))
+    for label, v in results.items():   # what a plan changed about the run (e.g. staging beyond capacity)
+        if v.get("plan_warning"):
+            click.echo(f"dlbench: warning: {label}: {v['plan_warning']}", err=True)
     for label, v in na.items():
         click.echo(f"{label}: N/A ({v['not_applicable']})")
     if na:

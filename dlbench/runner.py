@@ -838,6 +838,8 @@ def _finish(cfg, comm, workload, manifest, loop, config_echo, run_dir: Path, gat
     summary["read_latency"] = latency
     if loop.plan.meta.get("warning"):
         summary["plan_warning"] = loop.plan.meta["warning"]
+    if "staged_fraction" in loop.plan.meta:   # staging beyond a node's capacity: the share of its subset staged
+        summary["staged_fraction"] = loop.plan.meta["staged_fraction"]
     summary["compute"] = {"mode": cfg.compute, **(gathered[0].get("compute") or {})}
     if cfg.compute == "sleep":
         summary["compute"]["step_time_s"] = config_echo["compute_step_time_s"]

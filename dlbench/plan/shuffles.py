@@ -175,12 +175,23 @@ def pls_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_ba
 
 def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=None, epochs: int,
                         local_batch: int, seed: int, drop_last: bool = False, drop_last_batch: bool = False,
-                        tier: int = LOCAL) -> Plan:
+                        tier: int = LOCAL, sample_nbytes=None, capacity: float | None = None,
+                        beyond: str = "shared") -> Plan:
     """Staging when the dataset does not fit on a node: the dataset is split once into one subset per
     storage group (``groups[r]``: the group of rank r, a node for a node-local directory, the rank itself
     for a per-process memory tier); the ranks of a group read disjoint parts of its subset from the PFS,
     and every epoch the group's subset is shuffled and dealt to its ranks (DistributedSampler-style). The
-    order is no longer a global shuffle: each group sees only its subset, every epoch."""
+    order is no longer a global shuffle: each group sees only its subset, every epoch.
+
+    ``capacity`` (bytes per group, with ``sample_nbytes``): when a group's subset holds more, only the
+    prefix of its subset in id order that fits is staged (the HDMLP thesis' Parallel Data Staging: its own
+    partition, file by file, until the first one that does not fit). ``beyond`` says what happens to the
+    rest: ``shared``: every epoch still delivers the whole subset once, the staged samples from the local
+    tier and the others from the shared tier (per access: ``source``); ``redraw``: every epoch makes the
+    same number of accesses, drawn uniformly with replacement from the staged samples only (what the
+    reference simulator does, whether or not the subset fits; not every sample is seen)."""
+    if beyond not in ("shared", "redraw"):
+        raise ConfigError(f"staging beyond={beyond!r}: must be shared or redraw")
     groups = np.asarray(groups, dtype=np.int64)
     W = int(world_size)
     G = int(groups.max()) + 1
@@ -190,9 +201,27 @@ def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=Non
         raise ConfigError(f"staging with a per-node subset needs the same number of ranks in every node; "
                           f"got {[len(m) for m in members]}")
     subsets = shards(seed, n_samples, G, drop_last)          # (G, n_group)
+    staged = np.ones(n_samples, dtype=bool)                 # staged[i]: sample i is in its group's store
+    staged_b = np.zeros(G)
+    pools = []                                              # per group: its staged ids (sorted)
+    sizes = None
+    if capacity is not None:
+        if sample_nbytes is None:
+            raise ConfigError("staging_subset_plan: capacity needs sample_nbytes")
+        sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.float64), (n_samples,))
     ranks, samples = [], []
     for g, mem in enumerate(members):
         uniq = np.unique(subsets[g])
+        if sizes is not None:
+            fits = np.cumsum(sizes[uniq]) <= float(capacity)
+            k = int(np.argmin(fits)) if not fits.all() else len(uniq)   # stop at the first that does not fit
+            staged[uniq[k:]] = False
+            uniq = uniq[:k]
+            staged_b[g] = float(sizes[uniq].sum())
+        if not len(uniq):
+            raise CapacityError(f"staging: a node's capacity of {float(capacity or 0):.4g} B holds none of its "
+                                f"subset; add capacity or use a strategy that reads the shared tier (naive, prefetch)")
+        pools.append(uniq)
         for j, r in enumerate(mem):
             part = uniq[j::K]
             ranks.append(np.full(len(part), r, np.int64))
@@ -201,15 +230,23 @@ def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=Non
     pro = Prologue(rank=rk, sample=sm, src=np.full(len(sm), SHARED, np.uint8), dst=np.full(len(sm), tier, np.uint8),
                    peer=np.full(len(sm), -1, np.int64), groups=groups)
 
+    partial = not staged.all()
+    redraw = beyond == "redraw"                             # the reference draws even when the subset fits
+
     def build(e: int) -> EpochPlan:
-        shuffled = _shuffle_rows(subsets, seed, e, 1)
-        per = [distributed_indices(shuffled[g], K, drop_last) for g in range(G)]
+        if redraw:   # the subset's size in draws from the staged part, with replacement (seeded per epoch)
+            rng = epoch_rng(seed, e, 3)
+            drawn = np.stack([pool[rng.integers(0, len(pool), subsets.shape[1])] for pool in pools])
+        else:
+            drawn = _shuffle_rows(subsets, seed, e, 1)
+        per = [distributed_indices(drawn[g], K, drop_last) for g in range(G)]
         n = per[0].shape[1]
         rows = np.empty((W, n), np.int64)
         for g, mem in enumerate(members):
             rows[mem] = per[g]
-        return EpochPlan(epoch=e, sample_ids=rows, source=np.full(rows.shape, tier, np.uint8),
-                         bounds=_bounds(W, n, local_batch, drop_last_batch))
+        src = np.where(staged[rows], np.uint8(tier), np.uint8(SHARED)) if partial else np.full(rows.shape, tier,
+                                                                                                np.uint8)
+        return EpochPlan(epoch=e, sample_ids=rows, source=src, bounds=_bounds(W, n, local_batch, drop_last_batch))
 
     meta = {"order": "staging-subset: the dataset did not fit on a node, so each node trains on its own subset "
                      "every epoch: NOT a global shuffle",
@@ -217,6 +254,25 @@ def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=Non
             "drop_last": drop_last, "drop_last_batch": drop_last_batch,
             "warning": "staging: the dataset does not fit in node-local storage; each node trains on its "
                        "local subset, so the order is no longer a global shuffle"}
+    if partial or (redraw and sizes is not None):
+        subset_b = np.array([float(sizes[np.unique(subsets[g])].sum()) for g in range(G)])
+        frac = float(staged_b.sum() / subset_b.sum())
+        meta["staged_fraction"] = frac
+        meta["staged_bytes_per_node"] = staged_b.tolist()
+        meta["beyond_capacity"] = beyond
+        if redraw:
+            meta["staged"] = f"the first {frac:.1%} of each node's subset (what fits)"
+            meta["order"] = ("staging-redraw: every epoch each node draws its subset's size in samples, with "
+                             "replacement, from the staged part of its subset only: NOT a global shuffle, not every "
+                             "sample seen")
+            meta["warning"] = (f"staging: the dataset does not fit in node-local storage; {frac:.1%} of each node's "
+                               f"subset is staged and each epoch draws only from the staged samples (with replacement)")
+        else:
+            meta["staged"] = f"the first {frac:.1%} of each node's subset (what fits); the rest from the shared tier"
+            meta["order"] = ("staging-partial: each node trains on its own subset every epoch (NOT a global shuffle); "
+                             "the part beyond node-local capacity is read from the shared tier every epoch")
+            meta["warning"] = (f"staging: even a per-node subset does not fit in node-local storage; {frac:.1%} of it "
+                               f"is staged, the other {1 - frac:.1%} is read from the shared tier every epoch")
     return Plan(strategy="staging", n_samples=n_samples, world_size=W,
                 node_map=groups if node_map is None else node_map, epochs=epochs, local_batch=local_batch,
                 seed=seed, build_epoch=build, prologue=pro, meta=meta)

@@ -264,6 +264,9 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
         bad = set(mo) - set(MODEL_OPTIONS)
         if bad:
             raise unknown_choice(f"model option of row {label!r}", sorted(bad)[0], sorted(MODEL_OPTIONS))
+        if name == "staging" and model.rules.prologue == "series":
+            # the thesis' staging: beyond a node's capacity, draw from the staged part (as its reference simulator)
+            o = {"if_too_big": "redraw", **(o or {})}
         try:
             plan = build_plan(name, wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs, seed=seed,
                               profile=profile, sizes=sizes, options=o)
@@ -285,5 +288,7 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
                                       "plan_pipeline": plan.pipeline, "plan_loader_threads_per_rank": threads,
                                       "options": o or {}, "model_options": mo,
                                       "model_rules": dataclasses.asdict(model.rules),
-                                      **({"plan_warning": plan.meta["warning"]} if plan.meta.get("warning") else {})})
+                                      **({"plan_warning": plan.meta["warning"]} if plan.meta.get("warning") else {}),
+                                      **({"staged_fraction": plan.meta["staged_fraction"]}
+                                         if "staged_fraction" in plan.meta else {})})
     return out

@@ -178,7 +178,8 @@ class Model:
         node's rows round robin; a PFS row costs s / min(b_fs, t(N)/N) + w (γ = the N nodes), then each
         sample received from peers (all-gather) costs s / min(b_c, r_dst(p)) + w. ``fill_to_capacity``: the
         node also copies other nodes' pieces from its peers until its destination tier is full (the
-        reference's Parallel Data Staging, whose training then draws only from the own piece)."""
+        reference's Parallel Data Staging, whose training then draws only from the own piece): whole samples
+        in id order up to the first that does not fit, in the plan's capacity where smaller than the tier's."""
         p = self.p
         pro = plan.prologue
         nodes = plan.nodes
@@ -186,7 +187,6 @@ class Model:
         s = sizes[pro.sample]
         w = p.staging_write_s_per_byte()
         pfs = 1.0 / float(p.pfs_per_client(nodes))
-        total_b = float(sizes.sum())
         out = 0.0
         for nd in range(nodes):
             t_nd = 0.0
@@ -208,7 +208,13 @@ class Model:
                 if pro.allgather:
                     recv_b = float(s[pro.dst == code].sum()) - own_b
                 elif fill_to_capacity and tier is not None:
-                    recv_b = max(0.0, min(tier.capacity_bytes, total_b) - own_b)
+                    # whole samples not staged from the PFS, in id order, until the first that does not fit
+                    cap = min(tier.capacity_bytes, float(plan.meta.get("capacity_per_node_bytes", np.inf)))
+                    held = np.zeros(len(sizes), dtype=bool)
+                    held[pro.sample[node == nd]] = True
+                    cand = np.cumsum(sizes[~held])
+                    recv_b = float(cand[np.searchsorted(cand, cap - own_b, side="right") - 1]) \
+                        if len(cand) and cand[0] <= cap - own_b else 0.0
                 t_nd = max(t_nd, float(per_thread.max()) + recv_b * (peer + w) / thr)
             out = max(out, t_nd)
         return out

@@ -85,3 +85,36 @@ def test_peer_dying_during_exchange_aborts_the_job(tiny, tmp_path):
             p.kill()
             p.communicate()
     assert p.returncode != 0
+
+
+@pytest.mark.parametrize("extra", [[], ["--loader-threads", "2"]])
+def test_two_nodes_partial_staging_bytes_by_tier_match_simulate(tiny, tmp_path, run_mpi, extra):
+    """A node's subset (32 samples) exceeds --local-capacity (10 samples): each node stages the first 10 of
+    its subset, reads the other 22 from the shared tier every epoch, and run and simulate count the same
+    bytes by tier."""
+    import numpy as np
+
+    from dlbench.simulate import SimWorkload, load_profile, simulate
+
+    out, loc = tmp_path / "res", tmp_path / "loc"
+    cap = 10 * 12292 + 100
+    r = run_mpi(["run", "--workload", "hep_cnn", "--strategy", "staging", "--local-capacity", cap, *extra,
+                 "--data-dir", tiny, "--ranks-per-node", 1, "--epochs", 2, "--compute-time", "0.001", "--verify",
+                 "--out", out, "--local-dir", loc])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "31.2% of it is staged" in r.stdout + r.stderr
+    run = json.loads(next(out.rglob("run.json")).read_text())
+    cfg, s = run["config"], run["summary"]
+    assert s["verified_samples"] == 2 * 64
+    assert s["bytes_by_tier"] == {"shared": 2 * 2 * 22 * 12292, "local": 2 * 2 * 10 * 12292, "memory": 0, "peer": 0}
+    assert s["prologue_bytes_by_tier"]["shared"] == 2 * 10 * 12292
+    nbytes = sum(int(np.prod(a["shape"])) * np.dtype(a["dtype"]).itemsize for a in cfg["workload_spec"]["arrays"])
+    wl = SimWorkload("hep_cnn", 64, int(cfg["local_batch"]), "fixed", float(nbytes),
+                     step_time_s=float(cfg["compute_step_time_s"]), layout=cfg["workload_spec"]["layout"])
+    ss = simulate([("x", "staging", dict(cfg["options"]))], wl=wl, profile=load_profile("laptop-pfs"), nodes=2,
+                  epochs=2, seed=int(cfg["seed"]))["x"]
+    assert s["bytes_by_tier"] == {k: int(v) for k, v in ss["bytes_by_tier"].items()}
+    assert s["prologue_bytes_by_tier"] == {k: int(v) for k, v in ss["prologue_bytes_by_tier"].items()}
+    assert s["shared_read_requests"] == ss["shared_read_requests"]
+    assert s["staged_fraction"] == ss["staged_fraction"] == 10 / 32
+    assert not any(loc.rglob("*.row"))

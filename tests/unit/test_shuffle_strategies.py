@@ -136,3 +136,72 @@ def test_executor_serial_verify(tmp_path, strategy, opts):
     assert (a["tier"][rd & ~pro] == (2 if opts.get("tier") == "memory" else 1)).all()
     assert -1 in list(a["epochs"])
     assert not any((tmp_path / "loc").rglob("*.row"))                        # cleaned up
+
+
+def _partial(beyond, cap=2000):
+    sizes = np.arange(103) % 7 * 10 + 50
+    kw = {k: v for k, v in KW.items() if k != "node_map"}
+    return sizes, staging_subset_plan(groups=np.arange(4) // 2, sample_nbytes=sizes, capacity=cap, beyond=beyond,
+                                      **kw)
+
+
+def test_staging_partial_subset_beyond_capacity_reads_the_rest_from_shared():
+    from dlbench.plan import SHARED
+    from dlbench.plan.invariants import check_possession
+
+    sizes, plan = _partial("shared")
+    check_possession(plan)
+    pro = plan.prologue
+    node = pro.groups[pro.rank]
+    full = staging_subset_plan(groups=np.arange(4) // 2, **{k: v for k, v in KW.items() if k != "node_map"})
+    for g in (0, 1):
+        staged = np.sort(pro.sample[node == g])
+        subset = np.unique(full.epoch(0).sample_ids[2 * g:2 * g + 2])
+        assert sizes[staged].sum() <= 2000 < sizes[subset].sum()
+        k = len(staged)
+        assert np.array_equal(staged, subset[:k]) and sizes[subset[:k + 1]].sum() > 2000   # the prefix that fits
+    for ep, ref in zip(plan, full):
+        assert np.array_equal(ep.sample_ids, ref.sample_ids)        # every sample once per epoch, same order
+        held = np.isin(ep.sample_ids, pro.sample)
+        assert np.array_equal(ep.source == SHARED, ~held) and (ep.source[held] == LOCAL).all()
+    frac = plan.meta["staged_fraction"]
+    assert 0 < frac < 1 and f"{frac:.1%} of it is staged" in plan.meta["warning"]
+
+
+def test_staging_redraw_draws_only_from_the_staged_prefix():
+    sizes, plan = _partial("redraw")
+    pro = plan.prologue
+    for ep in plan:
+        assert (ep.source == LOCAL).all()
+        for r in range(4):
+            mates = pro.sample[pro.groups[pro.rank] == r // 2]
+            assert np.isin(ep.sample_ids[r], mates).all()
+    assert plan.epoch(0).sample_ids.shape == _partial("shared")[1].epoch(0).sample_ids.shape
+    assert not np.array_equal(plan.epoch(0).sample_ids, plan.epoch(1).sample_ids)
+
+
+def test_staging_strategy_subset_beyond_capacity_is_said():
+    stg = strategies.get("staging")
+    plan = stg.plan(_ctx(), strategies.parse_options(stg, {"local_capacity": 2000}))
+    assert plan.meta["staged_fraction"] == pytest.approx(2000 * 2 / (2 * 52 * 100))   # subsets of 52 (padded)
+    assert "read from the shared tier every epoch" in plan.meta["warning"]
+    with pytest.raises(CapacityError, match="holds none"):
+        stg.plan(_ctx(), strategies.parse_options(stg, {"local_capacity": 50}))
+
+
+@pytest.mark.parametrize("mode", ["subset", "redraw"])
+def test_executor_serial_partial_staging_bytes_by_tier(tmp_path, mode):
+    wl = wl_mod.load("hep_cnn", scale="tiny")
+    mem = MemoryReader(wl, seed=3)
+    cap = 20 * wl.sample_nbytes
+    cfg = RunConfig(workload="hep_cnn", strategy="staging", options={"local_capacity": cap, "if_too_big": mode},
+                    epochs=2, batch_size=5, seed=3, compute_time_s=0.0, verify=True, local_dir=str(tmp_path / "loc"))
+    loop = Loop(cfg, SerialComm(), wl, mem, None, reader_factory=lambda: MemoryReader(wl, seed=3))
+    out = loop.run(Timeline(1024, 0))
+    a = out["arrays"]
+    assert out["verified"] == 2 * 64
+    rd = (a["phase"] == PHASE_ID["read"]) & (a["epoch"] >= 0)
+    if mode == "subset":
+        assert (a["tier"][rd] == 0).sum() == 2 * 44 and (a["tier"][rd] == 1).sum() == 2 * 20
+    else:   # 64 draws per epoch from the 20 staged samples, all from the local copies
+        assert (a["tier"][rd] == 1).sum() == 2 * 64
