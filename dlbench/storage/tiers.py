@@ -426,8 +426,9 @@ class ArenaTier:
     """Rows in one preallocated byte arena of ``capacity_bytes``: a sample takes its own size (its start
     aligned to ``ARENA_ALIGN``), not a slot of the largest row, so a tier of C bytes holds samples while
     their bytes fit C. Allocation is a bump pointer: one lookup and two stores per sample, nothing allocated
-    on the hot path; a deleted sample's bytes are reused only when it is the newest one (the cache family's
-    plans never evict; a plan that evicts and refills uses ``MemoryTier``'s slots). A sample that does not
+    on the hot path; a deleted sample's bytes are reused only when it is the newest one or the arena is empty
+    again (the cache family's plans never evict; a plan that evicts and refills uses ``MemoryTier``'s
+    slots). A sample that does not
     fit is a CapacityError naming the flag. The arena's pages are touched at construction. Same interface
     as ``MemoryTier`` (``flat``: the arena; ``offset``/``offsets`` for MPI messages gathered from it)."""
 
@@ -542,7 +543,9 @@ class ArenaTier:
         with self._lock:
             off, n = self._at.pop(sid)
             self.used_bytes -= n
-            if off + n == self._top:        # the newest sample: its bytes are free again
+            if not self._at:                # empty: the whole arena is free again
+                self._top = 0
+            elif off + n == self._top:      # the newest sample: its bytes are free again
                 self._top = off
         self.counters.deletes += 1
 

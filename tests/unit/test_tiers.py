@@ -266,5 +266,9 @@ def test_arena_delete_of_the_newest_sample_frees_its_bytes_and_rows_into():
     got = t.read_rows_into([3, 1], rows, [0, 1], lambda: 0)
     assert [g[2] for g in got] == [1500, 2000] and (rows[0, :1500] == 3).all() and (rows[1, :2000] == 1).all()
     assert t.counters.reads == 2 and t.counters.read_bytes == 3500
+    t.delete(1)
+    t.delete(3)                                                # empty again: the whole arena is free
+    t.put(4, np.full(4000, 4, np.uint8))
+    assert t.offset(4) == (0, 4000)
     with pytest.raises(CapacityError, match="--x=0"):
         ArenaTier(0, 10, flag="--x")
