@@ -926,7 +926,7 @@ def dry_run_summary(loop: Loop, config_echo: dict) -> dict:
            "semantics": loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict(),
            "order": loop.plan.meta.get("order"), "shared_tier": loop.system.describe_shared_tier(),
            "capacity": {k: loop.plan.meta[k] for k in ("needed_per_node_bytes", "capacity_per_node_bytes",
-                                                         "capacity_source", "cache_peak_samples",
+                                                         "capacity_source", "cache_peak_samples", "cache_peak_bytes",
                                                          "cache_bytes_per_rank", "cache_capacity_per_rank_bytes",
                                                          "cache_capacity_source", "local_cache_peak_bytes")
                         if k in loop.plan.meta}}

@@ -89,14 +89,15 @@ def owner_sources(rows: np.ndarray, bounds: np.ndarray, owner: np.ndarray, *, fi
 
 
 def lbann_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
-               mode: str, drop_last: bool = False, drop_last_batch: bool = False, pipeline: str = "sync",
-               loader_threads: int | None = None) -> Plan:
+               mode: str, sample_nbytes=1, drop_last: bool = False, drop_last_batch: bool = False,
+               pipeline: str = "sync", loader_threads: int | None = None) -> Plan:
     """LBANN's data store: every rank owns about F/W samples in memory and sends them to the ranks whose
     batch needs them; training follows the exact global shuffle.
 
     ``preload``: rank r owns the contiguous range [r·F/W, (r+1)·F/W) and reads it from the PFS before epoch 0
     (the prologue). ``dynamic``: nothing is read ahead; a sample's first touch (epoch 0 for all but a
-    drop_last tail) reads it from the PFS and the toucher keeps it, becoming its owner."""
+    drop_last tail) reads it from the PFS and the toucher keeps it, becoming its owner. ``sample_nbytes``:
+    the bytes of each sample (or one size for all), for the plan's per-rank cache bytes (``cache_peak_bytes``)."""
     W, F = int(world_size), int(n_samples)
     if mode not in ("preload", "dynamic"):
         raise ValueError(f"lbann mode {mode!r}")
@@ -129,7 +130,7 @@ def lbann_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_
         return EpochPlan(epoch=e, sample_ids=rows, source=source, bounds=bounds, peer=peer, keep=keep)
 
     if mode == "preload":
-        peak = np.bincount(start_owner, minlength=W)
+        owner = start_owner
     else:   # owners after the first touches of every sample: at most what they touched first
         owner = np.full(F, -1, np.int64)
         for e in range(epochs):
@@ -137,10 +138,13 @@ def lbann_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_
             owner = owner_sources(rows, bounds, owner, fill=True)[3]
             if (owner >= 0).all():
                 break
-        peak = np.bincount(owner[owner >= 0], minlength=W)
+    sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.int64), (F,))
+    peak = np.bincount(owner[owner >= 0], minlength=W)
+    peak_bytes = np.bincount(owner[owner >= 0], weights=sizes[owner >= 0], minlength=W)
     meta = {"order": "global shuffle (DistributedSampler); samples come from their owner's memory",
             "mode": mode, "drop_last": drop_last, "drop_last_batch": drop_last_batch,
-            "cache_peak_samples": peak.astype(np.int64).tolist()}
+            "cache_peak_samples": peak.astype(np.int64).tolist(),
+            "cache_peak_bytes": peak_bytes.astype(np.int64).tolist()}
     return Plan(strategy="lbann", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, prologue=prologue, meta=meta,
                 pipeline=pipeline, loader_threads=loader_threads)

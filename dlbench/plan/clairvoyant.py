@@ -5,9 +5,10 @@ What the plan says, for every rank r:
 
 - **Which samples r caches.** r_k = how many times r accesses sample k over all epochs (the
   DistributedSampler rows of every epoch: the exact global shuffle). The accessed samples, sorted by r_k
-  descending (ties: earlier first access first), fill the tiers fastest first: the first ``memory_slots``
-  go to its memory tier, the following ones to its node-local disk tier while their summed bytes fit
-  ``local_bytes`` (a prefix: the first that does not fit ends the tier, as HDMLP's ``can_add`` does).
+  descending (ties: earlier first access first), fill the tiers fastest first: the longest prefix whose
+  summed bytes fit ``memory_bytes`` goes to its memory tier, the following ones to its node-local disk tier
+  while their summed bytes fit ``local_bytes`` (a prefix: the first that does not fit ends the tier, as
+  HDMLP's ``can_add`` does; every sample counts its own size).
 - **When a tier fills (fill on first access).** A cached sample is stored (``keep``) by the access that
   first reads it, in the order r first touches its samples; from r's next step on, every later access of it
   reads r's own tier. Nothing is evicted. So a cached sample costs one read from elsewhere, like HDMLP's
@@ -23,7 +24,7 @@ What the plan says, for every rank r:
 
 Memory: the frequency pass keeps 13 bytes per (rank, sample) pair (counts, first access, tier) for a chunk
 of ranks at a time (``TABLE_BUDGET_BYTES``; each chunk recomputes the epochs' permutations); the plan then
-keeps only the cached pairs (at most W × cache slots).
+keeps only the cached pairs.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def access_frequencies(*, n_samples: int, world_size: int, epochs: int, local_ba
     return counts.reshape(R, F), first.reshape(R, F), steps
 
 
-def assign_tiers(counts: np.ndarray, first: np.ndarray, sizes: np.ndarray, memory_slots: int,
+def assign_tiers(counts: np.ndarray, first: np.ndarray, sizes: np.ndarray, memory_bytes: float,
                  local_bytes: float) -> np.ndarray:
     """(W, F) uint8: the tier each rank caches each sample in (MEMORY, LOCAL or NO_TIER), module doc."""
     W, F = counts.shape
@@ -68,9 +69,9 @@ def assign_tiers(counts: np.ndarray, first: np.ndarray, sizes: np.ndarray, memor
     for r in range(W):
         acc = np.nonzero(counts[r])[0]
         order = acc[np.lexsort((first[r, acc], -counts[r, acc].astype(np.int64)))]
-        mem = order[:max(int(memory_slots), 0)]
-        tier[r, mem] = MEMORY
-        rest = order[len(mem):]
+        n_mem = int(np.searchsorted(np.cumsum(sizes[order]), memory_bytes, side="right")) if memory_bytes > 0 else 0
+        tier[r, order[:n_mem]] = MEMORY
+        rest = order[n_mem:]
         if local_bytes > 0 and len(rest):
             cum = np.cumsum(sizes[rest])
             n_loc = int(np.searchsorted(cum, local_bytes, side="right"))
@@ -82,10 +83,10 @@ TABLE_BUDGET_BYTES = 512 << 20   # the frequency pass handles this many bytes of
 
 
 def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
-                     sample_nbytes, memory_slots: int, local_bytes: float = 0.0, drop_last: bool = False,
+                     sample_nbytes, memory_bytes: float, local_bytes: float = 0.0, drop_last: bool = False,
                      drop_last_batch: bool = False, pipeline: str = "prefetch", loader_threads: int | None = 2,
                      table_budget_bytes: int = TABLE_BUDGET_BYTES) -> Plan:
-    """The clairvoyant plan (module doc). ``memory_slots``: samples each rank's memory tier holds;
+    """The clairvoyant plan (module doc). ``memory_bytes``: bytes each rank's memory tier holds (inf: all);
     ``local_bytes``: bytes each rank may store in the node-local disk tier (0: none). The frequency pass runs
     over chunks of ranks whose (rank, sample) tables fit ``table_budget_bytes`` (same plan for any chunking)."""
     W, F = int(world_size), int(n_samples)
@@ -99,7 +100,7 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
         counts, first, steps = access_frequencies(n_samples=F, world_size=W, epochs=epochs, local_batch=local_batch,
                                                   seed=seed, drop_last=drop_last, drop_last_batch=drop_last_batch,
                                                   ranks=rk)
-        tier = assign_tiers(counts, first, sizes, memory_slots, local_bytes)
+        tier = assign_tiers(counts, first, sizes, memory_bytes, local_bytes)
         r, k = np.nonzero(tier != NO_TIER)
         pr_l.append(r + r0)
         pk_l.append(k)
@@ -164,6 +165,7 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
         return EpochPlan(epoch=e, sample_ids=rows, source=source, bounds=bounds, peer=peer, keep=keep)
 
     mem_peak = np.bincount(pr[ptier == MEMORY], minlength=W).astype(np.int64)
+    mem_bytes = np.bincount(pr[ptier == MEMORY], weights=sizes[pk[ptier == MEMORY]], minlength=W).astype(np.int64)
     local_peak = np.bincount(pr[ptier == LOCAL], weights=sizes[pk[ptier == LOCAL]], minlength=W).astype(np.int64)
     meta = {"order": "global shuffle (DistributedSampler); each sample from the cheapest source: own tier, a peer's "
                      "tier, else the shared FS",
@@ -172,8 +174,8 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
             "peer_choice": "memory holders at the access's step, else disk holders, sorted by (time stored, rank); "
                            "index (rank + global step) mod holders",
             "drop_last": drop_last, "drop_last_batch": drop_last_batch,
-            "cache_peak_samples": mem_peak.tolist(), "local_cache_peak_bytes": local_peak.tolist(),
-            "memory_slots_per_rank": int(memory_slots), "local_cache_bytes_per_rank": float(local_bytes),
+            "cache_peak_samples": mem_peak.tolist(), "cache_peak_bytes": mem_bytes.tolist(),
+            "local_cache_peak_bytes": local_peak.tolist(), "memory_bytes_per_rank": float(memory_bytes), "local_cache_bytes_per_rank": float(local_bytes),
             "samples_accessed_per_rank": accessed.tolist(), "max_access_count_per_rank": top.tolist(),
             "cached_accesses_share_per_rank": [round(float(x), 6) for x in share]}
     return Plan(strategy="clairvoyant", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,

@@ -1,7 +1,7 @@
 """DeepIO (Zhu et al., entropy-aware in-memory shuffle; docs/STRATEGIES.md): pure planner.
 
-**Partition.** Rank r owns the contiguous range [r·F/W, (r+1)·F/W) and holds its first ``capacity``
-samples in memory, read from the shared FS before epoch 0 (the prologue). When the dataset exceeds the
+**Partition.** Rank r owns the contiguous range [r·F/W, (r+1)·F/W) and holds the longest prefix of it
+whose summed sample bytes fit ``capacity`` (bytes per rank: samples count their own sizes) in memory, read from the shared FS before epoch 0 (the prologue). When the dataset exceeds the
 aggregate memory the partitions cover only part of it: M = the union of the held samples, |M| < F.
 Nothing is kept or evicted during training.
 
@@ -34,12 +34,17 @@ MODES = ("ordered", "opportunistic")
 OPPORTUNISTIC_STREAM = 0xDE10
 
 
-def partitions(F: int, W: int, capacity: int) -> np.ndarray:
-    """owner (F,): the rank holding each sample in memory (-1: none): the first ``capacity`` of each range."""
+def partitions(F: int, W: int, capacity: float, sample_nbytes) -> np.ndarray:
+    """owner (F,): the rank holding each sample in memory (-1: none): the longest prefix of each range whose
+    summed bytes (``sample_nbytes``: per sample, or one size for all) fit ``capacity`` bytes."""
     ids = np.arange(F, dtype=np.int64)
     rng = (ids * W) // F
     start = (np.arange(W, dtype=np.int64) * F + W - 1) // W     # first id of each range
-    return np.where(ids - start[rng] < capacity, rng, -1)
+    sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.int64), (F,))
+    cum = np.cumsum(sizes)
+    before = cum - sizes                                         # bytes of the ids below each one
+    within = cum - before[np.minimum(start, max(F - 1, 0))][rng] if F else cum
+    return np.where(within <= capacity, rng, -1)
 
 
 def memory_stream(seed: int, e: int, in_memory: np.ndarray, length: int) -> np.ndarray:
@@ -54,13 +59,15 @@ def memory_stream(seed: int, e: int, in_memory: np.ndarray, length: int) -> np.n
 
 
 def deepio_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
-                capacity: int, mode: str, drop_last: bool = False, pipeline: str = "sync",
+                capacity: float, sample_nbytes, mode: str, drop_last: bool = False, pipeline: str = "sync",
                 loader_threads: int | None = None) -> Plan:
-    """The DeepIO plan (module doc). ``capacity``: samples each rank holds in memory."""
+    """The DeepIO plan (module doc). ``capacity``: bytes each rank holds in memory; ``sample_nbytes``: the
+    bytes of each sample (or one size for all)."""
     if mode not in MODES:
         raise ValueError(f"deepio mode {mode!r}: one of {MODES}")
     W, F = int(world_size), int(n_samples)
-    owner = partitions(F, W, int(capacity))
+    sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.int64), (F,))
+    owner = partitions(F, W, float(capacity), sizes)
     held = np.nonzero(owner >= 0)[0]
     if not len(held):
         raise ValueError("deepio: no sample fits in memory")
@@ -93,9 +100,11 @@ def deepio_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local
         semantics = ("yes (memory holds the dataset)" if full else
                      f"no (only the {len(held)} of {F} samples in memory, some more than once)", "no", "yes")
     meta = {"order": order, "semantics_row": semantics, "mode": mode, "drop_last": drop_last,
-            "partition": "rank r holds the first --cache-capacity samples of [r*F/W, (r+1)*F/W), preloaded",
+            "partition": "rank r holds the longest prefix of [r*F/W, (r+1)*F/W) whose bytes fit --cache-capacity, "
+                         "preloaded",
             "samples_in_memory": int(len(held)),
-            "cache_peak_samples": np.bincount(owner[held], minlength=W).astype(np.int64).tolist()}
+            "cache_peak_samples": np.bincount(owner[held], minlength=W).astype(np.int64).tolist(),
+            "cache_peak_bytes": np.bincount(owner[held], weights=sizes[held], minlength=W).astype(np.int64).tolist()}
     build = build_ordered if mode == "ordered" else build_opportunistic
     return Plan(strategy="deepio", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, prologue=prologue, meta=meta,

@@ -4,9 +4,9 @@ that deepio's opportunistic mode shares.
 ``locality_plan``:
 
 - **Epoch 0** is the global shuffle (DistributedSampler rows), every access from the shared FS. Each rank
-  keeps what it reads, in its access order, up to ``capacity`` samples: when the dataset exceeds the
-  aggregate cache, rank r keeps the first ``capacity`` samples of its epoch-0 stream (its earliest steps)
-  and reads but drops the rest. A sample read twice in epoch 0 (DistributedSampler padding) is kept by its
+  keeps what it reads, in its access order, while the summed bytes of what it keeps fit ``capacity`` (bytes
+  per rank; every sample counts its own size): when the dataset exceeds the aggregate cache, rank r keeps
+  the longest prefix of its epoch-0 first reads (its earliest steps) that fits and reads but drops the rest. A sample read twice in epoch 0 (DistributedSampler padding) is kept by its
   first reader only, so every sample has at most one holder. Nothing is kept or evicted after epoch 0.
 - **Epochs ≥ 1**: the global batches are the global shuffle's (same membership, step by step); only the
   sample→rank mapping changes (``rebalance_batch``): every held sample goes to its holder, up to the b
@@ -90,10 +90,11 @@ def global_batch(rows: np.ndarray, b0: int, b1: int) -> np.ndarray:
     return np.ascontiguousarray(rows[:, b0:b1].T).reshape(-1)
 
 
-def first_reads_kept(rows: np.ndarray, bounds: np.ndarray, capacity: int, F: int
+def first_reads_kept(rows: np.ndarray, bounds: np.ndarray, capacity: float, F: int, sample_nbytes
                      ) -> tuple[np.ndarray, np.ndarray]:
-    """(keep (W, n) uint8, owner (F,)): each rank keeps the first ``capacity`` samples it is the first to read
-    (global order (step, rank, column)); ``owner[k]`` the rank that keeps k, -1: nobody."""
+    """(keep (W, n) uint8, owner (F,)): each rank keeps the longest prefix of the samples it is the first to
+    read (global order (step, rank, column)) whose summed bytes (``sample_nbytes``) fit ``capacity`` bytes;
+    ``owner[k]`` the rank that keeps k, -1: nobody."""
     W, n = rows.shape
     keep = np.full((W, n), NO_TIER, np.uint8)
     owner = np.full(F, -1, np.int64)
@@ -101,25 +102,30 @@ def first_reads_kept(rows: np.ndarray, bounds: np.ndarray, capacity: int, F: int
     _u, first = np.unique(a.sample, return_index=True)
     first = np.sort(first)                          # global order
     r = a.rank[first]
-    # position of each first touch among its rank's first touches
+    # bytes of each first touch and its rank's earlier first touches
+    sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.int64), (F,))
     order = np.argsort(r, kind="stable")
     rs = r[order]
+    cum = np.cumsum(sizes[a.sample[first[order]]])
     starts = np.searchsorted(rs, np.arange(W))
-    pos = np.empty(len(first), np.int64)
-    pos[order] = np.arange(len(first)) - starts[rs]
-    kept = first[pos < capacity]
+    base = np.concatenate(([0], cum))[starts]                    # bytes before each rank's first touch
+    upto = np.empty(len(first), np.int64)
+    upto[order] = cum - base[rs]
+    kept = first[upto <= capacity]
     keep[a.rank[kept], a.col[kept]] = MEMORY
     owner[a.sample[kept]] = a.rank[kept]
     return keep, owner
 
 
 def locality_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
-                  capacity: int, drop_last: bool = False, pipeline: str = "sync",
+                  capacity: float, sample_nbytes, drop_last: bool = False, pipeline: str = "sync",
                   loader_threads: int | None = None) -> Plan:
-    """The locality-aware plan (module doc). ``capacity``: samples each rank's memory cache holds."""
+    """The locality-aware plan (module doc). ``capacity``: bytes each rank's memory cache holds;
+    ``sample_nbytes``: the bytes of each sample (or one size for all)."""
     W, F = int(world_size), int(n_samples)
+    sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.int64), (F,))
     rows0, bounds0 = global_rows(seed, 0, F, W, local_batch, drop_last, False)
-    keep0, owner = first_reads_kept(rows0, bounds0, int(capacity), F)
+    keep0, owner = first_reads_kept(rows0, bounds0, float(capacity), F, sizes)
 
     def build(e: int) -> EpochPlan:
         rows, bounds = global_rows(seed, e, F, W, local_batch, drop_last, False)
@@ -132,9 +138,11 @@ def locality_plan(*, n_samples: int, world_size: int, node_map, epochs: int, loc
     peak = np.bincount(owner[owner >= 0], minlength=W).astype(np.int64)
     meta = {"order": "global shuffle's global batches (DistributedSampler); within each, samples re-assigned to the "
                      "ranks that cache them (greedy surplus -> deficit), the rest from the shared FS",
-            "kept": "epoch 0: each rank keeps the first --cache-capacity samples it reads first (its earliest "
-                    "steps); nothing is kept or evicted later",
+            "kept": "epoch 0: each rank keeps the samples it reads first (its earliest steps) while their bytes fit "
+                    "--cache-capacity; nothing is kept or evicted later",
             "drop_last": drop_last, "cache_peak_samples": peak.tolist(),
+            "cache_peak_bytes": np.bincount(owner[owner >= 0], weights=sizes[owner >= 0],
+                                            minlength=W).astype(np.int64).tolist(),
             "samples_cached": int((owner >= 0).sum())}
     return Plan(strategy="locality", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, meta=meta, pipeline=pipeline,

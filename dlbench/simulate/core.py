@@ -237,7 +237,7 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
 def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int, ranks_per_node: int = 1,
              epochs: int = 1, seed: int = 0, pls_q: float | None = None, write_overlap: bool | None = None,
              options: dict | None = None, loader_threads: int | None = None,
-             rules=None, na_rows: bool = False) -> dict[str, dict]:
+             rules=None, na_rows: bool = False, sizes: np.ndarray | None = None) -> dict[str, dict]:
     """Cost each strategy's plan (``Strategy.plan``); returns {strategy: summary}. ``strategies``: names,
     or (label, strategy, options[, model]) rows (the result is keyed by label; ``model``: per-row model
     options, ``MODEL_OPTIONS``). ``options``: {strategy: {option: value}} as ``dlbench run`` takes them;
@@ -245,10 +245,17 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
     every prefetching plan, to match a run. ``rules``: the model's rule set (a preset name, a mapping or
     ``ModelRules``; default: the profile's ``rules``). ``na_rows``: a row whose plan a capacity rule refuses
     is ``{"not_applicable": reason, ...}`` and the other rows are costed (published tables have N/A rows);
-    otherwise its CapacityError propagates."""
+    otherwise its CapacityError propagates. ``sizes``: the bytes of every sample (a dataset's manifest) instead
+    of draws from ``wl``'s size distribution."""
     if nodes < 1 or ranks_per_node < 1 or epochs < 1:
         raise ConfigError(f"nodes={nodes}, ranks_per_node={ranks_per_node}, epochs={epochs}: each must be >= 1")
-    sizes = wl.sizes(seed)
+    if sizes is None:
+        sizes = wl.sizes(seed)
+    else:
+        sizes = np.asarray(sizes, dtype=np.float64)
+        if sizes.shape != (wl.samples,):
+            raise ConfigError(f"sizes: {sizes.shape[0] if sizes.ndim == 1 else sizes.shape} values for the "
+                              f"{wl.samples:,} samples of workload {wl.name}: give one size per sample")
     if wl.step_time_s is not None:
         model = Model(profile, step_time_s=wl.step_time_s, write_overlap=write_overlap, rules=rules)
     else:
@@ -287,6 +294,8 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
                                extra={"label": label, "plan_order": plan.meta.get("order", ""),
                                       "plan_pipeline": plan.pipeline, "plan_loader_threads_per_rank": threads,
                                       "options": o or {}, "model_options": mo,
+                                      **({"cache_peak_bytes": plan.meta["cache_peak_bytes"]}
+                                         if "cache_peak_bytes" in plan.meta else {}),
                                       "model_rules": dataclasses.asdict(model.rules),
                                       **({"plan_warning": plan.meta["warning"]} if plan.meta.get("warning") else {}),
                                       **({"staged_fraction": plan.meta["staged_fraction"]}

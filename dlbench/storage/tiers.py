@@ -29,7 +29,7 @@ from time import perf_counter_ns
 import numpy as np
 
 from ..errors import CapacityError, ConfigError
-from . import PAGE, aligned_rows, flat_span, preadv
+from . import PAGE, aligned_empty, aligned_rows, flat_span, preadv
 
 TIER_NAMES = ("shared", "local", "memory")
 
@@ -417,3 +417,141 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
 
     def close(self) -> None:
         self._slot.clear()
+
+
+ARENA_ALIGN = 64   # each sample's first byte in an ArenaTier (a cache line)
+
+
+class ArenaTier:
+    """Rows in one preallocated byte arena of ``capacity_bytes``: a sample takes its own size (its start
+    aligned to ``ARENA_ALIGN``), not a slot of the largest row, so a tier of C bytes holds samples while
+    their bytes fit C. Allocation is a bump pointer: one lookup and two stores per sample, nothing allocated
+    on the hot path; a deleted sample's bytes are reused only when it is the newest one or the arena is empty
+    again (the cache family's plans never evict; a plan that evicts and refills uses ``MemoryTier``'s
+    slots). A sample that does not
+    fit is a CapacityError naming the flag. The arena's pages are touched at construction. Same interface
+    as ``MemoryTier`` (``flat``: the arena; ``offset``/``offsets`` for MPI messages gathered from it)."""
+
+    name = "memory"
+
+    def __init__(self, capacity_bytes: int, row_nbytes: int, *, flag: str = "memory tier capacity_bytes",
+                 io_counters=None):
+        capacity_bytes, row_nbytes = int(capacity_bytes), int(row_nbytes)
+        if row_nbytes <= 0:
+            raise ConfigError(f"memory tier row_nbytes={row_nbytes}: must be > 0")
+        if capacity_bytes <= 0:
+            raise CapacityError(f"{flag}={capacity_bytes}: too small for one sample")
+        self.flag = flag
+        self.capacity_bytes = capacity_bytes
+        self.row_nbytes = row_nbytes
+        self.flat = aligned_empty((capacity_bytes,), np.uint8)
+        self.flat[::PAGE] = 0          # fault every page in now (docs/LIMITS.md: first touch ~1 GB/s)
+        self._at: dict[int, tuple[int, int]] = {}      # sample id -> (offset, nbytes)
+        self._top = 0
+        self._lock = threading.Lock()
+        self.used_bytes = 0
+        self.counters = TierCounters()
+        self.io_counters = io_counters
+
+    def __contains__(self, sample_id) -> bool:
+        return int(sample_id) in self._at
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def reserve(self, sample_id: int, nbytes: int) -> np.ndarray:
+        """The bytes for ``sample_id`` (allocated if new) as a writable uint8 view of ``nbytes``."""
+        sid, nbytes = int(sample_id), int(nbytes)
+        with self._lock:
+            at = self._at.get(sid)
+            if at is not None and at[1] >= nbytes:
+                off = at[0]
+                self.used_bytes += nbytes - at[1]
+            else:
+                if at is not None:
+                    raise ValueError(f"sample {sid}: {nbytes} bytes exceed the {at[1]} stored for it")
+                off = -(-self._top // ARENA_ALIGN) * ARENA_ALIGN
+                if off + nbytes > self.capacity_bytes:
+                    raise CapacityError(
+                        f"{self.flag}={self.capacity_bytes}: memory tier full: storing sample {sid} needs "
+                        f"{nbytes} more bytes, {max(self.capacity_bytes - off, 0)} available ({len(self._at)} "
+                        f"samples, {self.used_bytes} bytes of rows)")
+                self._top = off + nbytes
+                self.used_bytes += nbytes
+            self._at[sid] = (off, nbytes)
+        self.counters.writes += 1
+        self.counters.write_bytes += nbytes
+        return self.flat[off:off + nbytes]
+
+    def put(self, sample_id: int, row) -> int:
+        src = np.frombuffer(memoryview(row).cast("B"), dtype=np.uint8)
+        dst = self.reserve(sample_id, src.nbytes)
+        t0 = perf_counter_ns()
+        dst[...] = src
+        if self.io_counters is not None:
+            self.io_counters.write(src.nbytes, perf_counter_ns() - t0)
+        return src.nbytes
+
+    def read_into(self, sample_id: int, out: np.ndarray) -> int:
+        off, n = self._at[int(sample_id)]
+        io = self.io_counters
+        if io is None:
+            out[:n] = self.flat[off:off + n]
+        else:
+            t0 = perf_counter_ns()
+            out[:n] = self.flat[off:off + n]
+            io.copy_read(n, perf_counter_ns() - t0)
+        c = self.counters
+        c.reads += 1
+        c.read_bytes += n
+        return n
+
+    def read_rows_into(self, sample_ids: list, rows: np.ndarray, js: list, clock) -> list:
+        """``MemoryTier.read_rows_into``: several samples, ``sample_ids[i]`` into ``rows[js[i]]``, each copy
+        timed with ``clock``; returns [(start, end, nbytes)]."""
+        at, flat = self._at, self.flat
+        out = []
+        for sid, j in zip(sample_ids, js):
+            off, n = at[sid]
+            t0 = clock()
+            rows[j, :n] = flat[off:off + n]
+            out.append((t0, clock(), n))
+        ns = [r[2] for r in out]
+        if self.io_counters is not None:
+            self.io_counters.copy_reads(ns, [b - a for a, b, _n in out])
+        c = self.counters
+        c.reads += len(out)
+        c.read_bytes += sum(ns)
+        return out
+
+    def view(self, sample_id: int) -> np.ndarray:
+        """Read-only access without a copy (valid until the sample is deleted)."""
+        off, n = self._at[int(sample_id)]
+        return self.flat[off:off + n]
+
+    def offset(self, sample_id: int) -> tuple[int, int]:
+        """(offset in ``flat``, bytes) of the sample."""
+        return self._at[int(sample_id)]
+
+    def offsets(self, sample_ids) -> tuple[list[int], list[int]]:
+        """``offset`` of several samples: ([offset in ``flat``], [bytes])."""
+        at = [self._at[sid] for sid in sample_ids]
+        return [a[0] for a in at], [a[1] for a in at]
+
+    def delete(self, sample_id: int) -> None:
+        sid = int(sample_id)
+        with self._lock:
+            off, n = self._at.pop(sid)
+            self.used_bytes -= n
+            if not self._at:                # empty: the whole arena is free again
+                self._top = 0
+            elif off + n == self._top:      # the newest sample: its bytes are free again
+                self._top = off
+        self.counters.deletes += 1
+
+    def stats(self) -> dict:
+        return {"tier": self.name, "capacity_bytes": self.capacity_bytes, "arena_bytes": self.capacity_bytes,
+                "used_bytes": self.used_bytes, "samples": len(self._at), **self.counters.as_dict()}
+
+    def close(self) -> None:
+        self._at.clear()

@@ -2,11 +2,14 @@
 for the rank's cache and the loader, the capacity of the cache tier, and the executor built from the plan
 (``PlannedExecutor``).
 
-Capacity. A rank's cache lives in its memory tier (a page-aligned slab of slots the size of the largest
-sample) unless a strategy also uses the node-local disk. ``--cache-capacity`` sets the bytes per rank;
-0 takes the system profile's memory tier divided among the node's ranks (unbounded without one). The
-planner sizes the cache from its own plan (``peak_holdings``) and refuses a plan that does not fit, naming
-the figures; nothing falls back to another strategy.
+Capacity counts bytes. A rank's cache lives in its memory tier unless a strategy also uses the node-local
+disk. ``--cache-capacity`` sets the bytes per rank; 0 takes the system profile's memory tier divided among
+the node's ranks (unbounded without one). The planners (clairvoyant, locality, deepio; lbann holds F/W
+samples) admit samples while the sum of their own sizes (the manifest's per-sample bytes) fits; the check
+refuses a plan whose per-rank bytes (``cache_peak_bytes``) exceed the capacity, naming the figures; nothing
+falls back to another strategy. The executor's memory tier is one preallocated byte arena per rank
+(``storage.ArenaTier``) sized to the plan's bytes for that rank. surrogatetrain, whose buffer evicts and
+refills, keeps page-aligned slots the size of the largest sample (``slots=True``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 from ..config import opt
 from ..errors import CapacityError
 from ..plan import LOCAL, MEMORY, Plan
-from ..storage import PAGE
+from ..storage import ARENA_ALIGN, PAGE
 from .base import Executor, RunContext
 from .localcopy import pipeline_for
 from .planned import PlannedExecutor, peak_holdings
@@ -55,7 +58,7 @@ def memory_capacity_per_rank(ctx: RunContext, options) -> tuple[float, str]:
 
 
 def capacity_samples(ctx: RunContext, options) -> int:
-    """How many samples fit in one rank's cache (slots)."""
+    """How many samples fit in one rank's cache in slots (surrogatetrain's buffer)."""
     cap, _src = memory_capacity_per_rank(ctx, options)
     if not np.isfinite(cap):
         return ctx.n_samples
@@ -70,29 +73,73 @@ def cache_peak_samples(plan: Plan) -> np.ndarray:
     return np.array([peak_holdings(plan, r, 1)[MEMORY] for r in range(plan.world_size)], dtype=np.int64)
 
 
-def check_cache_capacity(ctx: RunContext, plan: Plan, options, what: str) -> None:
-    """The plan's peak cache per rank against the capacity (records the figures in ``plan.meta``)."""
-    slot = slot_bytes(ctx)
+def cache_peak_bytes(plan: Plan, sample_nbytes) -> np.ndarray:
+    """(W,) the most bytes of samples each rank holds in its memory cache at once (every sample its own
+    size): the planner's figure (``plan.meta["cache_peak_bytes"]``) when it states one, else counted."""
+    if "cache_peak_bytes" in plan.meta:
+        return np.asarray(plan.meta["cache_peak_bytes"], dtype=np.int64)
+    return np.array([peak_holdings(plan, r, sample_nbytes)[MEMORY] for r in range(plan.world_size)], dtype=np.int64)
+
+
+def check_cache_capacity(ctx: RunContext, plan: Plan, options, what: str, *, slots: bool = False) -> None:
+    """The plan's peak cache per rank against the capacity, in bytes (``slots``: samples in slots of the
+    largest sample); records the figures in ``plan.meta``."""
     cap, src = memory_capacity_per_rank(ctx, options)
     peak = cache_peak_samples(plan)
-    worst = int(peak.max()) * slot if len(peak) else 0
+    if slots:
+        slot = slot_bytes(ctx)
+        worst = int(peak.max()) * slot if len(peak) else 0
+        how = f"{worst // slot:,} samples in {slot:,}-byte slots"
+    else:
+        pb = cache_peak_bytes(plan, ctx.sample_nbytes)
+        plan.meta["cache_peak_bytes"] = pb.tolist()
+        r = int(np.argmax(pb)) if len(pb) else 0
+        worst = int(pb[r]) if len(pb) else 0
+        how = f"the bytes of its {int(peak[r]) if len(peak) else 0:,} samples"
     plan.meta.update(cache_peak_samples=peak.tolist(), cache_bytes_per_rank=float(worst),
                      cache_capacity_per_rank_bytes=cap, cache_capacity_source=src)
     if worst > cap:
         raise CapacityError(f"{src}: too small: {what} needs {worst:,} bytes of cache per rank "
-                            f"({worst // slot:,} samples in {slot:,}-byte slots), {cap:,.0f} available; pass "
+                            f"({how}), {cap:,.0f} available; pass "
                             f"--cache-capacity BYTES, use more ranks, or choose another strategy")
 
 
+def need_bytes(ctx: RunContext, options, what: str) -> float:
+    """The cache's capacity in bytes per rank; one that cannot hold the smallest sample is an error naming
+    the option."""
+    cap, src = memory_capacity_per_rank(ctx, options)
+    sizes = np.asarray(ctx.sample_nbytes)
+    small = int(sizes.min()) if sizes.size else 0
+    if cap < max(small, 1):
+        raise CapacityError(f"{src}: too small: {what} caches samples in memory, {cap:,.0f} bytes per rank hold no "
+                            f"sample (the smallest is {small:,} bytes); pass --cache-capacity BYTES (at least "
+                            f"{max(small, 1):,})")
+    return cap
+
+
+def arena_bytes(ctx: RunContext, plan: Plan) -> int:
+    """Bytes of this rank's memory arena: the plan's bytes for the rank, each sample's start aligned to
+    ``ARENA_ALIGN`` (at most ``ARENA_ALIGN - 1`` bytes of padding per sample)."""
+    pb = cache_peak_bytes(plan, ctx.sample_nbytes)
+    n = int(cache_peak_samples(plan)[ctx.rank])
+    return int(pb[ctx.rank]) + n * (ARENA_ALIGN - 1) if n else 0
+
+
 def planned_executor(ctx: RunContext, plan: Plan, options, *, local_bytes: float = 0.0, min_samples: int = 0,
-                     executor: type[PlannedExecutor] = PlannedExecutor) -> Executor:
-    """The cache family's executor: a memory tier of this rank's peak cache (at least ``min_samples``
-    slots), a node-local tier of ``local_bytes`` (the same on every rank: opening it is collective), the
-    options' loader threads, window and fill thread. ``executor``: a ``PlannedExecutor`` subclass."""
-    peak = cache_peak_samples(plan)
-    cap = {MEMORY: float(max(int(peak[ctx.rank]), int(min_samples)) * slot_bytes(ctx)), LOCAL: float(local_bytes)}
+                     executor: type[PlannedExecutor] = PlannedExecutor, slots: bool = False) -> Executor:
+    """The cache family's executor: a memory tier holding this rank's planned cache — a byte arena of the
+    plan's bytes for the rank (``arena_bytes``), or with ``slots`` page-aligned slots of the largest sample
+    for its peak samples (at least ``min_samples``) —, a node-local tier of ``local_bytes`` (the same on
+    every rank: opening it is collective), the options' loader threads, window and fill thread.
+    ``executor``: a ``PlannedExecutor`` subclass."""
+    if slots:
+        peak = cache_peak_samples(plan)
+        mem = float(max(int(peak[ctx.rank]), int(min_samples)) * slot_bytes(ctx))
+    else:
+        mem = float(arena_bytes(ctx, plan))
+    cap = {MEMORY: mem, LOCAL: float(local_bytes)}
     return executor(ctx, plan, capacity_bytes=cap, threads=options.loader_threads, window=options.window,
-                    capacity_flag="--cache-capacity", fill_thread=options.fill_thread)
+                    capacity_flag="--cache-capacity", fill_thread=options.fill_thread, arena=not slots)
 
 
 def pipeline_of(options) -> dict:
@@ -102,5 +149,5 @@ def pipeline_of(options) -> dict:
 
 
 __all__ = ["CacheOptions", "slot_bytes", "memory_capacity_per_rank", "capacity_samples", "check_cache_capacity",
-           "cache_peak_samples",
+           "cache_peak_samples", "cache_peak_bytes", "need_bytes", "arena_bytes",
            "planned_executor", "pipeline_of"]

@@ -1,7 +1,7 @@
 """clairvoyant: HDMLP / NoPFS clairvoyant prefetching (docs/STRATEGIES.md; planner: ``plan/clairvoyant.py``).
 
 Every rank computes its own access stream for all epochs from the seed, counts r_k, and caches its
-most-accessed samples: in its memory tier (``--cache-capacity``) and, with ``--local-cache-capacity``, in a
+most-accessed samples: in its memory tier (while their bytes fit ``--cache-capacity``) and, with ``--local-cache-capacity``, in a
 node-local disk tier under ``--local-dir``. A cached sample is stored by the access that first reads it;
 every other access reads the cheapest source that holds the sample at that step: its own tier, a peer's
 tier (pushed by non-blocking MPI on the plan's schedule), else the shared FS. The staging buffer is the
@@ -17,7 +17,7 @@ from ..plan import Plan
 from ..plan.clairvoyant import clairvoyant_plan
 from . import register
 from .base import Executor, RunContext, Strategy
-from .cache import CacheOptions, capacity_samples, check_cache_capacity, pipeline_of, planned_executor
+from .cache import CacheOptions, check_cache_capacity, memory_capacity_per_rank, pipeline_of, planned_executor
 from .naive import GLOBAL_SHUFFLE
 
 
@@ -44,7 +44,7 @@ class Clairvoyant(Strategy):
     def plan(self, ctx: RunContext, options: ClairvoyantOptions) -> Plan:
         plan = clairvoyant_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                                 epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed,
-                                sample_nbytes=ctx.sample_nbytes, memory_slots=capacity_samples(ctx, options),
+                                sample_nbytes=ctx.sample_nbytes, memory_bytes=memory_capacity_per_rank(ctx, options)[0],
                                 local_bytes=float(options.local_cache_capacity), drop_last=options.drop_last,
                                 **pipeline_of(options))
         check_cache_capacity(ctx, plan, options, "clairvoyant's memory tier")

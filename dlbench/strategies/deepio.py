@@ -1,6 +1,6 @@
 """deepio: DeepIO's entropy-aware in-memory shuffle (docs/STRATEGIES.md; planner: ``plan/deepio.py``). Each rank
 preloads a partition of the dataset into memory before epoch 0 (as much of its range [r·F/W, (r+1)·F/W) as
-``--cache-capacity`` holds). ``--mode ordered`` keeps the exact global shuffle, each sample from the rank's
+``--cache-capacity`` bytes hold, each sample counting its own size). ``--mode ordered`` keeps the exact global shuffle, each sample from the rank's
 own memory, a peer's memory (non-blocking MPI on the plan's schedule) or the shared FS. ``--mode
 opportunistic`` trains only on what is in memory: global batches drawn from a seeded shuffle of the
 in-memory samples, each sample trained by its holder where it can (the rest sent by peers); its order
@@ -15,8 +15,7 @@ from ..plan import Plan
 from ..plan.deepio import deepio_plan
 from . import register
 from .base import Executor, RunContext, Semantics, Strategy
-from .cache import CacheOptions, check_cache_capacity, pipeline_of, planned_executor
-from .locality import need_one_slot
+from .cache import CacheOptions, check_cache_capacity, need_bytes, pipeline_of, planned_executor
 
 DEEPIO = Semantics("yes (ordered); no unless memory holds the dataset (opportunistic)",
                    "yes (ordered); no (opportunistic)", "no (ordered); yes (opportunistic)")
@@ -40,10 +39,10 @@ class Deepio(Strategy):
     Options = DeepioOptions
 
     def plan(self, ctx: RunContext, options: DeepioOptions) -> Plan:
-        cap = need_one_slot(ctx, options, f"deepio {options.mode}")
+        cap = need_bytes(ctx, options, f"deepio {options.mode}")
         plan = deepio_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                            epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, capacity=cap,
-                           mode=options.mode, drop_last=options.drop_last, **pipeline_of(options))
+                           sample_nbytes=ctx.sample_nbytes, mode=options.mode, drop_last=options.drop_last, **pipeline_of(options))
         plan.meta["semantics"] = Semantics(*plan.meta.pop("semantics_row")).as_dict()
         check_cache_capacity(ctx, plan, options, f"deepio {options.mode} (each rank's partition)")
         return plan

@@ -37,7 +37,7 @@ class Lbann(Strategy):
     def plan(self, ctx: RunContext, options: LbannOptions) -> Plan:
         plan = lbann_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                           epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, mode=options.mode,
-                          drop_last=options.drop_last, **pipeline_of(options))
+                          sample_nbytes=ctx.sample_nbytes, drop_last=options.drop_last, **pipeline_of(options))
         check_cache_capacity(ctx, plan, options, f"lbann {options.mode} (the dataset in the ranks' memory, "
                                                  f"about F/W samples each)")
         return plan

@@ -1,6 +1,6 @@
 """locality: locality-aware loading (Yang & Cong, docs/STRATEGIES.md; planner: ``plan/locality.py``). Epoch 0 reads
-the global shuffle from the shared FS and each rank keeps what it read in its memory cache (up to
-``--cache-capacity``: its first reads). From epoch 1, each global batch of the global shuffle is re-assigned
+the global shuffle from the shared FS and each rank keeps what it read in its memory cache (its first
+reads while their bytes fit ``--cache-capacity``). From epoch 1, each global batch of the global shuffle is re-assigned
 so that ranks train on the samples they hold; samples nobody holds come from the shared FS, and ranks with
 more than b held samples send the surplus to ranks with a deficit (greedy, largest with largest; non-blocking
 MPI on the plan's schedule). Global-batch membership is unchanged: only sample→rank changes."""
@@ -10,20 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import opt
-from ..errors import CapacityError
 from ..plan import Plan
 from ..plan.locality import locality_plan
 from . import register
 from .base import Executor, RunContext, Semantics, Strategy
-from .cache import (
-    CacheOptions,
-    capacity_samples,
-    check_cache_capacity,
-    memory_capacity_per_rank,
-    pipeline_of,
-    planned_executor,
-    slot_bytes,
-)
+from .cache import CacheOptions, check_cache_capacity, need_bytes, pipeline_of, planned_executor
 
 LOCALITY = Semantics("yes", "yes", "sample→rank only")
 
@@ -32,16 +23,6 @@ LOCALITY = Semantics("yes", "yes", "sample→rank only")
 class LocalityOptions(CacheOptions):
     drop_last: bool = opt(False, help="drop the permutation's tail instead of padding it to a multiple of the "
                                       "ranks (DistributedSampler drop_last)")
-
-
-def need_one_slot(ctx: RunContext, options, what: str) -> int:
-    """The cache's capacity in samples; a cache that cannot hold one sample is an error naming the option."""
-    cap = capacity_samples(ctx, options)
-    if cap < 1:
-        got, src = memory_capacity_per_rank(ctx, options)
-        raise CapacityError(f"{src}: too small: {what} caches samples in memory, {got:,.0f} bytes per rank hold no "
-                            f"{slot_bytes(ctx):,}-byte slot; pass --cache-capacity BYTES (at least one slot)")
-    return cap
 
 
 @register
@@ -53,10 +34,10 @@ class Locality(Strategy):
     Options = LocalityOptions
 
     def plan(self, ctx: RunContext, options: LocalityOptions) -> Plan:
-        cap = need_one_slot(ctx, options, "locality")
+        cap = need_bytes(ctx, options, "locality")
         plan = locality_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                              epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, capacity=cap,
-                             drop_last=options.drop_last, **pipeline_of(options))
+                             sample_nbytes=ctx.sample_nbytes, drop_last=options.drop_last, **pipeline_of(options))
         check_cache_capacity(ctx, plan, options, "locality (what each rank read in epoch 0)")
         return plan
 

@@ -14,7 +14,8 @@ Prologue: rows from the shared tier into an own tier (a preload) are read before
 ``read`` per sample and one ``stage`` interval), as ``local``'s staging is.
 
 Capacity: each own tier is sized by the strategy (``capacity_bytes`` per tier code, computed from the plan's
-peak holdings); a tier that overflows raises CapacityError naming the option to change.
+peak holdings; the cache family's memory tier is a byte arena of the plan's bytes for the rank); a tier that
+overflows raises CapacityError naming the option to change.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 
 from ..errors import RunError
 from ..plan import LOCAL, MEMORY, NO_TIER, SHARED, Plan
-from ..storage import MemoryTier, aligned_rows
+from ..storage import ArenaTier, MemoryTier, aligned_rows
 from ..timeline import PHASE_ID, Timeline
 from .base import Batch, Executor, RunContext
 from .localcopy import open_local_tier, peer_stop, remove_local_tier
@@ -77,11 +78,14 @@ def peak_holdings(plan: Plan, rank: int, sample_nbytes) -> dict[int, int]:
 class PlannedExecutor(Executor):
     """Executes ``plan`` for ``ctx.rank`` (module doc). ``capacity_bytes``: {tier code: bytes this rank's
     tier may hold}; ``threads``: loader threads (0: inline, synchronous); ``window``: steps read ahead
-    (ring depth = window + 1)."""
+    (ring depth = window + 1); ``arena``: the memory tier is a byte arena (``ArenaTier``: samples take their own
+    bytes), else page-aligned slots of the largest row (``MemoryTier``)."""
 
     def __init__(self, ctx: RunContext, plan: Plan, *, capacity_bytes: dict[int, float], threads: int = 0,
-                 window: int = 1, capacity_flag: str = "--cache-capacity", fill_thread: bool = True):
+                 window: int = 1, capacity_flag: str = "--cache-capacity", fill_thread: bool = True,
+                 arena: bool = False):
         self.ctx, self.plan = ctx, plan
+        self.arena = bool(arena)
         self.threads, self.window = int(threads), max(0, int(window))
         self.jpeg = ctx.workload.format.decodes
         self._reader = ctx.reader_factory()     # the loader's first reader (opened once: the counters see opens)
@@ -113,8 +117,8 @@ class PlannedExecutor(Executor):
             if cap <= 0:
                 continue
             if code == MEMORY:
-                tier = MemoryTier(int(cap), self.max_row, flag=self.capacity_flag,
-                                  io_counters=self._counters("memory"))
+                tier = (ArenaTier if self.arena else MemoryTier)(int(cap), self.max_row, flag=self.capacity_flag,
+                                                                 io_counters=self._counters("memory"))
             elif code == LOCAL:   # collective: every rank opens it (strategies size it by the largest need)
                 node_ranks = int(np.sum(np.asarray(ctx.node_map) == ctx.node_map[ctx.rank]))
                 tier, self.root, self.stale_removed = open_local_tier(ctx, int(cap) * node_ranks, int(cap),

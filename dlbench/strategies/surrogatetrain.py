@@ -134,8 +134,10 @@ class SurrogateTrain(Strategy):
         if options.chunking and not chunking:
             plan.meta["warning"] = (f"--chunking: layout {layout} is not one shared HDF5 file; runs of consecutive "
                                     f"ids are read one sample per request")
-        check_cache_capacity(ctx, plan, options, f"surrogatetrain's buffer ({c:,} samples per rank, {src})")
+        check_cache_capacity(ctx, plan, options, f"surrogatetrain's buffer ({c:,} samples per rank, {src})",
+                             slots=True)
         return plan
 
     def executor(self, ctx: RunContext, plan: Plan, options: SurrogateTrainOptions) -> Executor:
-        return planned_executor(ctx, plan, options, min_samples=1, executor=SurrogateTrainExecutor)
+        return planned_executor(ctx, plan, options, min_samples=1, executor=SurrogateTrainExecutor,
+                                slots=True)

@@ -90,3 +90,53 @@ def test_peer_messages_per_step_and_sender_count_exactly(run_mpi):
     assert r.returncode == 0, r.stdout + r.stderr
     # (the two ranks' lines may interleave on the shared stdout)
     assert r.stdout.count(" ok got=") == 12 and "BAD" not in r.stdout, r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_jpeg(tmp_path_factory):
+    """64 ImageNet-style JPEGs whose sizes vary (lognormal, 4 KB .. 2 MB)."""
+    d = tmp_path_factory.mktemp("cachejpg") / "img"
+    from dlbench.data.generate import generate
+    from dlbench.workload import load
+
+    generate(load("imagenet", scale="tiny"), d, seed=0, progress=False)
+    return d
+
+
+@pytest.mark.parametrize("strategy,opts", [("clairvoyant", {"cache_capacity": 1_500_000}),
+                                           ("lbann", {"mode": "preload", "cache_capacity": "EXACT"})])
+def test_memory_tier_holds_bytes_not_slots_run_equals_simulate(tiny_jpeg, tmp_path, run_mpi, strategy, opts):
+    """Issue 19: with variable-size samples the memory tier admits samples while their own bytes fit the
+    capacity; each rank's arena stores exactly the plan's bytes, and `simulate` of the same plan (the
+    manifest's sizes) counts the same bytes by tier and per rank."""
+    from dlbench.data.manifest import Manifest
+    from dlbench.simulate import SimWorkload, load_profile, simulate
+
+    m = Manifest.load(tiny_jpeg)
+    sizes = m.sample_nbytes()
+    assert sizes.min() * 3 < sizes.max()                 # sizes really vary
+    opts = dict(opts)
+    if opts["cache_capacity"] == "EXACT":                 # the bytes of the larger preloaded range, no slack
+        own = (np.arange(m.samples) * 2) // m.samples
+        opts["cache_capacity"] = max(int(sizes[own == r].sum()) for r in range(2))
+    cap = opts["cache_capacity"]
+    out = tmp_path / "res"
+    flags = [x for k, v in opts.items() for x in (f"--{k.replace('_', '-')}", v)]
+    r = run_mpi(["run", "--workload", "imagenet", "--strategy", strategy, *flags, "--data-dir", tiny_jpeg,
+                 "--ranks-per-node", 1, "--epochs", 3, "--batch-size", 8, "--compute-time", "0.001", "--verify",
+                 "--out", out, "--system", "laptop-pfs"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = json.loads(next(out.rglob("run.json")).read_text())
+    cfg, s = run["config"], run["summary"]
+    assert s["verified_samples"] == 3 * 64
+    wl = SimWorkload("imagenet", m.samples, int(cfg["local_batch"]), "fixed", float(sizes.mean()),
+                     step_time_s=float(cfg["compute_step_time_s"]))
+    ss = simulate([("x", strategy, dict(cfg["options"]))], wl=wl, profile=load_profile("laptop-pfs"), nodes=2,
+                  ranks_per_node=1, epochs=3, seed=int(cfg["seed"]), sizes=sizes)["x"]
+    assert s["bytes_by_tier"] == {k: int(v) for k, v in ss["bytes_by_tier"].items()}
+    for rank, st in enumerate(s["strategy_stats"]):
+        mem = st["tiers"]["memory"]
+        assert mem["write_bytes"] == ss["cache_peak_bytes"][rank] <= cap, (rank, mem, ss["cache_peak_bytes"])
+        # more samples than slots of the largest sample would hold, in an arena of the bytes (+ alignment)
+        assert mem["writes"] > cap // int(sizes.max()), mem
+        assert mem["write_bytes"] <= mem["capacity_bytes"] <= mem["write_bytes"] + 63 * mem["writes"]

@@ -30,7 +30,7 @@ def _plan(name, ctx, **opts):
 
 def _cplan(F, W, b, E, seed, slots, local_bytes=0.0, sizes=100):
     return clairvoyant_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=E, local_batch=b, seed=seed,
-                            sample_nbytes=sizes, memory_slots=slots, local_bytes=local_bytes)
+                            sample_nbytes=sizes, memory_bytes=slots * 100, local_bytes=local_bytes)
 
 
 # ---- clairvoyant --------------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ def test_clairvoyant_prefers_a_peers_memory_to_a_peers_disk():
 
 def test_clairvoyant_strategy_capacity_and_threads():
     ctx = _ctx(F=60, sizes=1000)
-    plan = _plan("clairvoyant", ctx, cache_capacity=10 * 4096)
+    plan = _plan("clairvoyant", ctx, cache_capacity=10 * 1000)
     assert plan.pipeline == "prefetch" and plan.loader_threads == 2
     assert max(plan.meta["cache_peak_samples"]) == 10
     assert _plan("clairvoyant", ctx, loader_threads=0).pipeline == "sync"
@@ -123,7 +123,7 @@ def _lplan(F, W, b, E, seed, cap, drop_last=False):
     from dlbench.plan.locality import locality_plan
 
     return locality_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=E, local_batch=b, seed=seed,
-                         capacity=cap, drop_last=drop_last)
+                         capacity=cap * 100, sample_nbytes=100, drop_last=drop_last)
 
 
 @settings(max_examples=25, deadline=None)
@@ -190,7 +190,7 @@ def test_locality_cache_too_small_names_the_option():
     ctx = _ctx(sizes=1000)
     with pytest.raises(CapacityError, match="--cache-capacity"):
         _plan("locality", ctx, cache_capacity=100)
-    assert _plan("locality", ctx, cache_capacity=4096).meta["cache_peak_samples"] == [1, 1]
+    assert _plan("locality", ctx, cache_capacity=1999).meta["cache_peak_samples"] == [1, 1]
 
 
 # ---- deepio -------------------------------------------------------------------------------------------------
@@ -198,7 +198,7 @@ def _dplan(F, W, b, E, seed, cap, mode):
     from dlbench.plan.deepio import deepio_plan
 
     return deepio_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=E, local_batch=b, seed=seed,
-                       capacity=cap, mode=mode)
+                       capacity=cap * 100, sample_nbytes=100, mode=mode)
 
 
 @settings(max_examples=25, deadline=None)
@@ -241,7 +241,7 @@ def test_deepio_opportunistic_prefers_holders_and_reports_its_order_quality():
 
 def test_deepio_strategy_semantics_and_capacity():
     ctx = _ctx(F=60, sizes=1000)
-    p = _plan("deepio", ctx, mode="opportunistic", cache_capacity=10 * 4096)
+    p = _plan("deepio", ctx, mode="opportunistic", cache_capacity=10 * 1000)
     assert p.meta["semantics"]["each_epoch_a_full_permutation"].startswith("no")
     assert p.meta["cache_peak_samples"] == [10, 10]
     assert _plan("deepio", ctx).meta["semantics"]["order_changes"] == "no"
@@ -252,8 +252,79 @@ def test_deepio_strategy_semantics_and_capacity():
 def test_clairvoyant_plan_is_the_same_for_any_chunking_of_the_frequency_pass():
     a = _cplan(50, 4, 3, 3, 9, slots=7, local_bytes=900.0)
     b = clairvoyant_plan(n_samples=50, world_size=4, node_map=np.arange(4), epochs=3, local_batch=3, seed=9,
-                         sample_nbytes=100, memory_slots=7, local_bytes=900.0, table_budget_bytes=13 * 50)
+                         sample_nbytes=100, memory_bytes=700.0, local_bytes=900.0, table_budget_bytes=13 * 50)
     for ea, eb in zip(a, b):
         for f in ("sample_ids", "source", "peer", "keep"):
             assert np.array_equal(getattr(ea, f), getattr(eb, f)), f
     assert a.meta == b.meta
+
+
+# ---- capacity in bytes, variable sample sizes (issue 19) ----------------------------------------------------
+def _var_sizes(F, seed=5):
+    return np.random.default_rng(seed).integers(200, 3000, F).astype(np.int64)   # the largest ~3 KB
+
+
+def _held_bytes(plan, sizes):
+    """(W,) bytes each rank stores in memory over the plan (prologue and keeps), each sample once."""
+    held = [set() for _ in range(plan.world_size)]
+    if plan.prologue is not None:
+        for r, k, d in zip(plan.prologue.rank.tolist(), plan.prologue.sample.tolist(), plan.prologue.dst.tolist()):
+            if d == MEMORY:
+                held[r].add(k)
+    for ep in plan:
+        for r in range(plan.world_size):
+            k = ep.rank_keep(r)
+            held[r].update(ep.rank_samples(r)[k == MEMORY].tolist())
+    return np.array([int(sizes[list(h)].sum()) if h else 0 for h in held]), [len(h) for h in held]
+
+
+@pytest.mark.parametrize("name", ["clairvoyant", "locality", "deepio"])
+def test_a_10kb_tier_holds_samples_summing_to_10kb_not_10kb_over_the_largest(name):
+    F, W, cap = 60, 2, 10_000
+    sizes = _var_sizes(F)
+    sizes[7] = 9_000                                  # one large sample: slots of it would give 1 sample
+    ctx = _ctx(F=F, W=W, sizes=sizes)
+    plan = _plan(name, ctx, cache_capacity=cap, **({"mode": "ordered"} if name == "deepio" else {}))
+    got, counts = _held_bytes(plan, sizes)
+    assert (got <= cap).all(), got
+    assert max(counts) > cap // int(sizes.max()), counts   # more than slots of the largest sample would hold
+    assert plan.meta["cache_peak_bytes"] == got.tolist()
+    assert plan.meta["cache_bytes_per_rank"] == max(got)
+    # and it is the longest prefix that fits: the next candidate would overflow
+    assert (got > cap - int(sizes.max())).all(), got
+
+
+def test_deepio_partition_is_the_prefix_of_the_range_that_fits_in_bytes():
+    from dlbench.plan.deepio import partitions
+
+    sizes = np.array([4, 4, 4, 1, 1,   5, 1, 1, 1, 9], np.int64)
+    own = partitions(10, 2, 9.0, sizes)
+    assert own.tolist() == [0, 0, -1, -1, -1, 1, 1, 1, 1, -1]   # a prefix: 4+4 (the 1s after 4 do not count)
+
+
+def test_clairvoyant_memory_tier_by_bytes_then_local():
+    F, W, b, E, seed = 40, 2, 3, 6, 4
+    sizes = _var_sizes(F)
+    plan = clairvoyant_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=E, local_batch=b, seed=seed,
+                            sample_nbytes=sizes, memory_bytes=5000.0, local_bytes=7000.0)
+    counts, first, _ = access_frequencies(n_samples=F, world_size=W, epochs=E, local_batch=b, seed=seed)
+    for r in range(W):
+        acc = np.nonzero(counts[r])[0]
+        order = acc[np.lexsort((first[r, acc], -counts[r, acc].astype(np.int64)))]
+        n_mem = int((np.cumsum(sizes[order]) <= 5000).sum())
+        assert plan.meta["cache_peak_samples"][r] == n_mem
+        assert plan.meta["cache_peak_bytes"][r] == int(sizes[order[:n_mem]].sum()) <= 5000
+        assert plan.meta["local_cache_peak_bytes"][r] <= 7000
+
+
+def test_lbann_capacity_check_counts_bytes():
+    F, W = 60, 2
+    sizes = _var_sizes(F)
+    ctx = _ctx(F=F, W=W, sizes=sizes)
+    own = (np.arange(F) * W) // F
+    need = max(int(sizes[own == r].sum()) for r in range(W))
+    plan = _plan("lbann", ctx, cache_capacity=need)                 # exactly the bytes of the larger range
+    assert plan.meta["cache_bytes_per_rank"] == need
+    assert need < 30 * int(sizes.max())                               # slots of the largest would not fit
+    with pytest.raises(CapacityError, match=f"needs {need:,} bytes"):
+        _plan("lbann", ctx, cache_capacity=need - 1)

@@ -9,7 +9,7 @@ from dlbench import workload as wl_mod
 from dlbench.comm import SerialComm
 from dlbench.data.formats import MemoryReader
 from dlbench.runner import Loop, RunConfig
-from dlbench.storage import MemoryTier
+from dlbench.storage import ArenaTier, MemoryTier
 from dlbench.strategies.stages import SampleStore, Stopped
 from dlbench.timeline import Timeline
 
@@ -41,8 +41,9 @@ def test_fill_error_hang_raises_the_fill_error(monkeypatch, tmp_path, threads):
     def bad_put(self, sid, row):
         raise DiskFull(28, "No space left on device (injected)")
 
-    monkeypatch.setattr(MemoryTier, "put", bad_put)
-    monkeypatch.setattr(MemoryTier, "put_many", lambda self, items: bad_put(self, 0, None), raising=False)
+    for cls in (MemoryTier, ArenaTier):     # the cache family's memory tier is an arena (surrogatetrain: slots)
+        monkeypatch.setattr(cls, "put", bad_put)
+        monkeypatch.setattr(cls, "put_many", lambda self, items: bad_put(self, 0, None), raising=False)
     wl = wl_mod.load("cosmoflow", scale="tiny")
     mem = MemoryReader(wl, seed=0)
     cfg = RunConfig(workload="cosmoflow", strategy="clairvoyant", epochs=3, batch_size=4, compute_time_s=0.0,
@@ -96,7 +97,7 @@ def _planned(ctx, local_bytes):
 
     plan = clairvoyant_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                             epochs=ctx.epochs, local_batch=ctx.local_batch, seed=0, sample_nbytes=ctx.sample_nbytes,
-                            memory_slots=0, local_bytes=float(local_bytes))
+                            memory_bytes=0.0, local_bytes=float(local_bytes))
     return PlannedExecutor(ctx, plan, capacity_bytes={MEMORY: 0.0, LOCAL: float(local_bytes)})
 
 
@@ -204,7 +205,7 @@ def test_near_copies_pipeline_rule_and_executor_builder_are_one(tmp_path, thread
 
     from dlbench import strategies
     from dlbench.plan import LOCAL, MEMORY
-    from dlbench.strategies.cache import pipeline_of, slot_bytes
+    from dlbench.strategies.cache import arena_bytes, pipeline_of, slot_bytes
     from dlbench.strategies.localcopy import set_pipeline
     from dlbench.strategies.surrogatetrain import SurrogateTrainExecutor
 
@@ -219,7 +220,10 @@ def test_near_copies_pipeline_rule_and_executor_builder_are_one(tmp_path, thread
         ex = st.executor(ctx, st.plan(ctx, opts), opts)
         peak = int(ex.plan.meta["cache_peak_samples"][0])
         assert ex.threads == threads
-        assert ex.capacity[MEMORY] == max(peak, 1 if name == "surrogatetrain" else 0) * slot_bytes(ctx)
+        if name == "surrogatetrain":      # slots of the largest sample
+            assert ex.capacity[MEMORY] == max(peak, 1) * slot_bytes(ctx)
+        else:                             # a byte arena of the plan's bytes for the rank (issue 19)
+            assert ex.capacity[MEMORY] == arena_bytes(ctx, ex.plan) >= int(ex.plan.meta["cache_peak_bytes"][0])
         assert ex.capacity[LOCAL] == float(max(ex.plan.meta.get("local_cache_peak_bytes") or [0]))
         assert isinstance(ex, SurrogateTrainExecutor) == (name == "surrogatetrain")
         ex.close()

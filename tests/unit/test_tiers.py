@@ -220,3 +220,55 @@ def test_memory_tier_read_rows_into_counts_as_read_into():
     for k in ("POSIX_READS", "POSIX_BYTES_READ", "POSIX_SIZE_READ_1K_10K", "POSIX_SIZE_READ_100_1K"):
         assert one[IDX[k]] == many[IDX[k]], k
     assert many[IDX["POSIX_F_READ_TIME"]] == 30 and many[IDX["POSIX_F_MAX_READ_TIME"]] == 10
+
+
+# ---- ArenaTier: the cache family's memory tier counts bytes (issue 19) ----------------------------------------
+def test_arena_holds_samples_summing_to_its_bytes_not_slots_of_the_largest():
+    from dlbench.storage import ARENA_ALIGN, ArenaTier
+
+    rng = np.random.default_rng(0)
+    sizes = [9_000] + rng.integers(100, 1_000, 40).tolist()
+    t = ArenaTier(10_240, max(sizes), flag="--cache-capacity")
+    stored, used = [], 0
+    for sid, n in enumerate(sizes):
+        row = rng.integers(0, 255, n, dtype=np.uint8)
+        try:
+            t.put(sid, row)
+        except CapacityError as e:
+            assert "--cache-capacity=10240" in str(e) and f"storing sample {sid} needs {n} more bytes" in str(e)
+            break
+        stored.append((sid, row))
+        used += n
+    assert len(stored) > 1 == 10_240 // max(sizes)            # slots of the largest would hold one sample
+    assert t.used_bytes == used <= 10_240 and len(t) == len(stored)
+    for sid, row in stored:                                    # every row intact, each start aligned
+        out = np.zeros(max(sizes), np.uint8)
+        assert t.read_into(sid, out) == len(row) and np.array_equal(out[:len(row)], row)
+        off, n = t.offset(sid)
+        assert off % ARENA_ALIGN == 0 and np.array_equal(t.flat[off:off + n], row)
+        assert np.array_equal(t.view(sid), row)
+    offs, ns = t.offsets([s for s, _ in stored])
+    assert ns == [len(r) for _, r in stored] and offs == sorted(offs)
+
+
+def test_arena_delete_of_the_newest_sample_frees_its_bytes_and_rows_into():
+    from dlbench.storage import ArenaTier
+
+    t = ArenaTier(4096, 3000)
+    t.put(1, np.full(2000, 1, np.uint8))
+    t.put(2, np.full(2000, 2, np.uint8))
+    with pytest.raises(CapacityError, match="memory tier full"):
+        t.put(3, np.full(500, 3, np.uint8))
+    t.delete(2)                                                # the newest: its bytes come back
+    t.put(3, np.full(1500, 3, np.uint8))
+    assert t.used_bytes == 3500 and 2 not in t and 3 in t
+    rows = np.zeros((2, 3000), np.uint8)
+    got = t.read_rows_into([3, 1], rows, [0, 1], lambda: 0)
+    assert [g[2] for g in got] == [1500, 2000] and (rows[0, :1500] == 3).all() and (rows[1, :2000] == 1).all()
+    assert t.counters.reads == 2 and t.counters.read_bytes == 3500
+    t.delete(1)
+    t.delete(3)                                                # empty again: the whole arena is free
+    t.put(4, np.full(4000, 4, np.uint8))
+    assert t.offset(4) == (0, 4000)
+    with pytest.raises(CapacityError, match="--x=0"):
+        ArenaTier(0, 10, flag="--x")
