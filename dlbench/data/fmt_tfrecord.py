@@ -7,8 +7,8 @@ it), never a Python loop.
 
 Payload: a serialized ``tf.train.Example`` with the two features DLIO's TFRecord generator writes
 (``dlio_benchmark/data_generator/tf_generator.py``, 2.0.0 and later): ``image`` (bytes_list: the sample's row,
-docs/architecture.md contract 1) and ``size`` (int64_list: the image's byte count, as DLIO 2.0.1; 2.0.0 stored a
-dimension there, which its reader never uses). The protobuf wire format is hand-encoded (nested length-delimited
+docs/architecture.md contract 1) and ``size`` (int64_list: the side of the square image, isqrt of its bytes, as DLIO 2.0.0
+writes it — its records are side**2 bytes; 2.0.1 stores the byte count; no reader uses it). The protobuf wire format is hand-encoded (nested length-delimited
 messages; map entries in the order image, size). Every record of a dataset has the same payload size, so record
 j of a file starts at ``j * (payload + 16)``.
 
@@ -37,6 +37,7 @@ Two read patterns (``workload.tfrecord.read``; the run's summary states which, i
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from collections import OrderedDict
@@ -232,7 +233,9 @@ def check_spec(spec, where: str) -> None:
 
 @lru_cache(maxsize=256)
 def _parts(image_nbytes: int) -> tuple[bytes, bytes]:
-    return example_parts(image_nbytes)
+    # ``size`` as DLIO 2.0.0 writes it: the side of its square image (its records are side**2 bytes), so a DLIO
+    # config gives byte-identical records (benchmarks/dlio_side_by_side.py); DLIO 2.0.1 writes the byte count
+    return example_parts(image_nbytes, math.isqrt(image_nbytes))
 
 
 def image_sizes(spec: dict, seed: int) -> np.ndarray:

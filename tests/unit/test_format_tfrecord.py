@@ -322,3 +322,21 @@ def test_fewer_files_than_ranks_shards_records():
     rows = [rank_order(first=first, count=count, world_size=2, rank=r, epoch=0, seed=4, streams=1, local_batch=2,
                        shuffle_buffer=4, file_shuffle=True) for r in range(2)]
     assert sorted(rows[0].tolist() + rows[1].tolist()) == list(range(10)) and len(rows[0]) == 5
+
+
+def test_generated_records_carry_dlio_2_0_0_size_feature(data):
+    """The side-by-side with DLIO 2.0.0 found one byte more per record: dlbench wrote size=<bytes> (3-byte
+    varint for 64 KiB) where DLIO 2.0.0 writes the side of its square image (256). Records now match."""
+    w, d = data
+    m = Manifest.load(d)
+    raw = (d / m.paths[0]).read_bytes()
+    (length,) = struct.unpack_from("<Q", raw, 0)
+    payload = raw[12:12 + length]
+    img_kind, img = T.parse_example(payload)["image"]
+    n = img[0][1] - img[0][0]
+    import math
+
+    assert T.parse_example(payload)["size"] == ("int64", [math.isqrt(n)])
+    pre, suf = T._parts(65536)
+    # DLIO 2.0.0's 64 KiB records, as traced by benchmarks/dlio_side_by_side.py: 8,396,160 B for 128 records
+    assert suf.endswith(bytes([0x02, 0x80, 0x02])) and len(pre) + 65536 + len(suf) + 16 == 8_396_160 // 128
