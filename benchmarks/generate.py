@@ -1,12 +1,13 @@
 """Generation throughput against this machine's own write limit, measured in the same run.
 
-    PYTHONPATH=. python benchmarks/generate.py [--dir /work/tmp] [--imagenet-samples N] [--ranks 1]
+    PYTHONPATH=. python benchmarks/generate.py [--dir /work/tmp] [--imagenet-samples N] [--only imagenet]
 
 For CosmoFlow ``small`` (96 × 16 MiB HDF5 files) and ImageNet ``small`` (12,800 JPEGs, or
 --imagenet-samples), it runs ``dlbench generate`` (serially), then writes the same number of files of
 the same sizes with plain ``numpy.ndarray.tofile`` from one preallocated buffer (the write limit: no
-content generation, no HDF5), and prints both rates and their ratio. Goal: >= 80 % of the limit for the
-HDF5 workloads (JPEG generation is encode-bound and reported for information). Data is deleted after.
+content generation, no HDF5), and prints both rates and their ratio. Goals: >= 80 % of the limit for the
+HDF5 workloads, >= 50 % for the JPEGs (issue 19: a pool of pre-encoded images per size class, made unique
+per file; before it every file was encoded with Pillow, ~26 MB/s). Data is deleted after.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def _tofile_limit(d: Path, sizes: np.ndarray) -> float:
     return time.perf_counter() - t
 
 
-def _one(name: str, scale: str, samples: int | None, root: Path, repeat: int) -> str:
+def _one(name: str, scale: str, samples: int | None, root: Path, repeat: int, goal: float) -> str:
     """Alternate the write limit and generation ``repeat`` times (each followed by removing its files
     and ``sync``, so both start from the same page-cache state) and keep the best of each."""
     from dlbench.data.generate import generate
@@ -52,7 +53,7 @@ def _one(name: str, scale: str, samples: int | None, root: Path, repeat: int) ->
     gen = nb / min(t_gen) / 1e6
     lim = nb / min(t_lim) / 1e6
     return (f"{name:<10} {len(sizes):>7} files {nb / 1e9:6.2f} GB  generate {min(t_gen):7.2f} s {gen:7.0f} MB/s  "
-            f"tofile {min(t_lim):6.2f} s {lim:7.0f} MB/s  ratio {gen / lim:5.2f}  (best of {repeat} each, alternated)")
+            f"tofile {min(t_lim):6.2f} s {lim:7.0f} MB/s  ratio {gen / lim:5.2f} (goal >= {goal:.2f})  (best of {repeat} each, alternated)")
 
 
 def main() -> None:
@@ -60,14 +61,17 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="where to write (default: the system temp dir)")
     ap.add_argument("--imagenet-samples", type=int, default=None, help="fewer JPEGs than small's 12,800")
     ap.add_argument("--skip-imagenet", action="store_true")
+    ap.add_argument("--only", choices=("cosmoflow", "ptychonn", "imagenet"), default=None,
+                    help="one workload only")
     ap.add_argument("--repeat", type=int, default=3, help="alternations of generate and the write limit")
     a = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="dlbench-genbench-", dir=a.dir))
     try:
-        print(_one("cosmoflow", "small", None, root, a.repeat), flush=True)
-        print(_one("ptychonn", "small", None, root, a.repeat), flush=True)
-        if not a.skip_imagenet:
-            print(_one("imagenet", "small", a.imagenet_samples, root, 1), flush=True)
+        for name, samples, goal in (("cosmoflow", None, 0.8), ("ptychonn", None, 0.8),
+                                    ("imagenet", a.imagenet_samples, 0.5)):
+            if (a.only or name) != name or (name == "imagenet" and a.skip_imagenet):
+                continue
+            print(_one(name, "small", samples, root, a.repeat, goal), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
