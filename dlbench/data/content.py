@@ -22,16 +22,35 @@ array's C-contiguous bytes):
   like the data when it is larger than one block (PtychoNN's 64 KiB targets, DeepCAM's masks), so that
   generation stays write-bound.
 
-JPEG layout (``jpeg_folders``): a row is the JPEG file's bytes. Its size is drawn per sample from the
-workload's ``jpeg.size`` distribution with a counter-based hash of (workload, seed, i) (``jpeg_sizes``,
-vectorised, independent of the number of samples), then clipped to [min_bytes, max_bytes]. The image is
-a *smooth random image*: a random colour grid with 32-pixel cells, upsampled bicubically to 8-pixel
-cells and perturbed there (±60 %), then to 2-pixel cells (±50 %), then to full size, so it compresses
-(≈ 0.57 B per pixel at quality 90, close to ImageNet's) and decodes like a photograph, not like noise. Its aspect ratio is uniform in [3/4, 4/3] and its pixel count is scaled to the target size
-(≈ ``JPEG_BYTES_PER_PIXEL`` at quality ``JPEG_QUALITY``; re-encoded smaller or larger when the guess misses),
-then the file is padded with JPEG comment (COM, 0xFFFE) segments right after SOI to exactly the target
-size. Encoding uses Pillow; the same Pillow/libjpeg version gives the same bytes (the manifest's provenance
-records the version; ``verify --content`` across versions may report differences).
+JPEG layout (``jpeg_folders``, manifest content ``dlbench.jpeg/2``): a row is the JPEG file's bytes. Its size is
+drawn per sample from the workload's ``jpeg.size`` distribution with a counter-based hash of (workload, seed, i)
+(``jpeg_sizes``, vectorised, independent of the number of samples), then clipped to [min_bytes, max_bytes].
+The file is a pre-encoded *pool image* of its size class, made unique in bytes that keep it valid:
+
+- Size classes (``jpeg_class_bounds``): lower bounds b_0 = max(min_bytes, 1024), b_{k+1} = b_k + b_k // 16
+  (≈ 6 % apart, integer arithmetic). A target size t belongs to the class with the largest b_k <= t.
+- The pool of (workload, seed) (``jpeg_pool``, built lazily, one image per class, cached in-process so
+  generation and ``verify --content`` encode each class once): image k is a crop of one *smooth random image*
+  (the canvas, ``_CANVAS`` pixels square, drawn once per pool; classes larger than it draw their own) — a
+  random colour grid with 32-pixel cells, upsampled bicubically to 8-pixel cells and perturbed there (±60 %),
+  then to 2-pixel cells (±50 %), then to full size, so it compresses (≈ 0.56 B per pixel at quality 90,
+  close to ImageNet's) and decodes like a photograph, not like noise. Its aspect ratio (uniform in
+  [3/4, 4/3]) and crop offset come from (workload, seed, k) alone; its pixel count is fitted so that the
+  encoded image is between ``JPEG_FILL_MIN`` (0.88) and 1 times b_k (minus the id segment), aiming at
+  ``JPEG_FILL``. Image k therefore does not depend on which classes were built before, on the process or on
+  the number of ranks.
+- File i = SOI, then JPEG comment (COM, 0xFFFE) segments up to exactly the target size — the first one's
+  payload starts with the sample id (8 bytes, big-endian), the rest are seeded bytes of sample i — then the
+  pool image after its SOI. So every file is a valid JPEG of distinct bytes (the id), padding is at most
+  ≈ 17 % of a file (≈ 8 % on average for ImageNet's sizes), and the decode cost tracks the file size.
+  The *decoded pixels* repeat across the files of one size class (≈ 100 classes for ImageNet): a loader
+  decodes a real image of the file's size, but a model sees few distinct images (fine for I/O and decode
+  timing, not for accuracy). Generation costs a memcpy per file plus the pool (≈ 0.5 s per process).
+
+Encoding uses Pillow; the same Pillow/libjpeg version gives the same bytes (the manifest's provenance
+records the version; ``verify --content`` across versions may report differences). Datasets of the
+previous JPEG content (``dlbench.content/1``: every image encoded separately) cannot be recomputed:
+``verify --content`` says so in one line, ``generate`` asks for ``--force``.
 """
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ def _remove_dataset(data_dir: Path, old: Manifest | None) -> None:
 
 def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Manifest:
     """Rank 0: validate, plan, write the skeletons and the (incomplete) manifest."""
-    from .manifest import CONTENT_VERSION, spec_of
+    from .manifest import content_version, spec_of
 
     if workload.files > MAX_FILES:
         raise ConfigError(f"--samples={workload.samples}: {workload.files} files is more than dlbench "
@@ -179,10 +179,15 @@ def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Mani
                                 "pass --force to replace the dataset") from None
             _remove_dataset(data_dir, None)
         if old is not None and not (old.workload == workload.name and old.seed == seed
-                                    and old.spec == spec_of(workload) and old.content == CONTENT_VERSION):
+                                    and old.spec == spec_of(workload)
+                                    and old.content == content_version(workload.layout)):
             if not force:
                 what = "another seed of this workload" if old.workload == workload.name and old.seed != seed \
                     else "another dataset"
+                if old.workload == workload.name and old.seed == seed and old.spec == spec_of(workload):
+                    raise DataError(f"--data-dir {data_dir}: holds {old.describe()} with content {old.content!r}, "
+                                    f"written by an older dlbench; this one writes "
+                                    f"{content_version(workload.layout)!r}; pass --force to regenerate it")
                 raise DataError(f"--data-dir {data_dir}: holds {old.describe()} ({what}), not workload "
                                 f"{workload.name} (seed {seed}, {workload.samples} samples); refusing to "
                                 "overwrite it; pass --force to replace it")
