@@ -524,6 +524,9 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
             prog.bytes += int(m.nbytes[0]) - w.samples * w.sample_nbytes
         return
     mine = list(range(comm.rank, len(m.paths), comm.size))
+    if w.layout == "jpeg_folders":   # one class folder after another: file creations stay local in
+        own = np.asarray(mine, dtype=np.int64)   # the file system (20 % faster here); the bytes do not depend on it
+        mine = own[np.argsort(own % w.classes, kind="stable")].tolist()
     extra_ok = getattr(w.format.driver(), "extra_ok", None)   # tfrecord: the file's index is right too
     complete = {}
     sums = _recorded_sums(d, m)
