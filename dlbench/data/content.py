@@ -40,8 +40,8 @@ The file is a pre-encoded *pool image* of its size class, made unique in bytes t
   ``JPEG_FILL``. Image k therefore does not depend on which classes were built before, on the process or on
   the number of ranks.
 - File i = SOI, then JPEG comment (COM, 0xFFFE) segments up to exactly the target size — the first one's
-  payload starts with the sample id (8 bytes, big-endian), the rest are seeded bytes of sample i — then the
-  pool image after its SOI. So every file is a valid JPEG of distinct bytes (the id), padding is at most
+  payload starts with the sample id (8 bytes, big-endian), the rest are seeded bytes (the pool's random block
+  from an offset hashed from i: no generator per file) — then the pool image after its SOI. So every file is a valid JPEG of distinct bytes (the id), padding is at most
   ≈ 17 % of a file (≈ 8 % on average for ImageNet's sizes), and the decode cost tracks the file size.
   The *decoded pixels* repeat across the files of one size class (≈ 100 classes for ImageNet): a loader
   decodes a real image of the file's size, but a model sees few distinct images (fine for I/O and decode
@@ -72,12 +72,13 @@ JPEG_FILL_MIN = 0.88         # and accept it from this fraction (so padding stay
 JPEG_CLASS_STEP = 16         # size class k+1 starts at b_k + b_k // 16 (≈ 6 % apart)
 _CANVAS = 2304               # the pool's smooth canvas, square (5.3 Mpx, ≈ 3 MB of JPEG); larger images: their own
 _ID_SEG = 12                 # the first COM segment holds at least the 8-byte sample id
+_FILL_OFFSETS = 1 << 16      # a sample's padding starts at one of this many offsets of the pool's random block
 _OCTAVES = ((32, 1.0), (8, 0.6), (2, 0.5))  # (grid cell in pixels, amplitude relative to full range)
 _COM_MAX = 65535 + 2         # a COM segment: FF FE, 2-byte length (counts itself), <= 65533 payload bytes
 
 
 def sample_rng(workload: Workload, seed: int, i: int, stream: int = 0) -> np.random.Generator:
-    """The generator of sample ``i`` (stream 0: arrays; 1: JPEG image; 2: JPEG padding)."""
+    """The generator of sample ``i`` (stream 0: arrays; 1 and 2: JPEG image and padding before dlbench.jpeg/2)."""
     return np.random.default_rng([workload_id(workload.name), int(seed) & 0xFFFFFFFFFFFFFFFF, int(i), stream])
 
 
@@ -258,6 +259,8 @@ class _JpegPool:
         self.bounds = jpeg_class_bounds(lo, max(lo, int(dist.max_bytes)))
         self.images: dict[int, bytes] = {}
         self._canvas: np.ndarray | None = None
+        self._fill: bytes | None = None
+        self._fill_room = _FILL_OFFSETS + int(0.2 * int(self.bounds[-1])) + (1 << 16)
 
     def _rng(self, stream: int, k: int = 0) -> np.random.Generator:
         return np.random.default_rng([self.wid, self.seed, k, stream])
@@ -266,6 +269,19 @@ class _JpegPool:
         if self._canvas is None:
             self._canvas = _smooth_image(self._rng(3), _CANVAS, _CANVAS)
         return self._canvas
+
+    def fill(self, i: int, n: int) -> memoryview:
+        """``n`` seeded padding bytes of sample ``i``: the pool's random block (drawn once) from an offset
+        hashed from ``i`` (repeated past its end, which only a padding larger than ≈ 20 % of the largest
+        class would reach)."""
+        if self._fill is None:
+            self._fill = self._rng(5).bytes(self._fill_room)
+        h = ((int(i) * 0x9E3779B97F4A7C15) ^ self.seed) & 0xFFFFFFFFFFFFFFFF
+        off = (((h ^ (h >> 29)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF) >> 48   # in [0, 65536)
+        if off + n <= len(self._fill):
+            return memoryview(self._fill)[off:off + n]
+        reps = -(-(off + n) // len(self._fill))
+        return memoryview(self._fill * reps)[off:off + n]
 
     def image(self, k: int) -> bytes:
         got = self.images.get(k)
@@ -337,26 +353,28 @@ def jpeg_bytes(workload: Workload, seed: int, i: int, target: int | None = None)
     k = int(np.searchsorted(pool.bounds, target, side="right")) - 1
     if k < 0:
         raise ValueError(f"jpeg target {target} B is below the smallest size class ({int(pool.bounds[0])} B)")
-    return _pad(pool.image(k), target, sample_rng(workload, seed, i, stream=2), i)
+    img = pool.image(k)
+    return _pad(img, target, pool.fill(i, max(0, target - len(img))), i)
 
 
-def _pad(enc: bytes, target: int, rng: np.random.Generator, sample_id: int) -> bytes:
+def _pad(enc: bytes, target: int, fill, sample_id: int) -> bytes:
     """Insert COM segments after SOI so that the file is exactly ``target`` bytes; the first one's payload
-    starts with ``sample_id`` (8 bytes, big-endian), the rest is ``rng``'s bytes."""
+    starts with ``sample_id`` (8 bytes, big-endian), the rest comes from ``fill`` (bytes-like, at least
+    ``target - len(enc)`` long)."""
     pad = target - len(enc)
     if pad < _ID_SEG:
         raise ValueError(f"jpeg target {target} B leaves {pad} B for the id segment ({_ID_SEG} needed)")
-    fill = rng.bytes(pad)
     segs = []
     pos = 0
     while pad > 0:
         seg = min(pad, _COM_MAX)
         if 0 < pad - seg < 4:
             seg -= 4
-        payload = fill[pos:pos + seg - 4]
-        if not segs:
-            payload = int(sample_id).to_bytes(_ID_SEG - 4, "big") + payload[_ID_SEG - 4:]
-        segs.append(b"\xff\xfe" + (seg - 2).to_bytes(2, "big") + payload)
+        head = b"\xff\xfe" + (seg - 2).to_bytes(2, "big")
+        if segs:
+            segs += (head, fill[pos:pos + seg - 4])
+        else:
+            segs += (head, int(sample_id).to_bytes(_ID_SEG - 4, "big"), fill[pos + _ID_SEG - 4:pos + seg - 4])
         pos += seg - 4
         pad -= seg
     out = b"".join((enc[:2], *segs, memoryview(enc)[2:]))
