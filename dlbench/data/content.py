@@ -287,6 +287,8 @@ class _JpegPool:
         got = self.images.get(k)
         if got is None:
             got = self.images[k] = self._build(k)
+            if len(self.images) == len(self.bounds):   # every class built: the canvas (16 MB) is not needed
+                self._canvas = None
         return got
 
     def _crop(self, rng_off: tuple[float, float], w: int, h: int, big: np.ndarray | None) -> np.ndarray:
