@@ -163,7 +163,7 @@ def _remove_dataset(data_dir: Path, old: Manifest | None) -> None:
 
 def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Manifest:
     """Rank 0: validate, plan, write the skeletons and the (incomplete) manifest."""
-    from .manifest import CONTENT_VERSION, spec_of
+    from .manifest import content_version, spec_of
 
     if workload.files > MAX_FILES:
         raise ConfigError(f"--samples={workload.samples}: {workload.files} files is more than dlbench "
@@ -179,10 +179,15 @@ def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Mani
                                 "pass --force to replace the dataset") from None
             _remove_dataset(data_dir, None)
         if old is not None and not (old.workload == workload.name and old.seed == seed
-                                    and old.spec == spec_of(workload) and old.content == CONTENT_VERSION):
+                                    and old.spec == spec_of(workload)
+                                    and old.content == content_version(workload.layout)):
             if not force:
                 what = "another seed of this workload" if old.workload == workload.name and old.seed != seed \
                     else "another dataset"
+                if old.workload == workload.name and old.seed == seed and old.spec == spec_of(workload):
+                    raise DataError(f"--data-dir {data_dir}: holds {old.describe()} with content {old.content!r}, "
+                                    f"written by an older dlbench; this one writes "
+                                    f"{content_version(workload.layout)!r}; pass --force to regenerate it")
                 raise DataError(f"--data-dir {data_dir}: holds {old.describe()} ({what}), not workload "
                                 f"{workload.name} (seed {seed}, {workload.samples} samples); refusing to "
                                 "overwrite it; pass --force to replace it")
@@ -519,6 +524,9 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
             prog.bytes += int(m.nbytes[0]) - w.samples * w.sample_nbytes
         return
     mine = list(range(comm.rank, len(m.paths), comm.size))
+    if w.layout == "jpeg_folders":   # one class folder after another: file creations stay local in
+        own = np.asarray(mine, dtype=np.int64)   # the file system (20 % faster here); the bytes do not depend on it
+        mine = own[np.argsort(own % w.classes, kind="stable")].tolist()
     extra_ok = getattr(w.format.driver(), "extra_ok", None)   # tfrecord: the file's index is right too
     complete = {}
     sums = _recorded_sums(d, m)

@@ -3,7 +3,7 @@
 ``<data_dir>/dlbench-manifest.json``, schema ``dlbench.manifest/1``::
 
     {"schema": "dlbench.manifest/1", "complete": true,
-     "workload": "cosmoflow", "scale": "tiny", "seed": 0, "content": "dlbench.content/1",
+     "workload": "cosmoflow", "scale": "tiny", "seed": 0, "content": "dlbench.content/1",  # JPEG: "dlbench.jpeg/2"
      "spec": {...the data-defining part of the resolved workload: layout, arrays, samples, ...},
      "samples": 32, "dataset_nbytes": ...,
      "files": [["data-00000000.h5", first_sample, sample_count, file_bytes], ...],
@@ -28,6 +28,14 @@ from ..errors import DataError
 
 SCHEMA = "dlbench.manifest/1"
 CONTENT_VERSION = "dlbench.content/1"
+# jpeg_folders files since the size-class pool (content.jpeg_bytes); "dlbench.content/1" JPEGs were encoded one
+# by one and cannot be recomputed any more (verify --content says so instead of reporting every sample)
+JPEG_CONTENT_VERSION = "dlbench.jpeg/2"
+
+
+def content_version(layout: str) -> str:
+    """The content version this dlbench writes for ``layout`` (the manifest's ``content``)."""
+    return JPEG_CONTENT_VERSION if layout == "jpeg_folders" else CONTENT_VERSION
 MANIFEST_NAME = "dlbench-manifest.json"
 
 
@@ -270,4 +278,4 @@ def plan_manifest(workload, seed: int, *, hdf5_file_nbytes=None) -> Manifest:
     paths = [file_name(workload, f) for f in range(len(first))]
     return Manifest(workload=workload.name, spec=spec_of(workload), seed=int(seed), samples=n,
                     layout=workload.layout, paths=paths, first=first, count=count, nbytes=nbytes,
-                    scale=workload.scale, _row_nbytes=row)
+                    scale=workload.scale, content=content_version(workload.layout), _row_nbytes=row)

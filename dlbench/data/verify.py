@@ -7,7 +7,9 @@ every file whole and compares its ``sum64`` (``generate.file_checksum``) with th
 at generation (files without a record are skipped): flipped bytes anywhere in a file, HDF5 metadata
 included. ``content=True`` reads every sample through the layout's reader and compares its bytes with
 ``content.expected_row``, and checks the checksums too (a file whose checksum differs is reported once: by
-its differing samples, or, when every sample matches, by its checksum).
+its differing samples, or, when every sample matches, by its checksum). A dataset whose manifest records another
+content version than this dlbench writes (``manifest.content_version``: JPEGs before the size-class pool) gets one
+line saying so instead of the sample comparison.
 
 Cost (benchmarks/verify_checksum.py, loaded 2-core machine): the checksum reads every byte of the dataset,
 as an epoch does, where the structure check reads a few KiB of metadata per file. CosmoFlow small, 24 files,
@@ -118,7 +120,18 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
                 if got != want:
                     bad_sum[f] = (f"{p}: checksum {got:#018x}, the manifest recorded {int(want):#018x} at "
                                   f"generation (bytes changed since)")
-    if not content:
+    from .manifest import content_version
+
+    cur = content_version(m.layout)
+    if content and m.content != cur:   # bytes this dlbench cannot recompute: one line, not one per sample
+        problems += bad_sum.values()
+        if comm.rank == 0:
+            by = m.provenance.get("dlbench")
+            problems.append(f"{d}: content {m.content!r} was written by {'dlbench ' + str(by) if by else 'another dlbench'}"
+                            f"; this one writes {cur!r} and cannot recompute it for --content (its structure and "
+                            f"checksums were checked); regenerate it with `dlbench generate --force`")
+        content = False
+    elif not content:
         problems += bad_sum.values()
     if content and readable:
         reader = open_reader(d, m, workload)

@@ -90,6 +90,9 @@ def test_jpeg_exact_size_decodable_and_smooth(wls):
 def test_jpeg_padding_handles_awkward_remainders():
     rng = np.random.default_rng(0)
     enc = b"\xff\xd8" + b"x" * 100 + b"\xff\xd9"
-    for target in (len(enc) + 4, len(enc) + 65537, len(enc) + 65538, len(enc) + 65540, len(enc) + 200_000):
-        out = C._pad(enc, target, rng)
+    for target in (len(enc) + 12, len(enc) + 65537, len(enc) + 65538, len(enc) + 65540, len(enc) + 200_000):
+        out = C._pad(enc, target, rng.bytes(target - len(enc)), 77)
         assert len(out) == target and out.endswith(enc[2:])
+        assert out[2:4] == b"\xff\xfe" and int.from_bytes(out[6:14], "big") == 77   # the id leads the first COM
+    with pytest.raises(ValueError, match="id segment"):
+        C._pad(enc, len(enc) + 11, rng.bytes(11), 77)
