@@ -72,9 +72,14 @@ def test_model_point_strategy_that_cannot_run_sustains_nothing():
     from dlbench import workload as W
 
     wl = W.load("cosmoflow", scale="full")
+    # staging of a subset bigger than the local tier runs partly from the shared tier by default (issue 19);
+    # --if-too-big error is the staging that cannot run here
     p = S.model_point(strategy="staging", wl=wl, accelerator="h100", profile=load("laptop-pfs"), n=2,
-                      ranks_per_node=2, epochs=1, seed=0, full_samples=wl.samples)
+                      ranks_per_node=2, epochs=1, seed=0, full_samples=wl.samples, options={"if_too_big": "error"})
     assert p.au == 0.0 and p.note.startswith("cannot run") and "too small" in p.note
+    r = S.model_point(strategy="staging", wl=wl, accelerator="h100", profile=load("laptop-pfs"), n=2,
+                      ranks_per_node=2, epochs=1, seed=0, full_samples=wl.samples)
+    assert 0 < r.au < 1 and r.note == ""
     q = S.model_point(strategy="naive", wl=W.load("cosmoflow"), accelerator="h100", profile=load("laptop-pfs"),
                       n=3, ranks_per_node=2, epochs=1, seed=0)
     assert q.accelerators == 4 and 0 < q.au <= 1 and math.isfinite(q.samples_per_s)   # whole nodes
