@@ -5,7 +5,8 @@ What the plan says, for every rank r:
 
 - **Which samples r caches.** r_k = how many times r accesses sample k over all epochs (the
   DistributedSampler rows of every epoch: the exact global shuffle). The accessed samples, sorted by r_k
-  descending (ties: earlier first access first), fill the tiers fastest first: the longest prefix whose
+  descending (ties, ``tie_break``: ``first-access``, earlier first access first; ``sample-id``, lower sample
+  id first, as the HDMLP thesis' reference simulator's stable sort by count does), fill the tiers fastest first: the longest prefix whose
   summed bytes fit ``memory_bytes`` goes to its memory tier, the following ones to its node-local disk tier
   while their summed bytes fit ``local_bytes`` (a prefix: the first that does not fit ends the tier, as
   HDMLP's ``can_add`` does; every sample counts its own size).
@@ -61,14 +62,20 @@ def access_frequencies(*, n_samples: int, world_size: int, epochs: int, local_ba
     return counts.reshape(R, F), first.reshape(R, F), steps
 
 
+TIE_BREAKS = ("first-access", "sample-id")
+
+
 def assign_tiers(counts: np.ndarray, first: np.ndarray, sizes: np.ndarray, memory_bytes: float,
-                 local_bytes: float) -> np.ndarray:
+                 local_bytes: float, tie_break: str = "first-access") -> np.ndarray:
     """(W, F) uint8: the tier each rank caches each sample in (MEMORY, LOCAL or NO_TIER), module doc."""
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"tie_break {tie_break!r}: choose one of {', '.join(TIE_BREAKS)}")
     W, F = counts.shape
     tier = np.full((W, F), NO_TIER, np.uint8)
     for r in range(W):
         acc = np.nonzero(counts[r])[0]
-        order = acc[np.lexsort((first[r, acc], -counts[r, acc].astype(np.int64)))]
+        tie = first[r, acc] if tie_break == "first-access" else acc
+        order = acc[np.lexsort((tie, -counts[r, acc].astype(np.int64)))]
         n_mem = int(np.searchsorted(np.cumsum(sizes[order]), memory_bytes, side="right")) if memory_bytes > 0 else 0
         tier[r, order[:n_mem]] = MEMORY
         rest = order[n_mem:]
@@ -85,10 +92,11 @@ TABLE_BUDGET_BYTES = 512 << 20   # the frequency pass handles this many bytes of
 def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
                      sample_nbytes, memory_bytes: float, local_bytes: float = 0.0, drop_last: bool = False,
                      drop_last_batch: bool = False, pipeline: str = "prefetch", loader_threads: int | None = 2,
-                     table_budget_bytes: int = TABLE_BUDGET_BYTES) -> Plan:
+                     table_budget_bytes: int = TABLE_BUDGET_BYTES, tie_break: str = "first-access") -> Plan:
     """The clairvoyant plan (module doc). ``memory_bytes``: bytes each rank's memory tier holds (inf: all);
     ``local_bytes``: bytes each rank may store in the node-local disk tier (0: none). The frequency pass runs
-    over chunks of ranks whose (rank, sample) tables fit ``table_budget_bytes`` (same plan for any chunking)."""
+    over chunks of ranks whose (rank, sample) tables fit ``table_budget_bytes`` (same plan for any chunking).
+    ``tie_break``: the order among equally often accessed samples (``TIE_BREAKS``, module doc)."""
     W, F = int(world_size), int(n_samples)
     sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.int64), (F,))
     chunk = max(1, min(W, int(table_budget_bytes) // max(13 * F, 1)))
@@ -100,7 +108,7 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
         counts, first, steps = access_frequencies(n_samples=F, world_size=W, epochs=epochs, local_batch=local_batch,
                                                   seed=seed, drop_last=drop_last, drop_last_batch=drop_last_batch,
                                                   ranks=rk)
-        tier = assign_tiers(counts, first, sizes, memory_bytes, local_bytes)
+        tier = assign_tiers(counts, first, sizes, memory_bytes, local_bytes, tie_break)
         r, k = np.nonzero(tier != NO_TIER)
         pr_l.append(r + r0)
         pk_l.append(k)
@@ -169,8 +177,10 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
     local_peak = np.bincount(pr[ptier == LOCAL], weights=sizes[pk[ptier == LOCAL]], minlength=W).astype(np.int64)
     meta = {"order": "global shuffle (DistributedSampler); each sample from the cheapest source: own tier, a peer's "
                      "tier, else the shared FS",
-            "fill": "each rank caches its most-accessed samples (all epochs; ties: earlier first access), memory "
+            "fill": f"each rank caches its most-accessed samples (all epochs; ties: "
+                    f"{'earlier first access' if tie_break == 'first-access' else 'lower sample id'}), memory "
                     "first, then node-local disk; a cached sample is stored by its first access and never evicted",
+            "tie_break": tie_break,
             "peer_choice": "memory holders at the access's step, else disk holders, sorted by (time stored, rank); "
                            "index (rank + global step) mod holders",
             "drop_last": drop_last, "drop_last_batch": drop_last_batch,
@@ -183,4 +193,4 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
                 loader_threads=loader_threads)
 
 
-__all__ = ["access_frequencies", "assign_tiers", "clairvoyant_plan"]
+__all__ = ["TIE_BREAKS", "access_frequencies", "assign_tiers", "clairvoyant_plan"]

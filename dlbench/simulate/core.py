@@ -18,9 +18,10 @@ MODEL_OPTIONS = {
     "prologue_fill_to_capacity": "the prologue also copies other nodes' pieces from peers until the node's "
                                  "destination tier is full (the HDMLP thesis' Parallel Data Staging; the plan "
                                  "trains on the own piece only, so the copies are pure cost)",
-    "fill_by_tier_threads": "the plan's cache fills are read ahead by each node's tier threads (profile "
-                            "tiers[].threads) in the plan's order from the epoch-0 start, not by the loader at "
-                            "delivery (HDMLP's tier prefetchers; thesis-window rule only)",
+    "fill_by_tier_threads": "the plan's cache fills are read ahead from the shared FS by each node's tier "
+                            "threads (profile tiers[].threads) in the plan's order from the epoch-0 start, not by "
+                            "the loader at delivery, every cached sample, also one the plan first reads from a "
+                            "peer (HDMLP's tier prefetchers; thesis-window rule only)",
 }
 LOWERBOUND = "lowerbound"   # not a strategy: everything in memory at t = 0 (costed on naive's plan)
 DISPLAY = {"lowerbound": "Lower Bound", "naive": "Naive", "prefetch": "StagingPool (prefetch)",

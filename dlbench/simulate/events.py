@@ -93,11 +93,13 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 t0: float, tier_fill: bool = False):
     """(epoch_times, compute, stall, barrier, fetch_s_by_tier, bytes_by_tier, samples) of ``plan`` under
     the thesis-window rule; ``t0``: when epoch 0 starts (after the prologue). ``tier_fill`` (prefetch
-    only): the plan's cache fills (a PFS access with ``keep``) are read ahead by the node's tier threads
-    (the profile's ``tiers[].threads``, split over the node's ranks) in the plan's order from t0, at
-    γ = nodes, each followed by its write, as HDMLP's tier prefetchers do; the loader reads such a sample
-    (and every later own-tier access of it) from the own tier once its fill is done, else from the PFS
-    (window rule)."""
+    only): the plan's cache fills (every access with ``keep``, whether the plan reads it from the PFS or
+    from a peer) are read ahead from the PFS by the node's tier threads (the profile's ``tiers[].threads``,
+    split over the node's ranks) in the plan's order from t0, at γ = nodes, each followed by its write, as
+    HDMLP's tier prefetchers do (the reference's ``FrequencyPrefetcher.fill_buffers`` reads every sample of
+    its tiers from the PFS, peers or not); the loader reads such a sample (and every later own-tier access
+    of it) from the own tier once its fill is done, else from its planned source: the peer the plan names,
+    else the PFS (window rule)."""
     check_event_size(plan)
     p = model.p
     rules = model.rules
@@ -135,7 +137,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
             rd = np.full(len(sizes), np.inf)
             for code, kind in ((MEMORY, "memory"), (LOCAL, "local")):
                 tier = next((t for t in p.tiers if t.kind == kind), None)
-                sel = np.nonzero(fill & (kp == code))[0]
+                sel = np.nonzero(kp == code)[0]     # every cached sample, whatever its first access's source
                 if not len(sel):
                     continue
                 thr = max(1, int((tier.threads if tier is not None else 1) // K))
@@ -240,11 +242,13 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     st = fr[k] if fr[k] > B else B
                     s = Sr[f]
                     c = SRCr[f]
-                    if use_ready and (FILLr[f] or c == MEMORY or c == LOCAL):
-                        # filled by the tier threads: own tier once done, else the PFS
-                        tier_code = KPr[f] if FILLr[f] else c
+                    if use_ready and (c == MEMORY or c == LOCAL or KPr[f] != NO_TIER):
+                        # filled by the tier threads: own tier once done, else the planned peer or the PFS
+                        tier_code = c if (c == MEMORY or c == LOCAL) else KPr[f]
                         if rdy[IDr[f]] <= st:
                             c = tier_code
+                            fetch = s * fixed_spb[c]
+                        elif c == PEER:
                             fetch = s * fixed_spb[c]
                         else:
                             c = SHARED

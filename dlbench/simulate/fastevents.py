@@ -36,7 +36,7 @@ from itertools import accumulate
 import numpy as np
 
 from ..errors import ConfigError
-from ..plan import LOCAL, MEMORY, NO_TIER, SHARED, TIER_NAMES, Plan
+from ..plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, TIER_NAMES, Plan
 
 
 class _Window:
@@ -132,14 +132,15 @@ class _Window:
 def _tier_fill_ready(model, plan: Plan, sizes: np.ndarray, t0: float, fill_spb: float, w_spb: float, lat: float,
                      K: int):
     """When each rank's tier fills are done (per rank: {sample: time}) and, per node, the latest start the
-    tier threads log; the reference's arithmetic (round robin over the tier's threads from t0, γ = nodes)."""
+    tier threads log; the reference's arithmetic (round robin over the tier's threads from t0, γ = nodes).
+    Every cached sample is filled from the PFS, also one whose first access the plan serves from a peer."""
     p = model.p
     W = plan.world_size
     parts: list[list] = [[] for _ in range(W)]
     for e in range(plan.epochs):
         ids, src, kp, counts, _rel, _steps = _Window.epoch_arrays(plan, e, sizes)
         cuts = np.concatenate([[0], np.cumsum(counts)])
-        fill = (kp != NO_TIER) & (src == SHARED)
+        fill = kp != NO_TIER        # every cached sample, whatever its first access's source
         for r in range(W):
             a, b = int(cuts[r]), int(cuts[r + 1])
             m = fill[a:b]
@@ -326,10 +327,12 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
                         break
                     st = fr[k] if fr[k] > B else B
                     c = SRCr[f]
-                    if use_ready and (FILLr[f] or c == MEMORY or c == LOCAL):
-                        tier_code = KPr[f] if FILLr[f] else c
+                    if use_ready and (c == MEMORY or c == LOCAL or KPr[f] != NO_TIER):
+                        tier_code = c if (c == MEMORY or c == LOCAL) else KPr[f]
                         if rdy.get(IDr[f], np.inf) <= st:
                             c = tier_code
+                            fetch = s * fixed_spb[c]
+                        elif c == PEER:
                             fetch = s * fixed_spb[c]
                         else:
                             c = SHARED

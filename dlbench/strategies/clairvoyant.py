@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..config import opt
 from ..plan import Plan
-from ..plan.clairvoyant import clairvoyant_plan
+from ..plan.clairvoyant import TIE_BREAKS, clairvoyant_plan
 from . import register
 from .base import Executor, RunContext, Strategy
 from .cache import CacheOptions, check_cache_capacity, memory_capacity_per_rank, pipeline_of, planned_executor
@@ -31,6 +31,10 @@ class ClairvoyantOptions(CacheOptions):
                                       unit="B", min=0)
     drop_last: bool = opt(False, help="drop the permutation's tail instead of padding it to a multiple of the "
                                       "ranks (DistributedSampler drop_last)")
+    tie_break: str = opt("first-access", help="order among samples accessed equally often when the tiers are "
+                                              "filled: first-access (earlier first access first) or sample-id "
+                                              "(lower id first, the HDMLP thesis' reference simulator)",
+                         choices=TIE_BREAKS)
 
 
 @register
@@ -46,7 +50,7 @@ class Clairvoyant(Strategy):
                                 epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed,
                                 sample_nbytes=ctx.sample_nbytes, memory_bytes=memory_capacity_per_rank(ctx, options)[0],
                                 local_bytes=float(options.local_cache_capacity), drop_last=options.drop_last,
-                                **pipeline_of(options))
+                                tie_break=options.tie_break, **pipeline_of(options))
         check_cache_capacity(ctx, plan, options, "clairvoyant's memory tier")
         return plan
 

@@ -328,3 +328,24 @@ def test_lbann_capacity_check_counts_bytes():
     assert need < 30 * int(sizes.max())                               # slots of the largest would not fit
     with pytest.raises(CapacityError, match=f"needs {need:,} bytes"):
         _plan("lbann", ctx, cache_capacity=need - 1)
+
+
+def test_clairvoyant_tie_break_orders_equally_accessed_samples():
+    """tie_break: among samples a rank reads equally often, first-access caches the earlier-read ones first,
+    sample-id the lower ids (the HDMLP thesis' reference simulator: a stable sort by count)."""
+    from dlbench.plan.clairvoyant import assign_tiers
+
+    counts = np.array([[2, 1, 1, 1, 1, 0]], np.int32)
+    first = np.array([[3, 9, 0, 5, 2, 0]], np.int64)
+    sizes = np.full(6, 100, np.int64)
+    fa = assign_tiers(counts, first, sizes, 300, 100)
+    si = assign_tiers(counts, first, sizes, 300, 100, tie_break="sample-id")
+    assert np.flatnonzero(fa[0] == MEMORY).tolist() == [0, 2, 4] and np.flatnonzero(fa[0] == LOCAL).tolist() == [3]
+    assert np.flatnonzero(si[0] == MEMORY).tolist() == [0, 1, 2] and np.flatnonzero(si[0] == LOCAL).tolist() == [3]
+    ctx = _ctx(F=60, sizes=1000, E=4)
+    a = _plan("clairvoyant", ctx, cache_capacity=10 * 1000)
+    b = _plan("clairvoyant", ctx, cache_capacity=10 * 1000, tie_break="sample-id")
+    assert a.meta["tie_break"] == "first-access" and b.meta["tie_break"] == "sample-id"
+    check_possession(b)
+    check_epoch_cover(b)
+    assert b.meta["cache_peak_bytes"] == a.meta["cache_peak_bytes"]

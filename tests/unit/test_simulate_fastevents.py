@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from dlbench.errors import ConfigError
+from dlbench.plan import MEMORY, NO_TIER, PEER
 from dlbench.simulate import Model, SimWorkload, events, fastevents, load_profile, simulate
 from dlbench.simulate.core import build_plan, policy_of
 
@@ -138,3 +139,38 @@ def test_request_counts_from_the_costing_equal_the_plan_pass(strategy, opts):
     a = summarize(c, workload="w", profile=PROF, plan=plan, sizes=sizes)
     b = summarize(dataclasses.replace(c, shared_requests=None), workload="w", profile=PROF, plan=plan, sizes=sizes)
     assert a == b
+
+
+def test_tier_threads_fill_cached_samples_first_read_from_a_peer():
+    """fill_by_tier_threads: HDMLP's tier threads fill every sample the node caches from the PFS (the
+    reference's FrequencyPrefetcher.fill_buffers walks its whole frequency list), also one whose first access
+    the plan serves from a peer. Regression: such a sample got no fill, so every later own-tier read of it
+    was costed as a PFS read. Once every fill is done, every own-tier access reads the own tier."""
+    wl = SimWorkload("small", 400, 5, "fixed", 1e6)
+    sizes = wl.sizes(0)
+    m = Model(PROF, rules="thesis")
+    E = 12
+    plan = build_plan("clairvoyant", wl=wl, nodes=4, ranks_per_node=1, epochs=E, seed=0, profile=PROF,
+                      sizes=sizes, options={"loader_threads": 2})
+    kept = [set() for _ in range(4)]
+    peer_first = 0
+    for e in range(E):
+        ep = plan.epoch(e)
+        r, c = np.nonzero(ep.keep != NO_TIER)
+        peer_first += int((ep.source[r, c] == PEER).sum())
+        for rr, k in zip(r.tolist(), ep.sample_ids[r, c].tolist()):
+            kept[rr].add(k)
+    assert peer_first > 0
+    fill_spb = 1.0 / float(PROF.pfs_per_client(4))
+    ready, _starts = fastevents._tier_fill_ready(m, plan, sizes, 1.5, fill_spb, PROF.staging_write_s_per_byte(),
+                                                  PROF.pfs.latency_s, 1)
+    assert [set(rd) for rd in ready] == kept
+    done = max(max(rd.values()) for rd in ready)
+    ref, new = _both("clairvoyant", {"loader_threads": 2}, wl, 4, 1, E, tier_fill=True)
+    _assert_same(ref, new)
+    # own-tier bytes of the epochs that start once every fill is done: all read from memory
+    starts = 1.5 + np.concatenate([[0.0], np.cumsum(ref[0])[:-1]])
+    late = [e for e in range(E) if starts[e] >= done]
+    assert len(late) >= E // 2
+    own_late = sum(float(sizes[plan.epoch(e).sample_ids[plan.epoch(e).source == MEMORY]].sum()) for e in late)
+    assert ref[5]["memory"].sum() >= own_late > 0
