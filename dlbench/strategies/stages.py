@@ -1,6 +1,7 @@
 """Small executor stages that carry out any plan access by access (CONVENTIONS 8: sampler → source → cache
 → prefetch → batch). ``PlannedExecutor`` (planned.py) glues them; each is testable alone with a fake
-reader, a serial comm and a fake clock.
+reader, a fake clock and, for PeerPush, an in-process two-rank comm (tests/unit/fakecomm.py). Every stage
+declares the lifecycle of ``stage.py`` (``Stage.stats``, ``EpochStage.begin/finish``, ``ClosingStage.close``).
 
 - ``SampleStore``: one own tier (memory slab or node-local files) with a reference count per sample id, so
   a sample held twice (DistributedSampler padding, a pinned send) is stored once and removed with its last
