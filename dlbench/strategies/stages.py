@@ -1,6 +1,7 @@
 """Small executor stages that carry out any plan access by access (CONVENTIONS 8: sampler → source → cache
 → prefetch → batch). ``PlannedExecutor`` (planned.py) glues them; each is testable alone with a fake
-reader, a serial comm and a fake clock.
+reader, a fake clock and, for PeerPush, an in-process two-rank comm (tests/unit/fakecomm.py). Every stage
+declares the lifecycle of ``stage.py`` (``Stage.stats``, ``EpochStage.begin/finish``, ``ClosingStage.close``).
 
 - ``SampleStore``: one own tier (memory slab or node-local files) with a reference count per sample id, so
   a sample held twice (DistributedSampler padding, a pinned send) is stored once and removed with its last
@@ -36,6 +37,7 @@ from ..errors import RunError
 from ..plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED
 from ..storage import aligned_empty, aligned_rows, flat_span
 from ..timeline import PHASE_ID, Timeline
+from .stage import ClosingStage, EpochStage, Stage
 
 PEER_MESSAGE_BYTES = 256 << 20   # the most bytes of one peer message (PeerPush; >= 1 sample)
 WAIT_TIMEOUT_S = 120.0   # a loader waiting this long for a sample the plan says is held: a plan/executor bug
@@ -46,7 +48,7 @@ class Stopped(RunError):
     """A wait given up because the loader is stopping (an error elsewhere, the end of the epoch)."""
 
 
-class SampleStore:
+class SampleStore(ClosingStage):
     """One own tier with a reference count per sample id. Thread-safe: the trainer (peer sends, pins), the
     fill thread (puts, evictions) and loader threads (pinned reads) share it; a reference count change and
     the tier operation it implies happen under one lock, so a slot is never freed or reused while a read or a
@@ -193,8 +195,16 @@ class SampleStore:
                 self.refs[sid] = 1
                 self.release(sid)
 
+    def close(self) -> None:
+        """Drop every sample held (the tier's slots or files)."""
+        self.clear()
 
-class Stores:
+    def stats(self) -> dict:
+        """``reads``/``bytes``: reads of this tier (loader, peer sends from the local tier); ``held``: samples now."""
+        return {"reads": self.reads, "bytes": self.read_bytes, "held": len(self.refs)}
+
+
+class Stores(ClosingStage):
     """The rank's own tiers by plan tier code (MEMORY, LOCAL)."""
 
     def __init__(self, stores: dict[int, SampleStore]):
@@ -223,8 +233,15 @@ class Stores:
         for st in self.by_code.values():
             st.clear()
 
+    def close(self) -> None:
+        self.clear()
 
-class Ring:
+    def stats(self) -> dict:
+        """Each tier's ``SampleStore.stats()`` by tier name."""
+        return {("shared", "local", "memory")[code]: st.stats() for code, st in self.by_code.items()}
+
+
+class Ring(Stage):
     """``depth`` page-aligned batch buffers of ``rows`` rows of ``row_nbytes``."""
 
     def __init__(self, depth: int, rows: int, row_nbytes: int):
@@ -235,6 +252,10 @@ class Ring:
 
     def __getitem__(self, step: int) -> np.ndarray:
         return self.bufs[step % self.depth]
+
+    def stats(self) -> dict:
+        b = self.bufs[0]
+        return {"depth": self.depth, "rows": int(b.shape[0]), "row_nbytes": int(b.shape[1])}
 
 
 class EpochView:
@@ -275,7 +296,7 @@ class EpochView:
         self.lists: tuple[list, list, list, list, list] | None = None
 
 
-class Loader:
+class Loader(EpochStage, ClosingStage):
     """Reads the non-PEER accesses of each step into its ring buffer, from the planned source.
 
     ``threads == 0``: ``fill(t)`` reads step t in the calling (trainer) thread. ``threads > 0``: ``begin``
@@ -495,13 +516,22 @@ class Loader:
             th.join()
         self._threads = []
 
+    def finish(self, view: EpochView) -> None:
+        """End of the epoch ``view``: the loader threads stop and are joined (``end``)."""
+        self.end()
+
     def close(self) -> None:
         self.end()
         for r in self.readers:
             r.close()
 
+    def stats(self) -> dict:
+        """Shared-tier requests (a run counts once), their bytes, and the requests that read a run."""
+        return {"shared_reads": self.shared_reads, "shared_bytes": self.shared_bytes,
+                "run_requests": self.run_requests, "threads": self.threads}
 
-class Filler:
+
+class Filler(ClosingStage):
     """The plan's cache fills (keeps) and evictions of every step, in step order, on one fill thread, so
     writing a fill (a memory copy, or a file on the node-local disk) is not trainer time. Step t's job copies
     its kept rows from the step's ring buffer into the stores, drops the evictions, records a ``stage``
@@ -579,6 +609,10 @@ class Filler:
         self.q.put(None)
         self.thread.join()
 
+    def stats(self) -> dict:
+        """``bytes`` written into the stores; ``jobs``: steps done (all epochs)."""
+        return {"bytes": self.bytes, "jobs": self.done_upto + 1}
+
 
 def _messages(new_group: np.ndarray, nbytes: np.ndarray, cap: int) -> tuple[list[int], list[int]]:
     """Cut a sequence of samples into messages: a new one where ``new_group`` is set, or where the next sample
@@ -608,7 +642,7 @@ def _new_group(*keys: np.ndarray) -> np.ndarray:
     return change
 
 
-class PeerPush:
+class PeerPush(EpochStage):
     """The plan's PEER accesses as non-blocking MPI on the plan's schedule (module doc).
 
     Messages: one per (step, sender, receiver), carrying every sample the sender serves the receiver at that
@@ -830,6 +864,11 @@ class PeerPush:
             item[0].wait()
             self._done(item)
         self.inflight = []
+
+    def stats(self) -> dict:
+        """As run.json's ``tiers.peer`` (class doc)."""
+        return {"messages": self.messages, "samples": self.samples_received, "bytes": self.bytes_received,
+                "bytes_sent": self.bytes_sent}
 
 
 __all__ = ["SampleStore", "Stores", "Ring", "EpochView", "Loader", "Filler", "PeerPush", "NO_TIER", "LOCAL", "MEMORY"]
