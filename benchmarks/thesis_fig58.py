@@ -22,7 +22,7 @@ than 3 %.
 Measured (2026-11-25, shared 2-core machine, seed 0, full size, one run, 85 s in all): every point within
 2.32 % of the published one. No local storage (naive) 30,266.20 s (-0.03 %), lower bound 7,652.50 (-0.04 %),
 staging only 1/2/4 GB 9,941.98 / 9,941.33 / 9,940.49 (-0.05 to -0.07 %). Grid, dlbench (gap to Fig. 5.8):
-  storage \ RAM      0 GB              10 GB             20 GB             40 GB
+  storage / RAM      0 GB              10 GB             20 GB             40 GB
   0 GB         9,940.49 (-0.07)   9,605.03 (+0.53)  9,335.04 (+1.03)  8,784.20 (+1.99)
   20 GB        9,622.29 (+0.45)   9,293.84 (+0.89)  8,998.04 (+1.22)  8,435.99 (+2.26)
   40 GB        9,341.66 (+0.90)   9,005.36 (+1.35)  8,703.70 (+1.79)  8,173.82 (+1.97)
