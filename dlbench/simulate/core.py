@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CapacityError, ConfigError, unknown_choice
-from ..plan import SHARED, TIER_NAMES, Plan
+from ..plan import PEER, SHARED, TIER_NAMES, EpochPlan, Plan
 from ..system import SystemProfile
 from ..timeline import PHASES
 from .model import Costing, Model
@@ -22,6 +22,9 @@ MODEL_OPTIONS = {
                             "threads (profile tiers[].threads) in the plan's order from the epoch-0 start, not by "
                             "the loader at delivery, every cached sample, also one the plan first reads from a "
                             "peer (HDMLP's tier prefetchers; thesis-window rule only)",
+    "peer_reads_from_shared": "every access the plan serves from a peer's tier reads the shared FS instead (the "
+                              "HDMLP thesis' FrequencyPrefetcher fills the staging buffer from the own tiers or "
+                              "the PFS only: its remote_prefetch is off)",
 }
 LOWERBOUND = "lowerbound"   # not a strategy: everything in memory at t = 0 (costed on naive's plan)
 DISPLAY = {"lowerbound": "Lower Bound", "naive": "Naive", "prefetch": "StagingPool (prefetch)",
@@ -151,6 +154,25 @@ def build_plan(strategy: str, *, wl: SimWorkload, nodes: int, ranks_per_node: in
     ctx = sim_context(wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs, seed=seed, profile=profile,
                       sizes=sizes)
     return st.plan(ctx, opts)
+
+
+def peers_as_shared(plan: Plan) -> Plan:
+    """``plan`` with every PEER access read from the shared FS instead (model option
+    ``peer_reads_from_shared``); tiers, keeps, fills and the prologue unchanged."""
+    build = plan._build
+
+    def epoch(e: int) -> EpochPlan:
+        ep = build(e)
+        if ep.peer is None:
+            return ep
+        on_peer = ep.source == PEER
+        return dataclasses.replace(ep, source=np.where(on_peer, np.uint8(SHARED), ep.source),
+                                   peer=np.where(on_peer, np.int32(-1), ep.peer))
+
+    return Plan(strategy=plan.strategy, n_samples=plan.n_samples, world_size=plan.world_size,
+                node_map=plan.node_map, epochs=plan.epochs, local_batch=plan.local_batch, seed=plan.seed,
+                build_epoch=epoch, prologue=plan.prologue, meta=plan.meta, cache_epochs=plan._cache_epochs,
+                pipeline=plan.pipeline, loader_threads=plan.loader_threads)
 
 
 def policy_of(strategy: str, plan: Plan) -> str:
@@ -283,6 +305,8 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
                 raise
             out[label] = {"not_applicable": str(e), "strategy": name, "label": label, "options": o or {}}
             continue
+        if mo.get("peer_reads_from_shared"):
+            plan = peers_as_shared(plan)
         policy = policy_of(name, plan)
         threads = None
         if policy == "prefetch":
