@@ -2,6 +2,9 @@
 
     # run the study N times (mpiexec -n 2 ... --ranks-per-node 1, into temporary folders), then compare
     PYTHONPATH=. python benchmarks/real_vs_sim.py --run 3 [--study configs/studies/cache-comparison.yaml]
+    # 1 rank, the study run with another profile (e.g. one `dlbench calibrate-storage` wrote), results kept
+    PYTHONPATH=. python benchmarks/real_vs_sim.py --run 2 --ranks 1 --system me.yaml --keep /tmp/me/res \
+        --json /tmp/me/out.json     # --json also holds each row's phases per epoch, real and modelled
     # or read results roots a study already wrote (one per repeat)
     PYTHONPATH=. python benchmarks/real_vs_sim.py --results /tmp/me/study1 /tmp/me/study2
 
@@ -24,6 +27,9 @@ With ``--run`` the study runs with a private table of the emulated PFS's readers
 in the temporary folder, unless set): γ is machine-wide by design, so any other dlbench job reading through
 the same profile on this machine would otherwise slow these runs down. Do the same when running the study
 by hand on a shared machine (``DLBENCH_PFS_STATE=$(mktemp -d) mpiexec ...``).
+
+Figures on this machine, per strategy, 1 and 2 ranks, laptop-pfs and calibrated profiles, with the mechanisms
+behind every row outside ±10 %: docs/evidence/issue-19-real-vs-sim.md.
 """
 
 from __future__ import annotations
