@@ -2,6 +2,9 @@
 
     # run the study N times (mpiexec -n 2 ... --ranks-per-node 1, into temporary folders), then compare
     PYTHONPATH=. python benchmarks/real_vs_sim.py --run 3 [--study configs/studies/cache-comparison.yaml]
+    # 1 rank, the study run with another profile (e.g. one `dlbench calibrate-storage` wrote), results kept
+    PYTHONPATH=. python benchmarks/real_vs_sim.py --run 2 --ranks 1 --system me.yaml --keep /tmp/me/res \
+        --json /tmp/me/out.json     # --json also holds each row's phases per epoch, real and modelled
     # or read results roots a study already wrote (one per repeat)
     PYTHONPATH=. python benchmarks/real_vs_sim.py --results /tmp/me/study1 /tmp/me/study2
 
@@ -24,6 +27,9 @@ With ``--run`` the study runs with a private table of the emulated PFS's readers
 in the temporary folder, unless set): γ is machine-wide by design, so any other dlbench job reading through
 the same profile on this machine would otherwise slow these runs down. Do the same when running the study
 by hand on a shared machine (``DLBENCH_PFS_STATE=$(mktemp -d) mpiexec ...``).
+
+Figures on this machine, per strategy, 1 and 2 ranks, laptop-pfs and calibrated profiles, with the mechanisms
+behind every row outside ±10 %: docs/evidence/issue-19-real-vs-sim.md.
 """
 
 from __future__ import annotations
@@ -44,13 +50,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def run_study(study: str, n: int, tmp: Path, local_dir: Path) -> list[Path]:
-    """``mpiexec -n 2 python -m dlbench.cli study STUDY --ranks-per-node 1`` n times; the results roots."""
+def run_study(study: str, n: int, tmp: Path, local_dir: Path, ranks: int = 2) -> list[Path]:
+    """``mpiexec -n RANKS python -m dlbench.cli study STUDY --ranks-per-node 1`` n times; the results roots."""
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
     roots = []
     for k in range(n):
         out = tmp / f"rep{k}"
-        cmd = [mpiexec, "-n", "2", sys.executable, "-m", "dlbench.cli", "study", study, "--ranks-per-node", "1",
+        cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "dlbench.cli", "study", study, "--ranks-per-node", "1",
                "--local-dir", str(local_dir), "--out", str(out)]
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
         if r.returncode != 0:
@@ -75,11 +81,22 @@ def measured(run: dict) -> dict:
         return int((io.get(t) or {}).get("bytes", 0))
 
     return {"label": _label(run), "strategy": cfg["strategy"], "options": cfg["options"], "epoch0_s": ep[0],
+            "phases": phases_per_epoch(s), "run_dir": str(run["run_dir"]),
             "epoch_s": sum(ep[1:]) / len(ep[1:]) if len(ep) > 1 else ep[0],
             "bytes": (b("shared"), b("memory") + b("local"), b("peer")),
             "setup": (cfg["workload"], sample_bytes(cfg["workload_spec"]), int(cfg["workload_spec"]["samples"]),
                       int(cfg["local_batch"]), float(cfg["compute_step_time_s"]), cfg["system"], int(cfg["nodes"]),
                       int(cfg["ranks"]) // int(cfg["nodes"]), int(cfg["epochs"]), int(cfg["seed"]))}
+
+
+PHASES_SHOWN = ("read", "decode", "stall", "exchange", "compute", "barrier")
+
+
+def phases_per_epoch(summary: dict) -> dict:
+    """The summary's phase times (mean over ranks, summed over epochs) per epoch, and the prologue."""
+    n = max(1, int(summary.get("epochs") or len(summary["epoch_time_s"])))
+    ph = summary.get("phase_time_s") or {}
+    return {**{k: float(ph.get(k, 0.0)) / n for k in PHASES_SHOWN}, "prologue": float(summary["prologue_time_s"])}
 
 
 def modelled(setup, strategy: str, options: dict, system: str | None = None) -> dict:
@@ -100,7 +117,7 @@ def modelled(setup, strategy: str, options: dict, system: str | None = None) -> 
     moved = sum(float(sizes[e.transfers.sample].sum()) for e in plan if e.transfers is not None)
     return {"epoch0_s": ep[0], "epoch_s": sum(ep[1:]) / len(ep[1:]) if len(ep) > 1 else ep[0],
             "bytes": (round(t["shared"]), round(t["memory"] + t["local"]), round(t["peer"] + moved)),
-            "notes": s.get("model_notes") or []}
+            "notes": s.get("model_notes") or [], "phases": phases_per_epoch(s)}
 
 
 def main() -> None:
@@ -110,8 +127,14 @@ def main() -> None:
     ap.add_argument("--study", default="configs/studies/cache-comparison.yaml")
     ap.add_argument("--sim-system", default=None,
                     help="also cost every run with this system profile (name or YAML path): column 'alt'")
+    ap.add_argument("--ranks", type=int, default=2, help="with --run: mpiexec -n RANKS (one emulated node each)")
+    ap.add_argument("--system", default=None,
+                    help="with --run: run the study with this system profile (name or YAML path) instead of its own")
+    ap.add_argument("--keep", default=None, help="with --run: copy the study's results roots into this folder")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
+    if a.ranks < 1:
+        sys.exit(f"real_vs_sim: --ranks {a.ranks}: must be >= 1")
     from dlbench.results import read_run
 
     tmp = Path(tempfile.mkdtemp(prefix="dlbench-real-vs-sim-"))
@@ -122,7 +145,15 @@ def main() -> None:
             # profile would otherwise count in γ (it is machine-wide by design)
             os.environ.setdefault("DLBENCH_PFS_STATE", str(tmp / "pfs"))
             (Path(os.environ["DLBENCH_PFS_STATE"])).mkdir(parents=True, exist_ok=True)
-            roots += run_study(a.study, a.run, tmp, tmp / "local")
+            study = a.study
+            if a.system:
+                import yaml
+
+                doc = yaml.safe_load(Path(a.study).read_text())
+                doc["system"] = str(Path(a.system).resolve()) if Path(a.system).exists() else a.system
+                study = str(tmp / Path(a.study).name)
+                Path(study).write_text(yaml.safe_dump(doc, sort_keys=False))
+            roots += run_study(study, a.run, tmp, tmp / "local", a.ranks)
         if not roots:
             sys.exit("real_vs_sim: give --results ROOT... or --run N")
         runs = [read_run(f.parent) for r in roots for f in sorted(Path(r).rglob("run.json"))]
@@ -131,6 +162,9 @@ def main() -> None:
         for r in sorted(runs, key=lambda r: r["run_dir"]):
             m = measured(r)
             rows.setdefault(m["label"], []).append(m)
+        if a.keep and a.run:
+            for r in roots:
+                shutil.copytree(r, Path(a.keep) / r.name, dirs_exist_ok=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if not rows:
@@ -170,6 +204,9 @@ def main() -> None:
                               "real_epoch_s_all": e1, "sim_epoch_s": sim["epoch_s"],
                               "ratio": real / sim["epoch_s"], "bytes_real": ms[0]["bytes"],
                               "bytes_plan": sim["bytes"], "model_notes": sim["notes"],
+                              "real_phases_per_epoch": {k: statistics.median(m["phases"][k] for m in ms)
+                                                        for k in ms[0]["phases"]},
+                              "sim_phases_per_epoch": sim["phases"],
                               **({"alt_epoch_s": alt["epoch_s"], "alt_system": a.sim_system} if alt else {})}
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))

@@ -55,7 +55,10 @@ the PFS with its tiers' threads, receives the rest over the network (staging: al
 its tiers; the three overlap, so the prologue takes max over nodes of max(PFS read, network receive,
 slowest tier write). ``prologue: series``: ``Model._prologue_series``.
 PLS exchange: the samples sent at step i go out with non-blocking MPI overlapping step i; a step lasts at
-least the exchange's bytes / b_c (the part beyond the step's own time is reported as ``exchange``).
+least the exchange's bytes / b_c (the part beyond the step's own time is reported as ``exchange``). With a
+local (file) tier the trainer also reads the samples it sends from their files before posting and writes
+the ones it receives as files after the step, in series with the step: (sent + received bytes) / r_local(1)
+per step, reported as ``exchange`` too (real/sim, docs/evidence/issue-19-real-vs-sim.md).
 """
 
 from __future__ import annotations
@@ -302,11 +305,18 @@ class Model:
                 M = np.full((W, steps), -np.inf)
             # exchange (pls): bytes sent per step; a step lasts at least its exchange
             xs = np.zeros((W, steps))
+            xio = 0.0
             tr = ep.transfers
             if tr is not None and len(tr) and steps:
                 xb = np.zeros((W, steps))
-                np.add.at(xb, (tr.src, np.minimum(tr.step, steps - 1)), sizes[tr.sample])
+                st = np.minimum(tr.step, steps - 1)
+                np.add.at(xb, (tr.src, st), sizes[tr.sample])
                 xs = xb / self.p.network_bytes_per_s
+                tio = self._exchange_tier_io_s(tr, st, sizes, W, steps)
+                if tio is not None:   # in series with the step, on the trainer's path (not overlapped)
+                    xio = tio
+                    Cb = Cb + tio
+                    exch_exposed += tio.sum(axis=1)
             # barrier recurrence over steps (relative to the epoch's start, B_{-1} = 0)
             a = Cb.max(axis=0) if W else np.zeros(steps)
             d = (Cb + M).max(axis=0)
@@ -326,7 +336,7 @@ class Model:
             T = Cb + np.maximum(Bprev[None, :], M)
             stall += (T - Bprev[None, :] - Cb).sum(axis=1)
             if policy == "ondemand":
-                stall += (Cb - Cc).sum(axis=1)
+                stall += (Cb - Cc - xio).sum(axis=1)
             barrier += (B[None, :] - T).sum(axis=1)
             epoch_times[e] = B[-1] if steps else 0.0
             t0 += epoch_times[e]
@@ -340,6 +350,23 @@ class Model:
                        exchange_s=exch_exposed, fetch_s_by_tier=fetch_t, bytes_by_tier=bytes_t, samples=samples,
                        notes=notes)
 
+
+    def _exchange_tier_io_s(self, tr, step: np.ndarray, sizes: np.ndarray, W: int, steps: int):
+        """(W, steps) seconds the trainer spends on a step's exchange moving local-tier files, or None: the
+        sender reads the samples it sends from the tier's files, the receiver writes those it receives
+        as files when the step ends (``strategies/pls.py``), one thread each, in series with the step.
+        One thread at the tier's r(1) both ways (the profile has no write curve; the prologue's writes use
+        the read curve too). A memory tier sends from and receives into its slots: no cost here."""
+        if tr.tier != LOCAL:
+            return None
+        t = next((t for t in self.p.tiers if t.kind == "local"), None)
+        if t is None:
+            return None
+        b = sizes[tr.sample]
+        io = np.zeros((W, steps))
+        np.add.at(io, (tr.src, step), b)
+        np.add.at(io, (tr.dst, step), b)
+        return io / self.p.tier_aggregate(t, 1)
 
     def _cost_events(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank, fill_to_capacity,
                      tier_fill=False):

@@ -134,3 +134,33 @@ def test_pfs_latency_is_paid_per_request():
     without = simulate(["naive"], wl=wl, profile=no_lat, nodes=2, ranks_per_node=1, epochs=1, seed=0)["naive"]
     # 200 samples per rank, each 0.5 ms more; the barrier waits for the slower rank
     assert with_lat["total_time_s"] - without["total_time_s"] == pytest.approx(200 * 0.0005, rel=1e-6)
+
+
+def _pls_profile():
+    return from_dict({
+        "name": "xio", "network_mb_per_s": 1e7,   # a network so fast that bytes / b_c is negligible
+        "pfs": {"client_link_mb_per_s": 1e3, "aggregate": [{"clients": 1, "mb_per_s": 1e3}]},
+        "staging": {"capacity_bytes": 1e10, "threads": 2, "write_mb_per_s": 1e7,
+                    "bandwidth": [{"threads": 1, "mb_per_s": 1e7}]},
+        "tiers": [{"name": "ram", "kind": "memory", "capacity_bytes": 1e10, "threads": 2,
+                   "bandwidth": [{"threads": 1, "mb_per_s": 1e7}]},
+                  {"name": "disk", "kind": "local", "capacity_bytes": 1e11, "threads": 2,
+                   "bandwidth": [{"threads": 1, "mb_per_s": 500}, {"threads": 2, "mb_per_s": 800}]}]})
+
+
+def test_pls_exchange_costs_the_local_tier_files_in_series():
+    """pls on a local (file) tier: the trainer reads every sample it sends from its file and writes every one
+    it receives as a file, in series with the step (strategies/pls.py): each rank's exchange phase is
+    (sent + received bytes) / r_local(1) = 2 x Q x 200 samples x 1 MB / 500 MB/s per epoch, and the epoch
+    lasts that much longer than local shuffling's. A memory tier moves slots: no such cost."""
+    wl = SimWorkload("f", 400, 8, "fixed", 1e6, step_time_s=0.01)
+    prof = _pls_profile()
+    r = simulate([("local", "local", {}), ("pls", "pls", {"exchange_fraction": 0.5}),
+                  ("pls-mem", "pls", {"exchange_fraction": 0.5, "tier": "memory"}),
+                  ("local-mem", "local", {"tier": "memory"})], wl=wl, profile=prof, nodes=2, epochs=2)
+    per_epoch = 2 * 0.5 * 200 * 1e6 / 500e6                # 0.4 s
+    assert r["pls"]["phase_time_s"]["exchange"] == pytest.approx(2 * per_epoch, rel=1e-6)
+    for e in range(2):
+        assert r["pls"]["epoch_time_s"][e] == pytest.approx(r["local"]["epoch_time_s"][e] + per_epoch, rel=1e-6)
+    assert r["pls-mem"]["phase_time_s"]["exchange"] < 1e-3
+    assert r["pls-mem"]["epoch_time_s"][1] == pytest.approx(r["local-mem"]["epoch_time_s"][1], rel=1e-3)
