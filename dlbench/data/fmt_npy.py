@@ -241,13 +241,18 @@ def check_file(path: Path, workload, seed: int, m, f: int) -> list[str]:
 
 # ---- readers ------------------------------------------------------------------------------------------
 
-def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
-                max_open_files: int = 64):
+def check_via(via: str, workload, direct: bool) -> None:
+    """The npy/npz readers' choice: ``--read-via`` one of VIAS, no O_DIRECT (one-line errors)."""
     if via not in VIAS:
         raise ConfigError(f"--read-via={via}: layout {workload.layout} is read with {', '.join(VIAS)} "
                           f"(auto = library: np.load)")
     if direct:
         raise ConfigError(DIRECT_UNSUPPORTED)
+
+
+def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
+                max_open_files: int = 64):
+    check_via(via, workload, direct)
     if via == "pread":
         return NpyPreadReader(d, manifest, workload, counters, max_open_files=max_open_files)
     return NpyLoadReader(d, manifest, workload, counters)

@@ -151,11 +151,7 @@ def check_file(path: Path, workload, seed: int, m, f: int) -> list[str]:
 
 def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
                 max_open_files: int = 64):
-    if via not in VIAS:
-        raise ConfigError(f"--read-via={via}: layout {workload.layout} is read with {', '.join(VIAS)} "
-                          f"(auto = library: np.load)")
-    if direct:
-        raise ConfigError(DIRECT_UNSUPPORTED)
+    npy.check_via(via, workload, direct)
     if via == "pread":
         return NpzPreadReader(d, manifest, workload, counters, max_open_files=max_open_files)
     return NpzLoadReader(d, manifest, workload, counters)
