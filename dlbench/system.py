@@ -23,7 +23,8 @@ bytes, the unit in each key's name)::
       bandwidth: [{threads: 1, mb_per_s: 16550}]   # r_0(p): aggregate over p threads
     tiers:                           # node-local tiers, fastest first
       - {name: ram, kind: memory, capacity_bytes: 5.0e10, threads: 2, bandwidth: [...]}
-      - {name: ssd, kind: local, capacity_bytes: 1.0e11, threads: 2, bandwidth: [...]}
+      - {name: ssd, kind: local, capacity_bytes: 1.0e11, threads: 2, bandwidth: [...],
+         write_bandwidth: [...]}     # w_j(p) (optional): the tier's writes; without it they cost r_j(p)
     rules:                           # the performance model's rule set (optional; ``ModelRules``, defaults shown)
       gamma: threads                 # γ counted as nodes x PFS threads per node | nodes | thesis-window
       write: overlap                 # copy into the staging buffer overlapped with the next fetch | series
@@ -85,6 +86,8 @@ class TierSpec:
     capacity_bytes: float = opt(help="capacity per node", unit="B", min=0)
     threads: int = opt(help="background prefetch threads per node for this tier", min=1, max=MAX_THREADS)
     bandwidth: tuple[ThreadPoint, ...] = opt(help="r_j(p): aggregate bandwidth by threads")
+    write_bandwidth: tuple[ThreadPoint, ...] = opt((), help="w_j(p): aggregate write bandwidth by threads "
+                                                            "(optional; without it writes cost r_j(p))")
 
 
 GAMMA_RULES = ("threads", "nodes", "thesis-window")
@@ -215,6 +218,15 @@ class SystemProfile:
         pts = tier.bandwidth
         return float(_interp(p, [q.threads for q in pts], [q.mb_per_s for q in pts]))
 
+    def tier_write_aggregate(self, tier: TierSpec, threads: float | None = None) -> float:
+        """w_j(p) in bytes/s: tier j's bandwidth with p threads writing it (default: the tier's threads);
+        r_j(p) where the tier has no ``write_bandwidth``."""
+        if not tier.write_bandwidth:
+            return self.tier_aggregate(tier, threads)
+        p = float(threads or tier.threads)
+        pts = tier.write_bandwidth
+        return float(_interp(p, [q.threads for q in pts], [q.mb_per_s for q in pts]))
+
     def staging_write_s_per_byte(self) -> float:
         """max(1/β, 1/(r_0(p_0)/p_0)) seconds per byte: copying a sample into the staging buffer."""
         st = self.staging
@@ -278,6 +290,8 @@ def validate(profile: SystemProfile, where: str = "") -> SystemProfile:
         raise ConfigError(f"tiers{w}: tier names repeat: {names}")
     for i, t in enumerate(profile.tiers):
         _check_curve(t.bandwidth, f"tiers[{i}].bandwidth", "threads", w)
+        if t.write_bandwidth:
+            _check_curve(t.write_bandwidth, f"tiers[{i}].write_bandwidth", "threads", w)
     return profile
 
 

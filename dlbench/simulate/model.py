@@ -172,7 +172,8 @@ class Model:
             t = next((t for t in p.tiers if t.kind == kind), None)
             if t is None:
                 continue
-            rate = p.tier_per_thread(t) * t.threads
+            # w(p) of the tier's threads; r(p) without a write curve
+            rate = p.tier_write_aggregate(t) if t.write_bandwidth else p.tier_per_thread(t) * t.threads
             write_s = np.maximum(write_s, stored_b[code] / rate)
         return float(np.max(np.maximum(np.maximum(read_s, recv_s), write_s)))
 
@@ -355,18 +356,22 @@ class Model:
         """(W, steps) seconds the trainer spends on a step's exchange moving local-tier files, or None: the
         sender reads the samples it sends from the tier's files, the receiver writes those it receives
         as files when the step ends (``strategies/pls.py``), one thread each, in series with the step.
-        One thread at the tier's r(1) both ways (the profile has no write curve; the prologue's writes use
-        the read curve too). A memory tier sends from and receives into its slots: no cost here."""
+        One thread each way: reads at the tier's r(1), writes at its w(1) (r(1) where the profile has no
+        write curve). A memory tier sends from and receives into its slots: no cost here."""
         if tr.tier != LOCAL:
             return None
         t = next((t for t in self.p.tiers if t.kind == "local"), None)
         if t is None:
             return None
         b = sizes[tr.sample]
-        io = np.zeros((W, steps))
-        np.add.at(io, (tr.src, step), b)
-        np.add.at(io, (tr.dst, step), b)
-        return io / self.p.tier_aggregate(t, 1)
+        rd = np.zeros((W, steps))
+        np.add.at(rd, (tr.src, step), b)
+        if not t.write_bandwidth:
+            np.add.at(rd, (tr.dst, step), b)
+            return rd / self.p.tier_aggregate(t, 1)
+        wr = np.zeros((W, steps))
+        np.add.at(wr, (tr.dst, step), b)
+        return rd / self.p.tier_aggregate(t, 1) + wr / self.p.tier_write_aggregate(t, 1)
 
     def _cost_events(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank, fill_to_capacity,
                      tier_fill=False):

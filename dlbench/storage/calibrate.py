@@ -14,7 +14,7 @@ value so the spread is on record):
 - **latency**: the median time of one 4 KiB random read with γ = 1 (cold, as above).
 - **client link** b_fs: t(1) (one reader alone).
 - **local tier** r(p): the same random reads on files written under ``--local-dir``, with p threads; w(p):
-  writing them (``pwrite`` + ``fsync``), p threads.
+  writing them (``pwrite`` + ``fsync``), p threads (the tier's ``write_bandwidth``).
 - **memory** r_0(p): a page-aligned memory copy of ``request_bytes`` rows with p threads (NumPy copies release
   the GIL); the staging write rate β is p = 1.
 - **network** b_c: an MPI ping-pong of 16 MiB between rank 0 and a rank on another node (or another rank
@@ -264,7 +264,8 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
             except OSError:
                 pass
         raw["local_read_mb_per_s"] = {str(k): v for k, v in local_r.items()}
-        raw["local_write_mb_per_s"] = {str(k): [x / comm.size for x in v] for k, v in local_w.items()}
+        local_w = {k: [x / comm.size for x in v] for k, v in local_w.items()}    # a node's figure, as r(p)
+        raw["local_write_mb_per_s"] = {str(k): v for k, v in local_w.items()}
     # --- memory copies ---
     mem = {}
     for t in threads:
@@ -300,7 +301,8 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
         free = os.statvfs(local_dir)
         profile["tiers"].append({"name": "disk", "kind": "local", "capacity_bytes": float(free.f_bavail * free.f_frsize),
                                  "threads": int(min(max_threads, os.cpu_count() or 1)),
-                                 "bandwidth": curve(local_r, "threads")})
+                                 "bandwidth": curve(local_r, "threads"),
+                                 "write_bandwidth": curve(local_w, "threads")})
     return profile
 
 

@@ -1,5 +1,6 @@
 """dlbench calibrate-storage (issue 19): a system profile measured here, loadable by run and simulate."""
 
+import statistics
 import time
 
 import pytest
@@ -28,6 +29,10 @@ def test_calibrated_profile_loads_and_simulates(cf, tmp_path, cli):
     assert len(cal["shared_mb_per_s"]["1"]) == 2            # every repeat on record (the spread)
     assert p.pfs.latency_s == pytest.approx(cal["latency_s"]["median"], rel=1e-3, abs=1e-6)
     assert {t.kind for t in p.tiers} == {"memory", "local"}
+    disk = p.tier("local")                                  # the measured w(p) is the local tier's write curve
+    assert [q.threads for q in disk.write_bandwidth] == [1, 2]
+    assert [q.mb_per_s for q in disk.write_bandwidth] == [
+        pytest.approx(statistics.median(cal["local_write_mb_per_s"][k]), rel=1e-3, abs=1e-3) for k in ("1", "2")]
     assert not list((tmp_path / "loc").rglob("calib-*"))    # its test files are removed
     r = cli(["simulate", "--system", str(out), "--workload", "cosmoflow", "--nodes", "4", "--strategies", "naive",
              "--accelerator", "a100", "--out", str(tmp_path / "sim")])

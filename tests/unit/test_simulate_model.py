@@ -164,3 +164,31 @@ def test_pls_exchange_costs_the_local_tier_files_in_series():
         assert r["pls"]["epoch_time_s"][e] == pytest.approx(r["local"]["epoch_time_s"][e] + per_epoch, rel=1e-6)
     assert r["pls-mem"]["phase_time_s"]["exchange"] < 1e-3
     assert r["pls-mem"]["epoch_time_s"][1] == pytest.approx(r["local-mem"]["epoch_time_s"][1], rel=1e-3)
+
+
+def test_local_tier_write_curve_costs_prologue_copies_and_pls_exchange_writes():
+    """With ``write_bandwidth`` w(1) = 100, w(2) = 160 MB/s on the disk (reads keep r(1) = 500, r(2) = 800):
+    the prologue writes a node's copies at w(tier threads = 2): local and pls store the node's 200 x 1 MB,
+    200 MB / 160 MB/s = 1.25 s (without the curve the PFS read, 0.4 s, bounds it: 200 MB / (4 tier threads
+    x t(8)/8 = 125 MB/s)); staging all-gathers 400 MB: 2.5 s (0.5 s at r(2)). pls's exchange reads the
+    100 sent samples at r(1) and writes the 100 received at w(1): 0.2 + 1.0 = 1.2 s per epoch (0.4 s at r(1)
+    both ways), and the epoch lasts that much longer than local shuffling's."""
+    import dataclasses
+
+    from dlbench.system import ThreadPoint
+
+    wl = SimWorkload("f", 400, 8, "fixed", 1e6, step_time_s=0.01)
+    prof = _pls_profile()
+    disk = dataclasses.replace(prof.tiers[1], write_bandwidth=(ThreadPoint(threads=1, mb_per_s=100),
+                                                               ThreadPoint(threads=2, mb_per_s=160)))
+    wprof = dataclasses.replace(prof, tiers=(prof.tiers[0], disk))
+    runs = [("local", "local", {}), ("pls", "pls", {"exchange_fraction": 0.5}), ("staging", "staging", {})]
+    before = simulate(runs, wl=wl, profile=prof, nodes=2, epochs=2)
+    after = simulate(runs, wl=wl, profile=wprof, nodes=2, epochs=2)
+    for name, was, now in (("local", 0.4, 1.25), ("pls", 0.4, 1.25), ("staging", 0.5, 2.5)):
+        assert before[name]["prologue_time_s"] == pytest.approx(was, rel=1e-9)
+        assert after[name]["prologue_time_s"] == pytest.approx(now, rel=1e-9)
+    assert before["pls"]["phase_time_s"]["exchange"] == pytest.approx(2 * 0.4, rel=1e-9)
+    assert after["pls"]["phase_time_s"]["exchange"] == pytest.approx(2 * 1.2, rel=1e-9)
+    for e in range(2):
+        assert after["pls"]["epoch_time_s"][e] == pytest.approx(after["local"]["epoch_time_s"][e] + 1.2, rel=1e-6)

@@ -53,3 +53,34 @@ def test_bad_tier_kind_and_zero_bandwidth():
 def test_unknown_profile_name():
     with pytest.raises(ConfigError, match="hdmlp-thesis"):
         load("hdmlp-thesys")
+
+
+def _with_write(curve):
+    return dict(BASE, tiers=[dict(BASE["tiers"][0], write_bandwidth=curve)])
+
+
+def test_tier_write_curve_is_read_and_falls_back_to_the_read_curve():
+    p = from_dict(_with_write([{"threads": 1, "mb_per_s": 20}, {"threads": 4, "mb_per_s": 50}]))
+    t = p.tier("ssd")
+    assert p.tier_write_aggregate(t, 1) == pytest.approx(20e6)
+    assert p.tier_write_aggregate(t) == pytest.approx(30e6)          # the tier's 2 threads: linear 1..4
+    assert p.tier_write_aggregate(t, 16) == pytest.approx(50e6)      # flat past the last point
+    assert p.tier_aggregate(t) == pytest.approx(86e6)                # reads keep r(p)
+    q = from_dict(BASE)                                              # no write curve: writes cost r(p)
+    assert q.tier("ssd").write_bandwidth == ()
+    assert q.tier_write_aggregate(q.tier("ssd"), 1) == q.tier_aggregate(q.tier("ssd"), 1) == pytest.approx(66e6)
+
+
+@pytest.mark.parametrize("curve, match", [
+    ([{"threads": 2, "mb_per_s": 5}, {"threads": 2, "mb_per_s": 6}],
+     r"tiers\[0\].write_bandwidth\[1\].threads=2.*increase strictly"),
+    ([{"threads": 1, "mb_per_s": 0}], r"tiers\[0\].write_bandwidth\[0\].mb_per_s=0.*must be from 0.001 to 1e\+09"),
+    ([{"threads": 1, "mb_per_s": 2e9}], r"tiers\[0\].write_bandwidth\[0\].mb_per_s=2e\+09.*must be from"),
+    ([{"threads": 1, "mb_per_s": -3}], r"tiers\[0\].write_bandwidth\[0\].mb_per_s=-3.* \(in my.yaml\)"),
+    ([{"threads": 0, "mb_per_s": 5}], r"tiers\[0\].write_bandwidth\[0\].threads=0.*must be >= 1"),
+    ([{"threads": 1, "mbps": 5}], r"tiers\[0\].write_bandwidth\[0\].mbps.*did you mean 'mb_per_s'"),
+])
+def test_bad_tier_write_curve_is_one_line_error(curve, match):
+    with pytest.raises(ConfigError, match=match) as e:
+        from_dict(_with_write(curve), "my.yaml")
+    assert "\n" not in str(e.value)
