@@ -271,7 +271,46 @@ class LocalTier:
         return None
 
 
-class MemoryTier:
+class _RowTier:
+    """What ``MemoryTier`` and ``ArenaTier`` share on top of their own ``reserve``/``view``: storing a row,
+    copying one out, and counting a step's copies (``read_rows_into``)."""
+
+    def put(self, sample_id: int, row) -> int:
+        src = np.frombuffer(memoryview(row).cast("B"), dtype=np.uint8)
+        dst = self.reserve(sample_id, src.nbytes)
+        t0 = perf_counter_ns()
+        dst[...] = src
+        if self.io_counters is not None:
+            self.io_counters.write(src.nbytes, perf_counter_ns() - t0)
+        return src.nbytes
+
+    def read_into(self, sample_id: int, out: np.ndarray) -> int:
+        src = self.view(sample_id)
+        n = src.shape[0]
+        io = self.io_counters
+        if io is None:
+            out[:n] = src
+        else:
+            t0 = perf_counter_ns()
+            out[:n] = src
+            io.copy_read(n, perf_counter_ns() - t0)
+        c = self.counters
+        c.reads += 1
+        c.read_bytes += n
+        return n
+
+    def _count_rows(self, out: list) -> list:
+        """Count ``read_rows_into``'s copies [(start, end, nbytes)] as ``read_into`` counts one; returns them."""
+        ns = [r[2] for r in out]
+        if self.io_counters is not None:
+            self.io_counters.copy_reads(ns, [b - a for a, b, _n in out])
+        c = self.counters
+        c.reads += len(out)
+        c.read_bytes += sum(ns)
+        return out
+
+
+class MemoryTier(_RowTier):
     """Rows in one preallocated slab of ``capacity_bytes // stride`` slots, ``stride`` = ``row_nbytes``
     rounded up to a page (every slot page-aligned). A slot map sends sample id → slot; freed slots are
     reused. ``reserve(sample_id, nbytes)`` hands out the slot's view so a reader (or an MPI receive) can fill it
@@ -336,30 +375,6 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
         self.counters.write_bytes += nbytes
         return self.slab[slot, :nbytes]
 
-    def put(self, sample_id: int, row) -> int:
-        src = np.frombuffer(memoryview(row).cast("B"), dtype=np.uint8)
-        dst = self.reserve(sample_id, src.nbytes)
-        t0 = perf_counter_ns()
-        dst[...] = src
-        if self.io_counters is not None:
-            self.io_counters.write(src.nbytes, perf_counter_ns() - t0)
-        return src.nbytes
-
-    def read_into(self, sample_id: int, out: np.ndarray) -> int:
-        slot = self._slot[int(sample_id)]
-        n = int(self._nbytes[slot])
-        io = self.io_counters
-        if io is None:
-            out[:n] = self.slab[slot, :n]
-        else:
-            t0 = perf_counter_ns()
-            out[:n] = self.slab[slot, :n]
-            io.copy_read(n, perf_counter_ns() - t0)
-        c = self.counters
-        c.reads += 1
-        c.read_bytes += n
-        return n
-
     def read_rows_into(self, sample_ids: list, rows: np.ndarray, js: list, clock) -> list:
         """``read_into`` of several samples, sample ``sample_ids[i]`` into ``rows[js[i]]``, in one call (the
         inline loader's own-memory reads of a step): each copy timed on its own with ``clock`` and counted as
@@ -376,13 +391,7 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
                 t0 = clock()
                 rows[j, :n] = slab[slot, :n]
             out.append((t0, clock(), n))
-        ns = [r[2] for r in out]
-        if self.io_counters is not None:
-            self.io_counters.copy_reads(ns, [b - a for a, b, _n in out])
-        c = self.counters
-        c.reads += len(out)
-        c.read_bytes += sum(ns)
-        return out
+        return self._count_rows(out)
 
     def view(self, sample_id: int) -> np.ndarray:
         """Read-only access without a copy (valid until the sample is deleted)."""
@@ -422,7 +431,7 @@ in place. The slab's pages are touched at construction (no first-touch cost on t
 ARENA_ALIGN = 64   # each sample's first byte in an ArenaTier (a cache line)
 
 
-class ArenaTier:
+class ArenaTier(_RowTier):
     """Rows in one preallocated byte arena of ``capacity_bytes``: a sample takes its own size (its start
     aligned to ``ARENA_ALIGN``), not a slot of the largest row, so a tier of C bytes holds samples while
     their bytes fit C. Allocation is a bump pointer: one lookup and two stores per sample, nothing allocated
@@ -483,29 +492,6 @@ class ArenaTier:
         self.counters.write_bytes += nbytes
         return self.flat[off:off + nbytes]
 
-    def put(self, sample_id: int, row) -> int:
-        src = np.frombuffer(memoryview(row).cast("B"), dtype=np.uint8)
-        dst = self.reserve(sample_id, src.nbytes)
-        t0 = perf_counter_ns()
-        dst[...] = src
-        if self.io_counters is not None:
-            self.io_counters.write(src.nbytes, perf_counter_ns() - t0)
-        return src.nbytes
-
-    def read_into(self, sample_id: int, out: np.ndarray) -> int:
-        off, n = self._at[int(sample_id)]
-        io = self.io_counters
-        if io is None:
-            out[:n] = self.flat[off:off + n]
-        else:
-            t0 = perf_counter_ns()
-            out[:n] = self.flat[off:off + n]
-            io.copy_read(n, perf_counter_ns() - t0)
-        c = self.counters
-        c.reads += 1
-        c.read_bytes += n
-        return n
-
     def read_rows_into(self, sample_ids: list, rows: np.ndarray, js: list, clock) -> list:
         """``MemoryTier.read_rows_into``: several samples, ``sample_ids[i]`` into ``rows[js[i]]``, each copy
         timed with ``clock``; returns [(start, end, nbytes)]."""
@@ -516,13 +502,7 @@ class ArenaTier:
             t0 = clock()
             rows[j, :n] = flat[off:off + n]
             out.append((t0, clock(), n))
-        ns = [r[2] for r in out]
-        if self.io_counters is not None:
-            self.io_counters.copy_reads(ns, [b - a for a, b, _n in out])
-        c = self.counters
-        c.reads += len(out)
-        c.read_bytes += sum(ns)
-        return out
+        return self._count_rows(out)
 
     def view(self, sample_id: int) -> np.ndarray:
         """Read-only access without a copy (valid until the sample is deleted)."""
