@@ -34,6 +34,7 @@ import io
 import math
 import os
 from collections import OrderedDict
+from functools import lru_cache
 from pathlib import Path
 from time import perf_counter_ns
 
@@ -74,22 +75,31 @@ def record_nbytes(spec: dict, seed: int, n_files: int) -> np.ndarray | None:
     if not rs:
         return None
     data = next(a for a in spec["arrays"] if a["role"] == "data")
-    item = np.dtype(data["dtype"]).itemsize
+    # drawn once per (workload, seed, files): every per-sample shape lookup (readers' file opens, expected
+    # rows) goes through here, and the draw is O(files)
+    return _record_nbytes(workload_id(spec["name"]), rs["kind"], float(rs["mean_bytes"]), float(rs["std_bytes"]),
+                          float(rs["min_bytes"]), float(rs["max_bytes"]), np.dtype(data["dtype"]).itemsize,
+                          int(seed), int(n_files))
+
+
+@lru_cache(maxsize=16)
+def _record_nbytes(wid: int, kind: str, mean: float, std: float, lo: float, hi: float, item: int, seed: int,
+                   n_files: int) -> np.ndarray:
     idx = np.arange(n_files, dtype=np.int64)
-    key = ((workload_id(spec["name"]) << 32) ^ (int(seed) & 0xFFFFFFFFFFFFFFFF)) & 0xFFFFFFFFFFFFFFFF
-    mean, std = float(rs["mean_bytes"]), float(rs["std_bytes"])
-    if rs["kind"] == "fixed" or std == 0:
+    key = ((wid << 32) ^ (seed & 0xFFFFFFFFFFFFFFFF)) & 0xFFFFFFFFFFFFFFFF
+    if kind == "fixed" or std == 0:
         sizes = np.full(n_files, mean)
     else:
         u1, u2 = _uniform(key, idx, 11), _uniform(key, idx, 12)
         z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)  # Box-Muller
-        if rs["kind"] == "normal":
+        if kind == "normal":
             sizes = mean + std * z
         else:
             s2 = math.log(1.0 + (std / mean) ** 2)
             sizes = np.exp(math.log(mean) - s2 / 2.0 + math.sqrt(s2) * z)
-    sizes = np.clip(sizes, float(rs["min_bytes"]), float(rs["max_bytes"]))
-    return np.maximum(1, np.floor(sizes / item)).astype(np.int64) * item
+    out = np.maximum(1, np.floor(np.clip(sizes, lo, hi) / item)).astype(np.int64) * item
+    out.flags.writeable = False     # shared by every caller (cached)
+    return out
 
 
 def n_files(spec: dict) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from functools import cache
 
 from ..errors import unknown_choice
 
@@ -35,7 +36,13 @@ class Format:
     def driver(self):
         """The format module (``module``), imported on first use; None for the HDF5/JPEG layouts, whose
         writer, content and checks still live in generate/content/manifest/verify."""
-        return importlib.import_module(f"dlbench.data.{self.module}") if self.module else None
+        return _module(self.module) if self.module else None
+
+
+@cache
+def _module(name: str):
+    """The format module, imported once (``driver`` is asked per sample by content and decode paths)."""
+    return importlib.import_module(f"dlbench.data.{name}")
 
 
 FORMATS: dict[str, Format] = {}
