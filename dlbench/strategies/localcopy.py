@@ -303,9 +303,14 @@ class LocalCopyExecutor(Executor):
     def stats(self) -> dict:
         st = self.store
         tier_stats = st.tier.stats() if st is not None else {}
+        # the shared tier: the prologue's reads, and the accesses a partial staging plan reads from it (counted
+        # here by the synchronous trainer, by the loader threads in theirs)
+        lo = self._loader
+        sh_reads = self.shared["reads"] + (lo.shared_reads if lo is not None else 0)
+        sh_bytes = self.shared["bytes"] + (lo.shared_bytes if lo is not None else 0)
         out = {
             "tiers": {
-                "shared": {"reads": self.shared["reads"], "bytes": self.shared["bytes"]},
+                "shared": {"reads": sh_reads, "bytes": sh_bytes},
                 self.kind: {"reads": st.reads if st else 0, "bytes": st.read_bytes if st else 0,
                             "writes": tier_stats.get("writes", 0), "write_bytes": tier_stats.get("write_bytes", 0),
                             "deletes": tier_stats.get("deletes", 0), "peak_capacity_bytes": tier_stats.get(

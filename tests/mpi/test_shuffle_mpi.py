@@ -117,4 +117,8 @@ def test_two_nodes_partial_staging_bytes_by_tier_match_simulate(tiny, tmp_path, 
     assert s["prologue_bytes_by_tier"] == {k: int(v) for k, v in ss["prologue_bytes_by_tier"].items()}
     assert s["shared_read_requests"] == ss["shared_read_requests"]
     assert s["staged_fraction"] == ss["staged_fraction"] == 10 / 32
+    # the executor's own shared-tier count (run.json strategy_stats): the prologue's reads and the epochs' shared
+    # accesses, with or without loader threads (the threads' reads were left out)
+    assert sum(r["tiers"]["shared"]["bytes"] for r in s["strategy_stats"]) == \
+        s["bytes_by_tier"]["shared"] + s["prologue_bytes_by_tier"]["shared"]
     assert not any(loc.rglob("*.row"))
