@@ -674,7 +674,7 @@ def sustain_cmd(workload, accelerator, strategies, system, measure_ranks, scale,
 
     for s in strategies:
         registry.get(s)
-    check_counts(("--measure-ranks", measure_ranks, 1, MAX_THREADS), ("--epochs", epochs, 1, MAX_EPOCHS),
+    check_counts(("--measure-ranks", measure_ranks, 1, MAX_RANKS_PER_NODE), ("--epochs", epochs, 1, MAX_EPOCHS),
                  ("--ranks-per-node", ranks_per_node, 1, MAX_RANKS_PER_NODE),
                  ("--max-accelerators", max_accelerators, 1, MAX_NODES * MAX_RANKS_PER_NODE),
                  ("--seed", seed, 0, MAX_SEED))

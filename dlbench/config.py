@@ -29,7 +29,8 @@ MAX_THREADS = 4_096
 MAX_SEED = 2**63 - 1
 MAX_STEP_TIME_S = 86_400.0          # one step of a day
 MAX_BATCH = 1 << 24                 # samples in one step
-MAX_FILE_BYTES = float(1 << 40)     # one sample or file of 1 TiB
+MAX_SAMPLE_BYTES = 64 << 30         # one sample's bytes: beyond this a "sample" is a typo, not a workload
+MAX_FILE_BYTES = float(MAX_SAMPLE_BYTES)   # a drawn sample/file size (record_size, JPEG sizes): the same bound
 MAX_PARAMETERS = 10**13             # a checkpoint of 120 TB
 
 _MISSING = dataclasses.MISSING

@@ -32,6 +32,7 @@ from .config import (
     MAX_BATCH,
     MAX_FILE_BYTES,
     MAX_PARAMETERS,
+    MAX_SAMPLE_BYTES,
     MAX_STEP_TIME_S,
     from_mapping,
     load_yaml,
@@ -400,7 +401,6 @@ def _check_record_size(spec: WorkloadSpec, where: str) -> None:
                           f"to {MAX_SAMPLE_BYTES:,} (64 GiB)")
 
 
-MAX_SAMPLE_BYTES = 64 << 30   # one sample's bytes: beyond this a "sample" is a typo, not a workload
 
 
 def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None = None,
