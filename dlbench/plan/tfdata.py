@@ -94,21 +94,28 @@ def tfdata_plan(*, strategy: str, first: np.ndarray, count: np.ndarray, n_sample
     first = np.asarray(first, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
 
+    shard = len(first) >= world_size
+
     def build(e: int) -> EpochPlan:
-        rows = [rank_order(first=first, count=count, world_size=world_size, rank=r, epoch=e, seed=seed,
-                           streams=streams, local_batch=local_batch, shuffle_buffer=shuffle_buffer,
-                           file_shuffle=file_shuffle) for r in range(world_size)]
+        kw = dict(first=first, count=count, epoch=e, seed=seed, streams=streams, local_batch=local_batch,
+                  shuffle_buffer=shuffle_buffer, file_shuffle=file_shuffle)
+        if shard:
+            rows = [rank_order(world_size=world_size, rank=r, **kw) for r in range(world_size)]
+        else:
+            # fewer files than ranks: every rank reads every file in one order and keeps every W-th sample;
+            # that order is built once (world size 1 draws the same generators), not once per rank
+            full = rank_order(world_size=1, rank=0, **kw)
+            rows = [full[r::world_size] for r in range(world_size)]
         n = min(len(r) for r in rows)
         ids = np.stack([r[:n] for r in rows]) if n else np.zeros((world_size, 0), np.int64)
         bounds = np.tile(batch_bounds(n, local_batch, drop_last_batch), (world_size, 1))
         return EpochPlan(epoch=e, sample_ids=ids, source=np.full(ids.shape, tier, dtype=np.uint8), bounds=bounds)
 
-    shard = len(first) >= world_size
     per_rank = [int(count[r::world_size].sum()) for r in range(world_size)] if shard else \
         [len(range(r, n_samples, world_size)) for r in range(world_size)]
     m = {"order": ORDER, "read_pattern": "tfdata", "samples_left_out_per_epoch": sum(per_rank) - world_size * min(per_rank), "streams": int(streams), "shuffle_buffer": int(shuffle_buffer),
          "file_shuffle": bool(file_shuffle), "drop_last_batch": bool(drop_last_batch),
-         "file_sharding": "files per rank" if len(first) >= world_size else "every rank reads every file"}
+         "file_sharding": "files per rank" if shard else "every rank reads every file"}
     m["semantics"] = {"each_epoch_a_full_permutation": "yes" if m["samples_left_out_per_epoch"] == 0 else
                       f"no ({m['samples_left_out_per_epoch']} samples left out to give every rank the same steps)",
                       "global_batch_is_global_shuffles": "no (tf.data: files per rank, shuffle buffer of "

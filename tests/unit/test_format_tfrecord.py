@@ -340,3 +340,15 @@ def test_generated_records_carry_dlio_2_0_0_size_feature(data):
     pre, suf = T._parts(65536)
     # DLIO 2.0.0's 64 KiB records, as traced by benchmarks/dlio_side_by_side.py: 8,396,160 B for 128 records
     assert suf.endswith(bytes([0x02, 0x80, 0x02])) and len(pre) + 65536 + len(suf) + 16 == 8_396_160 // 128
+
+
+def test_tfdata_plan_with_fewer_files_than_ranks_is_every_ranks_own_order():
+    """The plan builds the shared order once when every rank reads every file; it must equal each rank's own
+    rank_order (the equal-count cut applied)."""
+    first, count = np.arange(0, 30, 10), np.full(3, 10)
+    kw = dict(first=first, count=count, seed=3, streams=2, local_batch=2, shuffle_buffer=4, file_shuffle=True)
+    p = tfdata_plan(strategy="naive", n_samples=30, world_size=5, node_map=np.arange(5), epochs=2, **kw)
+    for e in (0, 1):
+        ref = [rank_order(world_size=5, rank=r, epoch=e, **kw) for r in range(5)]
+        n = min(len(r) for r in ref)
+        assert np.array_equal(p.epoch(e).sample_ids, np.stack([r[:n] for r in ref]))
