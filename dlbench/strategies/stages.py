@@ -417,7 +417,7 @@ class Loader(EpochStage, ClosingStage):
         add, clock = self.timelines[0].add, self.ctx.clock
         READ, e = PHASE_ID["read"], view.epoch
         mem = own.get(MEMORY)
-        mem_refs = mem.refs if mem is not None and hasattr(mem.tier, "read_rows_into") else ()
+        mem_refs = mem.refs if mem is not None else ()
         mem_ids: list[int] = []
         mem_js: list[int] = []
         reads = nbytes = 0
@@ -436,10 +436,8 @@ class Loader(EpochStage, ClosingStage):
                 elif c in own and ids[col] in own[c].refs:     # (not held: the slow path says so)
                     st = own[c]
                     t0 = clock()
-                    n = st.tier.read_into(ids[col], out[col - b0])
+                    n = st.read_into(ids[col], out[col - b0])
                     add(READ, t0, clock(), e, t, n, c)
-                    st.reads += 1
-                    st.read_bytes += n
                 else:
                     self._read(0, view, col)
         finally:
@@ -675,6 +673,7 @@ class PeerPush(EpochStage):
         self.tag_span = int(getattr(self.comm, "tag_ub", 32767)) - TAG_BASE
 
     def tag(self, col: int) -> int:
+        """The MPI tag of a message: its first column (sender and receiver both know it from the plan)."""
         return TAG_BASE + col % self.tag_span
 
     def begin(self, view: EpochView) -> None:
@@ -688,8 +687,8 @@ class PeerPush(EpochStage):
         first, end = _messages(_new_group(steps, dst), nbytes, self.cap)
         csum = np.concatenate(([0], np.cumsum(nbytes))).tolist()
         sids, st_l, d_l, c_l = samples.tolist(), steps.tolist(), dst.tolist(), cols.tolist()
-        span = self.tag_span
-        self.pending.extend((st_l[a], d_l[a], TAG_BASE + c_l[a] % span, sids[a:b], csum[b] - csum[a])
+        tag = self.tag
+        self.pending.extend((st_l[a], d_l[a], tag(c_l[a]), sids[a:b], csum[b] - csum[a])
                             for a, b in zip(first, end))
 
     def _recv_plan(self, view: EpochView) -> None:
@@ -706,11 +705,10 @@ class PeerPush(EpochStage):
         first, end = _messages(_new_group(steps, peers), n, self.cap)
         js = (cols - view.bounds[steps]).tolist()
         n_l, st_l, p_l, c_l = n.tolist(), steps.tolist(), peers.tolist(), cols.tolist()
-        span = self.tag_span
         for a, b in zip(first, end):
             t = st_l[a]
             msgs, k, nb = self._rplan.get(t, ([], 0, 0))
-            msgs.append((p_l[a], TAG_BASE + c_l[a] % span, js[a:b], n_l[a:b]))
+            msgs.append((p_l[a], self.tag(c_l[a]), js[a:b], n_l[a:b]))
             self._rplan[t] = (msgs, k + b - a, nb + sum(n_l[a:b]))
 
     def post_recvs(self, view: EpochView, t: int, buf: np.ndarray) -> None:
