@@ -280,9 +280,7 @@ class _Base(SampleReader):
 class NpyLoadReader(_Base):
     """``np.load`` per sample, as a PyTorch Dataset over .npy files does."""
 
-    def __init__(self, d: Path, manifest, workload, counters=None, direct: bool = False):
-        if direct:
-            raise ConfigError(DIRECT_UNSUPPORTED)
+    def __init__(self, d: Path, manifest, workload, counters=None):
         self._init(d, manifest, workload, counters)
 
     def read_into(self, i: int, out: np.ndarray) -> int:
@@ -311,9 +309,7 @@ class NpyLoadReader(_Base):
 class NpyPreadReader(_Base):
     """Header parsed once per opened file, then one ``preadv`` per sample (an LRU of open files)."""
 
-    def __init__(self, d: Path, manifest, workload, counters=None, direct: bool = False, max_open_files: int = 64):
-        if direct:
-            raise ConfigError(DIRECT_UNSUPPORTED)
+    def __init__(self, d: Path, manifest, workload, counters=None, max_open_files: int = 64):
         self._init(d, manifest, workload, counters)
         self._spec, self._seed, self._count = manifest.spec, manifest.seed, manifest.count
         self._dtype = np.dtype(workload.arrays[0].dtype)

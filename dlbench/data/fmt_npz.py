@@ -178,9 +178,7 @@ class NpzLoadReader(_Arrays):
     """``np.load`` and ``z[name]`` per array, as a PyTorch Dataset over .npz files does; the last file's
     arrays are kept for the next sample of the same file (several samples per file)."""
 
-    def __init__(self, d: Path, manifest, workload, counters=None, direct: bool = False):
-        if direct:
-            raise ConfigError(DIRECT_UNSUPPORTED)
+    def __init__(self, d: Path, manifest, workload, counters=None):
         self._init_npz(d, manifest, workload, counters)
         self._last: tuple[int, list] | None = None
 
@@ -219,9 +217,7 @@ class NpzPreadReader(_Arrays):
     """Member data offsets from the ZIP local headers once per opened file, then one ``preadv`` per array
     per sample (an LRU of open files)."""
 
-    def __init__(self, d: Path, manifest, workload, counters=None, direct: bool = False, max_open_files: int = 64):
-        if direct:
-            raise ConfigError(DIRECT_UNSUPPORTED)
+    def __init__(self, d: Path, manifest, workload, counters=None, max_open_files: int = 64):
         self._init_npz(d, manifest, workload, counters)
         self._open: OrderedDict[int, tuple[int, list]] = OrderedDict()
         self._max_open = max(1, int(max_open_files))
