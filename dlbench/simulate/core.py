@@ -226,8 +226,9 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
     elif plan is not None:
         requests = np.zeros(W)
         if c.strategy != LOWERBOUND:
-            for ep in plan:
-                mask = (ep.sample_ids >= 0) & (ep.source == SHARED)
+            for ep in plan:   # the accesses inside the step bounds, as the costing counts them
+                col = np.arange(ep.sample_ids.shape[1])
+                mask = (ep.sample_ids >= 0) & (ep.source == SHARED) & (col[None, :] < ep.bounds[:, -1:])
                 if ep.chunk is not None:
                     mask &= ep.chunk != 0
                 requests += mask.sum(axis=1)

@@ -255,6 +255,7 @@ class Model:
         fetch_t = {n: z.copy() for n in TIER_NAMES}
         bytes_t = {n: z.copy() for n in TIER_NAMES}
         samples = z.copy()
+        requests = z.copy()
         epoch_times = np.zeros(E)
         pro_s = self.prologue_s(plan, sizes, fill_to_capacity)
         t0 = pro_s
@@ -273,6 +274,8 @@ class Model:
             # one request latency per PFS request: a run of consecutive ids read as one request (the plan's
             # ``chunk``: covered columns hold 0) pays it once
             request = valid & (src == SHARED) if ep.chunk is None else valid & (src == SHARED) & (ep.chunk != 0)
+            if policy != "lowerbound":       # nothing is read under the lower bound
+                requests += request.sum(axis=1)
             fetch = s * spb[src] + np.where(request, self.p.pfs.latency_s if self.p.pfs else 0.0, 0.0)
             write = s * w_spb
             for code, name in enumerate(TIER_NAMES):
@@ -349,7 +352,7 @@ class Model:
         return Costing(strategy=plan.strategy, ranks=W, nodes=nodes, epochs=E, prologue_s=pro_s,
                        epoch_time_s=epoch_times, compute_s=compute, stall_s=stall, barrier_s=barrier,
                        exchange_s=exch_exposed, fetch_s_by_tier=fetch_t, bytes_by_tier=bytes_t, samples=samples,
-                       notes=notes)
+                       notes=notes, shared_requests=requests)
 
 
     def _exchange_tier_io_s(self, tr, step: np.ndarray, sizes: np.ndarray, W: int, steps: int):

@@ -192,3 +192,15 @@ def test_local_tier_write_curve_costs_prologue_copies_and_pls_exchange_writes():
     assert after["pls"]["phase_time_s"]["exchange"] == pytest.approx(2 * 1.2, rel=1e-9)
     for e in range(2):
         assert after["pls"]["epoch_time_s"][e] == pytest.approx(after["local"]["epoch_time_s"][e] + 1.2, rel=1e-6)
+
+
+def test_shared_requests_count_only_the_accesses_read():
+    """Regression: with drop_last_batch (DLIO's dropped partial batch) the summary counted 20 PFS requests for
+    the 18 samples read (10 samples, batch 3, 2 epochs): requests are now counted by the costing itself."""
+    from dlbench.simulate import SimWorkload, load_profile, simulate
+
+    r = simulate([("x", "prefetch", {"drop_last_batch": True}), ("y", "naive", {})],
+                 wl=SimWorkload("w", 10, 3, "fixed", 1000.0, step_time_s=0.001), profile=load_profile("laptop-pfs"),
+                 nodes=1, epochs=2)
+    assert r["x"]["bytes_by_tier"]["shared"] == 18000 and r["x"]["shared_read_requests"] == 18
+    assert r["y"]["shared_read_requests"] == 20
