@@ -61,7 +61,6 @@ class _Window:
         self.epoch_steps: list[int] = []
         self.epoch_first: set[int] = set()     # global index of each loaded epoch's first step
         self.steps_loaded = 0
-        self.complete = plan.epochs == 0       # every epoch loaded
 
     @staticmethod
     def epoch_arrays(plan: Plan, e: int, sizes: np.ndarray, with_chunk: bool = False):
@@ -515,7 +514,6 @@ class _PlainWindow(_Window):
         self.step_epoch.extend([e] * steps)
         self.steps_loaded += steps
         self.next_epoch += 1
-        self.complete = self.next_epoch >= plan.epochs
         return True
 
     def trim(self, keep_from: list) -> None:
@@ -688,7 +686,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     if f0 + m < n_acc:
                         L *= 2
                         continue
-                    if not win.complete and win.load():
+                    if win.load():      # False once every epoch is loaded
                         continue
                     n = m
                     break
