@@ -243,6 +243,16 @@ class Plan:
     def __iter__(self):
         return (self.epoch(e) for e in range(self.epochs))
 
+    def map_epochs(self, fn: Callable[[EpochPlan], EpochPlan]) -> Plan:
+        """This plan with every epoch passed through ``fn`` (pure); everything else (prologue, meta, pipeline,
+        every later field) carried over, the epoch cache its own."""
+        import copy
+
+        q = copy.copy(self)
+        q._cache = {}
+        q._build = lambda e, build=self._build: fn(build(e))
+        return q
+
     def summary(self) -> dict:
         """Counts a dry run prints: samples and steps per epoch, bytes per tier need the sample sizes
         (see ``bytes_by_tier``)."""

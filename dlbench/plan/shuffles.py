@@ -213,8 +213,8 @@ def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=Non
     for g, mem in enumerate(members):
         uniq = np.unique(subsets[g])
         if sizes is not None:
-            fits = np.cumsum(sizes[uniq]) <= float(capacity)
-            k = int(np.argmin(fits)) if not fits.all() else len(uniq)   # stop at the first that does not fit
+            # the longest prefix that fits (stop at the first that does not), as clairvoyant.assign_tiers
+            k = int(np.searchsorted(np.cumsum(sizes[uniq]), float(capacity), side="right"))
             staged[uniq[k:]] = False
             uniq = uniq[:k]
             staged_b[g] = float(sizes[uniq].sum())

@@ -159,20 +159,15 @@ def build_plan(strategy: str, *, wl: SimWorkload, nodes: int, ranks_per_node: in
 def peers_as_shared(plan: Plan) -> Plan:
     """``plan`` with every PEER access read from the shared FS instead (model option
     ``peer_reads_from_shared``); tiers, keeps, fills and the prologue unchanged."""
-    build = plan._build
 
-    def epoch(e: int) -> EpochPlan:
-        ep = build(e)
+    def shared(ep: EpochPlan) -> EpochPlan:
         if ep.peer is None:
             return ep
         on_peer = ep.source == PEER
         return dataclasses.replace(ep, source=np.where(on_peer, np.uint8(SHARED), ep.source),
                                    peer=np.where(on_peer, np.int32(-1), ep.peer))
 
-    return Plan(strategy=plan.strategy, n_samples=plan.n_samples, world_size=plan.world_size,
-                node_map=plan.node_map, epochs=plan.epochs, local_batch=plan.local_batch, seed=plan.seed,
-                build_epoch=epoch, prologue=plan.prologue, meta=plan.meta, cache_epochs=plan._cache_epochs,
-                pipeline=plan.pipeline, loader_threads=plan.loader_threads)
+    return plan.map_epochs(shared)
 
 
 def policy_of(strategy: str, plan: Plan) -> str:
