@@ -334,12 +334,8 @@ def _check_name(name: str, where: str) -> None:
 
 def _check_spec(spec: WorkloadSpec, where: str) -> None:
     _check_name(spec.name, where)
-    if spec.layout == "jpeg_folders":
-        if spec.jpeg is None:
-            raise ConfigError(f"workload {spec.name} ({where}): layout jpeg_folders needs a 'jpeg' section")
-        if spec.classes < 1:
-            raise ConfigError(f"workload {spec.name} ({where}): classes={spec.classes}: jpeg_folders needs >= 1")
-    else:
+    drv = get_format(spec.layout).driver()
+    if getattr(drv, "HAS_ARRAYS", True):   # jpeg_folders: a sample is one file's bytes (its check_spec)
         if not spec.arrays:
             raise ConfigError(f"workload {spec.name} ({where}): layout {spec.layout} needs at least one array")
         if not any(a.role == "data" for a in spec.arrays):
@@ -351,9 +347,9 @@ def _check_spec(spec: WorkloadSpec, where: str) -> None:
         raise ConfigError(f"workload {spec.name} ({where}): a 'tfrecord' section needs layout: tfrecord (the "
                           f"layout is {spec.layout})")
     _check_record_size(spec, where)
-    drv = get_format(spec.layout).driver()
-    if drv is not None:
-        drv.check_spec(spec, where)
+    check = getattr(drv, "check_spec", None)   # the format module's own checks
+    if check is not None:
+        check(spec, where)
     for acc in spec.compute:
         if acc not in ACCELERATORS:
             raise unknown_choice(f"accelerator in compute of {where}", acc, ACCELERATORS)

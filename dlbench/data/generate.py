@@ -1,7 +1,10 @@
 """``dlbench generate``: write a workload's dataset, serially or across MPI ranks.
 
+- Format-neutral: what a file holds is the layout's format module's (``Format.driver()``: ``plan_files``,
+  ``write_file`` or a ``writer``, optional ``prepare``/``file_order``/``write_dataset``/``finish``/
+  ``write_extra``; docs/formats.md); this module plans, schedules, checksums, renames and resumes.
 - Deterministic: sample bytes come from ``content`` (a function of workload, seed, index); HDF5 files
-  are a fixed skeleton (``formats.H5Template``) plus those bytes, so a run on any number of ranks writes
+  are a fixed skeleton (``fmt_hdf5.H5Template``) plus those bytes, so a run on any number of ranks writes
   the same bytes and the same manifest (outside its ``provenance`` block).
 - Parallel: file f is written by rank ``f % size``; the one file of ``hdf5_shared`` is created by rank 0
   (skeleton, contiguous datasets) and its sample range is cut into chunks of ≈ 32 MiB, chunk c written by
@@ -37,8 +40,6 @@ import numpy as np
 from .. import __version__
 from ..errors import CapacityError, ConfigError, DataError, DlbenchError
 from ..workload import Workload
-from . import content
-from .formats import H5Template, aligned_empty, create_hdf5
 from .manifest import MANIFEST_NAME, Manifest, plan_manifest
 
 TMP_DIR = ".dlbench-tmp"
@@ -126,10 +127,6 @@ def _recorded_sums(data_dir: Path, m: Manifest) -> dict[int, int]:
     return out
 
 
-def _template_path(d: Path, k: int | None) -> Path:
-    return d / TMP_DIR / f"template-{'one' if k is None else k}.h5"
-
-
 # ---- rank 0: checks and set-up ------------------------------------------------------------------------
 
 def _check_dir(data_dir: Path) -> None:
@@ -204,14 +201,9 @@ def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Mani
     for f in tmp.glob("progress-*"):
         f.unlink()
 
-    def file_nbytes(k: int) -> int:  # HDF5 skeletons: the writers copy their metadata bytes
-        key = None if workload.layout == "hdf5_per_sample" else k
-        p = _template_path(data_dir, key)
-        create_hdf5(p, workload, key)
-        return os.path.getsize(p)
-
-    new = plan_manifest(workload, seed, hdf5_file_nbytes=None if workload.layout == "jpeg_folders"
-                        else file_nbytes)
+    drv = workload.format.driver()
+    planner = getattr(drv, "file_nbytes_planner", None)   # HDF5: file sizes from skeletons written into tmp
+    new = plan_manifest(workload, seed, hdf5_file_nbytes=None if planner is None else planner(workload, tmp))
     # free space: what is not written yet must fit
     have = 0
     if len(new.paths) <= 200_000:
@@ -224,38 +216,15 @@ def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Mani
     if need > free:
         raise CapacityError(f"--data-dir {data_dir}: the dataset needs {need / 1e9:.2f} GB more, "
                             f"{free / 1e9:.2f} GB free; choose fewer --samples or a smaller --scale")
-    if workload.layout == "jpeg_folders":
-        for c in range(min(workload.classes, workload.samples)):
-            (data_dir / Path(new.paths[c]).parent).mkdir(exist_ok=True)
     if old is not None and old.sum64 is not None and old.paths == new.paths and list(old.nbytes) == list(new.nbytes):
         new.sum64 = old.sum64  # the checksums of a finished generation: what a re-run checks skipped files against
-    if workload.layout == "hdf5_shared":
-        _prepare_shared(workload, data_dir, new)
+    prepare = getattr(drv, "prepare", None)   # the format's set-up (jpeg: class folders; hdf5_shared: skeleton)
+    if prepare is not None:
+        prepare(workload, data_dir, new)
     new.complete = False
     new.provenance = {"status": "generating", **_versions()}
     new.save(data_dir)
     return new
-
-
-def _n_chunks(workload: Workload) -> tuple[int, int]:
-    per = max(1, CHUNK_BYTES // max(1, workload.sample_nbytes))
-    return per, -(-workload.samples // per)
-
-
-def _prepare_shared(workload: Workload, data_dir: Path, m: Manifest) -> None:
-    """Rank 0 creates the shared file's skeleton (``<name>.part``) unless it can resume one."""
-    final = data_dir / m.paths[0]
-    part = data_dir / (m.paths[0] + ".part")
-    done = data_dir / TMP_DIR / (m.paths[0] + ".done")
-    _, nch = _n_chunks(workload)
-    if final.is_file() and final.stat().st_size == m.nbytes[0]:
-        if _shared_ok(final, m):
-            return
-        final.unlink()  # flipped bytes, or no checksum recorded: write it again
-    if part.is_file() and part.stat().st_size == m.nbytes[0] and done.is_file() and done.stat().st_size == nch:
-        return  # resume: the chunks marked done are kept
-    create_hdf5(part, workload, workload.samples)
-    done.write_bytes(b"\0" * nch)
 
 
 class GenerateLock:
@@ -343,91 +312,25 @@ class _Progress:
         return out
 
 
-class _Filler:
-    """Makes sample content one chunk ahead of the writes, in a background thread: the rank's chunks
-    (first sample, count) are known up front, so while chunk k is written (``pwrite`` releases the GIL)
-    chunk k+1 is filled (NumPy's copies release it too) into the other of two staging buffer sets."""
-
-    def __init__(self, writer: _Writer, chunks: list[tuple[int, int]]):
-        import queue
-        import threading
-
-        self.w, self.chunks = writer, chunks
-        self.free: queue.Queue = queue.Queue()
-        self.ready: queue.Queue = queue.Queue()
-        for _ in range(2):
-            self.free.put([aligned_empty(writer.per * n) for n in writer.nb])
-        self.thread = threading.Thread(target=self._run, daemon=True, name="dlbench-generate-fill")
-        self.thread.start()
-
-    def _run(self) -> None:
-        w = self.w
-        try:
-            for s0, b in self.chunks:
-                bufs = self.free.get()
-                if bufs is None:
-                    return
-                for k in range(b):
-                    content.fill_arrays(w.w, w.seed, s0 + k, [st[k * n:(k + 1) * n] for st, n in zip(bufs, w.nb)])
-                self.ready.put((s0, b, bufs))
-        except BaseException as e:  # handed to the writer, which re-raises it
-            self.ready.put((None, None, e))
-
-    def get(self, s0: int, b: int) -> list:
-        got0, got_b, bufs = self.ready.get()
-        if got0 is None:
-            raise bufs
-        if (got0, got_b) != (s0, b):  # pragma: no cover - the chunk list and the writes disagree
-            raise RuntimeError(f"generate: filled chunk {(got0, got_b)} but writing {(s0, b)}")
-        return bufs
-
-    def release(self, bufs: list) -> None:
-        self.free.put(bufs)
-
-    def close(self) -> None:
-        self.free.put(None)
-        self.free.put(None)
-        self.thread.join()
-
-
 class _Writer:
+    """This rank's writer: each file to its ``.part`` name through the format module (its ``writer``
+    object, or its ``write_file`` function), checksummed, its extra files written, then renamed."""
+
     def __init__(self, workload: Workload, seed: int, data_dir: Path, m: Manifest, fsync: bool):
         self.w, self.seed, self.d, self.m, self.fsync = workload, seed, data_dir, m, fsync
-        self.templates: dict = {}
-        self.filler: _Filler | None = None
+        self.drv = workload.format.driver()
+        self.files = None   # the format's file writer of this rank (``start``)
+        self.write_extra = getattr(self.drv, "write_extra", None)   # tfrecord: the index file
         self.sum_buf = bytearray(SUM_BLOCK)
-        if workload.layout != "jpeg_folders":
-            self.per, _ = _n_chunks(workload)
-            self.nb = [a.nbytes for a in workload.arrays]
 
-    def chunks(self, first: int, count: int) -> list[tuple[int, int]]:
-        return [(s0, min(self.per, first + count - s0)) for s0 in range(first, first + count, self.per)]
+    def start(self, files: list[int]) -> None:
+        """Before the first ``write_file``: ``files`` are the files this rank will write, in order."""
+        make = getattr(self.drv, "writer", None)
+        self.files = make(self.w, self.seed, self.d, self.m, files) if make is not None else _FileWriter(self)
 
-    def template(self, k: int | None, path: Path | None = None) -> H5Template:
-        t = self.templates.get(k)
-        if t is None:
-            p = path or _template_path(self.d, k)
-            t = self.templates[k] = H5Template(p, self._regions(p))
-        return t
-
-    def _regions(self, p: Path) -> list[tuple[int, int]]:
-        import h5py
-
-        with h5py.File(p, "r") as f:
-            return [(int(f[a.name].id.get_offset()), int(f[a.name].id.get_storage_size()))
-                    for a in self.w.arrays]
-
-    def write_samples(self, fd: int, tpl: H5Template, first: int, count: int, base: int) -> int:
-        """Samples first..first+count-1, stored at row ``first - base`` of each dataset."""
-        written = 0
-        for s0, b in self.chunks(first, count):
-            bufs = self.filler.get(s0, b)
-            try:
-                for off, st, n in zip(tpl.offsets, bufs, self.nb):
-                    written += _write_all(fd, st[:b * n], off + (s0 - base) * n)
-            finally:
-                self.filler.release(bufs)
-        return written
+    def close(self) -> None:
+        if self.files is not None:
+            self.files.close()
 
     def write_file(self, f: int) -> int:
         """Write file ``f`` (not shared) to its .part name, then rename. Returns bytes written."""
@@ -435,21 +338,8 @@ class _Writer:
         final = self.d / rel
         part = self.d / (rel + ".part")
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        write_extra = getattr(self.w.format.driver(), "write_extra", None)   # tfrecord: the index file
         try:
-            drv = self.w.format.driver()
-            if drv is not None:   # a format module writes its own files (dlbench.data.registry)
-                n = drv.write_file(fd, self.w, self.seed, self.m, f)
-            elif self.w.layout == "jpeg_folders":
-                data = content.jpeg_bytes(self.w, self.seed, f, target=int(self.m.nbytes[f]))
-                n = _write_all(fd, np.frombuffer(data, dtype=np.uint8), 0)
-            else:
-                k = None if self.w.layout == "hdf5_per_sample" else int(self.m.count[f])
-                tpl = self.template(k)
-                n = 0
-                for off, seg in tpl.segments:
-                    n += _write_all(fd, np.frombuffer(seg, dtype=np.uint8), off)
-                n += self.write_samples(fd, tpl, int(self.m.first[f]), int(self.m.count[f]), int(self.m.first[f]))
+            n = self.files.write_file(fd, f)
             if self.fsync:
                 os.fsync(fd)
         except BaseException:
@@ -458,14 +348,28 @@ class _Writer:
             raise
         os.close(fd)
         self.last_sum = file_checksum(part, self.sum_buf)
-        if write_extra is not None:   # in place before the data file takes its final name
+        if self.write_extra is not None:   # in place before the data file takes its final name
             try:
-                write_extra(self.d, self.m, f)
+                self.write_extra(self.d, self.m, f)
             except BaseException:
                 part.unlink(missing_ok=True)
                 raise
         os.replace(part, final)
         return n
+
+
+class _FileWriter:
+    """A format module's ``write_file(fd, workload, seed, manifest, f)`` as a file writer."""
+
+    def __init__(self, gen: _Writer):
+        self.gen = gen
+
+    def write_file(self, fd: int, f: int) -> int:
+        g = self.gen
+        return g.drv.write_file(fd, g.w, g.seed, g.m, f)
+
+    def close(self) -> None:
+        pass
 
 
 def _write_all(fd: int, buf: np.ndarray, offset: int) -> int:
@@ -480,54 +384,16 @@ def _write_all(fd: int, buf: np.ndarray, offset: int) -> int:
     return total
 
 
-def _shared_ok(final: Path, m: Manifest) -> bool:
-    """A finished shared file is kept only when its checksum is the one recorded at the end of its generation."""
-    want = m.sum64[0] if m.sum64 else None
-    return want is not None and file_checksum(final) == want
-
-
 def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
-    w, d = writer.w, writer.d
-    if w.layout == "hdf5_shared":
-        rel = m.paths[0]
-        final = d / rel
-        if final.is_file() and final.stat().st_size == m.nbytes[0]:  # its checksum was checked in _prepare_shared
-            prog.skipped_files, prog.skipped_bytes = (1 if comm.rank == 0 else 0), (int(m.nbytes[0]) if comm.rank == 0 else 0)
-            return
-        per, nch = _n_chunks(w)
-        part = d / (rel + ".part")
-        done_path = d / TMP_DIR / (rel + ".done")
-        done = np.frombuffer(done_path.read_bytes(), dtype=np.uint8)
-        tpl = writer.template(w.samples, part)
-        todo = [c for c in range(comm.rank, nch, comm.size) if not done[c]]
-        writer.filler = _Filler(writer, [ch for c in todo for ch in writer.chunks(c * per, min(per, w.samples - c * per))])
-        fd = os.open(part, os.O_WRONLY)
-        dfd = os.open(done_path, os.O_WRONLY)
-        try:
-            for c in range(comm.rank, nch, comm.size):
-                first = c * per
-                count = min(per, w.samples - first)
-                if done[c]:
-                    prog.skipped_bytes += count * w.sample_nbytes
-                else:
-                    prog.bytes += writer.write_samples(fd, tpl, first, count, 0)
-                    os.pwrite(dfd, b"\1", c)
-                prog.flush()
-            if writer.fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-            os.close(dfd)
-            writer.filler.close()
-        if comm.rank == 0:  # the skeleton's metadata, written by rank 0 in _prepare
-            prog.files = 1
-            prog.bytes += int(m.nbytes[0]) - w.samples * w.sample_nbytes
+    w, d, drv = writer.w, writer.d, writer.drv
+    whole = getattr(drv, "write_dataset", None)   # a format that writes its dataset its own way (hdf5_shared)
+    if whole is not None and whole(writer, m, comm, prog):
         return
     mine = list(range(comm.rank, len(m.paths), comm.size))
-    if w.layout == "jpeg_folders":   # one class folder after another: file creations stay local in
-        own = np.asarray(mine, dtype=np.int64)   # the file system (20 % faster here); the bytes do not depend on it
-        mine = own[np.argsort(own % w.classes, kind="stable")].tolist()
-    extra_ok = getattr(w.format.driver(), "extra_ok", None)   # tfrecord: the file's index is right too
+    order = getattr(drv, "file_order", None)   # jpeg: one class folder after another
+    if order is not None:
+        mine = order(w, mine)
+    extra_ok = getattr(drv, "extra_ok", None)   # tfrecord: the file's index is right too
     complete = {}
     sums = _recorded_sums(d, m)
     for f in mine:
@@ -542,10 +408,8 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
         if complete[f] and extra_ok is not None:
             complete[f] = extra_ok(d, m, f)
     rec = open(d / TMP_DIR / f"sum-{comm.rank}", "a")
-    if w.layout != "jpeg_folders" and w.format.driver() is None:   # HDF5 rows: the filler thread
-        writer.filler = _Filler(writer, [ch for f in mine if not complete[f]
-                                         for ch in writer.chunks(int(m.first[f]), int(m.count[f]))])
     try:
+        writer.start([f for f in mine if not complete[f]])
         for f in mine:
             if complete[f]:
                 prog.skipped_files += 1
@@ -558,8 +422,7 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
             prog.flush()
     finally:
         rec.close()
-        if writer.filler is not None:
-            writer.filler.close()
+        writer.close()
 
 
 def _show_progress(data_dir: Path, comm, total_bytes: int, show: bool, own_done) -> None:
@@ -703,30 +566,24 @@ def _cleanup_failed(data_dir: Path, m: Manifest, workload: Workload) -> None:
     """After a failure: no temporary file stays behind (the manifest stays ``complete: false``). The
     checksums of the files completed so far (the ranks' ``sum-<rank>`` records) move into the incomplete
     manifest's ``sum64`` first, so a re-run skips those files instead of writing them again."""
-    if workload.layout == "hdf5_shared":
-        (data_dir / (m.paths[0] + ".part")).unlink(missing_ok=True)
-    else:
-        for p in m.paths:
-            (data_dir / (p + ".part")).unlink(missing_ok=True)
-        sums = _recorded_sums(data_dir, m)
-        if sums:
-            m.sum64 = [sums.get(i) for i in range(len(m.paths))]
-            m.complete = False
-            try:
-                m.save(data_dir)
-            except OSError:  # the disk is full: the re-run rewrites those files, nothing half-written stays
-                (data_dir / (MANIFEST_NAME + ".part")).unlink(missing_ok=True)
+    for p in m.paths:
+        (data_dir / (p + ".part")).unlink(missing_ok=True)
+    sums = _recorded_sums(data_dir, m)
+    if sums:
+        m.sum64 = [sums.get(i) for i in range(len(m.paths))]
+        m.complete = False
+        try:
+            m.save(data_dir)
+        except OSError:  # the disk is full: the re-run rewrites those files, nothing half-written stays
+            (data_dir / (MANIFEST_NAME + ".part")).unlink(missing_ok=True)
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
 
 
 def _finish(data_dir: Path, m: Manifest, workload: Workload, ranks: int, seconds: float) -> None:
-    if workload.layout == "hdf5_shared":
-        part = data_dir / (m.paths[0] + ".part")
-        if part.is_file():
-            os.replace(part, data_dir / m.paths[0])
     sums = _recorded_sums(data_dir, m)
-    if workload.layout == "hdf5_shared" and 0 not in sums:
-        sums[0] = file_checksum(data_dir / m.paths[0])
+    finish = getattr(workload.format.driver(), "finish", None)   # hdf5_shared: the .part renamed, its checksum
+    if finish is not None:
+        finish(data_dir, m, sums)
     m.sum64 = [sums.get(i) for i in range(len(m.paths))]
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
     m.complete = True
