@@ -45,6 +45,16 @@ def check_spec(spec, where: str) -> None:
         raise ConfigError(f"workload {spec.name} ({where}): classes={spec.classes}: jpeg_folders needs >= 1")
 
 
+def mean_sample_nbytes(workload) -> int:
+    """Workload.sample_nbytes: the mean file size."""
+    return int(workload.jpeg.size.mean_bytes)
+
+
+def decoded_row_nbytes(workload) -> int:
+    """Workload.decoded_nbytes: the decoded image (``jpeg.decoded_shape`` uint8)."""
+    return int(np.prod(workload.jpeg.decoded_shape))
+
+
 def file_name(workload, f: int) -> str:
     """Relative path of file ``f`` (= sample f)."""
     c = f % workload.classes

@@ -227,8 +227,35 @@ DIRECT_UNSUPPORTED = ("--cache direct: the tfrecord readers read through buffere
                       "before every epoch (as --cache drop)")
 
 
+SECTION = "tfrecord"   # the workload YAML section this format owns (its read pattern: workload.TFRecordSpec)
+
+
 def check_spec(spec, where: str) -> None:
     """Any arrays: a record's image is the concatenation of the sample's arrays (contract 1)."""
+
+
+def shared_read_plan(name: str, ctx, *, meta, streams: int, drop_last_batch: bool, sampler_order):
+    """The plan of a strategy reading every sample from the shared tier (naive, prefetch): read pattern
+    ``tfdata``: tf.data's order of ``streams`` loader streams (``dlbench.plan.tfdata``); ``indexed``: the
+    sampler's order (``sampler_order(meta)``), one pread per record through the index files."""
+    from ..workload import tfrecord_options
+
+    tf = tfrecord_options(ctx.workload)
+    if tf.read == "tfdata":
+        from ..plan import SHARED
+        from ..plan.tfdata import tfdata_plan
+
+        spf = max(1, ctx.workload.samples_per_file)
+        first = np.arange(0, ctx.n_samples, spf, dtype=np.int64)
+        return tfdata_plan(strategy=name, first=first, count=np.minimum(spf, ctx.n_samples - first),
+                           n_samples=ctx.n_samples,
+                           world_size=ctx.world_size, node_map=ctx.node_map, epochs=ctx.epochs,
+                           local_batch=ctx.local_batch, seed=ctx.seed, streams=streams,
+                           shuffle_buffer=tf.shuffle_buffer, file_shuffle=tf.file_shuffle, tier=SHARED, meta=meta,
+                           drop_last_batch=drop_last_batch)
+    return sampler_order({**(meta or {}), "read_pattern": "indexed",
+                          "order": "global shuffle (DistributedSampler); tfrecord read pattern indexed (index file + "
+                                   "one pread per record)"})
 
 
 @lru_cache(maxsize=256)
