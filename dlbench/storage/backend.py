@@ -1,0 +1,221 @@
+"""Storage backends of the shared tier: the calls under the readers and the generator (DLIO's ``DataStorage``,
+IOR's ``aiori``, fio's ioengines).
+
+A backend names files by their path relative to the dataset root and offers
+
+- ``open(rel, write=False) -> handle`` / ``close(handle)``; ``write=True`` creates or truncates;
+- ``pread_into(handle, buf, offset) -> bytes read`` (into a writable buffer, as ``os.preadv``);
+- ``pwrite(handle, buf, offset) -> bytes written``;
+- ``size(rel)``, ``exists(rel)``, ``list(prefix="") -> sorted relative paths``, ``remove(rel)``,
+  ``rename(src, dst)`` (atomic replace: the generator's ``.part`` files);
+- ``file_image(rel) -> bytes``: the whole file (for libraries that read a file themselves: an HDF5 file
+  image, ``h5py.File(io.BytesIO(...))``, where libhdf5 would otherwise need a path).
+
+``PosixBackend(root)``: today's behaviour. A handle is the kernel file descriptor and ``pread_into`` is one
+call of the module's read call (``dlbench.storage.preadv``: ``os.preadv``, or lseek + readv under
+``DLBENCH_READ_CALL=readv``); a reader that keeps the descriptor can call ``preadv`` itself, as the readers
+do today (``benchmarks/storage_backend.py`` measures the backend's call against a bare ``os.preadv`` loop).
+
+``MemoryBackend()``: an in-memory fake (IOR's DUMMY, fio's null engine with bytes) for the tool's own tests:
+files are ``bytearray`` objects in a dict, reads copy with one memoryview slice. ``MemoryBackend.from_dir``
+loads a dataset written on disk. It serves every format's bytes; libhdf5 reads it through a file image
+(``file_image``), never through a path.
+
+``ThrottledBackend(inner, model)``: the emulated PFS (``dlbench.storage.throttle``) as a wrapper around any
+backend: every ``pread_into`` goes through a ``Throttle`` (γ counted across processes, the modelled time
+waited), the other calls pass through.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol
+
+from . import preadv as _preadv
+
+
+class Backend(Protocol):
+    def open(self, rel: str, write: bool = False): ...
+    def close(self, handle) -> None: ...
+    def pread_into(self, handle, buf, offset: int) -> int: ...
+    def pwrite(self, handle, buf, offset: int) -> int: ...
+    def size(self, rel: str) -> int: ...
+    def exists(self, rel: str) -> bool: ...
+    def list(self, prefix: str = "") -> list[str]: ...
+    def remove(self, rel: str) -> None: ...
+    def rename(self, src: str, dst: str) -> None: ...
+    def file_image(self, rel: str) -> bytes: ...
+
+
+def _check_rel(rel: str) -> str:
+    if rel.startswith("/") or ".." in Path(rel).parts:
+        raise ValueError(f"storage path {rel!r}: must be relative to the dataset root, without '..'")
+    return rel
+
+
+class PosixBackend:
+    """Files under ``root`` through the POSIX calls (module docstring)."""
+
+    name = "posix"
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.pread_into = _preadv_into   # the read call itself: no wrapper on the hot path
+
+    def path(self, rel: str) -> Path:
+        return self.root / _check_rel(rel)
+
+    def open(self, rel: str, write: bool = False) -> int:
+        flags = (os.O_WRONLY | os.O_CREAT | os.O_TRUNC) if write else os.O_RDONLY
+        return os.open(self.path(rel), flags, 0o644)
+
+    def close(self, handle: int) -> None:
+        os.close(handle)
+
+    def pwrite(self, handle: int, buf, offset: int) -> int:
+        return os.pwrite(handle, buf, offset)
+
+    def size(self, rel: str) -> int:
+        return os.stat(self.path(rel)).st_size
+
+    def exists(self, rel: str) -> bool:
+        return self.path(rel).is_file()
+
+    def list(self, prefix: str = "") -> list[str]:
+        out = []
+        for dirpath, _, files in os.walk(self.root):
+            for f in files:
+                rel = os.path.relpath(os.path.join(dirpath, f), self.root)
+                if rel.startswith(prefix):
+                    out.append(rel)
+        return sorted(out)
+
+    def remove(self, rel: str) -> None:
+        self.path(rel).unlink(missing_ok=True)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(self.path(src), self.path(dst))
+
+    def file_image(self, rel: str) -> bytes:
+        return self.path(rel).read_bytes()
+
+
+def _preadv_into(fd: int, buf, offset: int) -> int:
+    return _preadv(fd, [buf], offset)
+
+
+class _MemFile:
+    __slots__ = ("data", "rel")
+
+    def __init__(self, rel: str, data: bytearray):
+        self.rel, self.data = rel, data
+
+
+class MemoryBackend:
+    """Files as ``bytearray`` objects in a dict (module docstring)."""
+
+    name = "memory"
+
+    def __init__(self):
+        self.files: dict[str, bytearray] = {}
+
+    @classmethod
+    def from_dir(cls, root: str | Path) -> MemoryBackend:
+        """Every regular file under ``root`` (a dataset written by ``dlbench generate``), loaded."""
+        mem = cls()
+        src = PosixBackend(root)
+        for rel in src.list():
+            mem.files[rel] = bytearray(src.file_image(rel))
+        return mem
+
+    def open(self, rel: str, write: bool = False) -> _MemFile:
+        rel = _check_rel(rel)
+        if write:
+            self.files[rel] = bytearray()
+        elif rel not in self.files:
+            raise FileNotFoundError(2, "No such file (memory backend)", rel)
+        return _MemFile(rel, self.files[rel])
+
+    def close(self, handle: _MemFile) -> None:
+        pass
+
+    def pread_into(self, handle: _MemFile, buf, offset: int) -> int:
+        src = handle.data
+        n = max(0, min(len(buf), len(src) - offset))
+        if n:
+            memoryview(buf).cast("B")[:n] = memoryview(src)[offset:offset + n]
+        return n
+
+    def pwrite(self, handle: _MemFile, buf, offset: int) -> int:
+        mv = memoryview(buf).cast("B")
+        data = handle.data
+        end = offset + len(mv)
+        if end > len(data):
+            data.extend(bytes(end - len(data)))   # a hole reads as zeros, as a sparse POSIX file
+        data[offset:end] = mv
+        return len(mv)
+
+    def size(self, rel: str) -> int:
+        try:
+            return len(self.files[rel])
+        except KeyError:
+            raise FileNotFoundError(2, "No such file (memory backend)", rel) from None
+
+    def exists(self, rel: str) -> bool:
+        return rel in self.files
+
+    def list(self, prefix: str = "") -> list[str]:
+        return sorted(r for r in self.files if r.startswith(prefix))
+
+    def remove(self, rel: str) -> None:
+        self.files.pop(rel, None)
+
+    def rename(self, src: str, dst: str) -> None:
+        try:
+            self.files[_check_rel(dst)] = self.files.pop(src)
+        except KeyError:
+            raise FileNotFoundError(2, "No such file (memory backend)", src) from None
+
+    def file_image(self, rel: str) -> bytes:
+        try:
+            return bytes(self.files[rel])
+        except KeyError:
+            raise FileNotFoundError(2, "No such file (memory backend)", rel) from None
+
+
+class ThrottledBackend:
+    """``inner``'s reads held to the emulated PFS's modelled time (``throttle.Throttle``); everything else
+    passes through. ``stats()``: the throttle's counts."""
+
+    def __init__(self, inner, model=None, *, throttle=None, key: str | None = None):
+        from .throttle import Throttle
+
+        if throttle is None:
+            if model is None:
+                raise ValueError("ThrottledBackend: a PfsModel or a Throttle is needed")
+            throttle = Throttle(model, key=key)
+        self.inner, self.throttle = inner, throttle
+        self.name = f"throttled({getattr(inner, 'name', type(inner).__name__)})"
+        self._read, self._inner_read = throttle.read, inner.pread_into
+
+    def pread_into(self, handle, buf, offset: int) -> int:
+        return self._read(self._inner_read, handle, buf, offset)
+
+    def __getattr__(self, name):   # open, close, pwrite, size, list, remove, rename, file_image
+        return getattr(self.inner, name)
+
+    def stats(self) -> dict:
+        return self.throttle.stats()
+
+    def close_backend(self) -> None:
+        self.throttle.close()
+
+
+def read_file(backend, rel: str, buf) -> int:
+    """The whole file ``rel`` into ``buf`` (open, one read, close): a one-sample-per-file read."""
+    h = backend.open(rel)
+    try:
+        return backend.pread_into(h, buf, 0)
+    finally:
+        backend.close(h)
