@@ -46,7 +46,8 @@ from time import perf_counter_ns
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from ..storage import aligned_empty, preadv
+from ..storage import aligned_empty
+from ..storage.backend import PosixBackend
 from ..workload import Workload
 from .formats import SampleReader
 
@@ -143,12 +144,14 @@ class PerSampleReader(_ArraysMixin, SampleReader):
     object is released, here at once) rather than ``FileID.close()``, whose ``nonlocal_close`` scans every
     live h5py identifier of the process (≈ 25 µs here). On an error the file is closed explicitly."""
 
-    def __init__(self, data_dir: Path, manifest, workload: Workload, counters=None):
+    def __init__(self, data_dir: Path, manifest, workload: Workload, counters=None, storage=None):
         import h5py
 
+        storage = storage or PosixBackend(data_dir)
         self._h5f, self._h5d, self._h5s = h5py.h5f, h5py.h5d, h5py.h5s
+        self._h5fopen = storage.h5f_opener()   # H5Fopen (POSIX), or the file image of a backend without paths
         self._init_arrays(workload)
-        self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
+        self._paths = storage.keys(manifest.paths)
         self._fapl = _fapl()
         self._mtypes = [h5py.h5t.py_create(dt) for dt in self._dtypes]
         self._one = len(self._names) == 1     # one array per sample: no loop over arrays
@@ -160,7 +163,7 @@ class PerSampleReader(_ArraysMixin, SampleReader):
             self._check_out(out)
         path = self._paths[i]
         try:
-            fid = self._h5f.open(path, self._h5f.ACC_RDONLY, self._fapl)
+            fid = self._h5fopen(path, self._h5f.ACC_RDONLY, self._fapl)
         except (OSError, KeyError) as e:
             raise hdf5_error(path, e, f"sample {i}") from None
         try:
@@ -220,12 +223,14 @@ class _OpenFile:
     without its ≈ 100 µs per-call selection cost. ``via="hdf5"``: one hyperslab ``H5Dread`` per array."""
 
     def __init__(self, path: bytes, names, shapes, nbytes, fapl, via: str, counters=None, file_no: int = 0,
-                 direct=None):
+                 direct=None, storage=None):
         import h5py
 
         self.path = path
+        self.storage = storage
+        self.preadv = storage.preadv      # the backend's read call (POSIX: the system call itself)
         try:
-            self.fid = h5py.h5f.open(path, h5py.h5f.ACC_RDONLY, fapl)
+            self.fid = storage.h5f_opener()(path, h5py.h5f.ACC_RDONLY, fapl)
         except OSError as e:
             raise hdf5_error(path, e, "the file") from None
         try:
@@ -247,9 +252,9 @@ class _OpenFile:
 
                 self.fd = open_direct(path)
             elif plain:
-                self.fd = os.open(path, os.O_RDONLY)
+                self.fd = storage.open_read(path)
             elif via == "pread":
-                raise DataError(f"{path.decode()}: datasets are not contiguous and unfiltered; "
+                raise DataError(f"{os.fsdecode(path)}: datasets are not contiguous and unfiltered; "
                                 "read them with via='hdf5'")
         if counters is not None:
             counters.h5f_open(2 if self.fd >= 0 else 1)
@@ -269,7 +274,7 @@ class _OpenFile:
                 self.close()
                 from ..errors import ConfigError
 
-                raise ConfigError(f"--cache direct: {path.decode()}'s datasets are not contiguous and unfiltered, "
+                raise ConfigError(f"--cache direct: {os.fsdecode(path)}'s datasets are not contiguous and unfiltered, "
                                   f"so they are read through libhdf5, which cannot use O_DIRECT here")
             self.read_row = self._read_row_direct   # the buffered read_row stays free of any mode test
 
@@ -293,6 +298,7 @@ class _OpenFile:
         if self.fd >= 0:
             fd = self.fd
             parts = self.parts
+            preadv = self.preadv
             if cnt is None:
                 for off, s, n in parts:
                     if preadv(fd, [out[s:s + n]], off + j * n) != n:
@@ -341,7 +347,7 @@ class _OpenFile:
                 hi = min(count, lo + IOV_MAX)
                 want = (hi - lo) * n
                 t0 = clock()
-                r = preadv(self.fd, views[lo:hi], off + (j + lo) * n)
+                r = self.preadv(self.fd, views[lo:hi], off + (j + lo) * n)
                 if cnt is not None:          # one POSIX read of the whole run (what Darshan would count)
                     cnt.read(self.file_no, off + (j + lo) * n, r, clock() - t0)
                 if r != want:
@@ -364,7 +370,7 @@ class _OpenFile:
 
                     r = pread_direct(self.fd, blk, count * n, self.offsets[a] + j * n, self.direct)
                 else:
-                    r = preadv(self.fd, [blk], self.offsets[a] + j * n)
+                    r = self.preadv(self.fd, [blk], self.offsets[a] + j * n)
                 if cnt is not None:
                     cnt.read(self.file_no, self.offsets[a] + j * n, r, perf_counter_ns() - t0)
                 if r != count * n:
@@ -390,7 +396,7 @@ class _OpenFile:
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
+            self.storage.close(self.fd)
             self.fd = -1
         self.ds, self.fspaces, self.mspaces = [], [], []
         self.fid.close()
@@ -400,7 +406,7 @@ class BlockReader(_ArraysMixin, SampleReader):
     """hdf5_shared / hdf5_blocks: files and datasets stay open (an LRU of ``max_open_files``)."""
 
     def __init__(self, data_dir: Path, manifest, workload: Workload, max_open_files: int = 64,
-                 via: str = "auto", counters=None, direct: bool = False):
+                 via: str = "auto", counters=None, direct: bool = False, storage=None):
         if via not in ("auto", "pread", "hdf5"):
             raise ValueError(f"via={via!r}: choose auto, pread or hdf5")
         self._via = via
@@ -410,8 +416,9 @@ class BlockReader(_ArraysMixin, SampleReader):
 
             self._direct = DirectBuffer()
         self.counters = counters
+        self._storage = storage or PosixBackend(data_dir)
         self._init_arrays(workload)
-        self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
+        self._paths = self._storage.keys(manifest.paths)
         self._spf = int(manifest.count[0]) if workload.layout == "hdf5_blocks" else 0
         self._max_open = max(1, int(max_open_files))
         self._open: OrderedDict[int, _OpenFile] = OrderedDict()
@@ -428,7 +435,7 @@ class BlockReader(_ArraysMixin, SampleReader):
         h = self._open.get(f)
         if h is None:
             h = _OpenFile(self._paths[f], self._names, self._shapes, self._nbytes, self._fapl, self._via,
-                          self.counters, f, self._direct)
+                          self.counters, f, self._direct, self._storage)
             self._open[f] = h
             if len(self._open) > self._max_open:
                 self._open.popitem(last=False)[1].close()
@@ -809,8 +816,11 @@ def direct_unsupported(layout: str) -> str:
             "buffered, with the dataset evicted from the page cache before every epoch (as --cache drop)")
 
 
+STORAGE = True   # the readers read through a storage backend (open_reader's ``storage``)
+
+
 def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
-                max_open_files: int = 64) -> SampleReader:
+                max_open_files: int = 64, storage=None) -> SampleReader:
     """``via`` (--read-via): ``auto``/``pread`` read hdf5_shared/hdf5_blocks rows at the datasets' byte
     offsets, ``library`` (or ``hdf5``) through H5Dread hyperslabs; hdf5_per_sample is always read by libhdf5
     (``pread`` is refused). ``direct``: O_DIRECT reads (a ConfigError for hdf5_per_sample and libhdf5 reads)."""
@@ -824,6 +834,6 @@ def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None
         if why or via == "hdf5":
             raise ConfigError(why or "--cache direct: via='hdf5' reads through libhdf5, which cannot use O_DIRECT")
     if per_sample:
-        return PerSampleReader(d, manifest, workload, counters)
+        return PerSampleReader(d, manifest, workload, counters, storage=storage)
     return BlockReader(d, manifest, workload, max_open_files=max_open_files, via=via, counters=counters,
-                       direct=direct)
+                       direct=direct, storage=storage)

@@ -23,7 +23,7 @@ from time import perf_counter_ns
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from ..storage import preadv
+from ..storage.backend import PosixBackend
 from ..workload import Workload
 from .formats import SampleReader
 
@@ -133,12 +133,15 @@ def check_file(path: Path, workload, seed: int, m, f: int) -> list[str]:
 
 # ---- reader and decode --------------------------------------------------------------------------------
 
+STORAGE = True   # the reader reads through a storage backend (open_reader's ``storage``)
+
+
 def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
-                max_open_files: int = 64) -> SampleReader:
+                max_open_files: int = 64, storage=None) -> SampleReader:
     """``via``: auto or pread (the whole file with one pread); ``library`` is refused."""
     if via == "library":
         raise ConfigError(f"--read-via={via}: layout {workload.layout} is read whole with pread; use auto")
-    return JpegReader(d, manifest, workload, counters, direct=direct)
+    return JpegReader(d, manifest, workload, counters, direct=direct, storage=storage)
 
 
 def decoder(workload):
@@ -153,8 +156,12 @@ def decoder(workload):
 class JpegReader(SampleReader):
     """jpeg_folders: the file's bytes with one ``preadv``; ``decode_into`` for the decoded sample."""
 
-    def __init__(self, data_dir: Path, manifest, workload: Workload, counters=None, direct: bool = False):
-        self._paths = [os.fsencode(str(data_dir / p)) for p in manifest.paths]
+    def __init__(self, data_dir: Path, manifest, workload: Workload, counters=None, direct: bool = False,
+                 storage=None):
+        storage = storage or PosixBackend(data_dir)
+        # the backend's calls, bound once (POSIX: os.open with O_RDONLY, the read call, os.close themselves)
+        self._open, self._preadv, self._close = storage.open_read, storage.preadv, storage.close
+        self._paths = storage.keys(manifest.paths)
         self._sizes = manifest.nbytes
         self.counters = counters
         self.max_row_nbytes = int(self._sizes.max()) if len(self._sizes) else 0
@@ -180,24 +187,24 @@ class JpegReader(SampleReader):
         finally:
             os.close(fd)
         if got != n:
-            raise DataError(f"{self._paths[i].decode()}: read {got} B, the manifest says {n} B")
+            raise DataError(f"{os.fsdecode(self._paths[i])}: read {got} B, the manifest says {n} B")
         return n
 
     def read_into(self, i: int, out: np.ndarray) -> int:
         n = int(self._sizes[i])
-        fd = os.open(self._paths[i], os.O_RDONLY)
+        fd = self._open(self._paths[i])
         try:
             cnt = self.counters
             if cnt is None:
-                got = preadv(fd, [out[:n]], 0)
+                got = self._preadv(fd, [out[:n]], 0)
             else:
                 t0 = perf_counter_ns()
-                got = preadv(fd, [out[:n]], 0)
+                got = self._preadv(fd, [out[:n]], 0)
                 cnt.open_read(i, 0, got, perf_counter_ns() - t0)
         finally:
-            os.close(fd)
+            self._close(fd)
         if got != n:
-            raise DataError(f"{self._paths[i].decode()}: read {got} B, the manifest says {n} B")
+            raise DataError(f"{os.fsdecode(self._paths[i])}: read {got} B, the manifest says {n} B")
         return n
 
     def decode_into(self, raw: np.ndarray, nbytes: int, out: np.ndarray) -> None:

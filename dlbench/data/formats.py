@@ -118,10 +118,12 @@ class MemoryReader(SampleReader):
 
 
 def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_files: int = 64,
-                via: str = "auto", counters=None, direct: bool = False) -> SampleReader:
+                via: str = "auto", counters=None, direct: bool = False, storage=None) -> SampleReader:
     """The reader of ``data_dir``'s layout, opened by its format module (see the module docstring). The
     manifest must describe the same workload data (name, layout, arrays, samples) as ``workload``. ``via``:
-    ``--read-via`` (each module says which it takes); ``direct``: O_DIRECT reads."""
+    ``--read-via`` (each module says which it takes); ``direct``: O_DIRECT reads; ``storage``: a storage
+    backend (``dlbench.storage.backend``; default: POSIX files under ``data_dir``), for the format modules
+    that read through one (``STORAGE``)."""
     from .manifest import spec_of
 
     if manifest.workload != workload.name or manifest.spec != spec_of(workload):
@@ -130,5 +132,18 @@ def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_
                         "generate it or pass the matching --scale/--samples")
     if counters is not None:  # a CounterSet: this reader's counters, Darshan's last_byte_read per file
         counters = counters.new("shared", len(manifest.paths))
-    return workload.format.driver().open_reader(Path(data_dir), manifest, workload, via=via, counters=counters,
-                                                direct=direct, max_open_files=max_open_files)
+    drv = workload.format.driver()
+    kw = {}
+    if storage is not None:
+        from ..errors import ConfigError
+        from .registry import FORMATS
+
+        if not getattr(drv, "STORAGE", False):
+            able = [n for n, f in FORMATS.items() if getattr(f.driver(), "STORAGE", False)]
+            raise ConfigError(f"storage backend {storage.name}: layout {workload.layout}'s readers read POSIX "
+                              f"files only; backends serve layouts {', '.join(able)}")
+        if direct and not storage.direct:
+            raise ConfigError(f"--cache direct: storage backend {storage.name} has no O_DIRECT reads")
+        kw["storage"] = storage
+    return drv.open_reader(Path(data_dir), manifest, workload, via=via, counters=counters, direct=direct,
+                           max_open_files=max_open_files, **kw)

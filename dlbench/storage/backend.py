@@ -11,6 +11,12 @@ A backend names files by their path relative to the dataset root and offers
 - ``file_image(rel) -> bytes``: the whole file (for libraries that read a file themselves: an HDF5 file
   image, ``h5py.File(io.BytesIO(...))``, where libhdf5 would otherwise need a path).
 
+The readers' calls (bound once when a reader opens, so the per-sample path calls them directly):
+``keys(rels)`` (a key per file: POSIX the absolute path as bytes, memory the relative path),
+``open_read(key) -> handle``, ``preadv(handle, buffers, offset) -> bytes read`` (vectored, as ``os.preadv``),
+``close(handle)``, ``h5f_opener() -> open(key, flags, fapl)`` (libhdf5's H5Fopen, or the file image opened
+with ``H5LTopen_file_image`` for a backend without paths), ``direct`` (O_DIRECT possible) and ``name``.
+
 ``PosixBackend(root)``: today's behaviour. A handle is the kernel file descriptor and ``pread_into`` is one
 call of the module's read call (``dlbench.storage.preadv``: ``os.preadv``, or lseek + readv under
 ``DLBENCH_READ_CALL=readv``); a reader that keeps the descriptor can call ``preadv`` itself, as the readers
@@ -22,8 +28,10 @@ loads a dataset written on disk. It serves every format's bytes; libhdf5 reads i
 (``file_image``), never through a path.
 
 ``ThrottledBackend(inner, model)``: the emulated PFS (``dlbench.storage.throttle``) as a wrapper around any
-backend: every ``pread_into`` goes through a ``Throttle`` (γ counted across processes, the modelled time
-waited), the other calls pass through.
+backend: every ``pread_into``/``preadv`` goes through a ``Throttle`` (γ counted across processes, the modelled
+time waited), the other calls pass through. Reads libhdf5 makes itself (hdf5_per_sample's H5Dread, metadata)
+are not the backend's preadv and are not throttled by it; ``throttle.ThrottledReader`` (around a whole
+``read_into``) throttles those.
 """
 
 from __future__ import annotations
@@ -59,9 +67,26 @@ class PosixBackend:
 
     name = "posix"
 
+    direct = True
+
     def __init__(self, root: str | Path):
+        import functools
+
         self.root = Path(root)
-        self.pread_into = _preadv_into   # the read call itself: no wrapper on the hot path
+        self.pread_into = _preadv_into
+        # the readers' calls are the system calls themselves: no wrapper on the per-sample path
+        self.open_read = functools.partial(os.open, flags=os.O_RDONLY)
+        self.preadv = _preadv
+        self.close = os.close
+
+    def keys(self, rels) -> list[bytes]:
+        return [os.fsencode(str(self.root / r)) for r in rels]
+
+    @staticmethod
+    def h5f_opener():
+        import h5py
+
+        return h5py.h5f.open
 
     def path(self, rel: str) -> Path:
         return self.root / _check_rel(rel)
@@ -69,9 +94,6 @@ class PosixBackend:
     def open(self, rel: str, write: bool = False) -> int:
         flags = (os.O_WRONLY | os.O_CREAT | os.O_TRUNC) if write else os.O_RDONLY
         return os.open(self.path(rel), flags, 0o644)
-
-    def close(self, handle: int) -> None:
-        os.close(handle)
 
     def pwrite(self, handle: int, buf, offset: int) -> int:
         return os.pwrite(handle, buf, offset)
@@ -113,12 +135,53 @@ class _MemFile:
 
 
 class MemoryBackend:
-    """Files as ``bytearray`` objects in a dict (module docstring)."""
+    """Files as ``bytearray`` objects in a dict (module docstring). Readers' handles are small integers
+    (an index into the table of open files), as descriptors are."""
 
     name = "memory"
+    direct = False
 
     def __init__(self):
         self.files: dict[str, bytearray] = {}
+        self._handles: dict[int, bytearray] = {}
+        self._next = 0
+
+    def keys(self, rels) -> list[str]:
+        return [_check_rel(str(r)) for r in rels]
+
+    def open_read(self, key: str) -> int:
+        try:
+            data = self.files[key]
+        except KeyError:
+            raise FileNotFoundError(2, "No such file (memory backend)", key) from None
+        h = self._next
+        self._next += 1
+        self._handles[h] = data
+        return h
+
+    def preadv(self, handle: int, buffers, offset: int) -> int:
+        src = memoryview(self._handles[handle])
+        got = 0
+        for b in buffers:
+            mv = memoryview(b).cast("B")
+            n = max(0, min(len(mv), len(src) - offset - got))
+            if n:
+                mv[:n] = src[offset + got:offset + got + n]
+            got += n
+            if n < len(mv):
+                break
+        return got
+
+    def h5f_opener(self):
+        """libhdf5 opens the file's bytes as a file image (no path)."""
+        import h5py
+
+        def open_image(key: str, flags, fapl=None):
+            try:
+                return h5py.h5f.open_file_image(self.file_image(key))
+            except FileNotFoundError:
+                raise OSError(2, f"unable to open file (memory backend: no file {key})") from None
+        return open_image
 
     @classmethod
     def from_dir(cls, root: str | Path) -> MemoryBackend:
@@ -137,8 +200,9 @@ class MemoryBackend:
             raise FileNotFoundError(2, "No such file (memory backend)", rel)
         return _MemFile(rel, self.files[rel])
 
-    def close(self, handle: _MemFile) -> None:
-        pass
+    def close(self, handle) -> None:
+        if isinstance(handle, int):
+            self._handles.pop(handle, None)
 
     def pread_into(self, handle: _MemFile, buf, offset: int) -> int:
         src = handle.data
@@ -197,12 +261,16 @@ class ThrottledBackend:
             throttle = Throttle(model, key=key)
         self.inner, self.throttle = inner, throttle
         self.name = f"throttled({getattr(inner, 'name', type(inner).__name__)})"
-        self._read, self._inner_read = throttle.read, inner.pread_into
+        self.direct = False   # the throttled reads are the wrapper's buffered calls
+        self._read, self._inner_read, self._inner_preadv = throttle.read, inner.pread_into, inner.preadv
 
     def pread_into(self, handle, buf, offset: int) -> int:
         return self._read(self._inner_read, handle, buf, offset)
 
-    def __getattr__(self, name):   # open, close, pwrite, size, list, remove, rename, file_image
+    def preadv(self, handle, buffers, offset: int) -> int:
+        return self._read(self._inner_preadv, handle, buffers, offset)
+
+    def __getattr__(self, name):   # keys, open, open_read, close, pwrite, size, list, remove, rename, file_image
         return getattr(self.inner, name)
 
     def stats(self) -> dict:

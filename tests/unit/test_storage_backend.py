@@ -127,3 +127,56 @@ def test_throttle_wraps_any_backend():
     assert fc.t == pytest.approx(model.read_time_s(500_000, 1), rel=1e-6)   # 2 ms + 5 ms, on the fake clock
     with pytest.raises(ValueError):
         ThrottledBackend(mem)
+
+
+@pytest.mark.parametrize("name,via", [("cosmoflow", "auto"), ("hep_cnn", "auto"), ("hep_cnn", "library"),
+                                      ("ptychonn", "auto"), ("ptychonn", "library"), ("imagenet", "auto")])
+def test_readers_through_memory_backend(tmp_path, name, via):
+    """The format's own reader, given the memory backend, reads every sample as its POSIX reader does (the
+    dataset directory is removed first: nothing comes from a path); HDF5 through file images."""
+    import shutil
+
+    from dlbench.data.formats import aligned_empty, open_reader
+
+    wl = load_workload(name, scale="tiny", samples=8)
+    d = tmp_path / name
+    generate(wl, d, seed=1)
+    m = Manifest.load(d)
+    out = aligned_empty(max(m.sample_nbytes().max(), wl.decoded_nbytes))
+    with open_reader(d, m, wl, via=via) as r:
+        want = [out[:r.read_into(i, out)].copy() for i in range(wl.samples)]
+    mem = MemoryBackend.from_dir(d)
+    shutil.rmtree(d)
+    for storage in (mem, ThrottledBackend(mem, throttle=Throttle(PfsModel(0.0, 1e6), OneReader()))):
+        with open_reader(d, m, wl, via=via, storage=storage) as r:
+            for i in range(wl.samples):
+                n = r.read_into(i, out)
+                assert np.array_equal(out[:n], want[i]) and np.array_equal(out[:n], expected_row(wl, 1, i))
+            if getattr(r, "supports_runs", False) and via == "auto":   # hdf5_shared: a run as one request
+                rows = np.zeros((4, r.max_row_nbytes), dtype=np.uint8)
+                r.read_run_into(2, 4, rows)
+                assert all(np.array_equal(rows[k], want[2 + k]) for k in range(4))
+            if wl.format.decodes:
+                img = np.empty(wl.decoded_nbytes, dtype=np.uint8)
+                r.decode_into(out, r.read_into(0, out), img)
+    # the reads that went through the backend's preadv were throttled (libhdf5's own reads are not its)
+    assert storage.stats()["throttled_reads"] >= (0 if via == "library" or name == "cosmoflow" else wl.samples)
+
+
+def test_backend_refusals(tmp_path):
+    from dlbench.data.formats import open_reader
+    from dlbench.errors import ConfigError
+
+    wl = load_workload("unet3d", scale="tiny", samples=4)
+    generate(wl, tmp_path / "u", seed=0)
+    m = Manifest.load(tmp_path / "u")
+    with pytest.raises(ConfigError, match="storage backend memory: layout npz's readers read POSIX files only"):
+        open_reader(tmp_path / "u", m, wl, storage=MemoryBackend.from_dir(tmp_path / "u"))
+    wl = load_workload("imagenet", scale="tiny", samples=4)
+    generate(wl, tmp_path / "i", seed=0)
+    m = Manifest.load(tmp_path / "i")
+    with pytest.raises(ConfigError, match="--cache direct: storage backend memory has no O_DIRECT"):
+        open_reader(tmp_path / "i", m, wl, direct=True, storage=MemoryBackend.from_dir(tmp_path / "i"))
+    with pytest.raises(OSError):   # a file the backend does not hold
+        with open_reader(tmp_path / "i", m, wl, storage=MemoryBackend()) as r:
+            r.read_into(0, np.empty(r.max_row_nbytes, dtype=np.uint8))
