@@ -579,25 +579,27 @@ def _n_chunks(workload) -> tuple[int, int]:
     return per, -(-workload.samples // per)
 
 
-def prepare(workload, data_dir: Path, m) -> None:
-    """Rank 0, before the manifest is written: hdf5_shared's skeleton (``<name>.part``) unless it can
-    resume one (a finished file is kept only when its checksum is the one recorded at generation)."""
+def prepare(workload, data_dir: Path, m, storage) -> None:
+    """Rank 0, before the manifest is written: hdf5_shared's skeleton (``<name>.part``, made by libhdf5 in
+    ``.dlbench-tmp`` and moved into the backend) unless it can resume one (a finished file is kept only
+    when its checksum is the one recorded at generation)."""
     if workload.layout != "hdf5_shared":
         return
-    from .generate import TMP_DIR, file_checksum
+    from .generate import TMP_DIR
 
-    final = data_dir / m.paths[0]
-    part = data_dir / (m.paths[0] + ".part")
+    final, part = m.paths[0], m.paths[0] + ".part"
     done = data_dir / TMP_DIR / (m.paths[0] + ".done")
     _, nch = _n_chunks(workload)
-    if final.is_file() and final.stat().st_size == m.nbytes[0]:
+    if storage.exists(final) and storage.size(final) == m.nbytes[0]:
         want = m.sum64[0] if m.sum64 else None
-        if want is not None and file_checksum(final) == want:
+        if want is not None and storage.checksum(final) == want:
             return
-        final.unlink()  # flipped bytes, or no checksum recorded: write it again
-    if part.is_file() and part.stat().st_size == m.nbytes[0] and done.is_file() and done.stat().st_size == nch:
+        storage.remove(final)  # flipped bytes, or no checksum recorded: write it again
+    if storage.exists(part) and storage.size(part) == m.nbytes[0] and done.is_file() and done.stat().st_size == nch:
         return  # resume: the chunks marked done are kept
-    create_hdf5(part, workload, workload.samples)
+    local = data_dir / TMP_DIR / "skeleton-shared.h5"
+    create_hdf5(local, workload, workload.samples)
+    storage.put(part, local)
     done.write_bytes(b"\0" * nch)
 
 
@@ -666,12 +668,12 @@ class _Writer:
     def chunks(self, first: int, count: int) -> list[tuple[int, int]]:
         return [(s0, min(self.per, first + count - s0)) for s0 in range(first, first + count, self.per)]
 
-    def template(self, k: int | None, path: Path | None = None) -> H5Template:
+    def template(self, k: int | None) -> H5Template:
         t = self.templates.get(k)
         if t is None:
             from .generate import TMP_DIR
 
-            p = path or _template_path(self.d / TMP_DIR, k)
+            p = _template_path(self.d / TMP_DIR, k)
             t = self.templates[k] = H5Template(p, self._regions(p))
         return t
 
@@ -719,25 +721,23 @@ def writer(workload, seed: int, data_dir: Path, m, files: list[int]) -> _Writer:
 def write_dataset(gen, m, comm, prog) -> bool:
     """hdf5_shared: this rank's chunks of the one shared file (True); other layouts: False (file by file).
     ``gen``: generate's per-rank writer (``w``, ``seed``, ``d``, ``fsync``), ``prog``: its progress counters."""
-    w, d = gen.w, gen.d
+    w, d, st = gen.w, gen.d, gen.storage
     if w.layout != "hdf5_shared":
         return False
     from .generate import TMP_DIR
 
     rel = m.paths[0]
-    final = d / rel
-    if final.is_file() and final.stat().st_size == m.nbytes[0]:  # its checksum was checked in prepare
+    if st.exists(rel) and st.size(rel) == m.nbytes[0]:  # its checksum was checked in prepare
         prog.skipped_files, prog.skipped_bytes = (1 if comm.rank == 0 else 0), (int(m.nbytes[0]) if comm.rank == 0 else 0)
         return True
     per, nch = _n_chunks(w)
-    part = d / (rel + ".part")
     done_path = d / TMP_DIR / (rel + ".done")
     done = np.frombuffer(done_path.read_bytes(), dtype=np.uint8)
     hw = _Writer(w, gen.seed, d, m, [])
-    tpl = hw.template(w.samples, part)
+    tpl = hw.template(w.samples)   # the skeleton's template (file_nbytes_planner wrote it for the N-sample file)
     todo = [c for c in range(comm.rank, nch, comm.size) if not done[c]]
     hw.filler = _Filler(hw, [ch for c in todo for ch in hw.chunks(c * per, min(per, w.samples - c * per))])
-    fd = os.open(part, os.O_WRONLY)
+    fd = st.open(rel + ".part", write=True, truncate=False)
     dfd = os.open(done_path, os.O_WRONLY)
     try:
         for c in range(comm.rank, nch, comm.size):
@@ -749,10 +749,10 @@ def write_dataset(gen, m, comm, prog) -> bool:
                 prog.bytes += hw.write_samples(fd, tpl, first, count, 0)
                 os.pwrite(dfd, b"\1", c)
             prog.flush()
-        if gen.fsync:
+        if gen.fsync and isinstance(fd, int):
             os.fsync(fd)
     finally:
-        os.close(fd)
+        st.close(fd)
         os.close(dfd)
         hw.close()
     if comm.rank == 0:  # the skeleton's metadata, written by rank 0 in prepare
@@ -761,30 +761,31 @@ def write_dataset(gen, m, comm, prog) -> bool:
     return True
 
 
-def finish(data_dir: Path, m, sums: dict) -> None:
+def finish(data_dir: Path, m, sums: dict, storage) -> None:
     """Rank 0 at the end: hdf5_shared's ``.part`` takes its final name and its checksum is recorded."""
     if m.layout != "hdf5_shared":
         return
-    from .generate import file_checksum
-
-    part = data_dir / (m.paths[0] + ".part")
-    if part.is_file():
-        os.replace(part, data_dir / m.paths[0])
+    part = m.paths[0] + ".part"
+    if storage.exists(part):
+        storage.rename(part, m.paths[0])
     if 0 not in sums:
-        sums[0] = file_checksum(data_dir / m.paths[0])
+        sums[0] = storage.checksum(m.paths[0])
 
 
 # ---- the driver: verify -------------------------------------------------------------------------------
 
-def check_file(path: Path, workload, seed: int, m, f: int) -> list[str]:
+def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None) -> list[str]:
     """Structure: the file opens and holds every array with the expected shape ((count, *shape), or the
-    sample's shape for hdf5_per_sample) and dtype."""
+    sample's shape for hdf5_per_sample) and dtype. ``image``: the file's bytes (a storage backend's file;
+    ``path`` then only names it)."""
+    import io
+
     import h5py
 
     count = int(m.count[f])
     out = []
     try:
-        with h5py.File(path, "r") as fh:
+        with h5py.File(path if image is None else io.BytesIO(image), "r") as fh:
             for a in workload.arrays:
                 want = tuple(a.shape) if workload.layout == "hdf5_per_sample" else (count, *a.shape)
                 if a.name not in fh:

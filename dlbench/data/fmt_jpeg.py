@@ -98,10 +98,10 @@ def fill_row(workload, seed: int, i: int, out: np.ndarray) -> int:
 
 # ---- writing ------------------------------------------------------------------------------------------
 
-def prepare(workload, data_dir: Path, m) -> None:
+def prepare(workload, data_dir: Path, m, storage) -> None:
     """Rank 0, before any file is written: the class folders."""
     for c in range(min(workload.classes, workload.samples)):
-        (data_dir / Path(m.paths[c]).parent).mkdir(exist_ok=True)
+        storage.mkdir(str(Path(m.paths[c]).parent))
 
 
 def file_order(workload, mine: list[int]) -> list[int]:
@@ -120,12 +120,16 @@ def write_file(fd: int, workload, seed: int, m, f: int) -> int:
 
 # ---- verify -------------------------------------------------------------------------------------------
 
-def check_file(path: Path, workload, seed: int, m, f: int) -> list[str]:
-    """Structure: the file starts with SOI and ends with EOI."""
-    with open(path, "rb") as fh:
-        head = fh.read(2)
-        fh.seek(-2, os.SEEK_END)
-        tail = fh.read(2)
+def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None) -> list[str]:
+    """Structure: the file starts with SOI and ends with EOI. ``image``: the file's bytes (a storage
+    backend's file; ``path`` then only names it)."""
+    if image is not None:
+        head, tail = image[:2], image[-2:]
+    else:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+            fh.seek(-2, os.SEEK_END)
+            tail = fh.read(2)
     if head != b"\xff\xd8" or tail != b"\xff\xd9":
         return [f"{path}: not a complete JPEG (SOI/EOI markers missing)"]
     return []

@@ -39,6 +39,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import CapacityError, ConfigError, DataError, DlbenchError
+from ..storage.backend import PosixBackend
 from ..workload import Workload
 from .manifest import MANIFEST_NAME, Manifest, plan_manifest
 
@@ -110,6 +111,17 @@ def file_checksum(path: Path, buf: bytearray | None = None) -> int:
     return (total + size) % (1 << 64)
 
 
+def sum64(data) -> int:
+    """``file_checksum`` of bytes held in memory (a storage backend without files)."""
+    mv = memoryview(data).cast("B")
+    n = len(mv)
+    total = int(np.frombuffer(mv, dtype="<u8", count=n // 8).sum(dtype=np.uint64)) if n >= 8 else 0
+    if n % 8:
+        tail = bytes(mv[n - n % 8:]) + bytes(-n % 8)
+        total += int(np.frombuffer(tail, dtype="<u8")[0])
+    return (total + n) % (1 << 64)
+
+
 def _recorded_sums(data_dir: Path, m: Manifest) -> dict[int, int]:
     """Checksums known for this dataset's files: the manifest's ``sum64`` (a finished generation) and the
     done records of an interrupted one (``.dlbench-tmp/sum-<rank>``: lines ``file_index checksum``)."""
@@ -143,11 +155,12 @@ def _check_dir(data_dir: Path) -> None:
         raise ConfigError(f"--data-dir {data_dir}: not writable")
 
 
-def _remove_dataset(data_dir: Path, old: Manifest | None) -> None:
+def _remove_dataset(data_dir: Path, old: Manifest | None, storage=None) -> None:
     if old is not None:
+        storage = storage or PosixBackend(data_dir)
         for p in old.paths:
-            for q in (data_dir / p, data_dir / (p + ".part")):
-                q.unlink(missing_ok=True)
+            for q in (p, p + ".part"):
+                storage.remove(q)
         from .registry import FORMATS
 
         fmt = FORMATS.get(old.layout)
@@ -158,9 +171,11 @@ def _remove_dataset(data_dir: Path, old: Manifest | None) -> None:
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
 
 
-def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Manifest:
+def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool, storage=None) -> Manifest:
     """Rank 0: validate, plan, write the skeletons and the (incomplete) manifest."""
     from .manifest import content_version, spec_of
+
+    storage = storage or PosixBackend(data_dir)
 
     if workload.files > MAX_FILES:
         raise ConfigError(f"--samples={workload.samples}: {workload.files} files is more than dlbench "
@@ -188,7 +203,7 @@ def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Mani
                 raise DataError(f"--data-dir {data_dir}: holds {old.describe()} ({what}), not workload "
                                 f"{workload.name} (seed {seed}, {workload.samples} samples); refusing to "
                                 "overwrite it; pass --force to replace it")
-            _remove_dataset(data_dir, old)
+            _remove_dataset(data_dir, old, storage)
             old = None
     else:
         stray = [p.name for p in data_dir.iterdir() if p.name not in (TMP_DIR, LOCK_NAME)]
@@ -208,11 +223,10 @@ def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Mani
     have = 0
     if len(new.paths) <= 200_000:
         for p, b in zip(new.paths, new.nbytes):
-            q = data_dir / p
-            if q.is_file() and q.stat().st_size == b:
+            if storage.exists(p) and storage.size(p) == b:
                 have += int(b)
     need = new.dataset_nbytes - have
-    free = shutil.disk_usage(data_dir).free
+    free = storage.free_bytes()
     if need > free:
         raise CapacityError(f"--data-dir {data_dir}: the dataset needs {need / 1e9:.2f} GB more, "
                             f"{free / 1e9:.2f} GB free; choose fewer --samples or a smaller --scale")
@@ -220,7 +234,7 @@ def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Mani
         new.sum64 = old.sum64  # the checksums of a finished generation: what a re-run checks skipped files against
     prepare = getattr(drv, "prepare", None)   # the format's set-up (jpeg: class folders; hdf5_shared: skeleton)
     if prepare is not None:
-        prepare(workload, data_dir, new)
+        prepare(workload, data_dir, new, storage)
     new.complete = False
     new.provenance = {"status": "generating", **_versions()}
     new.save(data_dir)
@@ -316,8 +330,9 @@ class _Writer:
     """This rank's writer: each file to its ``.part`` name through the format module (its ``writer``
     object, or its ``write_file`` function), checksummed, its extra files written, then renamed."""
 
-    def __init__(self, workload: Workload, seed: int, data_dir: Path, m: Manifest, fsync: bool):
+    def __init__(self, workload: Workload, seed: int, data_dir: Path, m: Manifest, fsync: bool, storage=None):
         self.w, self.seed, self.d, self.m, self.fsync = workload, seed, data_dir, m, fsync
+        self.storage = storage or PosixBackend(data_dir)
         self.drv = workload.format.driver()
         self.files = None   # the format's file writer of this rank (``start``)
         self.write_extra = getattr(self.drv, "write_extra", None)   # tfrecord: the index file
@@ -334,27 +349,27 @@ class _Writer:
 
     def write_file(self, f: int) -> int:
         """Write file ``f`` (not shared) to its .part name, then rename. Returns bytes written."""
+        st = self.storage
         rel = self.m.paths[f]
-        final = self.d / rel
-        part = self.d / (rel + ".part")
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        part = rel + ".part"
+        fd = st.open(part, write=True)
         try:
             n = self.files.write_file(fd, f)
-            if self.fsync:
+            if self.fsync and isinstance(fd, int):
                 os.fsync(fd)
         except BaseException:
-            os.close(fd)
-            part.unlink(missing_ok=True)
+            st.close(fd)
+            st.remove(part)
             raise
-        os.close(fd)
-        self.last_sum = file_checksum(part, self.sum_buf)
+        st.close(fd)
+        self.last_sum = st.checksum(part, self.sum_buf)
         if self.write_extra is not None:   # in place before the data file takes its final name
             try:
                 self.write_extra(self.d, self.m, f)
             except BaseException:
-                part.unlink(missing_ok=True)
+                st.remove(part)
                 raise
-        os.replace(part, final)
+        st.rename(part, rel)
         return n
 
 
@@ -372,12 +387,14 @@ class _FileWriter:
         pass
 
 
-def _write_all(fd: int, buf: np.ndarray, offset: int) -> int:
+def _write_all(fd, buf: np.ndarray, offset: int) -> int:
+    """``buf`` at ``offset`` of ``fd``: a descriptor, or a storage backend's write handle (its ``pwrite``)."""
     mv = memoryview(buf).cast("B")
     total = len(mv)
     done = 0
+    pwrite = (lambda b, off: _pwrite(fd, b, off)) if isinstance(fd, int) else fd.pwrite
     while done < total:
-        n = _pwrite(fd, mv[done:], offset + done)
+        n = pwrite(mv[done:], offset + done)
         if n <= 0:
             raise OSError(errno.EIO, "short write")
         done += n
@@ -385,7 +402,7 @@ def _write_all(fd: int, buf: np.ndarray, offset: int) -> int:
 
 
 def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
-    w, d, drv = writer.w, writer.d, writer.drv
+    w, d, drv, st = writer.w, writer.d, writer.drv, writer.storage
     whole = getattr(drv, "write_dataset", None)   # a format that writes its dataset its own way (hdf5_shared)
     if whole is not None and whole(writer, m, comm, prog):
         return
@@ -398,13 +415,13 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
     sums = _recorded_sums(d, m)
     for f in mine:
         try:
-            complete[f] = (d / m.paths[f]).stat().st_size == m.nbytes[f]
+            complete[f] = st.size(m.paths[f]) == m.nbytes[f]
         except FileNotFoundError:
             complete[f] = False
         # the right size is not enough: the bytes must be those written (flipped bytes, or no record: rewrite)
         if complete[f]:
             want = sums.get(f)
-            complete[f] = want is not None and file_checksum(d / m.paths[f], writer.sum_buf) == want
+            complete[f] = want is not None and st.checksum(m.paths[f], writer.sum_buf) == want
         if complete[f] and extra_ok is not None:
             complete[f] = extra_ok(d, m, f)
     rec = open(d / TMP_DIR / f"sum-{comm.rank}", "a")
@@ -451,13 +468,18 @@ def _show_progress(data_dir: Path, comm, total_bytes: int, show: bool, own_done)
 
 
 def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: bool = False, comm=None,
-             fsync: bool = False, progress: bool | None = None) -> GenerateResult:
+             fsync: bool = False, progress: bool | None = None, storage=None) -> GenerateResult:
     """Generate ``workload``'s dataset in ``data_dir`` (see the module docstring). Every rank of ``comm``
-    calls it; returns the same totals on every rank."""
+    calls it; returns the same totals on every rank. ``storage``: the backend the data files go to
+    (``dlbench.storage.backend``; default POSIX files in ``data_dir``); the manifest, lock, progress and
+    checksum records stay in ``data_dir``. Formats whose module writes through a backend only (``STORAGE``)."""
     from ..comm import SerialComm
 
     comm = comm or SerialComm()
     data_dir = Path(data_dir).absolute()
+    if storage is not None and not getattr(workload.format.driver(), "STORAGE", False):
+        raise ConfigError(f"storage backend {storage.name}: layout {workload.layout} is written to POSIX files "
+                          f"only")
     if seed < 0 or seed >= 1 << 63:
         raise ConfigError(f"--seed={seed}: must be an integer from 0 to 2**63-1")
     t0 = time.perf_counter()
@@ -467,7 +489,7 @@ def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: 
         try:
             _check_dir(data_dir)
             lock = GenerateLock(data_dir)
-            m = _prepare(workload, data_dir, seed, force)
+            m = _prepare(workload, data_dir, seed, force, storage)
             prep = ("ok", m.to_json(), m.complete)
         except DlbenchError as e:
             prep = ("error", type(e).__name__, str(e))
@@ -482,20 +504,21 @@ def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: 
         if prep[0] == "error":
             cls = {"ConfigError": ConfigError, "CapacityError": CapacityError}.get(prep[1], DataError)
             raise cls(prep[2])
-        return _generate(workload, data_dir, seed, comm, fsync, progress, prep, t0)
+        return _generate(workload, data_dir, seed, comm, fsync, progress, prep, t0, storage)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _generate(workload: Workload, data_dir: Path, seed: int, comm, fsync: bool, progress, prep, t0: float):
+def _generate(workload: Workload, data_dir: Path, seed: int, comm, fsync: bool, progress, prep, t0: float,
+              storage=None):
     import json
     import threading
 
     m = Manifest.from_dict(json.loads(prep[1]))
     if comm.rank == 0 and progress is None:
         progress = sys.stderr.isatty()
-    writer = _Writer(workload, seed, data_dir, m, fsync)
+    writer = _Writer(workload, seed, data_dir, m, fsync, storage)
     prog = _Progress(data_dir, comm.rank)
     err = None
     finished = threading.Event()
@@ -541,9 +564,9 @@ def _generate(workload: Workload, data_dir: Path, seed: int, comm, fsync: bool, 
     counts = comm.allreduce(np.asarray([prog.files, prog.bytes, prog.skipped_files], dtype=np.int64))
     if comm.rank == 0:
         if errors:
-            _cleanup_failed(data_dir, m, workload)
+            _cleanup_failed(data_dir, m, workload, writer.storage)
         else:
-            _finish(data_dir, m, workload, comm.size, time.perf_counter() - t0)
+            _finish(data_dir, m, workload, comm.size, time.perf_counter() - t0, writer.storage)
     comm.barrier()
     if errors:
         done = int(counts[0] + counts[2])
@@ -562,12 +585,13 @@ def mine_of(m: Manifest, comm) -> list[int]:
     return list(range(comm.rank, len(m.paths), comm.size))
 
 
-def _cleanup_failed(data_dir: Path, m: Manifest, workload: Workload) -> None:
+def _cleanup_failed(data_dir: Path, m: Manifest, workload: Workload, storage=None) -> None:
     """After a failure: no temporary file stays behind (the manifest stays ``complete: false``). The
     checksums of the files completed so far (the ranks' ``sum-<rank>`` records) move into the incomplete
     manifest's ``sum64`` first, so a re-run skips those files instead of writing them again."""
+    storage = storage or PosixBackend(data_dir)
     for p in m.paths:
-        (data_dir / (p + ".part")).unlink(missing_ok=True)
+        storage.remove(p + ".part")
     sums = _recorded_sums(data_dir, m)
     if sums:
         m.sum64 = [sums.get(i) for i in range(len(m.paths))]
@@ -579,11 +603,11 @@ def _cleanup_failed(data_dir: Path, m: Manifest, workload: Workload) -> None:
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
 
 
-def _finish(data_dir: Path, m: Manifest, workload: Workload, ranks: int, seconds: float) -> None:
+def _finish(data_dir: Path, m: Manifest, workload: Workload, ranks: int, seconds: float, storage=None) -> None:
     sums = _recorded_sums(data_dir, m)
     finish = getattr(workload.format.driver(), "finish", None)   # hdf5_shared: the .part renamed, its checksum
     if finish is not None:
-        finish(data_dir, m, sums)
+        finish(data_dir, m, sums, storage or PosixBackend(data_dir))
     m.sum64 = [sums.get(i) for i in range(len(m.paths))]
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
     m.complete = True

@@ -36,10 +36,12 @@ MAX_LISTED = 50
 
 
 def verify(data_dir: str | Path, workload: Workload | None = None, *, content: bool = False, comm=None,
-           manifest: Manifest | None = None, checksum: bool = False) -> list[str]:
+           manifest: Manifest | None = None, checksum: bool = False, storage=None) -> list[str]:
     """Problems found in ``data_dir`` (an empty list when all is well). ``workload`` defaults to the
     manifest's workload at the manifest's scale and sample count. ``checksum`` (implied by ``content``):
-    compare each file's sum64 with the manifest's."""
+    compare each file's sum64 with the manifest's. ``storage``: the backend holding the data files (default:
+    POSIX files in ``data_dir``; the manifest is read from ``data_dir``); the format module checks a file's
+    bytes (``check_file(..., image=)``)."""
     from ..comm import SerialComm
     from . import content as content_mod
     from .formats import aligned_empty, open_reader
@@ -56,9 +58,34 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
     sum_buf = bytearray(SUM_BLOCK) if sums is not None else None
     bad_sum: dict[int, str] = {}
     drv = workload.format.driver()
+    if storage is not None and not getattr(drv, "STORAGE", False):
+        from ..errors import ConfigError
+
+        raise ConfigError(f"storage backend {storage.name}: layout {workload.layout}'s files are checked as POSIX "
+                          f"files only")
     deep = getattr(drv, "check_records", None)   # tfrecord: every record's CRCs (--checksum/--content)
     for f in range(comm.rank, len(m.paths), comm.size):
         p = d / m.paths[f]
+        if storage is not None:   # a backend's file: its size, then its bytes
+            try:
+                size = storage.size(m.paths[f])
+            except FileNotFoundError:
+                problems.append(f"{p}: missing")
+                continue
+            if size != m.nbytes[f]:
+                problems.append(f"{p}: {size} B, the manifest says {int(m.nbytes[f])} B (truncated or corrupt)")
+                continue
+            bad = drv.check_file(p, workload, m.seed, m, f, image=storage.file_image(m.paths[f]))
+            problems += bad
+            if not bad:
+                readable.append(f)
+                want = sums[f] if sums is not None else None
+                if want is not None:
+                    got = storage.checksum(m.paths[f])
+                    if got != want:
+                        bad_sum[f] = (f"{p}: checksum {got:#018x}, the manifest recorded {int(want):#018x} at "
+                                      f"generation (bytes changed since)")
+            continue
         try:
             st = p.stat()
         except FileNotFoundError:
@@ -100,7 +127,7 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
     elif not content:
         problems += bad_sum.values()
     if content and readable:
-        reader = open_reader(d, m, workload)
+        reader = open_reader(d, m, workload, storage=storage)
         try:
             out = aligned_empty(reader.max_row_nbytes)
             for f in readable:

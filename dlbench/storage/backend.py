@@ -3,11 +3,14 @@ IOR's ``aiori``, fio's ioengines).
 
 A backend names files by their path relative to the dataset root and offers
 
-- ``open(rel, write=False) -> handle`` / ``close(handle)``; ``write=True`` creates or truncates;
+- ``open(rel, write=False, truncate=True) -> handle`` / ``close(handle)``; ``write=True`` creates (and
+  truncates, unless ``truncate=False``);
 - ``pread_into(handle, buf, offset) -> bytes read`` (into a writable buffer, as ``os.preadv``);
 - ``pwrite(handle, buf, offset) -> bytes written``;
 - ``size(rel)``, ``exists(rel)``, ``list(prefix="") -> sorted relative paths``, ``remove(rel)``,
-  ``rename(src, dst)`` (atomic replace: the generator's ``.part`` files);
+  ``rename(src, dst)`` (atomic replace: the generator's ``.part`` files), ``mkdir(rel)``, ``put(rel, local)``
+  (move a file made on the local disk in: libhdf5's skeletons), ``free_bytes()``, ``checksum(rel)``
+  (``generate.file_checksum``'s sum64);
 - ``file_image(rel) -> bytes``: the whole file (for libraries that read a file themselves: an HDF5 file
   image, ``h5py.File(io.BytesIO(...))``, where libhdf5 would otherwise need a path).
 
@@ -91,9 +94,25 @@ class PosixBackend:
     def path(self, rel: str) -> Path:
         return self.root / _check_rel(rel)
 
-    def open(self, rel: str, write: bool = False) -> int:
-        flags = (os.O_WRONLY | os.O_CREAT | os.O_TRUNC) if write else os.O_RDONLY
+    def open(self, rel: str, write: bool = False, truncate: bool = True) -> int:
+        flags = (os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else 0)) if write else os.O_RDONLY
         return os.open(self.path(rel), flags, 0o644)
+
+    def mkdir(self, rel: str) -> None:
+        self.path(rel).mkdir(parents=True, exist_ok=True)
+
+    def put(self, rel: str, local: str | Path) -> None:
+        os.replace(local, self.path(rel))
+
+    def free_bytes(self) -> int:
+        import shutil
+
+        return shutil.disk_usage(self.root).free
+
+    def checksum(self, rel: str, buf: bytearray | None = None) -> int:
+        from ..data.generate import file_checksum
+
+        return file_checksum(self.path(rel), buf)
 
     def pwrite(self, handle: int, buf, offset: int) -> int:
         return os.pwrite(handle, buf, offset)
@@ -132,6 +151,15 @@ class _MemFile:
 
     def __init__(self, rel: str, data: bytearray):
         self.rel, self.data = rel, data
+
+    def pwrite(self, buf, offset: int) -> int:
+        mv = memoryview(buf).cast("B")
+        data = self.data
+        end = offset + len(mv)
+        if end > len(data):
+            data.extend(bytes(end - len(data)))   # a hole reads as zeros, as a sparse POSIX file
+        data[offset:end] = mv
+        return len(mv)
 
 
 class MemoryBackend:
@@ -192,9 +220,9 @@ class MemoryBackend:
             mem.files[rel] = bytearray(src.file_image(rel))
         return mem
 
-    def open(self, rel: str, write: bool = False) -> _MemFile:
+    def open(self, rel: str, write: bool = False, truncate: bool = True) -> _MemFile:
         rel = _check_rel(rel)
-        if write:
+        if write and (truncate or rel not in self.files):
             self.files[rel] = bytearray()
         elif rel not in self.files:
             raise FileNotFoundError(2, "No such file (memory backend)", rel)
@@ -212,13 +240,23 @@ class MemoryBackend:
         return n
 
     def pwrite(self, handle: _MemFile, buf, offset: int) -> int:
-        mv = memoryview(buf).cast("B")
-        data = handle.data
-        end = offset + len(mv)
-        if end > len(data):
-            data.extend(bytes(end - len(data)))   # a hole reads as zeros, as a sparse POSIX file
-        data[offset:end] = mv
-        return len(mv)
+        return handle.pwrite(buf, offset)
+
+    def mkdir(self, rel: str) -> None:
+        pass   # folders are implied by the files' names
+
+    def put(self, rel: str, local: str | Path) -> None:
+        p = Path(local)
+        self.files[_check_rel(rel)] = bytearray(p.read_bytes())
+        p.unlink()
+
+    def free_bytes(self) -> int:
+        return 1 << 62   # bounded by the process's memory only
+
+    def checksum(self, rel: str, buf: bytearray | None = None) -> int:
+        from ..data.generate import sum64
+
+        return sum64(self.files[rel])
 
     def size(self, rel: str) -> int:
         try:
