@@ -17,6 +17,7 @@ A backend names files by their path relative to the dataset root and offers
 The readers' calls (bound once when a reader opens, so the per-sample path calls them directly):
 ``keys(rels)`` (a key per file: POSIX the absolute path as bytes, memory the relative path),
 ``open_read(key) -> handle``, ``preadv(handle, buffers, offset) -> bytes read`` (vectored, as ``os.preadv``),
+``pread(handle, n, offset) -> bytes`` (headers: ``os.pread``),
 ``close(handle)``, ``h5f_opener() -> open(key, flags, fapl)`` (libhdf5's H5Fopen, or the file image opened
 with ``H5LTopen_file_image`` for a backend without paths), ``direct`` (O_DIRECT possible) and ``name``.
 
@@ -80,6 +81,7 @@ class PosixBackend:
         # the readers' calls are the system calls themselves: no wrapper on the per-sample path
         self.open_read = functools.partial(os.open, flags=os.O_RDONLY)
         self.preadv = _preadv
+        self.pread = os.pread
         self.close = os.close
 
     def keys(self, rels) -> list[bytes]:
@@ -199,6 +201,10 @@ class MemoryBackend:
             if n < len(mv):
                 break
         return got
+
+    def pread(self, handle: int, n: int, offset: int) -> bytes:
+        """Up to ``n`` bytes at ``offset`` (``os.pread``)."""
+        return bytes(self._handles[handle][offset:offset + n])
 
     def h5f_opener(self):
         """libhdf5 opens the file's bytes as a file image (no path)."""

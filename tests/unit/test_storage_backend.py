@@ -182,15 +182,28 @@ def test_backend_refusals(tmp_path):
             r.read_into(0, np.empty(r.max_row_nbytes, dtype=np.uint8))
 
 
-@pytest.mark.parametrize("name", ["cosmoflow", "hep_cnn", "ptychonn", "imagenet"])
-def test_generate_verify_read_all_in_memory(tmp_path, name):
+def _npy_workload(tmp_path, spf: int):
+    import yaml
+
+    p = tmp_path / f"npy{spf}.yaml"
+    p.write_text(yaml.safe_dump({"name": f"npy{spf}", "layout": "npy", "samples": 8, "batch_size": 2,
+                                 "samples_per_file": spf,
+                                 "arrays": [{"name": "x", "shape": [16, 8], "dtype": "float32", "role": "data"}]}))
+    return load_workload(str(p), samples=8)
+
+
+@pytest.mark.parametrize("name,via", [("cosmoflow", "auto"), ("hep_cnn", "auto"), ("ptychonn", "library"),
+                                      ("imagenet", "auto"), ("npy1", "library"), ("npy4", "library"),
+                                      ("npy4", "pread")])
+def test_generate_verify_read_all_in_memory(tmp_path, name, via):
     """generate -> verify -> read with the data files in the memory backend only (the manifest and the
     generator's records in the control folder): the same bytes as a generation on disk; a flipped byte is
     found by verify; the format's reader reads every sample as expected."""
     from dlbench.data.formats import aligned_empty, open_reader
     from dlbench.data.generate import file_checksum, sum64
 
-    wl = load_workload(name, scale="tiny", samples=8)
+    wl = _npy_workload(tmp_path, int(name[3:])) if name.startswith("npy") else load_workload(name, scale="tiny",
+                                                                                              samples=8)
     disk = tmp_path / "disk"
     generate(wl, disk, seed=2)
     mem = MemoryBackend()
@@ -207,7 +220,7 @@ def test_generate_verify_read_all_in_memory(tmp_path, name):
     assert verify(ctl, content=True, storage=mem) == []
     again = generate(wl, ctl, seed=2, storage=mem)     # a re-run finds every file complete
     assert again.files_written == 0 and again.files_skipped == len(m.paths)
-    with open_reader(ctl, m, wl, storage=mem) as r:
+    with open_reader(ctl, m, wl, storage=mem, via=via) as r:
         out = aligned_empty(r.max_row_nbytes)
         assert all(np.array_equal(out[:r.read_into(i, out)], expected_row(wl, 2, i)) for i in range(wl.samples))
     last = mem.files[m.paths[-1]]
