@@ -34,6 +34,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -334,7 +335,7 @@ class _Writer:
         self.w, self.seed, self.d, self.m, self.fsync = workload, seed, data_dir, m, fsync
         self.storage = storage or PosixBackend(data_dir)
         self.drv = workload.format.driver()
-        self.files = None   # the format's file writer of this rank (``start``)
+        self.files: Any = None   # the format's file writer of this rank (``start``)
         self.write_extra = getattr(self.drv, "write_extra", None)   # tfrecord: the index file
         self.sum_buf = bytearray(SUM_BLOCK)
 
