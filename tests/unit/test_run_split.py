@@ -128,14 +128,15 @@ def test_prefetch_reports_its_live_workers_io(tmp_path):
 
 
 def test_the_architecture_glossary_is_the_codes():
-    """docs/architecture.md lists every key of metrics.GLOSSARY (what `dlbench report --explain` prints),
-    and no other."""
+    """docs/architecture.md lists every entry of metrics.GLOSSARY (what `dlbench report --explain` prints),
+    with its meaning, and no other."""
     from dlbench.metrics import GLOSSARY
 
     text = (ROOT / "docs" / "architecture.md").read_text()
     section = text.split("## Glossary", 1)[1].split("\n## ", 1)[0]
-    keys = re.findall(r"^\| `([a-z_0-9]+)` \|", section, flags=re.M)
-    assert keys == list(GLOSSARY)
+    rows = re.findall(r"^\| `([a-z_0-9]+)` \| [^|]+ \| (.+) \|$", section, flags=re.M)
+    assert [k for k, _ in rows] == list(GLOSSARY)
+    assert dict(rows) == GLOSSARY        # the meanings word for word
 
 
 def test_docstrings_cite_only_documents_in_the_repository():
