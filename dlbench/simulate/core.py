@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +14,9 @@ from ..plan import PEER, SHARED, TIER_NAMES, EpochPlan, Plan
 from ..system import SystemProfile
 from ..timeline import PHASES
 from .model import Costing, Model
+
+if TYPE_CHECKING:
+    from ..strategies.base import PlanContext
 
 MODEL_OPTIONS = {
     "prologue_fill_to_capacity": "the prologue also copies other nodes' pieces from peers until the node's "
@@ -128,16 +132,16 @@ def check_size(wl: SimWorkload, nodes: int, ranks_per_node: int, *, available: i
 
 
 def sim_context(*, wl: SimWorkload, nodes: int, ranks_per_node: int, epochs: int, seed: int,
-                profile: SystemProfile, sizes: np.ndarray):
-    """The planner's view of a simulated run (``RunContext``'s pure fields): the same inputs a run's ranks
-    give ``Strategy.plan``, with the system profile's memory tier as the memory budget."""
-    from ..strategies import RunContext
+                profile: SystemProfile, sizes: np.ndarray) -> PlanContext:
+    """The planner's view of a simulated run: the ``PlanContext`` a run's ranks give ``Strategy.plan``
+    (``RunContext.plan_context``), with the system profile's memory tier as the memory budget."""
+    from ..strategies.base import PlanContext
 
     W = nodes * ranks_per_node
-    return RunContext(workload=wl, n_samples=wl.samples, sample_nbytes=np.round(sizes).astype(np.int64),
-                      world_size=W, rank=0, node_map=np.repeat(np.arange(nodes), ranks_per_node), seed=seed,
-                      epochs=epochs, local_batch=wl.local_batch, system=profile,
-                      memory_budget_bytes=profile.tier_capacity_bytes("memory"))
+    return PlanContext(workload=wl, n_samples=wl.samples, sample_nbytes=np.round(sizes).astype(np.int64),
+                       world_size=W, rank=0, node_map=np.repeat(np.arange(nodes), ranks_per_node), seed=seed,
+                       epochs=epochs, local_batch=wl.local_batch, system=profile,
+                       memory_budget_bytes=profile.tier_capacity_bytes("memory"))
 
 
 def build_plan(strategy: str, *, wl: SimWorkload, nodes: int, ranks_per_node: int, epochs: int, seed: int,

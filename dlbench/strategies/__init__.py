@@ -6,7 +6,7 @@ from typing import Any
 
 from ..config import from_mapping
 from ..errors import unknown_choice
-from .base import Batch, Executor, RunContext, Semantics, Strategy
+from .base import Batch, Executor, PlanContext, RunContext, Semantics, Strategy
 
 _REGISTRY: dict[str, type[Strategy]] = {}
 
@@ -40,5 +40,5 @@ def parse_options(strategy: Strategy, values: dict[str, Any], where: str = "", f
     return from_mapping(strategy.Options, values, where=where, flags=flags)
 
 
-__all__ = ["Batch", "Executor", "RunContext", "Semantics", "Strategy", "get", "names", "parse_options",
+__all__ = ["Batch", "Executor", "PlanContext", "RunContext", "Semantics", "Strategy", "get", "names", "parse_options",
            "register"]

@@ -4,8 +4,8 @@ A strategy module defines a subclass of ``Strategy`` with ``name``, ``summary``,
 docs/STRATEGIES.md's sample-order table), an ``Options`` frozen dataclass (fields declared with
 ``config.opt``: defaults, units, help) and two methods:
 
-- ``plan(ctx, options) -> Plan`` — pure: NumPy only, no files, MPI or clocks;
-- ``executor(ctx, plan, options) -> Executor`` — carries the plan out on real files and ranks.
+- ``plan(ctx: PlanContext, options) -> Plan`` — pure: NumPy only, no files, MPI or clocks;
+- ``executor(ctx: RunContext, plan, options) -> Executor`` — carries the plan out on real files and ranks.
 
 An ``Executor`` yields, for every step of an epoch, a ``Batch``: the rows of the samples the trainer
 consumes, in the plan's order. It records its own ``read``/``decode``/``stage``/``exchange`` intervals in
@@ -15,14 +15,24 @@ consumes, in the plan's order. It records its own ``read``/``decode``/``stage``/
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from ..plan import Plan
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+    from ..data.formats import SampleReader
+    from ..data.manifest import Manifest
+    from ..simulate.core import SimWorkload
+    from ..storage.counters import CounterSet
+    from ..system import SystemProfile
+    from ..timeline import Timeline
+    from ..workload import Workload
 
 
 @dataclass(frozen=True)
@@ -39,13 +49,33 @@ class Semantics:
                 "order_changes": self.order_changes}
 
 
+@dataclass(frozen=True)
+class PlanContext:
+    """What a planner may look at (``Strategy.plan``), and nothing else: sizes, the world, the seeds, the
+    workload's planning facts and the system profile's capacities. Built by the runner
+    (``RunContext.plan_context``) and by the simulator (``simulate.core.sim_context``) from the same
+    inputs, so ``run`` and ``simulate`` plan alike. Planners are pure: no files, MPI or clocks here."""
+
+    workload: Workload | SimWorkload | None   # layout, tfrecord read pattern, samples per file (None: no dataset)
+    n_samples: int
+    sample_nbytes: np.ndarray      # stored bytes per sample (int64)
+    world_size: int
+    rank: int                      # the planning rank: per-rank capacities divide its node's memory by its ranks
+    node_map: np.ndarray           # (W,) node of every rank
+    seed: int
+    epochs: int
+    local_batch: int
+    system: SystemProfile | None = None         # --system: tier capacities and names for capacity messages
+    memory_budget_bytes: float | None = None    # memory tier per node (the profile's), None: unbounded
+
+
 @dataclass
 class RunContext:
-    """Everything a planner and an executor may look at. Planners read only the plain fields
-    (workload, n_samples, sample_nbytes, world, seed, epochs, local_batch); executors also use the
-    comm, the data dir, the manifest and the timeline."""
+    """Everything an executor may look at: ``PlanContext``'s fields (same names) plus the comm, the data
+    dir, the manifest, the timeline, the reader factory, the counters and the clock. ``plan_context()`` is
+    the planner's view of it."""
 
-    workload: Any                  # dlbench.workload.Workload
+    workload: Workload
     n_samples: int
     sample_nbytes: np.ndarray      # stored bytes per sample (int64)
     world_size: int
@@ -56,16 +86,20 @@ class RunContext:
     local_batch: int
     drop_last: bool = False
     data_dir: Path | None = None
-    manifest: Any = None
-    comm: Any = None
-    timeline: Any = None
-    reader_factory: Any = None     # () -> SampleReader of the shared tier (throttled when the profile models it)
-    system: Any = None             # dlbench.system.SystemProfile (--system)
+    manifest: Manifest | None = None
+    comm: Comm | None = None
+    timeline: Timeline | None = None
+    reader_factory: Callable[[], SampleReader] | None = None   # the shared tier (throttled when the profile models it)
+    system: SystemProfile | None = None          # --system
     local_dir: Path | None = None  # --local-dir: node-local storage root (node<k> under it per node)
     memory_budget_bytes: float | None = None   # memory tier per node (the profile's), None: unbounded
-    io_counters: Any = None        # dlbench.storage.counters.CounterSet of this process (None: not counted)
+    io_counters: CounterSet | None = None        # Darshan-style counters of this process (None: not counted)
     cache: str = "keep"            # --cache keep|drop|direct (dlbench.storage.pagecache): direct = O_DIRECT tier reads
     clock: Callable[[], int] = perf_counter_ns   # injectable (a fake clock in tests)
+
+    def plan_context(self) -> PlanContext:
+        """The planner's view: exactly ``PlanContext``'s fields, taken from this context."""
+        return PlanContext(**{f.name: getattr(self, f.name) for f in fields(PlanContext)})
 
 
 @dataclass
@@ -94,6 +128,17 @@ class Executor:
     def stats(self) -> dict:
         return {}
 
+    def extra_timelines(self) -> list[Timeline]:
+        """Timelines the executor filled besides ``ctx.timeline`` (its threads' or worker processes'); the
+        runner finishes or merges them with the rank's own."""
+        return []
+
+    def unreaped_io(self) -> tuple[int, int]:
+        """(rchar, read_bytes) read so far by this executor's child processes that are still running, so not
+        yet in this process's /proc/self/io (Linux adds a child's counters to its parent's when it is
+        reaped). (0, 0) for an executor without child processes."""
+        return 0, 0
+
     def close(self) -> None:
         return None
 
@@ -109,7 +154,7 @@ class Strategy:
     semantics: ClassVar[Semantics]
     Options: ClassVar[type]
 
-    def plan(self, ctx: RunContext, options: Any) -> Plan:
+    def plan(self, ctx: PlanContext, options: Any) -> Plan:
         raise NotImplementedError
 
     def executor(self, ctx: RunContext, plan: Plan, options: Any) -> Executor:

@@ -22,7 +22,7 @@ from ..config import opt
 from ..errors import CapacityError
 from ..plan import LOCAL, MEMORY, Plan
 from ..storage import ARENA_ALIGN, PAGE
-from .base import Executor, RunContext
+from .base import Executor, PlanContext, RunContext
 from .localcopy import pipeline_for
 from .planned import PlannedExecutor, peak_holdings
 
@@ -38,14 +38,14 @@ class CacheOptions:
                                        "stores them between steps, where they count as stall)")
 
 
-def slot_bytes(ctx: RunContext) -> int:
+def slot_bytes(ctx: PlanContext | RunContext) -> int:
     """Bytes one sample takes in the memory tier: a page-aligned slot of the largest stored row."""
     sizes = np.asarray(ctx.sample_nbytes)
     big = int(sizes.max()) if sizes.size else 1
     return -(-max(big, 1) // PAGE) * PAGE
 
 
-def memory_capacity_per_rank(ctx: RunContext, options) -> tuple[float, str]:
+def memory_capacity_per_rank(ctx: PlanContext, options) -> tuple[float, str]:
     """(bytes of memory tier one rank may use for its cache, where that figure comes from)."""
     if getattr(options, "cache_capacity", 0):
         return float(options.cache_capacity), "--cache-capacity"
@@ -57,7 +57,7 @@ def memory_capacity_per_rank(ctx: RunContext, options) -> tuple[float, str]:
     return cap / on_node, f"system profile {name}'s memory tier / {on_node} ranks on the node"
 
 
-def capacity_samples(ctx: RunContext, options) -> int:
+def capacity_samples(ctx: PlanContext, options) -> int:
     """How many samples fit in one rank's cache in slots (surrogatetrain's buffer)."""
     cap, _src = memory_capacity_per_rank(ctx, options)
     if not np.isfinite(cap):
@@ -81,7 +81,7 @@ def cache_peak_bytes(plan: Plan, sample_nbytes) -> np.ndarray:
     return np.array([peak_holdings(plan, r, sample_nbytes)[MEMORY] for r in range(plan.world_size)], dtype=np.int64)
 
 
-def check_cache_capacity(ctx: RunContext, plan: Plan, options, what: str, *, slots: bool = False) -> None:
+def check_cache_capacity(ctx: PlanContext, plan: Plan, options, what: str, *, slots: bool = False) -> None:
     """The plan's peak cache per rank against the capacity, in bytes (``slots``: samples in slots of the
     largest sample); records the figures in ``plan.meta``."""
     cap, src = memory_capacity_per_rank(ctx, options)
@@ -104,7 +104,7 @@ def check_cache_capacity(ctx: RunContext, plan: Plan, options, what: str, *, slo
                             f"--cache-capacity BYTES, use more ranks, or choose another strategy")
 
 
-def need_bytes(ctx: RunContext, options, what: str) -> float:
+def need_bytes(ctx: PlanContext, options, what: str) -> float:
     """The cache's capacity in bytes per rank; one that cannot hold the smallest sample is an error naming
     the option."""
     cap, src = memory_capacity_per_rank(ctx, options)
@@ -117,7 +117,7 @@ def need_bytes(ctx: RunContext, options, what: str) -> float:
     return cap
 
 
-def arena_bytes(ctx: RunContext, plan: Plan) -> int:
+def arena_bytes(ctx: PlanContext | RunContext, plan: Plan) -> int:
     """Bytes of this rank's memory arena: the plan's bytes for the rank, each sample's start aligned to
     ``ARENA_ALIGN`` (at most ``ARENA_ALIGN - 1`` bytes of padding per sample)."""
     pb = cache_peak_bytes(plan, ctx.sample_nbytes)

@@ -16,7 +16,7 @@ from ..config import opt
 from ..plan import Plan
 from ..plan.clairvoyant import TIE_BREAKS, clairvoyant_plan
 from . import register
-from .base import Executor, RunContext, Strategy
+from .base import Executor, PlanContext, RunContext, Strategy
 from .cache import CacheOptions, check_cache_capacity, memory_capacity_per_rank, pipeline_of, planned_executor
 from .naive import GLOBAL_SHUFFLE
 
@@ -45,7 +45,7 @@ class Clairvoyant(Strategy):
     semantics = GLOBAL_SHUFFLE
     Options = ClairvoyantOptions
 
-    def plan(self, ctx: RunContext, options: ClairvoyantOptions) -> Plan:
+    def plan(self, ctx: PlanContext, options: ClairvoyantOptions) -> Plan:
         plan = clairvoyant_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                                 epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed,
                                 sample_nbytes=ctx.sample_nbytes, memory_bytes=memory_capacity_per_rank(ctx, options)[0],

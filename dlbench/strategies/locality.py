@@ -13,7 +13,7 @@ from ..config import opt
 from ..plan import Plan
 from ..plan.locality import locality_plan
 from . import register
-from .base import Executor, RunContext, Semantics, Strategy
+from .base import Executor, PlanContext, RunContext, Semantics, Strategy
 from .cache import CacheOptions, check_cache_capacity, need_bytes, pipeline_of, planned_executor
 
 LOCALITY = Semantics("yes", "yes", "sample→rank only")
@@ -33,7 +33,7 @@ class Locality(Strategy):
     semantics = LOCALITY
     Options = LocalityOptions
 
-    def plan(self, ctx: RunContext, options: LocalityOptions) -> Plan:
+    def plan(self, ctx: PlanContext, options: LocalityOptions) -> Plan:
         cap = need_bytes(ctx, options, "locality")
         plan = locality_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                              epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, capacity=cap,

@@ -13,7 +13,7 @@ from ..data.registry import get_format
 from ..plan import SHARED, Plan, global_shuffle_plan
 from ..timeline import PHASE_ID
 from . import register
-from .base import Batch, Executor, RunContext, Semantics, Strategy
+from .base import Batch, Executor, PlanContext, RunContext, Semantics, Strategy
 
 GLOBAL_SHUFFLE = Semantics("yes", "yes", "no")
 
@@ -24,7 +24,7 @@ class NaiveOptions:
                                       "ranks (DistributedSampler drop_last)")
 
 
-def shared_tier_plan(name: str, ctx: RunContext, drop_last: bool, meta: dict | None = None,
+def shared_tier_plan(name: str, ctx: PlanContext, drop_last: bool, meta: dict | None = None,
                      streams: int = 1, drop_last_batch: bool = False) -> Plan:
     """The DistributedSampler order with every sample read from the shared tier every epoch; a format module
     with a ``shared_read_plan`` picks its own (tfrecord read as ``tf.data`` does: the tf.data order of
@@ -86,7 +86,7 @@ class Naive(Strategy):
     semantics = GLOBAL_SHUFFLE
     Options = NaiveOptions
 
-    def plan(self, ctx: RunContext, options: NaiveOptions) -> Plan:
+    def plan(self, ctx: PlanContext, options: NaiveOptions) -> Plan:
         return shared_tier_plan(self.name, ctx, options.drop_last)
 
     def executor(self, ctx: RunContext, plan: Plan, options: NaiveOptions) -> Executor:

@@ -9,14 +9,14 @@ ring of prefetch_factor + 2 such buffers, allocated once and reused: a fresh buf
 first-touch page faults (≈ 1 GB/s here, docs/LIMITS.md) on every byte. A buffer is reused only after the
 worker has produced prefetch_factor + 1 later batches, and the DataLoader never has more than
 prefetch_factor batches of a worker in flight, so the trainer is done with it by then. The worker
-returns the buffer with
-returns it with the (start, end, bytes) of every read and decode, measured in the worker with the same
+returns the buffer with the (start, end, bytes) of every read and decode, measured in the worker with the same
 monotonic clock; the trainer files those intervals under the worker's thread id. With
 ``num_workers=0`` the DataLoader reads in the trainer's process, exactly as PyTorch does.
 
 Page-cache accounting: a worker also returns its process's /proc/self/io counters (``rchar``,
 ``read_bytes``) since it opened its reader; the executor keeps the latest per worker process and reports
-their sum in ``stats()["worker_io"]``, so the runner's page-cache check covers the workers' reads too.
+their sum in ``stats()["worker_io"]``, so the runner's page-cache check covers the workers' reads too;
+``unreaped_io()`` gives the live workers' counters for the runner's per-epoch accounting.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from ..errors import ConfigError
 from ..plan import SHARED, Plan
 from ..timeline import PHASE_ID, Timeline
 from . import register
-from .base import Batch, Executor, RunContext, Strategy
+from .base import Batch, Executor, PlanContext, RunContext, Strategy
 from .naive import GLOBAL_SHUFFLE, shared_tier_plan
 
 
@@ -133,6 +133,15 @@ def _proc_io_pair() -> tuple[int, int]:
         return 0, 0
 
 
+def _parent_of(pid: int) -> int:
+    """The parent pid of ``pid`` from /proc/<pid>/stat (-1 when it is gone)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
 def _identity(x):
     return x
 
@@ -214,8 +223,23 @@ class DataLoaderExecutor(Executor):
         return {"worker_io": {"rchar": int(rc), "read_bytes": int(rb), "processes": len(self.worker_io),
                               "read_retries": int(rt)}}
 
-    def extra_timelines(self) -> list:
+    def extra_timelines(self) -> list[Timeline]:
         return self.worker_timelines[1:]
+
+    def unreaped_io(self) -> tuple[int, int]:
+        """(rchar, read_bytes) of the workers still alive and not yet reaped (each read from its own
+        /proc/<pid>/io: its counters start at 0 at fork). A reaped worker's bytes are already in the trainer's
+        /proc/self/io, so it is not counted here."""
+        from ..storage.pagecache import proc_io
+
+        rc = rb = 0
+        me = os.getpid()
+        for pid in self.worker_io:
+            if _parent_of(pid) == me:      # still our child: not yet in our own counters
+                w = proc_io(pid)
+                rc += w.get("rchar", 0)
+                rb += w.get("read_bytes", 0)
+        return rc, rb
 
     def close(self) -> None:
         it = getattr(self.loader, "_iterator", None)
@@ -250,7 +274,7 @@ class Prefetch(Strategy):
     semantics = GLOBAL_SHUFFLE
     Options = PrefetchOptions
 
-    def plan(self, ctx: RunContext, options: PrefetchOptions) -> Plan:
+    def plan(self, ctx: PlanContext, options: PrefetchOptions) -> Plan:
         plan = shared_tier_plan(self.name, ctx, options.drop_last,
                                 {"prefetch_window_batches": options.num_workers * options.prefetch_factor},
                                 streams=max(1, options.num_workers), drop_last_batch=options.drop_last_batch)
