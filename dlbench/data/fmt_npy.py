@@ -286,7 +286,7 @@ class _Base(SampleReader):
 
         self._storage = storage = storage or PosixBackend(d)
         # np.load of a path (POSIX), or of the file's bytes (a backend without paths)
-        self._np_load = np.load if isinstance(storage, PosixBackend) else _image_loader(storage)
+        self._np_load = np.load if storage.paths else _image_loader(storage)
         self._paths = storage.keys(manifest.paths)
         self._spf = int(workload.samples_per_file)
         self._rows = row_nbytes(manifest.spec, manifest.seed)

@@ -19,7 +19,8 @@ The readers' calls (bound once when a reader opens, so the per-sample path calls
 ``open_read(key) -> handle``, ``preadv(handle, buffers, offset) -> bytes read`` (vectored, as ``os.preadv``),
 ``pread(handle, n, offset) -> bytes`` (headers: ``os.pread``),
 ``close(handle)``, ``h5f_opener() -> open(key, flags, fapl)`` (libhdf5's H5Fopen, or the file image opened
-with ``H5LTopen_file_image`` for a backend without paths), ``direct`` (O_DIRECT possible) and ``name``.
+with ``H5LTopen_file_image`` for a backend without paths), ``direct`` (O_DIRECT possible), ``paths`` (keys are
+file system paths a library may open itself) and ``name``.
 
 ``PosixBackend(root)``: today's behaviour. A handle is the kernel file descriptor and ``pread_into`` is one
 call of the module's read call (``dlbench.storage.preadv``: ``os.preadv``, or lseek + readv under
@@ -70,8 +71,8 @@ class PosixBackend:
     """Files under ``root`` through the POSIX calls (module docstring)."""
 
     name = "posix"
-
     direct = True
+    paths = True    # keys are file system paths (libraries may open them: np.load, zipfile)
 
     def __init__(self, root: str | Path):
         import functools
@@ -170,6 +171,7 @@ class MemoryBackend:
 
     name = "memory"
     direct = False
+    paths = False
 
     def __init__(self):
         self.files: dict[str, bytearray] = {}

@@ -163,15 +163,38 @@ def test_readers_through_memory_backend(tmp_path, name, via):
     assert storage.stats()["throttled_reads"] >= (0 if via == "library" or name == "cosmoflow" else wl.samples)
 
 
-def test_backend_refusals(tmp_path):
+@pytest.mark.parametrize("name,via", [("npy4", "library"), ("npy4", "pread"), ("unet3d", "library"),
+                                      ("unet3d", "pread"), ("hep_cnn", "auto")])
+def test_throttled_posix_backend_reads_as_posix(tmp_path, name, via):
+    """The emulated PFS around the POSIX backend: the same bytes, each backend read through the throttle."""
+    from dlbench.data.formats import aligned_empty, open_reader
+
+    wl = _npy_workload(tmp_path, 4) if name == "npy4" else load_workload(name, scale="tiny", samples=8)
+    d = tmp_path / "d"
+    generate(wl, d, seed=4)
+    m = Manifest.load(d)
+    tb = ThrottledBackend(PosixBackend(d), throttle=Throttle(PfsModel(0.0, 1e6), OneReader()))
+    with open_reader(d, m, wl, via=via, storage=tb) as r:
+        out = aligned_empty(r.max_row_nbytes)
+        for i in range(wl.samples):
+            assert np.array_equal(out[:r.read_into(i, out)], expected_row(wl, 4, i))
+    assert tb.stats()["throttled_reads"] >= (wl.samples if via != "library" else 0)
+
+
+def test_backend_refusals(tmp_path, monkeypatch):
+    from dlbench.data import fmt_npz
     from dlbench.data.formats import open_reader
     from dlbench.errors import ConfigError
 
     wl = load_workload("unet3d", scale="tiny", samples=4)
     generate(wl, tmp_path / "u", seed=0)
     m = Manifest.load(tmp_path / "u")
-    with pytest.raises(ConfigError, match="storage backend memory: layout npz's readers read POSIX files only"):
+    monkeypatch.setattr(fmt_npz, "STORAGE", False)   # a format module without the capability (tfrecord today)
+    with pytest.raises(ConfigError, match="storage backend memory: layout npz's readers read POSIX files only; "
+                                          "backends serve layouts hdf5_per_sample, hdf5_shared, hdf5_blocks, "
+                                          "jpeg_folders, npy$"):
         open_reader(tmp_path / "u", m, wl, storage=MemoryBackend.from_dir(tmp_path / "u"))
+    monkeypatch.undo()
     wl = load_workload("imagenet", scale="tiny", samples=4)
     generate(wl, tmp_path / "i", seed=0)
     m = Manifest.load(tmp_path / "i")
@@ -194,7 +217,7 @@ def _npy_workload(tmp_path, spf: int):
 
 @pytest.mark.parametrize("name,via", [("cosmoflow", "auto"), ("hep_cnn", "auto"), ("ptychonn", "library"),
                                       ("imagenet", "auto"), ("npy1", "library"), ("npy4", "library"),
-                                      ("npy4", "pread")])
+                                      ("npy4", "pread"), ("unet3d", "library"), ("unet3d", "pread")])
 def test_generate_verify_read_all_in_memory(tmp_path, name, via):
     """generate -> verify -> read with the data files in the memory backend only (the manifest and the
     generator's records in the control folder): the same bytes as a generation on disk; a flipped byte is
@@ -231,9 +254,11 @@ def test_generate_verify_read_all_in_memory(tmp_path, name, via):
     assert any(p.endswith(f"{m.paths[0]}: missing") for p in verify(ctl, storage=mem))
 
 
-def test_generate_and_verify_refuse_formats_without_backend(tmp_path):
+def test_generate_and_verify_refuse_formats_without_backend(tmp_path, monkeypatch):
+    from dlbench.data import fmt_npz
     from dlbench.errors import ConfigError
 
+    monkeypatch.setattr(fmt_npz, "STORAGE", False)   # a format module without the capability (tfrecord today)
     wl = load_workload("unet3d", scale="tiny", samples=4)
     with pytest.raises(ConfigError, match="storage backend memory: layout npz is written to POSIX files only"):
         generate(wl, tmp_path / "u", storage=MemoryBackend())
