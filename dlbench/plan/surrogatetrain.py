@@ -41,8 +41,8 @@ last one is shorter: no DistributedSampler padding, each epoch is exactly a perm
   prefix of that order; a just-loaded sample needed later than what is retained is not kept), ties (no
   further use) newest first; ``"fifo"``: the oldest go until the step's loads fit, loads kept in order while
   they fit.
-- placement (with ``buffer_bytes``): the buffer is one byte range per rank; a kept sample takes the first
-  free extent that holds it (``FirstFit``, freed extents coalesce), in the order the executor stores them
+- placement (with ``buffer_bytes``): the buffer is one byte range per rank; a kept sample takes the smallest
+  free extent that holds it (``BestFit``, freed extents coalesce), in the order the executor stores them
   (each step: its keeps in column order, then the evictions at its end). A keep that fits the summed bytes
   but no free extent (fragmentation) is not kept (``meta["fragmentation_skips"]``), so the executor's arena
   (the same allocator over the same sequence) never overflows; ``meta["arena_bytes_per_rank"]`` is each
@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from bisect import bisect_left
+from bisect import bisect_left, insort
 
 import numpy as np
 
@@ -230,31 +230,41 @@ def order_exact(cost: np.ndarray) -> tuple[list[int], int]:
 # ---- run-time schedule -------------------------------------------------------------------------------------
 
 
-class FirstFit:
-    """First-fit allocator over the bytes [0, capacity): ``take(n)`` returns the lowest offset of a free
-    extent of >= n bytes (-1 if none), ``free(off, n)`` returns an extent (neighbours coalesce). ``high``: the
-    highest byte end ever used. Deterministic: the planner and the executor's arena
-    (``strategies.surrogatetrain.FirstFitArenaTier``) run it over the same sequence and get the same offsets."""
+class BestFit:
+    """Best-fit allocator over the bytes [0, capacity): ``take(n)`` returns the start of the smallest free
+    extent of >= n bytes (ties: the lowest address; above every freed extent, the untouched top), -1 if none;
+    ``free(off, n)`` returns an extent (neighbours coalesce). ``high``: the highest byte end ever used.
+    O(log extents) per call. Deterministic: the planner and the executor's arena
+    (``strategies.surrogatetrain.BestFitArenaTier``) run it over the same sequence and get the same offsets."""
 
-    __slots__ = ("capacity", "starts", "ends", "top", "high")
+    __slots__ = ("capacity", "starts", "ends", "bysize", "top", "high")
 
     def __init__(self, capacity: int):
         self.capacity = int(capacity)
         self.starts: list[int] = []     # free extents below ``top``, sorted, never touching each other or top
         self.ends: list[int] = []
+        self.bysize: list[tuple[int, int]] = []     # the same extents as sorted (length, start)
         self.top = 0                    # [top, capacity) is free
         self.high = 0
 
+    def _drop(self, i: int) -> None:
+        s, e = self.starts.pop(i), self.ends.pop(i)
+        del self.bysize[bisect_left(self.bysize, (e - s, s))]
+
+    def _add(self, i: int, s: int, e: int) -> None:
+        self.starts.insert(i, s)
+        self.ends.insert(i, e)
+        insort(self.bysize, (e - s, s))
+
     def take(self, n: int) -> int:
-        starts, ends = self.starts, self.ends
-        for i in range(len(starts)):
-            s = starts[i]
-            if ends[i] - s >= n:
-                if ends[i] - s == n:
-                    del starts[i], ends[i]
-                else:
-                    starts[i] = s + n
-                return s
+        k = bisect_left(self.bysize, (n, -1))
+        if k < len(self.bysize):
+            ln, s = self.bysize[k]
+            i = bisect_left(self.starts, s)
+            self._drop(i)
+            if ln > n:
+                self._add(i, s + n, s + ln)
+            return s
         off = self.top
         if off + n > self.capacity:
             return -1
@@ -266,24 +276,18 @@ class FirstFit:
     def free(self, off: int, n: int) -> None:
         starts, ends = self.starts, self.ends
         end = off + n
-        if end == self.top:
-            self.top = off
-            if ends and ends[-1] == off:
-                self.top = starts.pop()
-                ends.pop()
-            return
         i = bisect_left(starts, off)
         if i and ends[i - 1] == off:            # joins the extent before
-            if i < len(starts) and starts[i] == end:
-                ends[i - 1] = ends[i]
-                del starts[i], ends[i]
-            else:
-                ends[i - 1] = end
-        elif i < len(starts) and starts[i] == end:
-            starts[i] = off
+            i -= 1
+            off = starts[i]
+            self._drop(i)
+        if i < len(starts) and starts[i] == end:   # joins the extent after
+            end = ends[i]
+            self._drop(i)
+        if end == self.top:
+            self.top = off
         else:
-            starts.insert(i, off)
-            ends.insert(i, end)
+            self._add(i, off, end)
 
 
 class _Step:
@@ -304,12 +308,13 @@ class _Engine:
     """The buffer state and the step rule (module doc). ``holder`` (F,): the rank holding each sample or -1;
     ``ins``: when it was inserted (global step); ``nheld`` (W,) samples and ``held`` (W,) units held (``size``
     per sample: aligned bytes, or 1); ``cap``: units per rank; ``raw`` (F,) the samples' own bytes (or None);
-    ``place``: run ``FirstFit`` per rank (byte buffers)."""
+    ``place``: run ``BestFit`` per rank (byte buffers of samples of different sizes; with one size every
+    free extent holds a sample, so best fit never fails and reaches peak samples x size)."""
 
-    def __init__(self, *, F: int, W: int, b: int, cap: int, size: np.ndarray, raw: np.ndarray | None,
+    def __init__(self, *, F: int, W: int, b: int, cap: int, size: np.ndarray, raw: np.ndarray | None, place: bool,
                  perms: np.ndarray, order: list[int], remap: bool, balance: bool, chunking: bool, eviction: str):
         self.F, self.W, self.b, self.cap = F, W, b, cap
-        self.size, self.raw, self.place = size, raw, raw is not None
+        self.size, self.raw, self.place = size, raw, bool(place and raw is not None)
         self.B = W * b
         self.S = math.ceil(F / self.B)
         self.perms, self.order = perms, order
@@ -326,7 +331,7 @@ class _Engine:
         self.peak = np.zeros(self.W, np.int64)
         self.raw_held = np.zeros(self.W, np.int64)
         self.peak_raw = np.zeros(self.W, np.int64)
-        self.alloc = [FirstFit(self.cap) for _ in range(self.W)] if self.place else None
+        self.alloc = [BestFit(self.cap) for _ in range(self.W)] if self.place else None
         self.offset = np.full(self.F, -1, np.int64)
         self.skips = 0
         self.e = 0                 # next epoch to build
@@ -463,8 +468,9 @@ class _Engine:
             self.holder[st.ev_sample] = -1
             np.subtract.at(self.nheld, st.ev_rank, 1)
             np.subtract.at(self.held, st.ev_rank, size[st.ev_sample])
-            if self.place:
+            if raw is not None:
                 np.subtract.at(self.raw_held, st.ev_rank, raw[st.ev_sample])
+            if self.place:
                 for r, sid in zip(st.ev_rank.tolist(), st.ev_sample.tolist()):
                     self.alloc[r].free(int(self.offset[sid]), int(size[sid]))
                 self.offset[st.ev_sample] = -1
@@ -485,10 +491,10 @@ class _Engine:
             self.ins[st.sample[k]] = tick
             np.add.at(self.nheld, st.rank[k], 1)
             np.add.at(self.held, st.rank[k], size[st.sample[k]])
-            if self.place:
+            if raw is not None:
                 np.add.at(self.raw_held, st.rank[k], raw[st.sample[k]])
         np.maximum(self.peak, self.nheld, out=self.peak)
-        if self.place:
+        if raw is not None:
             np.maximum(self.peak_raw, self.raw_held, out=self.peak_raw)
 
     # ---- one epoch ---------------------------------------------------------------------------------
@@ -596,9 +602,10 @@ def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: in
         a = max(int(align), 1)
         size = -(-raw // a) * a
         cap = int(buffer_bytes)
+        uniform = bool(F) and bool((size == size[0]).all())
         C = min(int(cap * W // max(float(size.mean()), 1.0)), F) if F else 0
     else:
-        raw, size, cap = None, np.ones(F, np.int64), int(buffer_samples)
+        raw, size, cap, uniform = None, np.ones(F, np.int64), int(buffer_samples), True
         C = min(cap * W, F)
     if cap < 0 or F < 1 or W < 1 or b < 1 or E < 1:
         raise ValueError(f"surrogatetrain_plan: F={F}, W={W}, b={b}, E={E}, buffer={cap}")
@@ -606,8 +613,8 @@ def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: in
     cost = transition_costs(perms, C)
     identity = list(range(E))
     order = order_heuristic(cost) if reorder else identity
-    eng = _Engine(F=F, W=W, b=b, cap=cap, size=size, raw=raw, perms=perms, order=order, remap=remap, balance=balance, chunking=chunking,
-                  eviction=eviction)
+    eng = _Engine(F=F, W=W, b=b, cap=cap, size=size, raw=raw, place=not uniform, perms=perms, order=order,
+                  remap=remap, balance=balance, chunking=chunking, eviction=eviction)
     # one pass for the figures the executor needs up front (batch rows, buffer peak) and the plan's statement
     loads, reqs, hits = [], [], []
     nmin, nmax, imb_num, imb_den = 1 << 62, 0, 0.0, 0.0
@@ -626,7 +633,9 @@ def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: in
     by_bytes = {}
     if raw is not None:
         by_bytes = {"buffer_bytes_per_rank": cap, "cache_peak_bytes": eng.peak_raw.astype(np.int64).tolist(),
-                    "arena_bytes_per_rank": [a.high for a in eng.alloc], "arena_align": int(align),
+                    "arena_bytes_per_rank": ([a.high for a in eng.alloc] if eng.place else
+                                             (peak * int(size[0])).tolist()),
+                    "arena_align": int(align),
                     "fragmentation_skips": int(eng.skips)}
     eng.reset()
     naive_loads = E * F

@@ -7,9 +7,9 @@ memory tier; a run of consecutive ids is one hyperslab request of the shared HDF
 Buffer size, in bytes per rank: ``--buffer-fraction f`` (the aggregate buffer is f of the dataset: ⌈f·F/W⌉
 samples of the dataset's mean size per rank) or ``--cache-capacity BYTES``; with neither, the system profile's
 memory tier divided among the node's ranks (the whole dataset without a memory tier). The planner admits and
-evicts by the samples' own bytes (each rounded up to ``ARENA_ALIGN``) and places them first-fit in the
+evicts by the samples' own bytes (each rounded up to ``ARENA_ALIGN``) and places them best-fit in the
 rank's byte range; the executor's memory tier is a byte arena running the same allocator
-(``FirstFitArenaTier``), sized to the plan's highest byte for the rank.
+(``BestFitArenaTier``), sized to the plan's highest byte for the rank.
 
 Sample order: each epoch is a full permutation and each global batch is the global shuffle's (the last one
 without DistributedSampler's padding); the epochs' order changes and samples move between ranks within a
@@ -25,7 +25,7 @@ import numpy as np
 from ..config import opt
 from ..errors import CapacityError, ConfigError
 from ..plan import MEMORY, Plan
-from ..plan.surrogatetrain import FirstFit, surrogatetrain_plan
+from ..plan.surrogatetrain import BestFit, surrogatetrain_plan
 from ..storage import ARENA_ALIGN, ArenaTier
 from . import register
 from .base import Executor, RunContext, Semantics, Strategy
@@ -79,15 +79,15 @@ def buffer_bytes(ctx: RunContext, options: SurrogateTrainOptions) -> tuple[int, 
     return int(cap), src
 
 
-class FirstFitArenaTier(ArenaTier):
+class BestFitArenaTier(ArenaTier):
     """The memory tier of surrogatetrain's buffer: ``ArenaTier``'s one preallocated byte arena, with the
-    evicted samples' extents reused by the planner's allocator (``plan.surrogatetrain.FirstFit``, each sample
+    evicted samples' extents reused by the planner's allocator (``plan.surrogatetrain.BestFit``, each sample
     rounded up to ``ARENA_ALIGN``). The executor stores and drops samples in the plan's order, so every
     sample lands where the planner placed it and a planned sample never finds the arena full."""
 
     def __init__(self, capacity_bytes: int, row_nbytes: int, **kw):
         super().__init__(capacity_bytes, row_nbytes, **kw)
-        self._alloc = FirstFit(self.capacity_bytes)
+        self._alloc = BestFit(self.capacity_bytes)
 
     def reserve(self, sample_id: int, nbytes: int) -> np.ndarray:
         sid, nbytes = int(sample_id), int(nbytes)
@@ -128,12 +128,12 @@ class SurrogateTrainExecutor(PlannedExecutor):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.delivered: list[int] = []       # samples per step delivered to this rank (its local batches)
-        # the arena: the plan's highest byte for this rank (its peak bytes plus what first fit leaves between)
+        # the arena: the plan's highest byte for this rank (its peak bytes plus what best fit leaves between)
         self.capacity[MEMORY] = float(self.plan.meta["arena_bytes_per_rank"][self.ctx.rank])
 
     def _open_stores(self) -> None:
         cap = int(self.capacity.get(MEMORY, 0))
-        tier = FirstFitArenaTier(cap, self.max_row, flag=self.capacity_flag, io_counters=self._counters("memory"))
+        tier = BestFitArenaTier(cap, self.max_row, flag=self.capacity_flag, io_counters=self._counters("memory"))
         self.stores = Stores({MEMORY: SampleStore(tier, MEMORY)} if cap > 0 else {})
 
     def epoch(self, e: int):
@@ -194,9 +194,9 @@ class SurrogateTrain(Strategy):
         check_cache_capacity(ctx, plan, options, what)
         mem, msrc = memory_capacity_per_rank(ctx, options)
         arena = max(plan.meta["arena_bytes_per_rank"])
-        if arena > mem:          # the samples' bytes fit, their aligned extents in first-fit order do not
+        if arena > mem:          # the samples' bytes fit, their aligned extents in best-fit order do not
             raise CapacityError(f"{msrc}: too small: {what} needs an arena of {arena:,} bytes per rank (its "
-                                f"samples {ARENA_ALIGN}-byte aligned, placed first fit), {mem:,.0f} available; pass "
+                                f"samples {ARENA_ALIGN}-byte aligned, placed best fit), {mem:,.0f} available; pass "
                                 f"--cache-capacity BYTES or a smaller --buffer-fraction")
         return plan
 

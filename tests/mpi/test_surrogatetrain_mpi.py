@@ -78,7 +78,7 @@ def tiny_jpeg(tmp_path_factory):
 @pytest.mark.parametrize("eviction", ["lookahead", "fifo"])
 def test_buffer_holds_bytes_not_slots_run_equals_simulate(tiny_jpeg, tmp_path, run_mpi, eviction):
     """Issue 19: with variable-size samples the buffer admits and evicts by the samples' own bytes, more
-    samples than slots of the largest sample would hold; each rank's first-fit arena stores the plan's keeps
+    samples than slots of the largest sample would hold; each rank's best-fit arena stores the plan's keeps
     (it evicts and refills) without overflowing, and `simulate` of the same plan (the manifest's sizes)
     counts the same bytes by tier and requests."""
     from dlbench.data.manifest import Manifest

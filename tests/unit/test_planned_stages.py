@@ -220,7 +220,7 @@ def test_near_copies_pipeline_rule_and_executor_builder_are_one(tmp_path, thread
         ex = st.executor(ctx, st.plan(ctx, opts), opts)
         peak = int(ex.plan.meta["cache_peak_samples"][0])
         assert ex.threads == threads
-        if name == "surrogatetrain":      # a first-fit byte arena up to the plan's highest byte (issue 19)
+        if name == "surrogatetrain":      # a best-fit byte arena up to the plan's highest byte (issue 19)
             assert ex.capacity[MEMORY] == ex.plan.meta["arena_bytes_per_rank"][0] >= \
                 ex.plan.meta["cache_peak_bytes"][0] and peak >= 1
         else:                             # a byte arena of the plan's bytes for the rank (issue 19)

@@ -439,10 +439,10 @@ def _jpeg_sizes(F, seed=3):
 def test_buffer_admits_by_summed_bytes_and_the_arena_replays_the_placement(eviction, balance):
     """Variable sizes: every rank holds at most the buffer's bytes at every step, more samples than slots of
     the largest sample would hold; replaying the plan's keeps and evictions in the executor's order on the
-    executor's arena (FirstFitArenaTier sized to the plan's arena bytes) never overflows and reaches exactly
+    executor's arena (BestFitArenaTier sized to the plan's arena bytes) never overflows and reaches exactly
     the plan's highest byte."""
     from dlbench.storage import ARENA_ALIGN
-    from dlbench.strategies.surrogatetrain import FirstFitArenaTier
+    from dlbench.strategies.surrogatetrain import BestFitArenaTier
 
     F, W, cap = 240, 3, 4_000_000
     sizes = _jpeg_sizes(F)
@@ -454,7 +454,7 @@ def test_buffer_admits_by_summed_bytes_and_the_arena_replays_the_placement(evict
     assert max(p.meta["cache_peak_samples"]) > slots
     for r in range(W):
         assert peak_holdings(p, r, sizes)[MEMORY] == p.meta["cache_peak_bytes"][r] <= cap
-        tier = FirstFitArenaTier(p.meta["arena_bytes_per_rank"][r], int(sizes.max()))
+        tier = BestFitArenaTier(p.meta["arena_bytes_per_rank"][r], int(sizes.max()))
         high = 0
         for ep in p:
             ids, keep = ep.sample_ids[r], ep.rank_keep(r)
@@ -486,19 +486,21 @@ def test_strategy_buffer_counts_bytes_with_varying_sizes():
     assert p.meta["cache_bytes_per_rank"] == max(p.meta["cache_peak_bytes"])
 
 
-def test_first_fit_reuses_and_coalesces_freed_extents():
-    from dlbench.plan.surrogatetrain import FirstFit
+def test_best_fit_reuses_and_coalesces_freed_extents():
+    from dlbench.plan.surrogatetrain import BestFit
 
-    a = FirstFit(100)
-    assert [a.take(n) for n in (10, 20, 30)] == [0, 10, 30]
+    a = BestFit(100)
+    assert [a.take(n) for n in (10, 20, 30, 10, 20)] == [0, 10, 30, 60, 70]
     a.free(10, 20)
-    assert a.take(25) == 60 and a.take(5) == 10          # first fit: the hole at 10 holds 5, not 25
-    a.free(0, 10)                                          # [10, 15) is still taken: two extents
-    assert (a.starts, a.ends) == ([0, 15], [10, 30])
-    a.free(10, 5)                                          # fills the gap: one extent [0, 30)
-    assert (a.starts, a.ends) == ([0], [30])
-    assert a.take(16) == 0 and a.take(20) == -1            # 14 bytes free below the top (85), 15 above it
-    a.free(60, 25)                                         # the newest: the top comes down to 60
-    assert a.top == 60 and a.high == 85
-    a.free(30, 30)                                         # down to 30, then joins [16, 30): top 16
-    assert (a.top, a.starts, a.ends) == (16, [], [])
+    a.free(60, 10)
+    assert a.take(8) == 60                        # the smallest hole that holds it ([60, 70)), not the first
+    assert a.take(15) == 10 and a.take(12) == -1  # [25, 30) and [68, 70) left below the top (90), 10 above
+    a.free(0, 10)
+    a.free(30, 30)                                # [0, 10), [25, 60) and [68, 70): two joins
+    assert (a.starts, a.ends) == ([0, 25, 68], [10, 60, 70])
+    assert sorted(a.bysize) == a.bysize == [(2, 68), (10, 0), (35, 25)]
+    a.free(70, 20)                                # the newest: the top comes down past [68, 70) to 68
+    assert (a.top, a.high, a.starts) == (68, 90, [0, 25])
+    a.free(60, 8)                                 # joins [25, 60) and reaches the top: down to 25
+    a.free(10, 15)                                # everything free
+    assert (a.top, a.starts, a.ends, a.bysize) == (0, [], [], [])
