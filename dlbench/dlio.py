@@ -209,9 +209,13 @@ class Translation:
                "--compute-time", f"{r['compute_time_s']:g}"]
         if r["compute_stdev_s"]:
             out += ["--compute-stdev", f"{r['compute_stdev_s']:g}"]
+        from . import strategies
+        from .config import option_flag
+
+        opts = strategies.get(r["strategy"]).Options
         for k, v in r["options"].items():
-            flag = k.replace("_", "-")
-            out += [f"--{flag}" if v else f"--no-{flag}"] if isinstance(v, bool) else [f"--{flag}", str(v)]
+            flag = option_flag(opts, k)
+            out += [flag if v else f"--no-{flag[2:]}"] if isinstance(v, bool) else [flag, str(v)]
         return out
 
 
