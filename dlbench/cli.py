@@ -12,7 +12,7 @@ import sys
 import click
 
 from . import __version__
-from .config import MAX_BATCH, MAX_EPOCHS, MAX_NODES, MAX_RANKS_PER_NODE, MAX_SEED, MAX_THREADS
+from .config import MAX_BATCH, MAX_EPOCHS, MAX_NODES, MAX_RANKS_PER_NODE, MAX_SEED, MAX_THREADS, check_counts
 from .errors import ConfigError, DlbenchError, Interrupted
 
 
@@ -747,16 +747,6 @@ def sustain_cmd(workload, accelerator, strategies, system, measure_ranks, scale,
 
 
 
-def check_counts(*items) -> None:
-    """``(flag, value, lo, hi)``: each given integer within [lo, hi] (the ceilings of dlbench.config), else one
-    line naming the flag (a count past a ceiling is a typo that would allocate, overflow or never end)."""
-    for name, val, lo, hi in items:
-        if val is None:
-            continue
-        if val < lo:
-            raise ConfigError(f"{name}={val}: must be >= {lo}")
-        if val > hi:
-            raise ConfigError(f"{name}={val}: must be <= {hi:,}")
 
 # ===== shuffle strategies: study ============================================================================
 

@@ -33,6 +33,21 @@ MAX_SAMPLE_BYTES = 64 << 30         # one sample's bytes: beyond this a "sample"
 MAX_FILE_BYTES = float(MAX_SAMPLE_BYTES)   # a drawn sample/file size (record_size, JPEG sizes): the same bound
 MAX_PARAMETERS = 10**13             # a checkpoint of 120 TB
 
+
+
+def check_counts(*items) -> None:
+    """``(flag, value, lo, hi)``: each given integer within [lo, hi] (the ceilings above), else one line naming
+    the flag (a count past a ceiling is a typo that would allocate, overflow or never end). The one bounds
+    check of every command's counts (run, simulate, study, calibrate, jobscript)."""
+    for name, val, lo, hi in items:
+        if val is None:
+            continue
+        if val < lo:
+            raise ConfigError(f"{name}={val}: must be >= {lo}")
+        if val > hi:
+            raise ConfigError(f"{name}={val}: must be <= {hi:,}")
+
+
 _MISSING = dataclasses.MISSING
 
 
