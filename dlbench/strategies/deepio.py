@@ -25,7 +25,7 @@ DEEPIO = Semantics("yes (ordered); no unless memory holds the dataset (opportuni
 class DeepioOptions(CacheOptions):
     mode: str = opt("ordered", help="ordered (exact global shuffle from own/peer memory or the shared FS) or "
                                     "opportunistic (batches drawn from memory only)",
-                    choices=("ordered", "opportunistic"))
+                    choices=("ordered", "opportunistic"), flag="--deepio-mode")
     drop_last: bool = opt(False, help="drop the permutation's tail instead of padding it to a multiple of the "
                                       "ranks (DistributedSampler drop_last)")
 

@@ -21,7 +21,7 @@ from .naive import GLOBAL_SHUFFLE
 class LbannOptions(CacheOptions):
     mode: str = opt("preload", help="preload (each rank reads its range before epoch 0) or dynamic (cache at "
                                     "first touch)",
-                    choices=("preload", "dynamic"))
+                    choices=("preload", "dynamic"), flag="--lbann-mode")
     drop_last: bool = opt(False, help="drop the permutation's tail instead of padding it to a multiple of the "
                                       "ranks (DistributedSampler drop_last)")
 
