@@ -12,7 +12,7 @@ import sys
 import click
 
 from . import __version__
-from .config import MAX_BATCH, MAX_EPOCHS, MAX_NODES, MAX_RANKS_PER_NODE, MAX_SEED, MAX_THREADS
+from .config import MAX_BATCH, MAX_EPOCHS, MAX_NODES, MAX_RANKS_PER_NODE, MAX_SEED, MAX_THREADS, check_counts
 from .errors import ConfigError, DlbenchError, Interrupted
 
 
@@ -158,7 +158,7 @@ def list_strategies(verbose):
             for row in describe_fields(st.Options):
                 unit = f" [{row['unit']}]" if row["unit"] else ""
                 bounds = ", ".join(f"{k} {row[k]}" for k in ("min", "max") if row[k] is not None)
-                click.echo(f"{'':<12}--{row['name'].replace('_', '-'):<22} {row['type']:<6} default "
+                click.echo(f"{'':<12}{row['flag']:<24} {row['type']:<6} default "
                            f"{row['default']!s:<8} {row['help']}{unit}" + (f" ({bounds})" if bounds else ""))
 
 
@@ -236,18 +236,79 @@ def show(workload_name, scale, samples):
 
 
 def _strategy_option_fields() -> dict:
-    """Every strategy's Options fields, by name: {field: {"owners": [...], "meta": describe_fields row}}."""
+    """Every strategy-option flag of ``run``, by its click parameter name: {param: {"flag", "field", "owners",
+    "rows" (each owner's describe_fields row), "defaults", "helps", "alias"}}.
+
+    A field declared with its own flag (``opt(flag="--lbann-mode")``: a name that strategies use with
+    different meanings) is that strategy's alone; ``--<name>`` stays as an alias (``alias``: {owner: its own
+    flag}) that sets the selected strategy's field, so existing command lines keep working. A plain flag
+    several strategies share must mean one thing to all of them: one type and one set of choices (a
+    developer error otherwise, raised when the CLI is built)."""
     from . import strategies
-    from .config import describe_fields
+    from .config import describe_fields, flag_name
 
     out: dict = {}
+
+    def entry(param, flag, field, alias):
+        ent = out.setdefault(param, {"flag": flag, "field": field, "owners": [], "rows": {}, "defaults": {},
+                                     "helps": {}, "alias": alias})
+        if ent["field"] != field or (ent["alias"] is None) != (alias is None):
+            raise RuntimeError(f"strategy option flag {flag}: declared by fields of different names, or as its own "
+                               f"flag by one strategy and shared by another; give each meaning its own flag "
+                               f"(opt(flag=...))")
+        return ent
+
     for name in strategies.names():
-        strat = strategies.get(name)
-        for row in describe_fields(strat.Options):
-            ent = out.setdefault(row["name"], {"owners": [], "row": row, "defaults": {}, "helps": {}})
-            ent["owners"].append(name)
-            ent["defaults"][name] = row["default"]
-            ent["helps"].setdefault(row["help"], []).append(name)
+        for row in describe_fields(strategies.get(name).Options):
+            own, plain = row["flag"], flag_name(row["name"])
+            ents = [entry(own[2:].replace("-", "_"), own, row["name"], None)]
+            if own != plain:
+                alias = entry(row["name"], plain, row["name"], {})
+                alias["alias"][name] = own
+                ents.append(alias)
+            for ent in ents:
+                ent["owners"].append(name)
+                ent["rows"][name] = row
+                ent["defaults"][name] = row["default"]
+                ent["helps"].setdefault(row["help"], []).append(name)
+    for ent in out.values():
+        kinds = {(r["type"], tuple(r["choices"] or ())) for r in ent["rows"].values()}
+        if ent["alias"] is None and len(kinds) > 1:
+            raise RuntimeError(f"strategy option {ent['flag']} of {', '.join(ent['owners'])}: different types or "
+                               f"choices; give each strategy's its own flag (opt(flag=...))")
+    return out
+
+
+def _route_strategy_options(strategy: str, values: dict) -> dict:
+    """``run``'s strategy-option flags (click parameter -> value, None where not given) as the selected
+    strategy's options {field: value}: a flag of another strategy, an alias (``--mode``) given a value the
+    strategy's own flag does not take, or one option given twice with different values is a one-line
+    ConfigError."""
+    fields = _strategy_option_fields()
+    out: dict = {}
+    via: dict = {}
+    for param, v in values.items():
+        if v is None:
+            continue
+        ent = fields.get(param)
+        if ent is None:         # a key from a DLIO translation that is no flag: the options' check names it
+            out[param], via[param] = v, f"--{param.replace('_', '-')}"
+            continue
+        flag, field = ent["flag"], ent["field"]
+        if strategy not in ent["owners"]:
+            raise ConfigError(f"{flag} is an option of {', '.join(ent['owners'])}, not of strategy {strategy}")
+        if ent["alias"] is not None:
+            own = ent["alias"][strategy]
+            choices = ent["rows"][strategy]["choices"]
+            if choices and str(v) not in map(str, choices):
+                others = [f"{o}'s {f}" for o, f in ent["alias"].items()
+                          if o != strategy and str(v) in map(str, ent["rows"][o]["choices"] or ())]
+                raise ConfigError(f"{flag}={v}: strategy {strategy}'s {flag[2:]} ({own}) is one of "
+                                  f"{', '.join(map(str, choices))}"
+                                  + (f"; {v} is {' and '.join(others)}" if others else ""))
+        if field in out and out[field] != v:
+            raise ConfigError(f"{via[field]}={out[field]} and {flag}={v}: the same option of {strategy}; give one")
+        out[field], via[field] = v, flag
     return out
 
 
@@ -262,21 +323,25 @@ def _defaults_text(defaults: dict) -> str:
 
 
 def _strategy_options(f):
-    """Add one flag per strategy option (from the strategies' own Options dataclasses)."""
-    for name, ent in sorted(_strategy_option_fields().items(), reverse=True):
-        row = ent["row"]
-        flag = "--" + name.replace("_", "-")
+    """Add one flag per strategy option (from the strategies' own Options dataclasses): a strategy's own flag
+    says only its meaning; an alias (``--mode``) names the flags it stands for."""
+    for param, ent in sorted(_strategy_option_fields().items(), reverse=True):
+        row = next(iter(ent["rows"].values()))
+        flag = ent["flag"]
         unit = f" [{row['unit']}]" if row["unit"] else ""
-        # a flag several strategies own with different meanings (--mode: lbann's and deepio's) says each one's
-        if len(ent["helps"]) == 1:
-            what = f"({', '.join(ent['owners'])}) {row['help']}"
-        else:
-            what = "; ".join(f"({', '.join(o)}) {h}" for h, o in ent["helps"].items())
-        helptext = f"{what}{unit}; {_defaults_text(ent['defaults'])}"
+        if ent["alias"] is not None:
+            own = ", ".join(f"{fl} ({o})" for o, fl in sorted(ent["alias"].items()))
+            helptext = (f"the selected --strategy's own flag of this name: {own}; kept for existing command lines, "
+                        f"a value that strategy's flag does not take is an error")
+        elif len(ent["helps"]) == 1:
+            helptext = f"({', '.join(ent['owners'])}) {row['help']}{unit}; {_defaults_text(ent['defaults'])}"
+        else:   # one meaning, worded per owner (e.g. --loader-threads of the cache family and of local copies)
+            helptext = ("; ".join(f"({', '.join(o)}) {h}" for h, o in ent["helps"].items())
+                        + f"{unit}; {_defaults_text(ent['defaults'])}")
         if row["type"] == "bool":
-            f = click.option(f"{flag}/--no-{flag[2:]}", name, default=None, help=helptext)(f)
+            f = click.option(f"{flag}/--no-{flag[2:]}", param, default=None, help=helptext)(f)
         else:
-            f = click.option(flag, name, default=None, help=helptext, metavar=row["type"].upper())(f)
+            f = click.option(flag, param, default=None, help=helptext, metavar=row["type"].upper())(f)
     return f
 
 
@@ -357,12 +422,7 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
         (workload, strategy, epochs, batch_size, seed, compute_time, compute_stdev, scale, strategy_opts,
          dlio_t) = _from_dlio(dlio_config, dlio_overrides, allow_unsupported, locals())
     strategies.get(strategy)  # unknown strategy: one line with the choices
-    fields = _strategy_option_fields()
-    given = {k: v for k, v in strategy_opts.items() if v is not None}
-    for k in given:
-        if strategy not in fields[k]["owners"]:
-            raise ConfigError(f"--{k.replace('_', '-')} is an option of {', '.join(fields[k]['owners'])}, "
-                              f"not of strategy {strategy}")
+    given = _route_strategy_options(strategy, strategy_opts)
     if accelerator is not None and accelerator not in ACCELERATORS:
         raise unknown_choice("accelerator", accelerator, ACCELERATORS)
     check_counts(("--epochs", epochs, 1, MAX_EPOCHS), ("--batch-size", batch_size, 1, MAX_BATCH),
@@ -687,16 +747,6 @@ def sustain_cmd(workload, accelerator, strategies, system, measure_ranks, scale,
 
 
 
-def check_counts(*items) -> None:
-    """``(flag, value, lo, hi)``: each given integer within [lo, hi] (the ceilings of dlbench.config), else one
-    line naming the flag (a count past a ceiling is a typo that would allocate, overflow or never end)."""
-    for name, val, lo, hi in items:
-        if val is None:
-            continue
-        if val < lo:
-            raise ConfigError(f"{name}={val}: must be >= {lo}")
-        if val > hi:
-            raise ConfigError(f"{name}={val}: must be <= {hi:,}")
 
 # ===== shuffle strategies: study ============================================================================
 

@@ -1,7 +1,7 @@
 """Strict, declarative configuration: frozen dataclasses whose field metadata drives parsing,
 validation, help text and the echo into results.
 
-``opt(default, help=..., unit=..., min=..., max=..., choices=...)`` declares a field; ``from_mapping``
+``opt(default, help=..., unit=..., min=..., max=..., choices=..., flag=...)`` declares a field; ``from_mapping``
 builds a dataclass from a YAML/CLI mapping, converting each value once to its declared type, rejecting
 unknown keys with a did-you-mean and out-of-range values with one line naming the parameter, the value,
 what is allowed and where it came from. ``parse_overrides`` turns ``--set k=v`` pairs into a mapping.
@@ -33,13 +33,33 @@ MAX_SAMPLE_BYTES = 64 << 30         # one sample's bytes: beyond this a "sample"
 MAX_FILE_BYTES = float(MAX_SAMPLE_BYTES)   # a drawn sample/file size (record_size, JPEG sizes): the same bound
 MAX_PARAMETERS = 10**13             # a checkpoint of 120 TB
 
+
+
+def check_counts(*items) -> None:
+    """``(flag, value, lo, hi)``: each given integer within [lo, hi] (the ceilings above), else one line naming
+    the flag (a count past a ceiling is a typo that would allocate, overflow or never end). The one bounds
+    check of every command's counts (run, simulate, study, calibrate, jobscript)."""
+    for name, val, lo, hi in items:
+        if val is None:
+            continue
+        if val < lo:
+            raise ConfigError(f"{name}={val}: must be >= {lo}")
+        if val > hi:
+            raise ConfigError(f"{name}={val}: must be <= {hi:,}")
+
+
 _MISSING = dataclasses.MISSING
 
 
 def opt(default: Any = _MISSING, *, help: str = "", unit: str = "", min: float | None = None,
-        max: float | None = None, choices: tuple | None = None, factory: Any = _MISSING) -> Any:
-    """A dataclass field with the metadata that validation, help and ``list -v`` read."""
-    meta = {"help": help, "unit": unit, "min": min, "max": max, "choices": choices}
+        max: float | None = None, choices: tuple | None = None, factory: Any = _MISSING,
+        flag: str | None = None) -> Any:
+    """A dataclass field with the metadata that validation, help and ``list -v`` read. ``flag``: the field's
+    command-line flag when it is not ``--<name>``: a strategy option whose name another strategy uses with
+    another meaning is the strategy's own (lbann's ``mode`` is ``--lbann-mode``; the key stays ``mode``)."""
+    if flag is not None and not (flag.startswith("--") and flag[2:].replace("-", "").isalnum()):
+        raise ValueError(f"opt(flag={flag!r}): a flag is --words-with-dashes")
+    meta = {"help": help, "unit": unit, "min": min, "max": max, "choices": choices, "flag": flag}
     if factory is not _MISSING:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -60,7 +80,7 @@ def describe_fields(cls) -> list[dict]:
             "name": f.name, "type": _type_name(hints[f.name]), "default": default,
             "unit": f.metadata.get("unit", ""), "help": f.metadata.get("help", ""),
             "min": f.metadata.get("min"), "max": f.metadata.get("max"),
-            "choices": f.metadata.get("choices"),
+            "choices": f.metadata.get("choices"), "flag": field_flag(f),
         })
     return out
 
@@ -147,6 +167,16 @@ def flag_name(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
 
 
+def field_flag(f: dataclasses.Field) -> str:
+    """The command-line flag of a dataclass field: its ``opt(flag=...)``, else ``flag_name`` of its name."""
+    return f.metadata.get("flag") or flag_name(f.name)
+
+
+def option_flag(cls, name: str) -> str:
+    """The command-line flag of the field ``name`` of the options dataclass ``cls``."""
+    return field_flag(next(f for f in dataclasses.fields(cls) if f.name == name))
+
+
 def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "", prefix: str = "", flags: bool = False):
     """Build the dataclass ``cls`` from ``data`` strictly (unknown keys, types, bounds, choices).
     ``flags``: the values came from command-line flags (one per field), so messages name the flag
@@ -158,7 +188,7 @@ def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "", prefix
         if key not in fields:
             if flags:
                 raise ConfigError(f"unknown option {flag_name(key)}{src}; allowed: "
-                                  f"{', '.join(flag_name(k) for k in sorted(fields)) or 'none'}")
+                                  f"{', '.join(sorted(field_flag(f) for f in fields.values())) or 'none'}")
             raise ConfigError(
                 f"unknown key '{prefix}{key}'{src}; allowed: {', '.join(sorted(fields))}"
                 f"{did_you_mean(key, fields)}")
@@ -169,7 +199,7 @@ def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "", prefix
             if f.default is _MISSING and f.default_factory is _MISSING:  # type: ignore[misc]
                 raise ConfigError(f"missing key '{prefix}{name}'{src}" + (f": {f.metadata['help']}" if f.metadata.get("help") else ""))
             continue
-        shown = flag_name(name) if flags else prefix + name
+        shown = field_flag(f) if flags else prefix + name
         value = convert(data[name], hints[name], shown, src)
         check_bounds(shown, value, f.metadata, src)
         kwargs[name] = value

@@ -209,9 +209,13 @@ class Translation:
                "--compute-time", f"{r['compute_time_s']:g}"]
         if r["compute_stdev_s"]:
             out += ["--compute-stdev", f"{r['compute_stdev_s']:g}"]
+        from . import strategies
+        from .config import option_flag
+
+        opts = strategies.get(r["strategy"]).Options
         for k, v in r["options"].items():
-            flag = k.replace("_", "-")
-            out += [f"--{flag}" if v else f"--no-{flag}"] if isinstance(v, bool) else [f"--{flag}", str(v)]
+            flag = option_flag(opts, k)
+            out += [flag if v else f"--no-{flag[2:]}"] if isinstance(v, bool) else [flag, str(v)]
         return out
 
 
@@ -267,8 +271,32 @@ def apply_overrides(cfg: dict, overrides: list[str] | tuple[str, ...]) -> dict:
     return cfg
 
 
-def _num(flat: dict, key: str, where: str, *, integer: bool = False, lo: float = 0):
-    v = flat[key]
+# DLIO's numeric keys: (an integer?, the lowest value allowed); ``_num`` reads each through this one table
+NUMBERS: dict[str, tuple[bool, float]] = {
+    "dataset.num_files_train": (True, 1),
+    "dataset.num_samples_per_file": (True, 1),
+    "dataset.record_length_bytes": (False, 1),
+    "dataset.record_length_bytes_stdev": (False, 0),
+    "reader.batch_size": (True, 1),
+    "reader.read_threads": (True, 0),
+    "reader.prefetch_size": (True, 0),
+    "reader.shuffle_size": (True, 1),
+    "train.epochs": (True, 1),
+    "train.total_training_steps": (True, -1),
+    "train.computation_time": (False, 0),
+    "train.computation_time.mean": (False, 0),
+    "train.computation_time.stdev": (False, 0),
+    "train.computation_time_stdev": (False, 0),
+    "metric.au": (False, 0),
+    "checkpoint.checkpoint_after_epoch": (True, 0),
+    "checkpoint.epochs_between_checkpoints": (True, 1),
+}
+
+
+def _num(key: str, v, where: str):
+    """The value ``v`` of the numeric DLIO key ``key`` as its ``NUMBERS`` entry says (int or float, bounded
+    below), or a one-line ConfigError."""
+    integer, lo = NUMBERS[key]
     ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
     if ok and integer and float(v) != int(v):
         ok = False
@@ -290,14 +318,13 @@ def _compute_time(flat: dict, where: str) -> tuple[float, float]:
         kind = str(ct.get("type", "normal")).lower()
         if kind != "normal":
             raise ConfigError(f"train.computation_time.type={kind!r} ({where}): dlbench emulates normal only")
-        sub = {"train.computation_time.mean": ct.get("mean", 0.0), "train.computation_time.stdev": ct.get("stdev", 0.0)}
-        mean = _num(sub, "train.computation_time.mean", where)
-        std = _num(sub, "train.computation_time.stdev", where)
+        mean = _num("train.computation_time.mean", ct.get("mean", 0.0), where)
+        std = _num("train.computation_time.stdev", ct.get("stdev", 0.0), where)
     else:
-        mean = _num({"train.computation_time": ct}, "train.computation_time", where)
+        mean = _num("train.computation_time", ct, where)
         std = 0.0
     if "train.computation_time_stdev" in flat:
-        std = _num(flat, "train.computation_time_stdev", where)
+        std = _num("train.computation_time_stdev", flat["train.computation_time_stdev"], where)
     return mean, std
 
 
@@ -350,6 +377,9 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     def get(key):
         return flat.get(key, DEFAULTS.get(key))
 
+    def num(key):
+        return _num(key, get(key), where)
+
     fmt = str(get("dataset.format")).lower()
     if fmt not in DLIO_FORMATS:
         unsupported.append(f"dataset.format={fmt!r} (dlbench emulates {', '.join(DLIO_FORMATS)})")
@@ -387,14 +417,10 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     if get("train.seed_change_epoch") is False:
         unsupported.append("train.seed_change_epoch=False (dlbench draws a new permutation every epoch)")
 
-    files = _num({"dataset.num_files_train": get("dataset.num_files_train")}, "dataset.num_files_train", where,
-                 integer=True, lo=1)
-    spf = _num({"dataset.num_samples_per_file": get("dataset.num_samples_per_file")},
-               "dataset.num_samples_per_file", where, integer=True, lo=1)
-    rec = _num({"dataset.record_length_bytes": get("dataset.record_length_bytes")}, "dataset.record_length_bytes",
-               where, lo=1)
-    std = _num({"dataset.record_length_bytes_stdev": get("dataset.record_length_bytes_stdev")},
-               "dataset.record_length_bytes_stdev", where)
+    files = num("dataset.num_files_train")
+    spf = num("dataset.num_samples_per_file")
+    rec = num("dataset.record_length_bytes")
+    std = num("dataset.record_length_bytes_stdev")
     dtype = str(get("dataset.record_element_type"))
     if dtype not in DTYPES:
         raise ConfigError(f"dataset.record_element_type={dtype!r} ({where}): choose one of {', '.join(DTYPES)}")
@@ -410,16 +436,13 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
             unsupported.append(f"dataset.record_length_bytes_stdev={std:g} with record_dims (fixed shape)")
     else:
         shape = [max(1, int(round(rec / item)))]
-    batch = _num({"reader.batch_size": get("reader.batch_size")}, "reader.batch_size", where, integer=True, lo=1)
-    epochs = _num({"train.epochs": get("train.epochs")}, "train.epochs", where, integer=True, lo=1)
-    workers = _num({"reader.read_threads": get("reader.read_threads")}, "reader.read_threads", where, integer=True)
-    prefetch = _num({"reader.prefetch_size": get("reader.prefetch_size")}, "reader.prefetch_size", where,
-                    integer=True)
+    batch = num("reader.batch_size")
+    epochs = num("train.epochs")
+    workers = num("reader.read_threads")
+    prefetch = num("reader.prefetch_size")
     ct, ct_std = _compute_time(flat, where)
-    steps = get("train.total_training_steps")
-    steps = _num({"train.total_training_steps": steps}, "train.total_training_steps", where, integer=True,
-                 lo=-1)
-    au = _num({"metric.au": get("metric.au")}, "metric.au", where)
+    steps = num("train.total_training_steps")
+    au = num("metric.au")
     if au > 1:
         raise ConfigError(f"metric.au={au} ({where}): a fraction from 0 to 1 (0.90 = 90 %)")
     wname = str(name or flat.get("model.name") or "dlio")
@@ -454,8 +477,7 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     if fmt == "npz":   # DLIO's npz generator writes the records as x and a label per sample as y (np.savez)
         workload["arrays"].append({"name": "y", "shape": [1], "dtype": "int64", "role": "label"})
     if fmt == "tfrecord":   # the read pattern: tf.data's (tensorflow) or index + pread (pytorch readers)
-        shuffle = _num({"reader.shuffle_size": get("reader.shuffle_size")}, "reader.shuffle_size", where,
-                       integer=True, lo=1)
+        shuffle = num("reader.shuffle_size")
         workload["tfrecord"] = ({"read": "tfdata", "shuffle_buffer": 1 if str(get("reader.sample_shuffle")).lower()
                                  == "off" else shuffle,
                                  "file_shuffle": str(get("reader.file_shuffle")).lower() != "off"}
@@ -470,10 +492,8 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     model_bytes = get("model.model_size_bytes")
     ckpt_every_epochs = 0
     if get("workflow.checkpoint"):
-        after = _num({"checkpoint.checkpoint_after_epoch": get("checkpoint.checkpoint_after_epoch")},
-                     "checkpoint.checkpoint_after_epoch", where, integer=True, lo=0)
-        between = _num({"checkpoint.epochs_between_checkpoints": get("checkpoint.epochs_between_checkpoints")},
-                       "checkpoint.epochs_between_checkpoints", where, integer=True, lo=1)
+        after = num("checkpoint.checkpoint_after_epoch")
+        between = num("checkpoint.epochs_between_checkpoints")
         steps_between = get("checkpoint.steps_between_checkpoints")
         if steps_between not in (None, -1):
             unsupported.append(f"checkpoint.steps_between_checkpoints={steps_between!r} (dlbench maps "

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import counters as C
+from .config import MAX_NODES, check_counts
 from .errors import ConfigError, DataError
 
 # ---- TimeLogger -------------------------------------------------------------------------------------------
@@ -47,8 +48,7 @@ def import_timelogger(path, *, nodes: int | None = None, fold_setup: bool = True
     garbled)."""
     p = Path(path)
     _regular(p, "CSV")
-    if nodes is not None and not 1 <= nodes <= 1_000_000:
-        raise ConfigError(f"--nodes={nodes}: must be 1..1,000,000")
+    check_counts(("--nodes", nodes, 1, MAX_NODES))
     opener = gzip.open if p.suffix == ".gz" else open
     sums: dict[str, list[float]] = defaultdict(list)
     per_epoch: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))

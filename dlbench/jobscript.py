@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import MAX_NODES, MAX_RANKS_PER_NODE  # far above any machine: a typo, not a job
+from .config import MAX_NODES, MAX_RANKS_PER_NODE, check_counts  # far above any machine: a typo, not a job
 from .errors import ConfigError
 
 SCHEDULERS = ("slurm", "pbs", "flux")
@@ -110,10 +110,9 @@ def parse_nodes_list(text: str) -> tuple[int, ...]:
         vals = tuple(int(x) for x in str(text).split(",") if x.strip())
     except ValueError:
         raise ConfigError(f"--nodes-list={text!r}: expected comma-separated node counts, e.g. 1,2,4,8") from None
-    if not vals or min(vals) < 1:
+    if not vals:
         raise ConfigError(f"--nodes-list={text!r}: expected node counts >= 1, e.g. 1,2,4,8")
-    if max(vals) > MAX_NODES:
-        raise ConfigError(f"--nodes-list={text!r}: node counts must be <= {MAX_NODES:,} (no machine has more)")
+    check_counts(*(("--nodes-list", v, 1, MAX_NODES) for v in (min(vals), max(vals))))
     return tuple(sorted(set(vals)))
 
 
@@ -226,12 +225,11 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
     dlbench = dlbench_words(dlbench)
     sw = st.sweep
     k = int(ranks_per_node if ranks_per_node is not None else (sw.ranks_per_node if sw is not None else 1))
-    if not 1 <= k <= MAX_RANKS_PER_NODE:
-        raise ConfigError(f"--ranks-per-node={k}: must be 1..{MAX_RANKS_PER_NODE:,}")
-    if not 1 <= generate_nodes <= MAX_NODES:
-        raise ConfigError(f"--generate-nodes={generate_nodes}: must be 1..{MAX_NODES:,}")
-    if nodes_list is not None and (not nodes_list or min(nodes_list) < 1 or max(nodes_list) > MAX_NODES):
-        raise ConfigError(f"--nodes-list={','.join(map(str, nodes_list))}: node counts must be 1..{MAX_NODES:,}")
+    if nodes_list is not None and not nodes_list:
+        raise ConfigError("--nodes-list=: expected node counts >= 1, e.g. 1,2,4,8")
+    check_counts(("--ranks-per-node", k, 1, MAX_RANKS_PER_NODE), ("--generate-nodes", generate_nodes, 1, MAX_NODES),
+                 *([("--nodes-list", min(nodes_list), 1, MAX_NODES), ("--nodes-list", max(nodes_list), 1, MAX_NODES)]
+                   if nodes_list else []))
     # jobs: (file tag, nodes, ranks, ranks per node); a ranks sweep puts W ranks on ceil(W / k) nodes
     if nodes_list or (sw is not None and sw.nodes):
         nodes = tuple(nodes_list or sw.nodes)

@@ -400,7 +400,9 @@ def _run_entry(st: RunStudy, r: StudyRun, workload: str, data_dir: Path, comm, *
 
     cfg = _entry_config(st, r, workload, data_dir, out=out, epochs=epochs, local_dir=local_dir)
     if echo:
-        opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in r.options.items())
+        from .strategies import option_args
+
+        opts = " ".join(option_args(r.strategy, r.options))
         echo(f"{head}{r.strategy} {opts}".rstrip())
     res = run(cfg, comm)
     if comm.rank != 0:

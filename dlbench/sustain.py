@@ -227,8 +227,9 @@ def measure(*, workload: str, strategy: str, accelerator: str, ranks: int, epoch
         cmd += ["--scale", scale]
     if data_dir:
         cmd += ["--data-dir", data_dir]
-    for k, v in options.items():
-        cmd += [f"--{k.replace('_', '-')}", str(v)]
+    from .strategies import option_args
+
+    cmd += option_args(strategy, options)
     env = dict(os.environ)
     if ranks > 1:
         exe = _mpiexec()

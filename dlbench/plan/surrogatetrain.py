@@ -3,7 +3,8 @@
 Offline scheduling
 ------------------
 E permutations π_0 .. π_{E-1} are drawn from the seed (π_k = ``epoch_permutation(seed, k, F)``, the same
-draws naive uses). With C = the aggregate buffer in samples (W ranks × c samples each, at most F), the
+draws naive uses). With C = the aggregate buffer in samples (W ranks' bytes over the mean sample size, at
+most F), the
 transition cost ``cost[a][b]`` is the number of samples among the first C of π_b that are NOT among the last C
 of π_a (what a FIFO buffer holding the end of epoch a cannot serve at the start of epoch b). The epoch order
 is a Hamiltonian path over the E permutations minimising the summed cost (an asymmetric travelling-salesman
@@ -32,22 +33,33 @@ last one is shorter: no DistributedSampler padding, each epoch is exactly a perm
 - chunking: each rank's loads of a step are the samples of a contiguous range of the step's loads sorted by
   id, consumed after its hits, so runs of consecutive ids sit in consecutive columns; ``chunk`` (see
   ``EpochPlan``) marks every run of >= 2 as one request (``chunking=False``: no ``chunk`` array).
-- buffer: each rank keeps what it loads (``keep = MEMORY``) in a buffer of c samples. When the keeps of a step
-  would overflow it, samples are evicted at the end of the PREVIOUS step (so the buffer never holds more than
-  c; never a sample the rank serves in this step). ``eviction="lookahead"``: the samples whose next use lies
-  farthest ahead go first (Belady; a just-loaded sample needed later than everything held is not kept),
-  ties (no further use) in FIFO order; ``"fifo"``: oldest insertion first, loads always kept.
+- buffer: each rank keeps what it loads (``keep = MEMORY``) in a buffer of ``buffer_bytes``, counted in the
+  samples' own sizes (``sample_nbytes``, each rounded up to ``align``; ``buffer_samples=c`` counts every sample
+  as 1). When the keeps of a step would overflow it, samples are evicted at the end of the PREVIOUS step (so
+  the buffer never holds more; never a sample the rank serves in this step). ``eviction="lookahead"``: the
+  buffer retains the samples with the soonest next use while their summed bytes fit (Belady by bytes, a
+  prefix of that order; a just-loaded sample needed later than what is retained is not kept), ties (no
+  further use) newest first; ``"fifo"``: the oldest go until the step's loads fit, loads kept in order while
+  they fit.
+- placement (with ``buffer_bytes``): the buffer is one byte range per rank; a kept sample takes the smallest
+  free extent that holds it (``BestFit``, freed extents coalesce), in the order the executor stores them
+  (each step: its keeps in column order, then the evictions at its end). A keep that fits the summed bytes
+  but no free extent (fragmentation) is not kept (``meta["fragmentation_skips"]``), so the executor's arena
+  (the same allocator over the same sequence) never overflows; ``meta["arena_bytes_per_rank"]`` is each
+  rank's highest byte used.
 - a sample is held by at most one rank (a load of a sample another rank holds is not kept), so the aggregate
   buffer holds C distinct samples.
 
 ``Plan.meta`` states the order, its cost and the identity order's cost, loads and requests per epoch, the
-local-batch spread, ``max_step_samples`` and ``cache_peak_samples``.
+local-batch spread, ``max_step_samples``, ``cache_peak_samples`` and (with ``buffer_bytes``)
+``cache_peak_bytes`` (the samples' own bytes) and ``arena_bytes_per_rank``.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from bisect import bisect_left, insort
 
 import numpy as np
 
@@ -218,6 +230,66 @@ def order_exact(cost: np.ndarray) -> tuple[list[int], int]:
 # ---- run-time schedule -------------------------------------------------------------------------------------
 
 
+class BestFit:
+    """Best-fit allocator over the bytes [0, capacity): ``take(n)`` returns the start of the smallest free
+    extent of >= n bytes (ties: the lowest address; above every freed extent, the untouched top), -1 if none;
+    ``free(off, n)`` returns an extent (neighbours coalesce). ``high``: the highest byte end ever used.
+    O(log extents) per call. Deterministic: the planner and the executor's arena
+    (``strategies.surrogatetrain.BestFitArenaTier``) run it over the same sequence and get the same offsets."""
+
+    __slots__ = ("capacity", "starts", "ends", "bysize", "top", "high")
+
+    def __init__(self, capacity: int):
+        self.capacity = int(capacity)
+        self.starts: list[int] = []     # free extents below ``top``, sorted, never touching each other or top
+        self.ends: list[int] = []
+        self.bysize: list[tuple[int, int]] = []     # the same extents as sorted (length, start)
+        self.top = 0                    # [top, capacity) is free
+        self.high = 0
+
+    def _drop(self, i: int) -> None:
+        s, e = self.starts.pop(i), self.ends.pop(i)
+        del self.bysize[bisect_left(self.bysize, (e - s, s))]
+
+    def _add(self, i: int, s: int, e: int) -> None:
+        self.starts.insert(i, s)
+        self.ends.insert(i, e)
+        insort(self.bysize, (e - s, s))
+
+    def take(self, n: int) -> int:
+        k = bisect_left(self.bysize, (n, -1))
+        if k < len(self.bysize):
+            ln, s = self.bysize[k]
+            i = bisect_left(self.starts, s)
+            self._drop(i)
+            if ln > n:
+                self._add(i, s + n, s + ln)
+            return s
+        off = self.top
+        if off + n > self.capacity:
+            return -1
+        self.top = off + n
+        if self.top > self.high:
+            self.high = self.top
+        return off
+
+    def free(self, off: int, n: int) -> None:
+        starts, ends = self.starts, self.ends
+        end = off + n
+        i = bisect_left(starts, off)
+        if i and ends[i - 1] == off:            # joins the extent before
+            i -= 1
+            off = starts[i]
+            self._drop(i)
+        if i < len(starts) and starts[i] == end:   # joins the extent after
+            end = ends[i]
+            self._drop(i)
+        if end == self.top:
+            self.top = off
+        else:
+            self._add(i, off, end)
+
+
 class _Step:
     """One global step's result: accesses in (rank, column) order, evictions before it, chunk lengths."""
 
@@ -234,11 +306,15 @@ def _rank_local_index(ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 class _Engine:
     """The buffer state and the step rule (module doc). ``holder`` (F,): the rank holding each sample or -1;
-    ``ins``: when it was inserted (global step); ``nheld`` (W,)."""
+    ``ins``: when it was inserted (global step); ``nheld`` (W,) samples and ``held`` (W,) units held (``size``
+    per sample: aligned bytes, or 1); ``cap``: units per rank; ``raw`` (F,) the samples' own bytes (or None);
+    ``place``: run ``BestFit`` per rank (byte buffers of samples of different sizes; with one size every
+    free extent holds a sample, so best fit never fails and reaches peak samples x size)."""
 
-    def __init__(self, *, F: int, W: int, b: int, c: int, perms: np.ndarray, order: list[int], remap: bool,
-                 balance: bool, chunking: bool, eviction: str):
-        self.F, self.W, self.b, self.c = F, W, b, c
+    def __init__(self, *, F: int, W: int, b: int, cap: int, size: np.ndarray, raw: np.ndarray | None, place: bool,
+                 perms: np.ndarray, order: list[int], remap: bool, balance: bool, chunking: bool, eviction: str):
+        self.F, self.W, self.b, self.cap = F, W, b, cap
+        self.size, self.raw, self.place = size, raw, bool(place and raw is not None)
         self.B = W * b
         self.S = math.ceil(F / self.B)
         self.perms, self.order = perms, order
@@ -251,7 +327,13 @@ class _Engine:
         self.holder = np.full(self.F, -1, np.int64)
         self.ins = np.zeros(self.F, np.int64)
         self.nheld = np.zeros(self.W, np.int64)
+        self.held = np.zeros(self.W, np.int64)
         self.peak = np.zeros(self.W, np.int64)
+        self.raw_held = np.zeros(self.W, np.int64)
+        self.peak_raw = np.zeros(self.W, np.int64)
+        self.alloc = [BestFit(self.cap) for _ in range(self.W)] if self.place else None
+        self.offset = np.full(self.F, -1, np.int64)
+        self.skips = 0
         self.e = 0                 # next epoch to build
         self.pending: _Step | None = None
         self._pos: dict[int, np.ndarray] = {}
@@ -324,9 +406,10 @@ class _Engine:
         keep = np.zeros(len(load_ids), bool)
         ev_rank: list[np.ndarray] = []
         ev_sample: list[np.ndarray] = []
-        hits_per = np.bincount(hit_rank, minlength=W)
-        cand_per = np.bincount(load_rank[cand], minlength=W)
-        over = self.nheld + cand_per - self.c
+        size = self.size
+        hits_per = _sum_by(hit_rank, size[hit_ids], W)
+        cand_per = _sum_by(load_rank[cand], size[load_ids[cand]], W)
+        over = self.held + cand_per - self.cap
         keep[cand & (over[load_rank] <= 0)] = True
         tight = np.nonzero(over > 0)[0]
         if len(tight):       # the held samples of every rank, grouped by rank (one sort, not a scan per rank)
@@ -338,21 +421,26 @@ class _Engine:
             held = held_all[cuts[r]:cuts[r + 1]]
             if hits_per[r]:
                 held = held[~np.isin(held, hit_ids[hit_rank == r], assume_unique=True)]
-            room = self.c - hits_per[r]                 # slots for evictable held + new
+            room = self.cap - hits_per[r]               # units for evictable held + new
             if self.eviction == "fifo":
                 need = int(over[r])
-                k = min(need, len(held))
-                victims = held[np.argsort(self.ins[held], kind="stable")[:k]]
-                n_keep = len(cr) - (need - k)
+                old = held[np.argsort(self.ins[held], kind="stable")]
+                cum = np.cumsum(size[old])
+                k = min(int(np.searchsorted(cum, need, side="left")) + 1, len(old))   # the oldest covering need
+                victims = old[:k]
+                kept_old = (int(cum[-1]) - (int(cum[k - 1]) if k else 0)) if len(old) else 0
+                left = room - kept_old                 # units left for this step's loads
+                n_keep = int(np.searchsorted(np.cumsum(size[load_ids[cr]]), left, side="right"))
                 keep[cr[:n_keep]] = True
             else:
                 pool = np.concatenate([held, load_ids[cr]])
                 nu = self.next_use(pool, e, s)       # after this step (hits of this step are not in the pool)
                 age = np.concatenate([self.ins[held], np.full(len(cr), np.iinfo(np.int64).max)])
-                # retain the `room` with the soonest next use (ties: the newest)
+                # retain the soonest next uses (ties: the newest) while their units fit the room
                 o = np.lexsort((-age, nu))
+                n_ret = int(np.searchsorted(np.cumsum(size[pool[o]]), max(room, 0), side="right"))
                 retained = np.zeros(len(pool), bool)
-                retained[o[:max(room, 0)]] = True
+                retained[o[:n_ret]] = True
                 victims = held[~retained[:len(held)]]
                 keep[cr[retained[len(held):]]] = True
             if len(victims):
@@ -373,15 +461,41 @@ class _Engine:
         return st
 
     def apply(self, st: _Step, tick: int) -> None:
+        """The step's evictions (made at the end of the previous step), then its keeps, in the order the
+        executor stores them; with ``place`` a keep that finds no free extent is dropped from ``st.keep``."""
+        size, raw = self.size, self.raw
         if len(st.ev_sample):
             self.holder[st.ev_sample] = -1
             np.subtract.at(self.nheld, st.ev_rank, 1)
+            np.subtract.at(self.held, st.ev_rank, size[st.ev_sample])
+            if raw is not None:
+                np.subtract.at(self.raw_held, st.ev_rank, raw[st.ev_sample])
+            if self.place:
+                for r, sid in zip(st.ev_rank.tolist(), st.ev_sample.tolist()):
+                    self.alloc[r].free(int(self.offset[sid]), int(size[sid]))
+                self.offset[st.ev_sample] = -1
         k = st.keep != NO_TIER
+        if self.place and k.any():
+            alloc, offset = self.alloc, self.offset
+            for i in np.nonzero(k)[0].tolist():       # column order within each rank (st is sorted by rank)
+                sid = int(st.sample[i])
+                off = alloc[int(st.rank[i])].take(int(size[sid]))
+                if off < 0:
+                    st.keep[i] = NO_TIER
+                    k[i] = False
+                    self.skips += 1
+                else:
+                    offset[sid] = off
         if k.any():
             self.holder[st.sample[k]] = st.rank[k]
             self.ins[st.sample[k]] = tick
             np.add.at(self.nheld, st.rank[k], 1)
+            np.add.at(self.held, st.rank[k], size[st.sample[k]])
+            if raw is not None:
+                np.add.at(self.raw_held, st.rank[k], raw[st.sample[k]])
         np.maximum(self.peak, self.nheld, out=self.peak)
+        if raw is not None:
+            np.maximum(self.peak_raw, self.raw_held, out=self.peak_raw)
 
     # ---- one epoch ---------------------------------------------------------------------------------
     def build(self, e: int) -> EpochPlan:
@@ -406,6 +520,12 @@ class _Engine:
             self.pending = nxt
         self.e = e + 1
         return _assemble(e, steps, self.W, self.pending)
+
+
+def _sum_by(rank: np.ndarray, units: np.ndarray, W: int) -> np.ndarray:
+    """(W,) int64: the units of each rank's entries."""
+    return np.bincount(rank, weights=units, minlength=W).round().astype(np.int64) if len(rank) else \
+        np.zeros(W, np.int64)
 
 
 def _chunks(rank: np.ndarray, sample: np.ndarray, source: np.ndarray) -> np.ndarray:
@@ -463,23 +583,38 @@ def _assemble(e: int, steps: list[_Step], W: int, nxt: _Step | None) -> EpochPla
 
 
 def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
-                        buffer_samples: int, reorder: bool = True, remap: bool = True, balance: bool = True,
+                        buffer_samples: int | None = None, buffer_bytes: int | None = None, sample_nbytes=None,
+                        align: int = 1, reorder: bool = True, remap: bool = True, balance: bool = True,
                         chunking: bool = True, eviction: str = "lookahead", pipeline: str = "sync",
                         loader_threads: int | None = None) -> Plan:
-    """SurrogateTrain's plan (module doc). ``buffer_samples``: c, the buffer of each rank in samples."""
+    """SurrogateTrain's plan (module doc). The buffer of each rank: ``buffer_bytes`` with the samples' sizes
+    ``sample_nbytes`` (each rounded up to ``align`` bytes, as the executor's arena stores them), or
+    ``buffer_samples`` (every sample counts 1, no placement)."""
     F, W, b, E = int(n_samples), int(world_size), int(local_batch), int(epochs)
-    c = int(buffer_samples)
     if eviction not in ("lookahead", "fifo"):
         raise ValueError(f"eviction {eviction!r}: lookahead or fifo")
-    if c < 0 or F < 1 or W < 1 or b < 1 or E < 1:
-        raise ValueError(f"surrogatetrain_plan: F={F}, W={W}, b={b}, E={E}, c={c}")
-    C = min(c * W, F)
+    if (buffer_samples is None) == (buffer_bytes is None):
+        raise ValueError("surrogatetrain_plan: give buffer_samples or buffer_bytes (with sample_nbytes)")
+    if buffer_bytes is not None:
+        if sample_nbytes is None:
+            raise ValueError("surrogatetrain_plan: buffer_bytes needs sample_nbytes")
+        raw = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.int64), (F,)).copy()
+        a = max(int(align), 1)
+        size = -(-raw // a) * a
+        cap = int(buffer_bytes)
+        uniform = bool(F) and bool((size == size[0]).all())
+        C = min(int(cap * W // max(float(size.mean()), 1.0)), F) if F else 0
+    else:
+        raw, size, cap, uniform = None, np.ones(F, np.int64), int(buffer_samples), True
+        C = min(cap * W, F)
+    if cap < 0 or F < 1 or W < 1 or b < 1 or E < 1:
+        raise ValueError(f"surrogatetrain_plan: F={F}, W={W}, b={b}, E={E}, buffer={cap}")
     perms = np.stack([epoch_permutation(seed, k, F) for k in range(E)])
     cost = transition_costs(perms, C)
     identity = list(range(E))
     order = order_heuristic(cost) if reorder else identity
-    eng = _Engine(F=F, W=W, b=b, c=c, perms=perms, order=order, remap=remap, balance=balance, chunking=chunking,
-                  eviction=eviction)
+    eng = _Engine(F=F, W=W, b=b, cap=cap, size=size, raw=raw, place=not uniform, perms=perms, order=order,
+                  remap=remap, balance=balance, chunking=chunking, eviction=eviction)
     # one pass for the figures the executor needs up front (batch rows, buffer peak) and the plan's statement
     loads, reqs, hits = [], [], []
     nmin, nmax, imb_num, imb_den = 1 << 62, 0, 0.0, 0.0
@@ -495,6 +630,13 @@ def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: in
         hits.append(int((valid & (ep.source == MEMORY)).sum()))
         reqs.append(ep.requests())
     peak = eng.peak.copy()
+    by_bytes = {}
+    if raw is not None:
+        by_bytes = {"buffer_bytes_per_rank": cap, "cache_peak_bytes": eng.peak_raw.astype(np.int64).tolist(),
+                    "arena_bytes_per_rank": ([a.high for a in eng.alloc] if eng.place else
+                                             (peak * int(size[0])).tolist()),
+                    "arena_align": int(align),
+                    "fragmentation_skips": int(eng.skips)}
     eng.reset()
     naive_loads = E * F
     meta = {
@@ -504,7 +646,7 @@ def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: in
         "epoch_order_cost": path_cost(cost, order),
         "identity_order_cost": path_cost(cost, identity),
         "order_heuristic": "nearest neighbour from every start + 2-opt + or-opt (segments of 1-3; asymmetric costs)",
-        "buffer_samples_per_rank": c, "buffer_samples_aggregate": C,
+        "buffer_samples_per_rank": cap if raw is None else C // W, "buffer_samples_aggregate": C, **by_bytes,
         "reorder": reorder, "remap": remap, "balance": balance, "chunking": chunking, "eviction": eviction,
         "shared_loads_per_epoch": loads, "buffer_hits_per_epoch": hits, "shared_requests_per_epoch": reqs,
         "shared_load_reduction_vs_naive": naive_loads / max(1, sum(loads)),

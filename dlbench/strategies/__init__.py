@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import from_mapping
+from ..config import from_mapping, option_flag
 from ..errors import unknown_choice
 from .base import Batch, Executor, PlanContext, RunContext, Semantics, Strategy
 
@@ -40,5 +40,16 @@ def parse_options(strategy: Strategy, values: dict[str, Any], where: str = "", f
     return from_mapping(strategy.Options, values, where=where, flags=flags)
 
 
-__all__ = ["Batch", "Executor", "PlanContext", "RunContext", "Semantics", "Strategy", "get", "names", "parse_options",
+def option_args(name: str, options: dict[str, Any]) -> list[str]:
+    """``dlbench run`` arguments for strategy ``name``'s options ``{field: value}``: each field under its own
+    flag (``opt(flag=...)``: lbann's ``mode`` is ``--lbann-mode``), so echoed and spawned commands use the
+    spelling the strategy's help shows."""
+    cls = get(name).Options
+    out: list[str] = []
+    for k, v in options.items():
+        out += [option_flag(cls, k), str(v)]
+    return out
+
+
+__all__ = ["Batch", "Executor", "PlanContext", "RunContext", "Semantics", "Strategy", "get", "names", "option_args", "parse_options",
            "register"]

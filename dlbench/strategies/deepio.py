@@ -1,7 +1,7 @@
 """deepio: DeepIO's entropy-aware in-memory shuffle (docs/STRATEGIES.md; planner: ``plan/deepio.py``). Each rank
 preloads a partition of the dataset into memory before epoch 0 (as much of its range [r·F/W, (r+1)·F/W) as
-``--cache-capacity`` bytes hold, each sample counting its own size). ``--mode ordered`` keeps the exact global shuffle, each sample from the rank's
-own memory, a peer's memory (non-blocking MPI on the plan's schedule) or the shared FS. ``--mode
+``--cache-capacity`` bytes hold, each sample counting its own size). ``--deepio-mode ordered`` keeps the exact global shuffle, each sample from the rank's
+own memory, a peer's memory (non-blocking MPI on the plan's schedule) or the shared FS. ``--deepio-mode
 opportunistic`` trains only on what is in memory: global batches drawn from a seeded shuffle of the
 in-memory samples, each sample trained by its holder where it can (the rest sent by peers); its order
 quality is in the run's summary (``order_quality``)."""
@@ -25,7 +25,7 @@ DEEPIO = Semantics("yes (ordered); no unless memory holds the dataset (opportuni
 class DeepioOptions(CacheOptions):
     mode: str = opt("ordered", help="ordered (exact global shuffle from own/peer memory or the shared FS) or "
                                     "opportunistic (batches drawn from memory only)",
-                    choices=("ordered", "opportunistic"))
+                    choices=("ordered", "opportunistic"), flag="--deepio-mode")
     drop_last: bool = opt(False, help="drop the permutation's tail instead of padding it to a multiple of the "
                                       "ranks (DistributedSampler drop_last)")
 

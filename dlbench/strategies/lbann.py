@@ -1,7 +1,7 @@
 """lbann: LBANN's distributed in-memory data store (docs/STRATEGIES.md). Every rank owns about F/W samples in
 its memory; each step the owners send the samples other ranks' batches need (non-blocking MPI on the plan's
-schedule, ``stages.PeerPush``). ``--mode preload`` reads each rank's range from the shared tier before
-epoch 0; ``--mode dynamic`` caches each sample at its first touch (epoch 0). Exact global-shuffle order.
+schedule, ``stages.PeerPush``). ``--lbann-mode preload`` reads each rank's range from the shared tier before
+epoch 0; ``--lbann-mode dynamic`` caches each sample at its first touch (epoch 0). Exact global-shuffle order.
 The dataset must fit in the ranks' memory together: otherwise a clear error."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .naive import GLOBAL_SHUFFLE
 class LbannOptions(CacheOptions):
     mode: str = opt("preload", help="preload (each rank reads its range before epoch 0) or dynamic (cache at "
                                     "first touch)",
-                    choices=("preload", "dynamic"))
+                    choices=("preload", "dynamic"), flag="--lbann-mode")
     drop_last: bool = opt(False, help="drop the permutation's tail instead of padding it to a multiple of the "
                                       "ranks (DistributedSampler drop_last)")
 

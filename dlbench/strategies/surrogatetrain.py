@@ -4,9 +4,12 @@ HDF5 loading and a lookahead-evicting per-rank buffer of C/W samples. The planne
 ``dlbench/plan/surrogatetrain.py`` (pure); the ``PlannedExecutor`` carries it out (the buffer is the rank's
 memory tier; a run of consecutive ids is one hyperslab request of the shared HDF5 file).
 
-Buffer size: ``--buffer-fraction f`` (the aggregate buffer is f of the dataset: ⌈f·F/W⌉ samples per rank) or
-``--cache-capacity BYTES`` per rank (in page-aligned slots of the largest sample); with neither, the system
-profile's memory tier divided among the node's ranks (the whole dataset without a memory tier).
+Buffer size, in bytes per rank: ``--buffer-fraction f`` (the aggregate buffer is f of the dataset: ⌈f·F/W⌉
+samples of the dataset's mean size per rank) or ``--cache-capacity BYTES``; with neither, the system profile's
+memory tier divided among the node's ranks (the whole dataset without a memory tier). The planner admits and
+evicts by the samples' own bytes (each rounded up to ``ARENA_ALIGN``) and places them best-fit in the
+rank's byte range; the executor's memory tier is a byte arena running the same allocator
+(``BestFitArenaTier``), sized to the plan's highest byte for the rank.
 
 Sample order: each epoch is a full permutation and each global batch is the global shuffle's (the last one
 without DistributedSampler's padding); the epochs' order changes and samples move between ranks within a
@@ -21,19 +24,14 @@ import numpy as np
 
 from ..config import opt
 from ..errors import CapacityError, ConfigError
-from ..plan import Plan
-from ..plan.surrogatetrain import surrogatetrain_plan
+from ..plan import MEMORY, Plan
+from ..plan.surrogatetrain import BestFit, surrogatetrain_plan
+from ..storage import ARENA_ALIGN, ArenaTier
 from . import register
 from .base import Executor, RunContext, Semantics, Strategy
-from .cache import (
-    CacheOptions,
-    check_cache_capacity,
-    memory_capacity_per_rank,
-    pipeline_of,
-    planned_executor,
-    slot_bytes,
-)
+from .cache import CacheOptions, check_cache_capacity, memory_capacity_per_rank, pipeline_of, planned_executor
 from .planned import PlannedExecutor
+from .stages import SampleStore, Stores
 
 SEMANTICS = Semantics("yes", "yes (the last batch without padding)", "epoch order, sample→rank")
 
@@ -54,25 +52,73 @@ class SurrogateTrainOptions(CacheOptions):
                                           "then FIFO) or fifo", choices=("lookahead", "fifo"))
 
 
-def buffer_samples(ctx: RunContext, options: SurrogateTrainOptions) -> tuple[int, str]:
-    """(c, where it comes from): the buffer of one rank in samples."""
+def _aligned(sizes) -> np.ndarray:
+    a = np.asarray(sizes, dtype=np.int64)
+    return -(-a // ARENA_ALIGN) * ARENA_ALIGN
+
+
+def buffer_bytes(ctx: RunContext, options: SurrogateTrainOptions) -> tuple[int, str]:
+    """(bytes of one rank's buffer, where that figure comes from)."""
     F, W = ctx.n_samples, ctx.world_size
     if options.buffer_fraction and options.cache_capacity:
         raise ConfigError(f"--buffer-fraction={options.buffer_fraction} and --cache-capacity="
                           f"{options.cache_capacity:.0f}: give one of them (the buffer as a fraction of the dataset, "
                           f"or bytes per rank)")
+    sizes = _aligned(np.broadcast_to(np.asarray(ctx.sample_nbytes), (F,)))
     if options.buffer_fraction:
-        return math.ceil(options.buffer_fraction * F / W), f"--buffer-fraction {options.buffer_fraction}"
+        per_rank = math.ceil(options.buffer_fraction * F / W)
+        return int(per_rank * -(-int(sizes.sum()) // F)), f"--buffer-fraction {options.buffer_fraction}"
     cap, src = memory_capacity_per_rank(ctx, options)
     if not np.isfinite(cap):
-        return math.ceil(F / W), src
-    slot = slot_bytes(ctx)
-    c = int(cap // slot)
-    if c < 1:
-        raise CapacityError(f"{src}={cap:,.0f} bytes: smaller than one buffer slot ({slot:,} bytes, the largest "
-                            f"sample page-aligned); surrogatetrain needs at least one sample per rank: pass "
-                            f"--cache-capacity >= {slot} or --buffer-fraction")
-    return min(c, F), src
+        return int(sizes.sum()), src
+    small = int(sizes.min())
+    if cap < small:
+        raise CapacityError(f"{src}={cap:,.0f} bytes: smaller than the smallest sample ({small:,} bytes, "
+                            f"{ARENA_ALIGN}-byte aligned); surrogatetrain needs room for at least one sample per rank: "
+                            f"pass --cache-capacity >= {small} or --buffer-fraction")
+    return int(cap), src
+
+
+class BestFitArenaTier(ArenaTier):
+    """The memory tier of surrogatetrain's buffer: ``ArenaTier``'s one preallocated byte arena, with the
+    evicted samples' extents reused by the planner's allocator (``plan.surrogatetrain.BestFit``, each sample
+    rounded up to ``ARENA_ALIGN``). The executor stores and drops samples in the plan's order, so every
+    sample lands where the planner placed it and a planned sample never finds the arena full."""
+
+    def __init__(self, capacity_bytes: int, row_nbytes: int, **kw):
+        super().__init__(capacity_bytes, row_nbytes, **kw)
+        self._alloc = BestFit(self.capacity_bytes)
+
+    def reserve(self, sample_id: int, nbytes: int) -> np.ndarray:
+        sid, nbytes = int(sample_id), int(nbytes)
+        with self._lock:
+            at = self._at.get(sid)
+            if at is not None and at[1] >= nbytes:
+                off = at[0]
+                self.used_bytes += nbytes - at[1]
+            else:
+                if at is not None:
+                    raise ValueError(f"sample {sid}: {nbytes} bytes exceed the {at[1]} stored for it")
+                off = self._alloc.take(-(-nbytes // ARENA_ALIGN) * ARENA_ALIGN)
+                if off < 0:
+                    raise CapacityError(
+                        f"{self.flag}={self.capacity_bytes}: memory tier full: storing sample {sid} needs "
+                        f"{nbytes} bytes in one free extent ({len(self._at)} samples, {self.used_bytes} bytes of "
+                        f"rows); the plan placed it elsewhere: the executor stored or dropped samples out of "
+                        f"the plan's order")
+                self.used_bytes += nbytes
+            self._at[sid] = (off, nbytes)
+        self.counters.writes += 1
+        self.counters.write_bytes += nbytes
+        return self.flat[off:off + nbytes]
+
+    def delete(self, sample_id: int) -> None:
+        sid = int(sample_id)
+        with self._lock:
+            off, n = self._at.pop(sid)
+            self.used_bytes -= n
+            self._alloc.free(off, -(-n // ARENA_ALIGN) * ARENA_ALIGN)
+        self.counters.deletes += 1
 
 
 class SurrogateTrainExecutor(PlannedExecutor):
@@ -82,6 +128,13 @@ class SurrogateTrainExecutor(PlannedExecutor):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.delivered: list[int] = []       # samples per step delivered to this rank (its local batches)
+        # the arena: the plan's highest byte for this rank (its peak bytes plus what best fit leaves between)
+        self.capacity[MEMORY] = float(self.plan.meta["arena_bytes_per_rank"][self.ctx.rank])
+
+    def _open_stores(self) -> None:
+        cap = int(self.capacity.get(MEMORY, 0))
+        tier = BestFitArenaTier(cap, self.max_row, flag=self.capacity_flag, io_counters=self._counters("memory"))
+        self.stores = Stores({MEMORY: SampleStore(tier, MEMORY)} if cap > 0 else {})
 
     def epoch(self, e: int):
         for batch in super().epoch(e):
@@ -102,7 +155,9 @@ class SurrogateTrainExecutor(PlannedExecutor):
                             if self.plan.meta.get("warning") else "off (--no-chunking)"))
         m = self.plan.meta
         out["plan"] = {k: m[k] for k in ("epoch_order", "epoch_order_cost", "identity_order_cost",
-                                         "buffer_samples_per_rank", "shared_loads_per_epoch", "buffer_hits_per_epoch",
+                                         "buffer_bytes_per_rank", "buffer_samples_per_rank",
+                                         "arena_bytes_per_rank", "fragmentation_skips",
+                                         "shared_loads_per_epoch", "buffer_hits_per_epoch",
                                          "shared_requests_per_epoch", "shared_load_reduction_vs_naive",
                                          "local_batch_min", "local_batch_max", "compute_imbalance") if k in m}
         n = [int(x) for x in self.delivered]
@@ -120,13 +175,14 @@ class SurrogateTrain(Strategy):
     Options = SurrogateTrainOptions
 
     def plan(self, ctx: RunContext, options: SurrogateTrainOptions) -> Plan:
-        c, src = buffer_samples(ctx, options)
+        cap, src = buffer_bytes(ctx, options)
         # runs of consecutive ids are one request only in one shared HDF5 file: elsewhere the plan says one
         # request per sample, as the executor reads them (the simulator costs what runs)
         layout = getattr(ctx.workload, "layout", None)
         chunking = options.chunking and layout in (None, "hdf5_shared")
         plan = surrogatetrain_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
-                                   epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, buffer_samples=c,
+                                   epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, buffer_bytes=cap,
+                                   sample_nbytes=ctx.sample_nbytes, align=ARENA_ALIGN,
                                    reorder=options.reorder, remap=options.remap, balance=options.balance,
                                    chunking=chunking, eviction=options.eviction, **pipeline_of(options))
         plan.meta["buffer_source"] = src
@@ -134,10 +190,15 @@ class SurrogateTrain(Strategy):
         if options.chunking and not chunking:
             plan.meta["warning"] = (f"--chunking: layout {layout} is not one shared HDF5 file; runs of consecutive "
                                     f"ids are read one sample per request")
-        check_cache_capacity(ctx, plan, options, f"surrogatetrain's buffer ({c:,} samples per rank, {src})",
-                             slots=True)
+        what = f"surrogatetrain's buffer ({cap:,} bytes per rank, {src})"
+        check_cache_capacity(ctx, plan, options, what)
+        mem, msrc = memory_capacity_per_rank(ctx, options)
+        arena = max(plan.meta["arena_bytes_per_rank"])
+        if arena > mem:          # the samples' bytes fit, their aligned extents in best-fit order do not
+            raise CapacityError(f"{msrc}: too small: {what} needs an arena of {arena:,} bytes per rank (its "
+                                f"samples {ARENA_ALIGN}-byte aligned, placed best fit), {mem:,.0f} available; pass "
+                                f"--cache-capacity BYTES or a smaller --buffer-fraction")
         return plan
 
     def executor(self, ctx: RunContext, plan: Plan, options: SurrogateTrainOptions) -> Executor:
-        return planned_executor(ctx, plan, options, min_samples=1, executor=SurrogateTrainExecutor,
-                                slots=True)
+        return planned_executor(ctx, plan, options, executor=SurrogateTrainExecutor)

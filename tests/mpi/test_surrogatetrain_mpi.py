@@ -62,3 +62,61 @@ def test_two_nodes_verify_bytes_and_requests_follow_the_plan(tiny, tmp_path, run
     else:
         assert reqs == shared_accesses
         assert all(b["min"] == b["max"] == 16 for b in batches)
+
+
+@pytest.fixture(scope="module")
+def tiny_jpeg(tmp_path_factory):
+    """64 ImageNet-style JPEGs whose sizes vary (lognormal, 4 KB .. 2 MB)."""
+    d = tmp_path_factory.mktemp("stjpg") / "img"
+    from dlbench.data.generate import generate
+    from dlbench.workload import load
+
+    generate(load("imagenet", scale="tiny"), d, seed=0, progress=False)
+    return d
+
+
+@pytest.mark.parametrize("eviction", ["lookahead", "fifo"])
+def test_buffer_holds_bytes_not_slots_run_equals_simulate(tiny_jpeg, tmp_path, run_mpi, eviction):
+    """Issue 19: with variable-size samples the buffer admits and evicts by the samples' own bytes, more
+    samples than slots of the largest sample would hold; each rank's best-fit arena stores the plan's keeps
+    (it evicts and refills) without overflowing, and `simulate` of the same plan (the manifest's sizes)
+    counts the same bytes by tier and requests."""
+    from dlbench.data.manifest import Manifest
+    from dlbench.simulate import SimWorkload, load_profile, simulate
+
+    m = Manifest.load(tiny_jpeg)
+    sizes = m.sample_nbytes()
+    assert sizes.min() * 3 < sizes.max()                 # sizes really vary
+    cap = int(sizes.sum()) // 5                           # 2 ranks x 20 % of the dataset: the buffer evicts
+    out = tmp_path / "res"
+    r = run_mpi(["run", "--workload", "imagenet", "--strategy", "surrogatetrain", "--cache-capacity", cap,
+                 "--eviction", eviction, "--data-dir", tiny_jpeg, "--ranks-per-node", 1, "--epochs", 3,
+                 "--batch-size", 8, "--compute-time", "0.001", "--verify", "--out", out, "--system", "laptop-pfs"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = json.loads(next(out.rglob("run.json")).read_text())
+    cfg, s = run["config"], run["summary"]
+    assert s["verified_samples"] == 3 * 64
+    wl = SimWorkload("imagenet", m.samples, int(cfg["local_batch"]), "fixed", float(sizes.mean()),
+                     step_time_s=float(cfg["compute_step_time_s"]), layout=cfg["workload_spec"]["layout"])
+    ss = simulate([("x", "surrogatetrain", dict(cfg["options"]))], wl=wl, profile=load_profile("laptop-pfs"),
+                  nodes=2, ranks_per_node=1, epochs=3, seed=int(cfg["seed"]), sizes=sizes)["x"]
+    assert s["bytes_by_tier"] == {k: int(v) for k, v in ss["bytes_by_tier"].items()}
+    assert s["bytes_by_tier"]["memory"] > 0
+    assert s["shared_read_requests"] == ss["shared_read_requests"]
+    slots = cap // (-(-int(sizes.max()) // 4096) * 4096)          # main: slots of the largest sample
+    for rank, st in enumerate(s["strategy_stats"]):
+        mem, plan = st["tiers"]["memory"], st["plan"]
+        assert mem["deletes"] > 0                                 # evicts and refills
+        assert mem["capacity_bytes"] == plan["arena_bytes_per_rank"][rank] <= cap
+    assert max(ss["cache_peak_bytes"]) <= cap
+    from dlbench import strategies
+    from dlbench.strategies import RunContext
+    from dlbench.workload import load
+
+    st = strategies.get("surrogatetrain")
+    ctx = RunContext(workload=load("imagenet", scale="tiny"), n_samples=m.samples, sample_nbytes=sizes, world_size=2,
+                     rank=0, node_map=np.array([0, 1]), seed=int(cfg["seed"]), epochs=3, local_batch=8,
+                     memory_budget_bytes=None)
+    plan = st.plan(ctx, strategies.parse_options(st, dict(cfg["options"])))
+    assert plan.meta["cache_peak_bytes"] == ss["cache_peak_bytes"]
+    assert max(plan.meta["cache_peak_samples"]) > slots

@@ -8,9 +8,9 @@ def test_shared_option_help_states_every_owners_default(cli):
     (--loader-threads said default 2 for lbann; --mode said default ordered for lbann)"""
     out = " ".join(cli(["run", "--help"]).output.split())
     assert "default 2 (clairvoyant), 0 (deepio, lbann, local, locality, pls, staging, surrogatetrain)" in out
-    assert "default ordered (deepio), preload (lbann)" in out
-    # each owner's meaning under its own name, and only its own (issue 16: --mode's help described the other's)
+    # each owner's meaning under its own flag, and only its own (issue 16: --mode's help described the other's)
     assert "(deepio) ordered (exact global shuffle" in out and "(lbann) preload (each rank" in out
+    assert "default ordered" in out and "default preload" in out
     assert out.count("preload (each rank") == 1 and out.count("opportunistic (batches") == 1
 
 

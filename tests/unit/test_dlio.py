@@ -264,6 +264,22 @@ def test_bad_values_name_the_dlio_key(override, key):
     assert str(e.value).startswith(key + " (") and "must be an integer" in str(e.value)
 
 
+@pytest.mark.parametrize("key", sorted(k for k in dlio.NUMBERS if not k.startswith("train.computation_time")))
+def test_every_numeric_key_is_checked_by_its_one_table_entry(key):
+    """Each numeric DLIO key is read through dlio.NUMBERS (one table: integer?, lowest): a value below its
+    bound, and for an integer key a fraction, is one line naming the key and the bound."""
+    integer, lo = dlio.NUMBERS[key]
+    fmt = ["++workload.dataset.format=tfrecord", "++workload.reader.data_loader=tensorflow"] \
+        if key == "reader.shuffle_size" else []
+    bad = [lo - 1] + ([lo + 0.5] if integer else [])
+    for v in bad:
+        with pytest.raises(ConfigError) as e:
+            _load("cosmoflow_h100", "++workload.workflow.checkpoint=True", *fmt, f"++workload.{key}={v}")
+        kind = "an integer" if integer else "a number"
+        assert str(e.value).startswith(f"{key}={v!r} (") and f"must be {kind} >= {lo}" in str(e.value), e.value
+    assert key in dlio.KEYS
+
+
 def test_dlio_summary_has_dlio_top_level_keys():
     """DLIO 2.0.0's summary.json top-level keys (utils/statscounter.py) with DLIO's meanings; dlbench's cache
     verdict beside potential_caching."""

@@ -141,12 +141,15 @@ def test_generated_scripts_run_no_injected_command(tmp_path, scheduler):
     assert not _pwned(tmp_path)
 
 
-@pytest.mark.parametrize("kw,msg", [({"ranks_per_node": 0}, "--ranks-per-node=0: must be 1.."),
+@pytest.mark.parametrize("kw,msg", [({"ranks_per_node": 0}, "--ranks-per-node=0: must be >= 1"),
                                     ({"ranks_per_node": 10**20}, "--ranks-per-node=1000"),
                                     ({"generate_nodes": 10**20}, "--generate-nodes=1000"),
-                                    ({"nodes_list": (1, 10**20)}, "--nodes-list=1,1000")])
+                                    ({"generate_nodes": 0}, "--generate-nodes=0: must be >= 1"),
+                                    ({"nodes_list": (1, 10**20)}, f"--nodes-list={10**20}: must be <= 1,000,000"),
+                                    ({"nodes_list": (0, 2)}, "--nodes-list=0: must be >= 1")])
 def test_zero_or_huge_counts_are_refused(tmp_path, kw, msg):
-    """--ranks-per-node 0 used to fall back to the sweep's value silently; 10^20 nodes was written."""
+    """--ranks-per-node 0 used to fall back to the sweep's value silently; 10^20 nodes was written. The
+    bounds and their message are the CLI's (config.check_counts, one definition for every command)."""
     with pytest.raises(ConfigError, match=msg.replace(".", r"\.")):
         write_jobscripts(WEAK, tmp_path, scheduler="slurm", data_dir=tmp_path / "d", results=tmp_path / "r",
                          **{"nodes_list": (1,), **kw})
@@ -155,5 +158,7 @@ def test_zero_or_huge_counts_are_refused(tmp_path, kw, msg):
 def test_huge_nodes_list_flag_is_refused():
     from dlbench.jobscript import parse_nodes_list
 
-    with pytest.raises(ConfigError, match="<= 1,000,000"):
+    with pytest.raises(ConfigError, match="^--nodes-list=99999999999999999999: must be <= 1,000,000$"):
         parse_nodes_list("1,99999999999999999999")
+    with pytest.raises(ConfigError, match="^--nodes-list=0: must be >= 1$"):
+        parse_nodes_list("0,2")

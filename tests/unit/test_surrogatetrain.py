@@ -220,16 +220,21 @@ def _ctx(F=64, W=2, memory=None, nbytes=1000):
 
 def test_capacity_errors():
     st = strategies.get("surrogatetrain")
-    with pytest.raises(CapacityError, match="smaller than one buffer slot"):
+    with pytest.raises(CapacityError, match=r"--cache-capacity=100 bytes: smaller than the smallest sample \(1,024 "):
         st.plan(_ctx(), strategies.parse_options(st, {"cache_capacity": 100}))
     with pytest.raises(ConfigError, match="give one of them"):
         st.plan(_ctx(), strategies.parse_options(st, {"cache_capacity": 1e6, "buffer_fraction": 0.5}))
-    with pytest.raises(CapacityError, match="surrogatetrain's buffer"):   # 32 slots of 4 KiB > 10 KB of memory
+    # 32 samples of 1,000 bytes (1,024 aligned) > 20 KB of memory, in bytes
+    with pytest.raises(CapacityError, match=r"surrogatetrain's buffer \(32,768 bytes per rank, --buffer-fraction "
+                                            r"1.0\) needs 32,000 bytes of cache per rank \(the bytes of its 32 samples\), "
+                                            r"20,000 available"):
         st.plan(_ctx(memory=20_000), strategies.parse_options(st, {"buffer_fraction": 1.0}))
     with pytest.raises(ConfigError, match="buffer_fraction"):
         strategies.parse_options(st, {"buffer_fraction": 1.5})
+    # bytes, not page-aligned slots of the largest sample: 12,288 bytes hold 12 samples of 1,000 (1,024 aligned)
     p = st.plan(_ctx(), strategies.parse_options(st, {"cache_capacity": 3 * 4096}))
-    assert p.meta["buffer_samples_per_rank"] == 3 and max(p.meta["cache_peak_samples"]) <= 3
+    assert p.meta["buffer_bytes_per_rank"] == 3 * 4096 and max(p.meta["cache_peak_samples"]) == 12
+    assert max(p.meta["cache_peak_bytes"]) == 12_000 and max(p.meta["arena_bytes_per_rank"]) == 12 * 1024
 
 
 def test_chunking_on_another_layout_is_stated():
@@ -419,3 +424,83 @@ def test_order_heuristic_ends_in_a_local_optimum_of_its_moves(seed):
             seg, rest = p[i:i + k], p[:i] + p[i + k:]
             for j in range(len(rest) + 1):
                 assert path_cost(cost, rest[:j] + seg + rest[j:]) >= c
+
+
+# ---- the buffer counts bytes (issue 19) ---------------------------------------------------------------------
+
+def _jpeg_sizes(F, seed=3):
+    """ImageNet-style stored sizes: lognormal around 110 KB, 4 KB .. 2 MB."""
+    rng = np.random.default_rng(seed)
+    return np.clip(rng.lognormal(np.log(110_000), 0.8, F), 4_000, 2_000_000).astype(np.int64)
+
+
+@pytest.mark.parametrize("eviction", ["lookahead", "fifo"])
+@pytest.mark.parametrize("balance", [True, False])
+def test_buffer_admits_by_summed_bytes_and_the_arena_replays_the_placement(eviction, balance):
+    """Variable sizes: every rank holds at most the buffer's bytes at every step, more samples than slots of
+    the largest sample would hold; replaying the plan's keeps and evictions in the executor's order on the
+    executor's arena (BestFitArenaTier sized to the plan's arena bytes) never overflows and reaches exactly
+    the plan's highest byte."""
+    from dlbench.storage import ARENA_ALIGN
+    from dlbench.strategies.surrogatetrain import BestFitArenaTier
+
+    F, W, cap = 240, 3, 4_000_000
+    sizes = _jpeg_sizes(F)
+    p = surrogatetrain_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=4, local_batch=8, seed=2,
+                            buffer_bytes=cap, sample_nbytes=sizes, align=ARENA_ALIGN, eviction=eviction,
+                            balance=balance)
+    aligned = -(-sizes // ARENA_ALIGN) * ARENA_ALIGN
+    slots = cap // int(aligned.max())
+    assert max(p.meta["cache_peak_samples"]) > slots
+    for r in range(W):
+        assert peak_holdings(p, r, sizes)[MEMORY] == p.meta["cache_peak_bytes"][r] <= cap
+        tier = BestFitArenaTier(p.meta["arena_bytes_per_rank"][r], int(sizes.max()))
+        high = 0
+        for ep in p:
+            ids, keep = ep.sample_ids[r], ep.rank_keep(r)
+            ev = ep.evictions
+            for t in range(ep.steps):
+                for c in range(ep.bounds[r, t], ep.bounds[r, t + 1]):
+                    if keep[c] != NO_TIER:
+                        tier.reserve(int(ids[c]), int(sizes[ids[c]]))
+                        high = max(high, tier._alloc.high)
+                for sid in ev.sample[(ev.rank == r) & (ev.step == t)].tolist():
+                    tier.delete(sid)
+                assert aligned[list(tier._at)].sum() <= cap
+        assert high == p.meta["arena_bytes_per_rank"][r] <= cap
+        tier.close()
+
+
+def test_strategy_buffer_counts_bytes_with_varying_sizes():
+    """The strategy (what `run` and `simulate` plan): --cache-capacity bytes hold samples while their own
+    bytes fit (main admitted cap // slot of the largest sample)."""
+    F = 96
+    sizes = _jpeg_sizes(F)
+    ctx = RunContext(workload=None, n_samples=F, sample_nbytes=sizes, world_size=2, rank=0, node_map=np.arange(2),
+                     seed=0, epochs=3, local_batch=4, memory_budget_bytes=None)
+    st = strategies.get("surrogatetrain")
+    cap = 2_000_000
+    p = st.plan(ctx, strategies.parse_options(st, {"cache_capacity": cap}))
+    assert max(p.meta["cache_peak_samples"]) > cap // (-(-int(sizes.max()) // 4096) * 4096)
+    assert max(p.meta["cache_peak_bytes"]) <= max(p.meta["arena_bytes_per_rank"]) <= cap
+    assert p.meta["cache_bytes_per_rank"] == max(p.meta["cache_peak_bytes"])
+
+
+def test_best_fit_reuses_and_coalesces_freed_extents():
+    from dlbench.plan.surrogatetrain import BestFit
+
+    a = BestFit(100)
+    assert [a.take(n) for n in (10, 20, 30, 10, 20)] == [0, 10, 30, 60, 70]
+    a.free(10, 20)
+    a.free(60, 10)
+    assert a.take(8) == 60                        # the smallest hole that holds it ([60, 70)), not the first
+    assert a.take(15) == 10 and a.take(12) == -1  # [25, 30) and [68, 70) left below the top (90), 10 above
+    a.free(0, 10)
+    a.free(30, 30)                                # [0, 10), [25, 60) and [68, 70): two joins
+    assert (a.starts, a.ends) == ([0, 25, 68], [10, 60, 70])
+    assert sorted(a.bysize) == a.bysize == [(2, 68), (10, 0), (35, 25)]
+    a.free(70, 20)                                # the newest: the top comes down past [68, 70) to 68
+    assert (a.top, a.high, a.starts) == (68, 90, [0, 25])
+    a.free(60, 8)                                 # joins [25, 60) and reaches the top: down to 25
+    a.free(10, 15)                                # everything free
+    assert (a.top, a.starts, a.ends, a.bysize) == (0, [], [], [])
