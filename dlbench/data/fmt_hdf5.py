@@ -774,7 +774,8 @@ def finish(data_dir: Path, m, sums: dict, storage) -> None:
 
 # ---- the driver: verify -------------------------------------------------------------------------------
 
-def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None) -> list[str]:
+def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None,
+               storage=None) -> list[str]:
     """Structure: the file opens and holds every array with the expected shape ((count, *shape), or the
     sample's shape for hdf5_per_sample) and dtype. ``image``: the file's bytes (a storage backend's file;
     ``path`` then only names it)."""

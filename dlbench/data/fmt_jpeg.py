@@ -120,7 +120,8 @@ def write_file(fd: int, workload, seed: int, m, f: int) -> int:
 
 # ---- verify -------------------------------------------------------------------------------------------
 
-def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None) -> list[str]:
+def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None,
+               storage=None) -> list[str]:
     """Structure: the file starts with SOI and ends with EOI. ``image``: the file's bytes (a storage
     backend's file; ``path`` then only names it)."""
     if image is not None:

@@ -233,7 +233,8 @@ def write_file(fd: int, workload, seed: int, m, f: int) -> int:
 
 # ---- verify -------------------------------------------------------------------------------------------
 
-def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None) -> list[str]:
+def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None,
+               storage=None) -> list[str]:
     """Structure: ``np.load`` opens it (memory-mapped) with the planned dtype and shape. ``image``: the file's
     bytes (a storage backend's file; ``path`` then only names it)."""
     from .manifest import spec_of

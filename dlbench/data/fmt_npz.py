@@ -130,7 +130,8 @@ def write_file(fd: int, workload, seed: int, m, f: int) -> int:
     return n
 
 
-def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None) -> list[str]:
+def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None,
+               storage=None) -> list[str]:
     """Structure: a ZIP with exactly the planned stored members, each an .npy of the planned dtype and
     shape (``np.load`` of each member's header; the data is compared by ``--checksum``/``--content``).
     ``image``: the file's bytes (a storage backend's file; ``path`` then only names it)."""

@@ -167,7 +167,7 @@ def _remove_dataset(data_dir: Path, old: Manifest | None, storage=None) -> None:
         fmt = FORMATS.get(old.layout)
         remove_extra = getattr(fmt.driver() if fmt is not None else None, "remove_extra", None)
         if remove_extra is not None:   # a format module's files beside the data (tfrecord: index files)
-            remove_extra(data_dir, old)
+            remove_extra(data_dir, old, storage)
     (data_dir / MANIFEST_NAME).unlink(missing_ok=True)
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
 
@@ -366,7 +366,7 @@ class _Writer:
         self.last_sum = st.checksum(part, self.sum_buf)
         if self.write_extra is not None:   # in place before the data file takes its final name
             try:
-                self.write_extra(self.d, self.m, f)
+                self.write_extra(self.d, self.m, f, st)
             except BaseException:
                 st.remove(part)
                 raise
@@ -424,7 +424,7 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
             want = sums.get(f)
             complete[f] = want is not None and st.checksum(m.paths[f], writer.sum_buf) == want
         if complete[f] and extra_ok is not None:
-            complete[f] = extra_ok(d, m, f)
+            complete[f] = extra_ok(d, m, f, st)
     rec = open(d / TMP_DIR / f"sum-{comm.rank}", "a")
     try:
         writer.start([f for f in mine if not complete[f]])

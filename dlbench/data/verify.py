@@ -75,7 +75,10 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
             if size != m.nbytes[f]:
                 problems.append(f"{p}: {size} B, the manifest says {int(m.nbytes[f])} B (truncated or corrupt)")
                 continue
-            bad = drv.check_file(p, workload, m.seed, m, f, image=storage.file_image(m.paths[f]))
+            img = storage.file_image(m.paths[f])
+            bad = drv.check_file(p, workload, m.seed, m, f, image=img, storage=storage)
+            if not bad and deep is not None and (checksum or content):
+                bad = deep(p, workload, m.seed, m, f, image=img, storage=storage)
             problems += bad
             if not bad:
                 readable.append(f)

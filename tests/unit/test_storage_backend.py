@@ -189,10 +189,10 @@ def test_backend_refusals(tmp_path, monkeypatch):
     wl = load_workload("unet3d", scale="tiny", samples=4)
     generate(wl, tmp_path / "u", seed=0)
     m = Manifest.load(tmp_path / "u")
-    monkeypatch.setattr(fmt_npz, "STORAGE", False)   # a format module without the capability (tfrecord today)
+    monkeypatch.setattr(fmt_npz, "STORAGE", False)   # a format module without the capability
     with pytest.raises(ConfigError, match="storage backend memory: layout npz's readers read POSIX files only; "
                                           "backends serve layouts hdf5_per_sample, hdf5_shared, hdf5_blocks, "
-                                          "jpeg_folders, npy$"):
+                                          "jpeg_folders, npy, tfrecord$"):
         open_reader(tmp_path / "u", m, wl, storage=MemoryBackend.from_dir(tmp_path / "u"))
     monkeypatch.undo()
     wl = load_workload("imagenet", scale="tiny", samples=4)
@@ -215,9 +215,21 @@ def _npy_workload(tmp_path, spf: int):
     return load_workload(str(p), samples=8)
 
 
+def _tfrecord_workload(read: str):
+    pytest.importorskip("crc32c")
+    from dlbench.config import from_mapping
+    from dlbench.workload import WorkloadSpec, resolve
+
+    return resolve(from_mapping(WorkloadSpec, {
+        "name": "tfr", "layout": "tfrecord", "samples": 8, "batch_size": 2, "samples_per_file": 4,
+        "arrays": [{"name": "x", "shape": [300], "dtype": "uint8", "role": "data"}], "tfrecord": {"read": read}},
+        where="test"))
+
+
 @pytest.mark.parametrize("name,via", [("cosmoflow", "auto"), ("hep_cnn", "auto"), ("ptychonn", "library"),
                                       ("imagenet", "auto"), ("npy1", "library"), ("npy4", "library"),
-                                      ("npy4", "pread"), ("unet3d", "library"), ("unet3d", "pread")])
+                                      ("npy4", "pread"), ("unet3d", "library"), ("unet3d", "pread"),
+                                      ("tfrecord-indexed", "auto"), ("tfrecord-tfdata", "auto")])
 def test_generate_verify_read_all_in_memory(tmp_path, name, via):
     """generate -> verify -> read with the data files in the memory backend only (the manifest and the
     generator's records in the control folder): the same bytes as a generation on disk; a flipped byte is
@@ -225,8 +237,12 @@ def test_generate_verify_read_all_in_memory(tmp_path, name, via):
     from dlbench.data.formats import aligned_empty, open_reader
     from dlbench.data.generate import file_checksum, sum64
 
-    wl = _npy_workload(tmp_path, int(name[3:])) if name.startswith("npy") else load_workload(name, scale="tiny",
-                                                                                              samples=8)
+    if name.startswith("npy"):
+        wl = _npy_workload(tmp_path, int(name[3:]))
+    elif name.startswith("tfrecord"):
+        wl = _tfrecord_workload(name.split("-")[1])
+    else:
+        wl = load_workload(name, scale="tiny", samples=8)
     disk = tmp_path / "disk"
     generate(wl, disk, seed=2)
     mem = MemoryBackend()
@@ -236,7 +252,9 @@ def test_generate_verify_read_all_in_memory(tmp_path, name, via):
     md = Manifest.load(disk)
     assert (m.paths, m.nbytes.tolist(), m.sum64) == (md.paths, md.nbytes.tolist(), md.sum64)
     assert res.files_written == len(m.paths) and not any((ctl / p).exists() for p in m.paths)
-    assert sorted(mem.list()) == sorted(m.paths)       # no .part file left behind
+    on_disk = sorted(str(p.relative_to(disk)) for p in disk.rglob("*") if p.is_file()
+                     and p.name != "dlbench-manifest.json")
+    assert sorted(mem.list()) == on_disk               # the same files (tfrecord: its index files), no .part left
     for p in m.paths:
         assert mem.file_image(p) == (disk / p).read_bytes()
         assert sum64(mem.files[p]) == file_checksum(disk / p)
@@ -249,7 +267,8 @@ def test_generate_verify_read_all_in_memory(tmp_path, name, via):
     last = mem.files[m.paths[-1]]
     last[len(last) // 2] ^= 0xFF                       # flip a byte in the middle of the last file (its data)
     problems = verify(ctl, checksum=True, storage=mem)
-    assert len(problems) == 1 and "checksum" in problems[0] and m.paths[-1] in problems[0]
+    # the file's sum64, or the format's own check first (tfrecord: the record's CRC)
+    assert len(problems) == 1 and m.paths[-1] in problems[0] and ("checksum" in problems[0] or "CRC" in problems[0])
     del mem.files[m.paths[0]]
     assert any(p.endswith(f"{m.paths[0]}: missing") for p in verify(ctl, storage=mem))
 
@@ -258,7 +277,7 @@ def test_generate_and_verify_refuse_formats_without_backend(tmp_path, monkeypatc
     from dlbench.data import fmt_npz
     from dlbench.errors import ConfigError
 
-    monkeypatch.setattr(fmt_npz, "STORAGE", False)   # a format module without the capability (tfrecord today)
+    monkeypatch.setattr(fmt_npz, "STORAGE", False)   # a format module without the capability
     wl = load_workload("unet3d", scale="tiny", samples=4)
     with pytest.raises(ConfigError, match="storage backend memory: layout npz is written to POSIX files only"):
         generate(wl, tmp_path / "u", storage=MemoryBackend())
