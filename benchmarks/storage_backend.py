@@ -68,7 +68,7 @@ def main() -> None:
         def backend_calls(b=px, ks=keys):
             op, pv, cl = b.open_read, b.preadv, b.close
             for k in ks:
-                fd = op(k)
+                fd = op(k, os.O_RDONLY)
                 try:
                     pv(fd, [out], 0)
                 finally:
@@ -77,7 +77,7 @@ def main() -> None:
         def backend_pread_into():
             op, pi, cl = px.open_read, px.pread_into, px.close
             for k in keys:
-                fd = op(k)
+                fd = op(k, os.O_RDONLY)
                 try:
                     pi(fd, out, 0)
                 finally:

@@ -252,7 +252,7 @@ class _OpenFile:
 
                 self.fd = open_direct(path)
             elif plain:
-                self.fd = storage.open_read(path)
+                self.fd = storage.open_read(path, os.O_RDONLY)
             elif via == "pread":
                 raise DataError(f"{os.fsdecode(path)}: datasets are not contiguous and unfiltered; "
                                 "read them with via='hdf5'")

@@ -164,7 +164,7 @@ class JpegReader(SampleReader):
     def __init__(self, data_dir: Path, manifest, workload: Workload, counters=None, direct: bool = False,
                  storage=None):
         storage = storage or PosixBackend(data_dir)
-        # the backend's calls, bound once (POSIX: os.open with O_RDONLY, the read call, os.close themselves)
+        # the backend's calls, bound once (POSIX: os.open, the read call, os.close themselves)
         self._open, self._preadv, self._close = storage.open_read, storage.preadv, storage.close
         self._paths = storage.keys(manifest.paths)
         self._sizes = manifest.nbytes
@@ -197,7 +197,7 @@ class JpegReader(SampleReader):
 
     def read_into(self, i: int, out: np.ndarray) -> int:
         n = int(self._sizes[i])
-        fd = self._open(self._paths[i])
+        fd = self._open(self._paths[i], os.O_RDONLY)
         try:
             cnt = self.counters
             if cnt is None:

@@ -340,7 +340,7 @@ class NpyPreadReader(_Base):
         h = self._open.get(f)
         if h is not None:
             return h
-        fd = self._open_read(self._paths[f])
+        fd = self._open_read(self._paths[f], os.O_RDONLY)
         try:
             off = data_offset(fd, self._paths[f], 0, self._dtype,
                               file_shape(self._spec, sample_shapes(self._spec, self._seed, f)[0], int(self._count[f])),

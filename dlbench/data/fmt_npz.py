@@ -244,7 +244,7 @@ class NpzPreadReader(_Arrays):
         if h is not None:
             return h
         path = self._paths[f]
-        fd = self._open_read(path)
+        fd = self._open_read(path, os.O_RDONLY)
         try:
             parts = list(zip(member_offsets(fd, path, self._names, self._dtypes,
                                             [npy.file_shape(self._spec, sh, int(self._count[f]))

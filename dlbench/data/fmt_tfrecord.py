@@ -486,7 +486,7 @@ def _check(path: Path, m, f: int, deep: bool, limit: int = 5, image: bytes | Non
 
         mem = MemoryBackend()
         mem.files["f"] = bytearray(image)
-        read, fd, done = mem.preadv, mem.open_read("f"), mem.close
+        read, fd, done = mem.preadv, mem.open_read("f", os.O_RDONLY), mem.close
     else:
         read, fd, done = preadv, os.open(path, os.O_RDONLY), os.close
     try:
@@ -529,7 +529,7 @@ class _Base(SampleReader):
         self._data_dir = Path(data_dir)
         self._rel = list(manifest.paths)
         st = self._storage = _storage(self._data_dir, storage)
-        # the backend's calls (POSIX: os.open with O_RDONLY, the read call, os.close themselves)
+        # the backend's calls (POSIX: os.open, the read call, os.close themselves)
         self._open_read, self._preadv, self._close = st.open_read, st.preadv, st.close
         self._paths = st.keys(manifest.paths)
         self._spf = max(1, int(workload.samples_per_file))
@@ -577,7 +577,7 @@ class IndexedReader(_Base):
     def _fd(self, f: int) -> int:
         fd = self._fds.get(f)
         if fd is None:
-            fd = self._fds[f] = self._open_read(self._paths[f])
+            fd = self._fds[f] = self._open_read(self._paths[f], os.O_RDONLY)
             if self.counters is not None:
                 self.counters.open()
             if len(self._fds) > self._max_open:
@@ -631,7 +631,7 @@ class TFDataReader(_Base):
         self.sequential = self.evicted = 0
 
     def _open(self, f: int, j: int) -> _Stream:
-        fd = self._open_read(self._paths[f])
+        fd = self._open_read(self._paths[f], os.O_RDONLY)
         if self.counters is not None:
             self.counters.open()
         # read buffers are reused from exhausted streams (a fresh one per file would page-fault on every use)
@@ -699,7 +699,7 @@ class TFDataReader(_Base):
         self.rereads += 1
         if self.counters is not None:
             self.counters.open()
-        st = _Stream(self._open_read(self._paths[f]), j * self._stride[f], memoryview(b""), j)   # unbuffered
+        st = _Stream(self._open_read(self._paths[f], os.O_RDONLY), j * self._stride[f], memoryview(b""), j)   # unbuffered
         try:
             return self._record(st, f, out)
         finally:

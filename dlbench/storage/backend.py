@@ -16,7 +16,7 @@ A backend names files by their path relative to the dataset root and offers
 
 The readers' calls (bound once when a reader opens, so the per-sample path calls them directly):
 ``keys(rels)`` (a key per file: POSIX the absolute path as bytes, memory the relative path),
-``open_read(key) -> handle``, ``preadv(handle, buffers, offset) -> bytes read`` (vectored, as ``os.preadv``),
+``open_read(key, flags) -> handle`` (flags: ``os.O_RDONLY``; POSIX: ``os.open`` itself), ``preadv(handle, buffers, offset) -> bytes read`` (vectored, as ``os.preadv``),
 ``pread(handle, n, offset) -> bytes`` (headers: ``os.pread``),
 ``close(handle)``, ``h5f_opener() -> open(key, flags, fapl)`` (libhdf5's H5Fopen, or the file image opened
 with ``H5LTopen_file_image`` for a backend without paths), ``direct`` (O_DIRECT possible), ``paths`` (keys are
@@ -75,12 +75,10 @@ class PosixBackend:
     paths = True    # keys are file system paths (libraries may open them: np.load, zipfile)
 
     def __init__(self, root: str | Path):
-        import functools
-
         self.root = Path(root)
         self.pread_into = _preadv_into
         # the readers' calls are the system calls themselves: no wrapper on the per-sample path
-        self.open_read = functools.partial(os.open, flags=os.O_RDONLY)
+        self.open_read = os.open
         self.preadv = _preadv
         self.pread = os.pread
         self.close = os.close
@@ -181,7 +179,7 @@ class MemoryBackend:
     def keys(self, rels) -> list[str]:
         return [_check_rel(str(r)) for r in rels]
 
-    def open_read(self, key: str) -> int:
+    def open_read(self, key: str, flags: int = os.O_RDONLY) -> int:
         try:
             data = self.files[key]
         except KeyError:
