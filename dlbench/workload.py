@@ -183,18 +183,21 @@ class Workload:
 
     @property
     def sample_nbytes(self) -> int:
-        """Bytes of one sample as stored (HDF5 arrays) or the mean file size (JPEG)."""
-        if self.layout == "jpeg_folders":
-            return int(self.jpeg.size.mean_bytes)  # type: ignore[union-attr]
+        """Bytes of one sample as stored (HDF5 arrays), or the format's mean (``mean_sample_nbytes``: JPEG's
+        mean file size)."""
+        own = getattr(self.format.driver(), "mean_sample_nbytes", None)
+        if own is not None:
+            return int(own(self))
         if self.record_size is not None:  # the data array's mean size (per-file sizes: the manifest)
             return sum(int(self.record_size.mean_bytes) if a.role == "data" else a.nbytes for a in self.arrays)
         return sum(a.nbytes for a in self.arrays)
 
     @property
     def decoded_nbytes(self) -> int:
-        """Bytes of the largest decoded row (buffers are sized by it)."""
-        if self.layout == "jpeg_folders":
-            return int(np.prod(self.jpeg.decoded_shape))  # type: ignore[union-attr]
+        """Bytes of the largest decoded row (buffers are sized by it; the format's ``decoded_row_nbytes``)."""
+        own = getattr(self.format.driver(), "decoded_row_nbytes", None)
+        if own is not None:
+            return int(own(self))
         if self.record_size is not None and self.format.decodes:   # tfrecord: room for the largest image
             return sum(int(self.record_size.max_bytes) if a.role == "data" else a.nbytes for a in self.arrays)
         return self.sample_nbytes
@@ -332,14 +335,17 @@ def _check_name(name: str, where: str) -> None:
                           f"folders under the results and data roots)")
 
 
+def _section_owner(section: str) -> str:
+    """The layout whose format module owns the workload section ``section`` (its ``SECTION``)."""
+    from .data.registry import FORMATS
+
+    return next((n for n, f in FORMATS.items() if getattr(f.driver(), "SECTION", None) == section), "")
+
+
 def _check_spec(spec: WorkloadSpec, where: str) -> None:
     _check_name(spec.name, where)
-    if spec.layout == "jpeg_folders":
-        if spec.jpeg is None:
-            raise ConfigError(f"workload {spec.name} ({where}): layout jpeg_folders needs a 'jpeg' section")
-        if spec.classes < 1:
-            raise ConfigError(f"workload {spec.name} ({where}): classes={spec.classes}: jpeg_folders needs >= 1")
-    else:
+    drv = get_format(spec.layout).driver()
+    if getattr(drv, "HAS_ARRAYS", True):   # jpeg_folders: a sample is one file's bytes (its check_spec)
         if not spec.arrays:
             raise ConfigError(f"workload {spec.name} ({where}): layout {spec.layout} needs at least one array")
         if not any(a.role == "data" for a in spec.arrays):
@@ -347,13 +353,14 @@ def _check_spec(spec: WorkloadSpec, where: str) -> None:
         names = [a.name for a in spec.arrays]
         if len(set(names)) != len(names):
             raise ConfigError(f"workload {spec.name} ({where}): array names repeat: {names}")
-    if spec.tfrecord is not None and spec.layout != "tfrecord":
-        raise ConfigError(f"workload {spec.name} ({where}): a 'tfrecord' section needs layout: tfrecord (the "
+    owner = _section_owner("tfrecord")
+    if spec.tfrecord is not None and spec.layout != owner:
+        raise ConfigError(f"workload {spec.name} ({where}): a 'tfrecord' section needs layout: {owner} (the "
                           f"layout is {spec.layout})")
     _check_record_size(spec, where)
-    drv = get_format(spec.layout).driver()
-    if drv is not None:
-        drv.check_spec(spec, where)
+    check = getattr(drv, "check_spec", None)   # the format module's own checks
+    if check is not None:
+        check(spec, where)
     for acc in spec.compute:
         if acc not in ACCELERATORS:
             raise unknown_choice(f"accelerator in compute of {where}", acc, ACCELERATORS)

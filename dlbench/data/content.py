@@ -131,34 +131,20 @@ def _fill_one(rng: np.random.Generator, typed: np.ndarray, role: str) -> None:
 
 
 def fill_row(workload: Workload, seed: int, i: int, out: np.ndarray) -> int:
-    """Write sample ``i``'s row (docs/architecture.md contract 1) into ``out[:nbytes]`` and return nbytes."""
+    """Write sample ``i``'s row (docs/architecture.md contract 1) into ``out[:nbytes]`` and return nbytes
+    (the format module's ``fill_row``, or its ``expected_row`` copied)."""
     drv = workload.format.driver()
-    if drv is not None:   # a format module (dlbench.data.registry) owns its content
-        row = drv.expected_row(workload, seed, i)
-        out[:row.size] = row
-        return int(row.size)
-    if workload.layout == "jpeg_folders":
-        data = jpeg_bytes(workload, seed, i)
-        out[:len(data)] = np.frombuffer(data, dtype=np.uint8)
-        return len(data)
-    views, pos = [], 0
-    for a in workload.arrays:
-        views.append(out[pos:pos + a.nbytes])
-        pos += a.nbytes
-    fill_arrays(workload, seed, i, views)
-    return pos
+    fill = getattr(drv, "fill_row", None)
+    if fill is not None:
+        return fill(workload, seed, i, out)
+    row = drv.expected_row(workload, seed, i)
+    out[:row.size] = row
+    return int(row.size)
 
 
 def expected_row(workload: Workload, seed: int, i: int) -> np.ndarray:
-    """Sample ``i``'s stored bytes as the generator wrote them (uint8, a fresh array)."""
-    drv = workload.format.driver()
-    if drv is not None:
-        return drv.expected_row(workload, seed, i)
-    if workload.layout == "jpeg_folders":
-        return np.frombuffer(jpeg_bytes(workload, seed, i), dtype=np.uint8).copy()
-    out = np.empty(workload.sample_nbytes, dtype=np.uint8)
-    fill_row(workload, seed, i, out)
-    return out
+    """Sample ``i``'s stored bytes as the generator wrote them (uint8, a fresh array): the format module's."""
+    return workload.format.driver().expected_row(workload, seed, i)
 
 
 # ---- JPEG sizes and images ----------------------------------------------------------------------------

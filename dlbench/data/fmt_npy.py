@@ -233,15 +233,18 @@ def write_file(fd: int, workload, seed: int, m, f: int) -> int:
 
 # ---- verify -------------------------------------------------------------------------------------------
 
-def check_file(path: Path, workload, seed: int, m, f: int) -> list[str]:
-    """Structure: ``np.load`` opens it (memory-mapped) with the planned dtype and shape."""
+def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None,
+               storage=None) -> list[str]:
+    """Structure: ``np.load`` opens it (memory-mapped) with the planned dtype and shape. ``image``: the file's
+    bytes (a storage backend's file; ``path`` then only names it)."""
     from .manifest import spec_of
 
     spec = spec_of(workload)
     a = workload.arrays[0]
     want = file_shape(spec, sample_shapes(spec, seed, f)[0], int(m.count[f]))
     try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        arr = np.load(path, mmap_mode="r", allow_pickle=False) if image is None else \
+            np.load(io.BytesIO(image), allow_pickle=False)
     except (OSError, ValueError) as e:
         return [f"{path}: not a readable .npy file ({' '.join(str(e).split())[:120]})"]
     if arr.shape != want or arr.dtype != np.dtype(a.dtype):
@@ -260,17 +263,32 @@ def check_via(via: str, workload, direct: bool) -> None:
         raise ConfigError(DIRECT_UNSUPPORTED)
 
 
+STORAGE = True   # written, checked and read through a storage backend (``storage=``); npz: POSIX paths only
+
+
 def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
-                max_open_files: int = 64):
+                max_open_files: int = 64, storage=None):
     check_via(via, workload, direct)
     if via == "pread":
-        return NpyPreadReader(d, manifest, workload, counters, max_open_files=max_open_files)
-    return NpyLoadReader(d, manifest, workload, counters)
+        return NpyPreadReader(d, manifest, workload, counters, max_open_files=max_open_files, storage=storage)
+    return NpyLoadReader(d, manifest, workload, counters, storage=storage)
+
+
+def _image_loader(storage):
+    """``np.load`` of a backend's file (its bytes; no memory map)."""
+    def load(key, mmap_mode=None, allow_pickle=False):
+        return np.load(io.BytesIO(storage.file_image(key)), allow_pickle=allow_pickle)
+    return load
 
 
 class _Base(SampleReader):
-    def _init(self, d: Path, manifest, workload, counters):
-        self._paths = [os.fsencode(str(d / p)) for p in manifest.paths]
+    def _init(self, d: Path, manifest, workload, counters, storage=None):
+        from ..storage.backend import PosixBackend
+
+        self._storage = storage = storage or PosixBackend(d)
+        # np.load of a path (POSIX), or of the file's bytes (a backend without paths)
+        self._np_load = np.load if storage.paths else _image_loader(storage)
+        self._paths = storage.keys(manifest.paths)
         self._spf = int(workload.samples_per_file)
         self._rows = row_nbytes(manifest.spec, manifest.seed)
         self.max_row_nbytes = self.decoded_nbytes = int(self._rows.max()) if len(self._rows) else 0
@@ -280,8 +298,8 @@ class _Base(SampleReader):
 class NpyLoadReader(_Base):
     """``np.load`` per sample, as a PyTorch Dataset over .npy files does."""
 
-    def __init__(self, d: Path, manifest, workload, counters=None):
-        self._init(d, manifest, workload, counters)
+    def __init__(self, d: Path, manifest, workload, counters=None, storage=None):
+        self._init(d, manifest, workload, counters, storage)
 
     def read_into(self, i: int, out: np.ndarray) -> int:
         f, j = divmod(i, self._spf)
@@ -289,9 +307,9 @@ class NpyLoadReader(_Base):
         t0 = perf_counter_ns()
         try:
             if self._spf == 1:
-                arr = np.load(self._paths[f], allow_pickle=False)
+                arr = self._np_load(self._paths[f], allow_pickle=False)
             else:
-                arr = np.load(self._paths[f], mmap_mode="r", allow_pickle=False)[j]
+                arr = self._np_load(self._paths[f], mmap_mode="r", allow_pickle=False)[j]
             if arr.nbytes != n:
                 raise ValueError(f"sample has {arr.nbytes} B, the manifest says {n} B")
             out[:n] = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
@@ -309,8 +327,10 @@ class NpyLoadReader(_Base):
 class NpyPreadReader(_Base):
     """Header parsed once per opened file, then one ``preadv`` per sample (an LRU of open files)."""
 
-    def __init__(self, d: Path, manifest, workload, counters=None, max_open_files: int = 64):
-        self._init(d, manifest, workload, counters)
+    def __init__(self, d: Path, manifest, workload, counters=None, max_open_files: int = 64, storage=None):
+        self._init(d, manifest, workload, counters, storage)
+        st = self._storage
+        self._open_read, self._preadv, self._close, self._pread = st.open_read, st.preadv, st.close, st.pread
         self._spec, self._seed, self._count = manifest.spec, manifest.seed, manifest.count
         self._dtype = np.dtype(workload.arrays[0].dtype)
         self._open: OrderedDict[int, tuple[int, int]] = OrderedDict()
@@ -320,40 +340,39 @@ class NpyPreadReader(_Base):
         h = self._open.get(f)
         if h is not None:
             return h
-        fd = os.open(self._paths[f], os.O_RDONLY)
+        fd = self._open_read(self._paths[f], os.O_RDONLY)
         try:
             off = data_offset(fd, self._paths[f], 0, self._dtype,
-                              file_shape(self._spec, sample_shapes(self._spec, self._seed, f)[0], int(self._count[f])))
+                              file_shape(self._spec, sample_shapes(self._spec, self._seed, f)[0], int(self._count[f])),
+                              pread=self._pread)
         except BaseException:
-            os.close(fd)
+            self._close(fd)
             raise
         if self.counters is not None:
             self.counters.open()
         h = self._open[f] = (fd, off)
         if len(self._open) > self._max_open:
-            os.close(self._open.popitem(last=False)[1][0])
+            self._close(self._open.popitem(last=False)[1][0])
         return h
 
     def read_into(self, i: int, out: np.ndarray) -> int:
-        from ..storage import preadv
-
         f, j = divmod(i, self._spf)
         n = int(self._rows[f])
         fd, off = self._get(f)
         t0 = perf_counter_ns()
-        got = preadv(fd, [out[:n]], off + j * n)
+        got = self._preadv(fd, [out[:n]], off + j * n)
         if self.counters is not None:
             self.counters.read(f, off + j * n, got, perf_counter_ns() - t0)
         if got != n:
             raise DataError(f"{os.fsdecode(self._paths[f])}: short read of sample {i}: the file is truncated "
                             f"(check the dataset with `dlbench verify`)")
         if self._spf == 1:
-            os.close(self._open.pop(f)[0])   # a file per sample: nothing more to read from it
+            self._close(self._open.pop(f)[0])   # a file per sample: nothing more to read from it
         return n
 
     def close(self) -> None:
         while self._open:
-            os.close(self._open.popitem()[1][0])
+            self._close(self._open.popitem()[1][0])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -361,7 +380,8 @@ def _expected_header(dtype: str, shape: tuple[int, ...]) -> bytes:
     return npy_header(dtype, shape)
 
 
-def data_offset(fd: int, path: bytes, at: int, dtype: np.dtype, shape: tuple[int, ...], head: bytes | None = None) -> int:
+def data_offset(fd: int, path: bytes, at: int, dtype: np.dtype, shape: tuple[int, ...], head: bytes | None = None,
+                pread=os.pread) -> int:
     """Where the data of the .npy array whose header starts at byte ``at`` of ``fd`` begins; DataError unless it
     is a C-order array of ``dtype`` and ``shape``. ``head``: bytes already read from ``at`` (else one pread).
     Fast path: the header is byte for byte the one ``np.save`` writes for that array (cached per shape, ~1 µs);
@@ -370,7 +390,7 @@ def data_offset(fd: int, path: bytes, at: int, dtype: np.dtype, shape: tuple[int
 
     want = _expected_header(dtype.str, tuple(int(d) for d in shape))
     if head is None or len(head) < len(want):
-        head = os.pread(fd, max(4096, len(want)), at)
+        head = pread(fd, max(4096, len(want)), at)
     if head[:len(want)] == want:
         return at + len(want)
     try:

@@ -25,6 +25,7 @@ them out); then each array's row is one ``preadv`` at ``offset + j * row_bytes``
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import zipfile
@@ -39,6 +40,7 @@ from . import fmt_npy as npy
 from .fmt_npy import DIRECT_UNSUPPORTED, VIAS, expected_row, row_nbytes, sample_nbytes  # noqa: F401  (this format's)
 
 SUFFIX = ".npz"
+STORAGE = True   # written, checked and read through a storage backend (``storage=``)
 DATE = (1980, 1, 1, 0, 0, 0)
 ZIP64_LIMIT = (1 << 31) - 1                  # zipfile.ZIP64_LIMIT
 LOCAL_HEAD = 30                             # fixed part of a ZIP local file header
@@ -99,7 +101,8 @@ def write_file(fd: int, workload, seed: int, m, f: int) -> int:
     spec = spec_of(workload)
     first, count = int(m.first[f]), int(m.count[f])
     members = _members(spec, seed, f, count)
-    with os.fdopen(os.dup(fd), "wb") as fh:
+
+    def write_zip(fh) -> int:
         with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
             for a, (name, head, data) in enumerate(members):
                 zi = zipfile.ZipInfo(name, date_time=DATE)
@@ -111,21 +114,33 @@ def write_file(fd: int, workload, seed: int, m, f: int) -> int:
                     for _j, view in npy.array_rows(workload, seed, first, count, a, row, buf):
                         out.write(view)
         fh.flush()
-        n = fh.tell()
+        return fh.tell()
+
+    if isinstance(fd, int):   # a descriptor: zipfile writes through a duplicate of it
+        with os.fdopen(os.dup(fd), "wb") as fh:
+            n = write_zip(fh)
+    else:   # a storage backend's handle: the archive made in memory, then written at once
+        from .generate import _write_all
+
+        bio = io.BytesIO()
+        write_zip(bio)
+        n = _write_all(fd, np.frombuffer(bio.getbuffer(), dtype=np.uint8), 0)
     if n != int(m.nbytes[f]):
         raise DataError(f"{m.paths[f]}: wrote {n} B, the plan says {int(m.nbytes[f])} B")
     return n
 
 
-def check_file(path: Path, workload, seed: int, m, f: int) -> list[str]:
+def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None,
+               storage=None) -> list[str]:
     """Structure: a ZIP with exactly the planned stored members, each an .npy of the planned dtype and
-    shape (``np.load`` of each member's header; the data is compared by ``--checksum``/``--content``)."""
+    shape (``np.load`` of each member's header; the data is compared by ``--checksum``/``--content``).
+    ``image``: the file's bytes (a storage backend's file; ``path`` then only names it)."""
     from .manifest import spec_of
 
     spec = spec_of(workload)
     members = _members(spec, seed, f, int(m.count[f]))
     try:
-        with zipfile.ZipFile(path) as zf:
+        with zipfile.ZipFile(path if image is None else io.BytesIO(image)) as zf:
             names = zf.namelist()
             if names != [n for n, _, _ in members]:
                 return [f"{path}: members {names}, expected {[n for n, _, _ in members]}"]
@@ -150,16 +165,16 @@ def check_file(path: Path, workload, seed: int, m, f: int) -> list[str]:
 # ---- readers ------------------------------------------------------------------------------------------
 
 def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
-                max_open_files: int = 64):
+                max_open_files: int = 64, storage=None):
     npy.check_via(via, workload, direct)
     if via == "pread":
-        return NpzPreadReader(d, manifest, workload, counters, max_open_files=max_open_files)
-    return NpzLoadReader(d, manifest, workload, counters)
+        return NpzPreadReader(d, manifest, workload, counters, max_open_files=max_open_files, storage=storage)
+    return NpzLoadReader(d, manifest, workload, counters, storage=storage)
 
 
 class _Arrays(npy._Base):
-    def _init_npz(self, d, manifest, workload, counters):
-        self._init(d, manifest, workload, counters)
+    def _init_npz(self, d, manifest, workload, counters, storage=None):
+        self._init(d, manifest, workload, counters, storage)
         self._spec, self._seed, self._count = manifest.spec, manifest.seed, manifest.count
         self._names = [a.name for a in workload.arrays]
         self._dtypes = [np.dtype(a.dtype) for a in workload.arrays]
@@ -178,8 +193,8 @@ class NpzLoadReader(_Arrays):
     """``np.load`` and ``z[name]`` per array, as a PyTorch Dataset over .npz files does; the last file's
     arrays are kept for the next sample of the same file (several samples per file)."""
 
-    def __init__(self, d: Path, manifest, workload, counters=None):
-        self._init_npz(d, manifest, workload, counters)
+    def __init__(self, d: Path, manifest, workload, counters=None, storage=None):
+        self._init_npz(d, manifest, workload, counters, storage)
         self._last: tuple[int, list] | None = None
 
     def read_into(self, i: int, out: np.ndarray) -> int:
@@ -191,7 +206,7 @@ class NpzLoadReader(_Arrays):
                 arrays = last[1]
             else:
                 t0 = perf_counter_ns()
-                with np.load(self._paths[f], allow_pickle=False) as z:
+                with self._np_load(self._paths[f], allow_pickle=False) as z:
                     arrays = [z[name] for name in self._names]
                 if self.counters is not None:
                     self.counters.open_read(f, 0, sum(a.nbytes for a in arrays), perf_counter_ns() - t0)
@@ -217,8 +232,10 @@ class NpzPreadReader(_Arrays):
     """Member data offsets from the ZIP local headers once per opened file, then one ``preadv`` per array
     per sample (an LRU of open files)."""
 
-    def __init__(self, d: Path, manifest, workload, counters=None, max_open_files: int = 64):
-        self._init_npz(d, manifest, workload, counters)
+    def __init__(self, d: Path, manifest, workload, counters=None, max_open_files: int = 64, storage=None):
+        self._init_npz(d, manifest, workload, counters, storage)
+        st = self._storage
+        self._open_read, self._preadv, self._close, self._pread = st.open_read, st.preadv, st.close, st.pread
         self._open: OrderedDict[int, tuple[int, list]] = OrderedDict()
         self._max_open = max(1, int(max_open_files))
 
@@ -227,28 +244,27 @@ class NpzPreadReader(_Arrays):
         if h is not None:
             return h
         path = self._paths[f]
-        fd = os.open(path, os.O_RDONLY)
+        fd = self._open_read(path, os.O_RDONLY)
         try:
             parts = list(zip(member_offsets(fd, path, self._names, self._dtypes,
                                             [npy.file_shape(self._spec, sh, int(self._count[f]))
-                                             for sh in npy.sample_shapes(self._spec, self._seed, f)]),
+                                             for sh in npy.sample_shapes(self._spec, self._seed, f)],
+                                            pread=self._pread, storage=self._storage),
                              self._row_parts(f)))
         except BaseException:
-            os.close(fd)
+            self._close(fd)
             raise
         if self.counters is not None:
             self.counters.open()
         h = self._open[f] = (fd, parts)
         if len(self._open) > self._max_open:
-            os.close(self._open.popitem(last=False)[1][0])
+            self._close(self._open.popitem(last=False)[1][0])
         return h
 
     def read_into(self, i: int, out: np.ndarray) -> int:
-        from ..storage import preadv
-
         f, j = divmod(i, self._spf)
         fd, parts = self._get(f)
-        cnt, clock = self.counters, perf_counter_ns
+        cnt, clock, preadv = self.counters, perf_counter_ns, self._preadv
         pos = 0
         for off, b in parts:
             t0 = clock()
@@ -259,34 +275,35 @@ class NpzPreadReader(_Arrays):
                 raise self._error(f, i, "short read: the file is truncated")
             pos += b
         if self._spf == 1:
-            os.close(self._open.pop(f)[0])   # a file per sample: nothing more to read from it
+            self._close(self._open.pop(f)[0])   # a file per sample: nothing more to read from it
         return pos
 
     def close(self) -> None:
         while self._open:
-            os.close(self._open.popitem()[1][0])
+            self._close(self._open.popitem()[1][0])
 
 
-def member_offsets(fd: int, path: bytes, names, dtypes, shapes) -> list[int]:
+def member_offsets(fd: int, path: bytes, names, dtypes, shapes, *, pread=os.pread, storage=None) -> list[int]:
     """Where each member ``<name>.npy``'s array data starts in the archive open as ``fd``. Fast path (archives
     ``np.savez`` writes: members in order from byte 0, sizes in each local header, no data descriptor): walk
     the local headers, one pread per member covering its 30 fixed bytes, name, extra field (zip64 sizes) and
     .npy header. Otherwise (another member order or writer): the central directory (``zipfile``) gives each
-    member's local header. DataError if a member is missing, compressed or not the expected array."""
+    member's local header. DataError if a member is missing, compressed or not the expected array. ``pread``
+    (``os.pread``) and ``storage`` (None: ``fd`` is a descriptor): a storage backend's handle and calls."""
     try:
-        return _walk_local_headers(fd, path, names, dtypes, shapes)
+        return _walk_local_headers(fd, path, names, dtypes, shapes, pread)
     except _NotSequential:
-        return _from_central_directory(fd, path, names, dtypes, shapes)
+        return _from_central_directory(fd, path, names, dtypes, shapes, pread, storage)
 
 
 class _NotSequential(Exception):
     pass
 
 
-def _walk_local_headers(fd: int, path: bytes, names, dtypes, shapes) -> list[int]:
+def _walk_local_headers(fd: int, path: bytes, names, dtypes, shapes, pread=os.pread) -> list[int]:
     at, out = 0, []
     for name, dt, sh in zip(names, dtypes, shapes):
-        head = os.pread(fd, 4096, at)
+        head = pread(fd, 4096, at)
         if len(head) < LOCAL_HEAD or head[:4] != b"PK\x03\x04":
             raise _NotSequential
         flags, method = struct.unpack("<HH", head[6:10])
@@ -308,7 +325,7 @@ def _walk_local_headers(fd: int, path: bytes, names, dtypes, shapes) -> list[int
             if comp is None:
                 raise _NotSequential
         data_at = at + LOCAL_HEAD + nlen + elen
-        out.append(npy.data_offset(fd, path, data_at, dt, sh, head[LOCAL_HEAD + nlen + elen:]))
+        out.append(npy.data_offset(fd, path, data_at, dt, sh, head[LOCAL_HEAD + nlen + elen:], pread=pread))
         at = data_at + comp
     return out
 
@@ -318,9 +335,11 @@ def _compressed(path: bytes, member: str) -> DataError:
                      f"range to pread; use --read-via library")
 
 
-def _from_central_directory(fd: int, path: bytes, names, dtypes, shapes) -> list[int]:
+def _from_central_directory(fd: int, path: bytes, names, dtypes, shapes, pread=os.pread, storage=None) -> list[int]:
     try:
-        with open(fd, "rb", closefd=False) as fh, zipfile.ZipFile(fh) as zf:
+        src = open(fd, "rb", closefd=False) if storage is None or storage.paths \
+            else io.BytesIO(storage.file_image(path))
+        with src as fh, zipfile.ZipFile(fh) as zf:
             infos = [zf.getinfo(n + ".npy") for n in names]
     except (KeyError, zipfile.BadZipFile, OSError, ValueError) as e:
         raise DataError(f"{os.fsdecode(path)}: not a readable .npz archive ({e}); check the dataset with "
@@ -329,10 +348,11 @@ def _from_central_directory(fd: int, path: bytes, names, dtypes, shapes) -> list
     for info, dt, sh in zip(infos, dtypes, shapes):
         if info.compress_type != zipfile.ZIP_STORED:
             raise _compressed(path, info.filename)
-        head = os.pread(fd, LOCAL_HEAD, info.header_offset)
+        head = pread(fd, LOCAL_HEAD, info.header_offset)
         if len(head) != LOCAL_HEAD or head[:4] != b"PK\x03\x04":
             raise DataError(f"{os.fsdecode(path)}: no ZIP local header for {info.filename} at byte "
                             f"{info.header_offset}; check the dataset with `dlbench verify`")
         name_len, extra_len = struct.unpack("<HH", head[26:30])
-        out.append(npy.data_offset(fd, path, info.header_offset + LOCAL_HEAD + name_len + extra_len, dt, sh))
+        out.append(npy.data_offset(fd, path, info.header_offset + LOCAL_HEAD + name_len + extra_len, dt, sh,
+                                   pread=pread))
     return out

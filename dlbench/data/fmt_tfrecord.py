@@ -37,6 +37,7 @@ Two read patterns (``workload.tfrecord.read``; the run's summary states which, i
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import struct
@@ -57,6 +58,7 @@ FRAMING = HEADER + FOOTER
 MASK_DELTA = 0xA282EAD8
 INDEX_DIR = "index"
 READS = ("indexed", "tfdata")
+STORAGE = True   # data and index files written, checked and read through a storage backend (``storage=``)
 
 
 def _crc32c():
@@ -227,8 +229,35 @@ DIRECT_UNSUPPORTED = ("--cache direct: the tfrecord readers read through buffere
                       "before every epoch (as --cache drop)")
 
 
+SECTION = "tfrecord"   # the workload YAML section this format owns (its read pattern: workload.TFRecordSpec)
+
+
 def check_spec(spec, where: str) -> None:
     """Any arrays: a record's image is the concatenation of the sample's arrays (contract 1)."""
+
+
+def shared_read_plan(name: str, ctx, *, meta, streams: int, drop_last_batch: bool, sampler_order):
+    """The plan of a strategy reading every sample from the shared tier (naive, prefetch): read pattern
+    ``tfdata``: tf.data's order of ``streams`` loader streams (``dlbench.plan.tfdata``); ``indexed``: the
+    sampler's order (``sampler_order(meta)``), one pread per record through the index files."""
+    from ..workload import tfrecord_options
+
+    tf = tfrecord_options(ctx.workload)
+    if tf.read == "tfdata":
+        from ..plan import SHARED
+        from ..plan.tfdata import tfdata_plan
+
+        spf = max(1, ctx.workload.samples_per_file)
+        first = np.arange(0, ctx.n_samples, spf, dtype=np.int64)
+        return tfdata_plan(strategy=name, first=first, count=np.minimum(spf, ctx.n_samples - first),
+                           n_samples=ctx.n_samples,
+                           world_size=ctx.world_size, node_map=ctx.node_map, epochs=ctx.epochs,
+                           local_batch=ctx.local_batch, seed=ctx.seed, streams=streams,
+                           shuffle_buffer=tf.shuffle_buffer, file_shuffle=tf.file_shuffle, tier=SHARED, meta=meta,
+                           drop_last_batch=drop_last_batch)
+    return sampler_order({**(meta or {}), "read_pattern": "indexed",
+                          "order": "global shuffle (DistributedSampler); tfrecord read pattern indexed (index file + "
+                                   "one pread per record)"})
 
 
 @lru_cache(maxsize=256)
@@ -372,71 +401,101 @@ def _stride(m, f: int) -> int:
     return int(m.nbytes[f]) // max(1, int(m.count[f]))
 
 
-def write_extra(data_dir: Path, m, f: int) -> None:
+def _storage(data_dir: Path, storage):
+    from ..storage.backend import PosixBackend
+
+    return storage if storage is not None else PosixBackend(data_dir)
+
+
+def write_extra(data_dir: Path, m, f: int, storage=None) -> None:
     """File f's index (``index/<file>.idx``), atomically (``.part`` then rename); the generator calls it before
-    the data file takes its final name."""
-    final = data_dir / index_path(m.paths[f])
-    final.parent.mkdir(exist_ok=True)
-    part = final.with_name(final.name + ".part")
+    the data file takes its final name. ``storage``: the backend of the data files (default POSIX)."""
+    from .generate import _write_all
+
+    st = _storage(data_dir, storage)
+    final = index_path(m.paths[f])
+    st.mkdir(INDEX_DIR)
+    part = final + ".part"
     try:
-        part.write_bytes(index_text(int(m.count[f]), _stride(m, f)))
-        os.replace(part, final)
+        h = st.open(part, write=True)
+        try:
+            _write_all(h, np.frombuffer(index_text(int(m.count[f]), _stride(m, f)), dtype=np.uint8), 0)
+        finally:
+            st.close(h)
+        st.rename(part, final)
     except BaseException:
-        part.unlink(missing_ok=True)
+        st.remove(part)
         raise
 
 
-def extra_ok(data_dir: Path, m, f: int) -> bool:
+def extra_ok(data_dir: Path, m, f: int, storage=None) -> bool:
     """File f's index holds what ``write_extra`` writes (a complete data file is skipped on re-run only then)."""
     try:
-        return (data_dir / index_path(m.paths[f])).read_bytes() == index_text(int(m.count[f]), _stride(m, f))
+        return _storage(data_dir, storage).file_image(index_path(m.paths[f])) == index_text(int(m.count[f]),
+                                                                                             _stride(m, f))
     except OSError:
         return False
 
 
-def remove_extra(data_dir: Path, m) -> None:
+def remove_extra(data_dir: Path, m, storage=None) -> None:
     """The index files of a dataset being replaced."""
+    st = _storage(data_dir, storage)
     for p in m.paths:
-        for q in (data_dir / index_path(p), data_dir / (index_path(p) + ".part")):
-            q.unlink(missing_ok=True)
-    try:
-        (data_dir / INDEX_DIR).rmdir()
-    except OSError:
-        pass
+        for q in (index_path(p), index_path(p) + ".part"):
+            st.remove(q)
+    if st.paths:
+        try:
+            (data_dir / INDEX_DIR).rmdir()
+        except OSError:
+            pass
 
 
 # ---- verification ---------------------------------------------------------------------------------------------
 
-def check_file(path: Path, workload, seed: int, m, f: int) -> list[str]:
-    """Structure: the file's index, and its first record's header (length and the length's CRC)."""
-    return _check(path, m, f, deep=False)
+def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None, storage=None) -> list[str]:
+    """Structure: the file's index, and its first record's header (length and the length's CRC). ``image`` and
+    ``storage``: the file's bytes and the backend holding its index (a storage backend's dataset)."""
+    return _check(path, m, f, deep=False, image=image, storage=storage)
 
 
-def check_records(path: Path, workload, seed: int, m, f: int) -> list[str]:
+def check_records(path: Path, workload, seed: int, m, f: int, image: bytes | None = None,
+                  storage=None) -> list[str]:
     """``verify --checksum``/``--content``: every record's header and payload CRC (one sequential pass),
     each bad record named by file and record number."""
-    return _check(path, m, f, deep=True)
+    return _check(path, m, f, deep=True, image=image, storage=storage)
 
 
-def _check(path: Path, m, f: int, deep: bool, limit: int = 5) -> list[str]:
+def _check(path: Path, m, f: int, deep: bool, limit: int = 5, image: bytes | None = None,
+           storage=None) -> list[str]:
     out = []
     data_dir = Path(path).parent
+    if storage is not None:   # the dataset's root: the path names file f under it
+        data_dir = Path(path)
+        for _ in Path(m.paths[f]).parts:
+            data_dir = data_dir.parent
     count = int(m.count[f])
-    if not deep and not extra_ok(data_dir, m, f):
+    if not deep and not extra_ok(data_dir, m, f, storage):
         out.append(f"{data_dir / index_path(m.paths[f])}: missing or not the index of {m.paths[f]} ({count} "
                    f"records); regenerate with `dlbench generate --force`")
     stride = _stride(m, f)
     p = stride - FRAMING
     crcf = _crc32c()
     want_hdr = header(p)
-    fd = os.open(path, os.O_RDONLY)
+    if image is not None:
+        from ..storage.backend import MemoryBackend
+
+        mem = MemoryBackend()
+        mem.files["f"] = bytearray(image)
+        read, fd, done = mem.preadv, mem.open_read("f", os.O_RDONLY), mem.close
+    else:
+        read, fd, done = preadv, os.open(path, os.O_RDONLY), os.close
     try:
         todo = count if deep else min(1, count)
         per = max(1, CHUNK_BYTES // stride)
         buf = np.empty(min(per, max(todo, 1)) * stride, np.uint8)
         for j0 in range(0, todo, per):
             b = min(per, todo - j0)
-            got = preadv(fd, [buf[:b * stride]], j0 * stride)
+            got = read(fd, [buf[:b * stride]], j0 * stride)
             if got != b * stride:
                 out.append(f"{path}: truncated at record {j0 + got // stride}")
                 break
@@ -456,20 +515,23 @@ def _check(path: Path, m, f: int, deep: bool, limit: int = 5) -> list[str]:
                 if len(out) >= limit:
                     return out
     finally:
-        os.close(fd)
+        done(fd)
     return out
 
 
 # ---- readers --------------------------------------------------------------------------------------------------
 
 class _Base(SampleReader):
-    def __init__(self, data_dir: Path, manifest, workload, counters=None):
+    def __init__(self, data_dir: Path, manifest, workload, counters=None, storage=None):
         from ..workload import tfrecord_options
 
         self.opts = tfrecord_options(workload)
         self._data_dir = Path(data_dir)
         self._rel = list(manifest.paths)
-        self._paths = [os.fsencode(str(self._data_dir / p)) for p in manifest.paths]
+        st = self._storage = _storage(self._data_dir, storage)
+        # the backend's calls (POSIX: os.open, the read call, os.close themselves)
+        self._open_read, self._preadv, self._close = st.open_read, st.preadv, st.close
+        self._paths = st.keys(manifest.paths)
         self._spf = max(1, int(workload.samples_per_file))
         self._count = [int(c) for c in manifest.count]
         self._payload = row_nbytes(manifest.spec, manifest.seed).tolist()   # per file
@@ -502,7 +564,8 @@ class IndexedReader(_Base):
     def _load_index(self, f: int) -> tuple[list, list]:
         p = self._data_dir / index_path(self._rel[f])
         try:
-            a = np.loadtxt(p, dtype=np.int64, ndmin=2)
+            src = p if self._storage.paths else io.BytesIO(self._storage.file_image(index_path(self._rel[f])))
+            a = np.loadtxt(src, dtype=np.int64, ndmin=2)
         except (OSError, ValueError) as e:
             raise DataError(f"{p}: cannot read the index of {self._rel[f]} ({e}); regenerate the dataset "
                             f"(dlbench generate --force)") from None
@@ -514,11 +577,11 @@ class IndexedReader(_Base):
     def _fd(self, f: int) -> int:
         fd = self._fds.get(f)
         if fd is None:
-            fd = self._fds[f] = os.open(self._paths[f], os.O_RDONLY)
+            fd = self._fds[f] = self._open_read(self._paths[f], os.O_RDONLY)
             if self.counters is not None:
                 self.counters.open()
             if len(self._fds) > self._max_open:
-                os.close(self._fds.popitem(last=False)[1])
+                self._close(self._fds.popitem(last=False)[1])
         return fd
 
     def read_into(self, i: int, out: np.ndarray) -> int:
@@ -528,10 +591,10 @@ class IndexedReader(_Base):
         fd = self._fd(f)
         cnt = self.counters
         if cnt is None:
-            got = preadv(fd, [self._hdr, out[:n], self._ftr], off)
+            got = self._preadv(fd, [self._hdr, out[:n], self._ftr], off)
         else:
             t0 = perf_counter_ns()
-            got = preadv(fd, [self._hdr, out[:n], self._ftr], off)
+            got = self._preadv(fd, [self._hdr, out[:n], self._ftr], off)
             cnt.read(f, off, got, perf_counter_ns() - t0)
         if got != n + FRAMING:
             raise self._short(f, j)
@@ -543,7 +606,7 @@ class IndexedReader(_Base):
 
     def close(self) -> None:
         while self._fds:
-            os.close(self._fds.popitem()[1])
+            self._close(self._fds.popitem()[1])
 
 
 class _Stream:
@@ -568,7 +631,7 @@ class TFDataReader(_Base):
         self.sequential = self.evicted = 0
 
     def _open(self, f: int, j: int) -> _Stream:
-        fd = os.open(self._paths[f], os.O_RDONLY)
+        fd = self._open_read(self._paths[f], os.O_RDONLY)
         if self.counters is not None:
             self.counters.open()
         # read buffers are reused from exhausted streams (a fresh one per file would page-fault on every use)
@@ -579,7 +642,7 @@ class TFDataReader(_Base):
     def _fill(self, st: _Stream, f: int) -> None:
         cnt = self.counters
         t0 = perf_counter_ns() if cnt is not None else 0
-        got = preadv(st.fd, [st.buf], st.off)
+        got = self._preadv(st.fd, [st.buf], st.off)
         if cnt is not None:
             cnt.read(f, st.off, got, perf_counter_ns() - t0)
         if got <= 0:
@@ -597,7 +660,7 @@ class TFDataReader(_Base):
                 if n - pos >= bs:
                     cnt = self.counters
                     t0 = perf_counter_ns() if cnt is not None else 0
-                    got = preadv(st.fd, [dest[pos:n]], st.off)
+                    got = self._preadv(st.fd, [dest[pos:n]], st.off)
                     if cnt is not None:
                         cnt.read(f, st.off, got, perf_counter_ns() - t0)
                     if got != n - pos:
@@ -636,11 +699,11 @@ class TFDataReader(_Base):
         self.rereads += 1
         if self.counters is not None:
             self.counters.open()
-        st = _Stream(os.open(self._paths[f], os.O_RDONLY), j * self._stride[f], memoryview(b""), j)   # unbuffered
+        st = _Stream(self._open_read(self._paths[f], os.O_RDONLY), j * self._stride[f], memoryview(b""), j)   # unbuffered
         try:
             return self._record(st, f, out)
         finally:
-            os.close(st.fd)
+            self._close(st.fd)
 
     def read_into(self, i: int, out: np.ndarray) -> int:
         kept = self._kept.pop(i, None)
@@ -669,21 +732,21 @@ class TFDataReader(_Base):
         n = self._record(st, f, out)
         self.sequential += 1
         if st.next_j >= self._count[f]:  # the file is exhausted: TensorFlow closes it
-            os.close(st.fd)
+            self._close(st.fd)
             self._bufs.append(st.buf)
             del self._streams[f]
         return n
 
     def close(self) -> None:
         for st in self._streams.values():
-            os.close(st.fd)
+            self._close(st.fd)
         self._streams.clear()
         self._kept.clear()
         self._free.clear()
 
 
 def open_reader(data_dir, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
-                max_open_files: int = 64) -> SampleReader:
+                max_open_files: int = 64, storage=None) -> SampleReader:
     """The reader of the workload's read pattern (``tfrecord.read``: indexed or tfdata; module docstring)."""
     from ..workload import tfrecord_options
 
@@ -693,5 +756,5 @@ def open_reader(data_dir, manifest, workload, *, via: str = "auto", counters=Non
     if direct:
         raise ConfigError(DIRECT_UNSUPPORTED)
     if tfrecord_options(workload).read == "tfdata":
-        return TFDataReader(Path(data_dir), manifest, workload, counters)
-    return IndexedReader(Path(data_dir), manifest, workload, counters, max_open_files=max_open_files)
+        return TFDataReader(Path(data_dir), manifest, workload, counters, storage=storage)
+    return IndexedReader(Path(data_dir), manifest, workload, counters, max_open_files=max_open_files, storage=storage)

@@ -1,7 +1,10 @@
 """``dlbench generate``: write a workload's dataset, serially or across MPI ranks.
 
+- Format-neutral: what a file holds is the layout's format module's (``Format.driver()``: ``plan_files``,
+  ``write_file`` or a ``writer``, optional ``prepare``/``file_order``/``write_dataset``/``finish``/
+  ``write_extra``; docs/formats.md); this module plans, schedules, checksums, renames and resumes.
 - Deterministic: sample bytes come from ``content`` (a function of workload, seed, index); HDF5 files
-  are a fixed skeleton (``formats.H5Template``) plus those bytes, so a run on any number of ranks writes
+  are a fixed skeleton (``fmt_hdf5.H5Template``) plus those bytes, so a run on any number of ranks writes
   the same bytes and the same manifest (outside its ``provenance`` block).
 - Parallel: file f is written by rank ``f % size``; the one file of ``hdf5_shared`` is created by rank 0
   (skeleton, contiguous datasets) and its sample range is cut into chunks of ≈ 32 MiB, chunk c written by
@@ -31,14 +34,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .. import __version__
 from ..errors import CapacityError, ConfigError, DataError, DlbenchError
+from ..storage.backend import PosixBackend
 from ..workload import Workload
-from . import content
-from .formats import H5Template, aligned_empty, create_hdf5
 from .manifest import MANIFEST_NAME, Manifest, plan_manifest
 
 TMP_DIR = ".dlbench-tmp"
@@ -109,6 +112,17 @@ def file_checksum(path: Path, buf: bytearray | None = None) -> int:
     return (total + size) % (1 << 64)
 
 
+def sum64(data) -> int:
+    """``file_checksum`` of bytes held in memory (a storage backend without files)."""
+    mv = memoryview(data).cast("B")
+    n = len(mv)
+    total = int(np.frombuffer(mv, dtype="<u8", count=n // 8).sum(dtype=np.uint64)) if n >= 8 else 0
+    if n % 8:
+        tail = bytes(mv[n - n % 8:]) + bytes(-n % 8)
+        total += int(np.frombuffer(tail, dtype="<u8")[0])
+    return (total + n) % (1 << 64)
+
+
 def _recorded_sums(data_dir: Path, m: Manifest) -> dict[int, int]:
     """Checksums known for this dataset's files: the manifest's ``sum64`` (a finished generation) and the
     done records of an interrupted one (``.dlbench-tmp/sum-<rank>``: lines ``file_index checksum``)."""
@@ -124,10 +138,6 @@ def _recorded_sums(data_dir: Path, m: Manifest) -> dict[int, int]:
         except OSError:
             continue
     return out
-
-
-def _template_path(d: Path, k: int | None) -> Path:
-    return d / TMP_DIR / f"template-{'one' if k is None else k}.h5"
 
 
 # ---- rank 0: checks and set-up ------------------------------------------------------------------------
@@ -146,24 +156,27 @@ def _check_dir(data_dir: Path) -> None:
         raise ConfigError(f"--data-dir {data_dir}: not writable")
 
 
-def _remove_dataset(data_dir: Path, old: Manifest | None) -> None:
+def _remove_dataset(data_dir: Path, old: Manifest | None, storage=None) -> None:
     if old is not None:
+        storage = storage or PosixBackend(data_dir)
         for p in old.paths:
-            for q in (data_dir / p, data_dir / (p + ".part")):
-                q.unlink(missing_ok=True)
+            for q in (p, p + ".part"):
+                storage.remove(q)
         from .registry import FORMATS
 
         fmt = FORMATS.get(old.layout)
         remove_extra = getattr(fmt.driver() if fmt is not None else None, "remove_extra", None)
         if remove_extra is not None:   # a format module's files beside the data (tfrecord: index files)
-            remove_extra(data_dir, old)
+            remove_extra(data_dir, old, storage)
     (data_dir / MANIFEST_NAME).unlink(missing_ok=True)
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
 
 
-def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Manifest:
+def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool, storage=None) -> Manifest:
     """Rank 0: validate, plan, write the skeletons and the (incomplete) manifest."""
     from .manifest import content_version, spec_of
+
+    storage = storage or PosixBackend(data_dir)
 
     if workload.files > MAX_FILES:
         raise ConfigError(f"--samples={workload.samples}: {workload.files} files is more than dlbench "
@@ -191,7 +204,7 @@ def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Mani
                 raise DataError(f"--data-dir {data_dir}: holds {old.describe()} ({what}), not workload "
                                 f"{workload.name} (seed {seed}, {workload.samples} samples); refusing to "
                                 "overwrite it; pass --force to replace it")
-            _remove_dataset(data_dir, old)
+            _remove_dataset(data_dir, old, storage)
             old = None
     else:
         stray = [p.name for p in data_dir.iterdir() if p.name not in (TMP_DIR, LOCK_NAME)]
@@ -204,58 +217,29 @@ def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool) -> Mani
     for f in tmp.glob("progress-*"):
         f.unlink()
 
-    def file_nbytes(k: int) -> int:  # HDF5 skeletons: the writers copy their metadata bytes
-        key = None if workload.layout == "hdf5_per_sample" else k
-        p = _template_path(data_dir, key)
-        create_hdf5(p, workload, key)
-        return os.path.getsize(p)
-
-    new = plan_manifest(workload, seed, hdf5_file_nbytes=None if workload.layout == "jpeg_folders"
-                        else file_nbytes)
+    drv = workload.format.driver()
+    planner = getattr(drv, "file_nbytes_planner", None)   # HDF5: file sizes from skeletons written into tmp
+    new = plan_manifest(workload, seed, hdf5_file_nbytes=None if planner is None else planner(workload, tmp))
     # free space: what is not written yet must fit
     have = 0
     if len(new.paths) <= 200_000:
         for p, b in zip(new.paths, new.nbytes):
-            q = data_dir / p
-            if q.is_file() and q.stat().st_size == b:
+            if storage.exists(p) and storage.size(p) == b:
                 have += int(b)
     need = new.dataset_nbytes - have
-    free = shutil.disk_usage(data_dir).free
+    free = storage.free_bytes()
     if need > free:
         raise CapacityError(f"--data-dir {data_dir}: the dataset needs {need / 1e9:.2f} GB more, "
                             f"{free / 1e9:.2f} GB free; choose fewer --samples or a smaller --scale")
-    if workload.layout == "jpeg_folders":
-        for c in range(min(workload.classes, workload.samples)):
-            (data_dir / Path(new.paths[c]).parent).mkdir(exist_ok=True)
     if old is not None and old.sum64 is not None and old.paths == new.paths and list(old.nbytes) == list(new.nbytes):
         new.sum64 = old.sum64  # the checksums of a finished generation: what a re-run checks skipped files against
-    if workload.layout == "hdf5_shared":
-        _prepare_shared(workload, data_dir, new)
+    prepare = getattr(drv, "prepare", None)   # the format's set-up (jpeg: class folders; hdf5_shared: skeleton)
+    if prepare is not None:
+        prepare(workload, data_dir, new, storage)
     new.complete = False
     new.provenance = {"status": "generating", **_versions()}
     new.save(data_dir)
     return new
-
-
-def _n_chunks(workload: Workload) -> tuple[int, int]:
-    per = max(1, CHUNK_BYTES // max(1, workload.sample_nbytes))
-    return per, -(-workload.samples // per)
-
-
-def _prepare_shared(workload: Workload, data_dir: Path, m: Manifest) -> None:
-    """Rank 0 creates the shared file's skeleton (``<name>.part``) unless it can resume one."""
-    final = data_dir / m.paths[0]
-    part = data_dir / (m.paths[0] + ".part")
-    done = data_dir / TMP_DIR / (m.paths[0] + ".done")
-    _, nch = _n_chunks(workload)
-    if final.is_file() and final.stat().st_size == m.nbytes[0]:
-        if _shared_ok(final, m):
-            return
-        final.unlink()  # flipped bytes, or no checksum recorded: write it again
-    if part.is_file() and part.stat().st_size == m.nbytes[0] and done.is_file() and done.stat().st_size == nch:
-        return  # resume: the chunks marked done are kept
-    create_hdf5(part, workload, workload.samples)
-    done.write_bytes(b"\0" * nch)
 
 
 class GenerateLock:
@@ -343,209 +327,107 @@ class _Progress:
         return out
 
 
-class _Filler:
-    """Makes sample content one chunk ahead of the writes, in a background thread: the rank's chunks
-    (first sample, count) are known up front, so while chunk k is written (``pwrite`` releases the GIL)
-    chunk k+1 is filled (NumPy's copies release it too) into the other of two staging buffer sets."""
+class _Writer:
+    """This rank's writer: each file to its ``.part`` name through the format module (its ``writer``
+    object, or its ``write_file`` function), checksummed, its extra files written, then renamed."""
 
-    def __init__(self, writer: _Writer, chunks: list[tuple[int, int]]):
-        import queue
-        import threading
+    def __init__(self, workload: Workload, seed: int, data_dir: Path, m: Manifest, fsync: bool, storage=None):
+        self.w, self.seed, self.d, self.m, self.fsync = workload, seed, data_dir, m, fsync
+        self.storage = storage or PosixBackend(data_dir)
+        self.drv = workload.format.driver()
+        self.files: Any = None   # the format's file writer of this rank (``start``)
+        self.write_extra = getattr(self.drv, "write_extra", None)   # tfrecord: the index file
+        self.sum_buf = bytearray(SUM_BLOCK)
 
-        self.w, self.chunks = writer, chunks
-        self.free: queue.Queue = queue.Queue()
-        self.ready: queue.Queue = queue.Queue()
-        for _ in range(2):
-            self.free.put([aligned_empty(writer.per * n) for n in writer.nb])
-        self.thread = threading.Thread(target=self._run, daemon=True, name="dlbench-generate-fill")
-        self.thread.start()
-
-    def _run(self) -> None:
-        w = self.w
-        try:
-            for s0, b in self.chunks:
-                bufs = self.free.get()
-                if bufs is None:
-                    return
-                for k in range(b):
-                    content.fill_arrays(w.w, w.seed, s0 + k, [st[k * n:(k + 1) * n] for st, n in zip(bufs, w.nb)])
-                self.ready.put((s0, b, bufs))
-        except BaseException as e:  # handed to the writer, which re-raises it
-            self.ready.put((None, None, e))
-
-    def get(self, s0: int, b: int) -> list:
-        got0, got_b, bufs = self.ready.get()
-        if got0 is None:
-            raise bufs
-        if (got0, got_b) != (s0, b):  # pragma: no cover - the chunk list and the writes disagree
-            raise RuntimeError(f"generate: filled chunk {(got0, got_b)} but writing {(s0, b)}")
-        return bufs
-
-    def release(self, bufs: list) -> None:
-        self.free.put(bufs)
+    def start(self, files: list[int]) -> None:
+        """Before the first ``write_file``: ``files`` are the files this rank will write, in order."""
+        make = getattr(self.drv, "writer", None)
+        self.files = make(self.w, self.seed, self.d, self.m, files) if make is not None else _FileWriter(self)
 
     def close(self) -> None:
-        self.free.put(None)
-        self.free.put(None)
-        self.thread.join()
-
-
-class _Writer:
-    def __init__(self, workload: Workload, seed: int, data_dir: Path, m: Manifest, fsync: bool):
-        self.w, self.seed, self.d, self.m, self.fsync = workload, seed, data_dir, m, fsync
-        self.templates: dict = {}
-        self.filler: _Filler | None = None
-        self.sum_buf = bytearray(SUM_BLOCK)
-        if workload.layout != "jpeg_folders":
-            self.per, _ = _n_chunks(workload)
-            self.nb = [a.nbytes for a in workload.arrays]
-
-    def chunks(self, first: int, count: int) -> list[tuple[int, int]]:
-        return [(s0, min(self.per, first + count - s0)) for s0 in range(first, first + count, self.per)]
-
-    def template(self, k: int | None, path: Path | None = None) -> H5Template:
-        t = self.templates.get(k)
-        if t is None:
-            p = path or _template_path(self.d, k)
-            t = self.templates[k] = H5Template(p, self._regions(p))
-        return t
-
-    def _regions(self, p: Path) -> list[tuple[int, int]]:
-        import h5py
-
-        with h5py.File(p, "r") as f:
-            return [(int(f[a.name].id.get_offset()), int(f[a.name].id.get_storage_size()))
-                    for a in self.w.arrays]
-
-    def write_samples(self, fd: int, tpl: H5Template, first: int, count: int, base: int) -> int:
-        """Samples first..first+count-1, stored at row ``first - base`` of each dataset."""
-        written = 0
-        for s0, b in self.chunks(first, count):
-            bufs = self.filler.get(s0, b)
-            try:
-                for off, st, n in zip(tpl.offsets, bufs, self.nb):
-                    written += _write_all(fd, st[:b * n], off + (s0 - base) * n)
-            finally:
-                self.filler.release(bufs)
-        return written
+        if self.files is not None:
+            self.files.close()
 
     def write_file(self, f: int) -> int:
         """Write file ``f`` (not shared) to its .part name, then rename. Returns bytes written."""
+        st = self.storage
         rel = self.m.paths[f]
-        final = self.d / rel
-        part = self.d / (rel + ".part")
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        write_extra = getattr(self.w.format.driver(), "write_extra", None)   # tfrecord: the index file
+        part = rel + ".part"
+        fd = st.open(part, write=True)
         try:
-            drv = self.w.format.driver()
-            if drv is not None:   # a format module writes its own files (dlbench.data.registry)
-                n = drv.write_file(fd, self.w, self.seed, self.m, f)
-            elif self.w.layout == "jpeg_folders":
-                data = content.jpeg_bytes(self.w, self.seed, f, target=int(self.m.nbytes[f]))
-                n = _write_all(fd, np.frombuffer(data, dtype=np.uint8), 0)
-            else:
-                k = None if self.w.layout == "hdf5_per_sample" else int(self.m.count[f])
-                tpl = self.template(k)
-                n = 0
-                for off, seg in tpl.segments:
-                    n += _write_all(fd, np.frombuffer(seg, dtype=np.uint8), off)
-                n += self.write_samples(fd, tpl, int(self.m.first[f]), int(self.m.count[f]), int(self.m.first[f]))
-            if self.fsync:
+            n = self.files.write_file(fd, f)
+            if self.fsync and isinstance(fd, int):
                 os.fsync(fd)
         except BaseException:
-            os.close(fd)
-            part.unlink(missing_ok=True)
+            st.close(fd)
+            st.remove(part)
             raise
-        os.close(fd)
-        self.last_sum = file_checksum(part, self.sum_buf)
-        if write_extra is not None:   # in place before the data file takes its final name
+        st.close(fd)
+        self.last_sum = st.checksum(part, self.sum_buf)
+        if self.write_extra is not None:   # in place before the data file takes its final name
             try:
-                write_extra(self.d, self.m, f)
+                self.write_extra(self.d, self.m, f, st)
             except BaseException:
-                part.unlink(missing_ok=True)
+                st.remove(part)
                 raise
-        os.replace(part, final)
+        st.rename(part, rel)
         return n
 
 
-def _write_all(fd: int, buf: np.ndarray, offset: int) -> int:
+class _FileWriter:
+    """A format module's ``write_file(fd, workload, seed, manifest, f)`` as a file writer."""
+
+    def __init__(self, gen: _Writer):
+        self.gen = gen
+
+    def write_file(self, fd: int, f: int) -> int:
+        g = self.gen
+        return g.drv.write_file(fd, g.w, g.seed, g.m, f)
+
+    def close(self) -> None:
+        pass
+
+
+def _write_all(fd, buf: np.ndarray, offset: int) -> int:
+    """``buf`` at ``offset`` of ``fd``: a descriptor, or a storage backend's write handle (its ``pwrite``)."""
     mv = memoryview(buf).cast("B")
     total = len(mv)
     done = 0
+    pwrite = (lambda b, off: _pwrite(fd, b, off)) if isinstance(fd, int) else fd.pwrite
     while done < total:
-        n = _pwrite(fd, mv[done:], offset + done)
+        n = pwrite(mv[done:], offset + done)
         if n <= 0:
             raise OSError(errno.EIO, "short write")
         done += n
     return total
 
 
-def _shared_ok(final: Path, m: Manifest) -> bool:
-    """A finished shared file is kept only when its checksum is the one recorded at the end of its generation."""
-    want = m.sum64[0] if m.sum64 else None
-    return want is not None and file_checksum(final) == want
-
-
 def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
-    w, d = writer.w, writer.d
-    if w.layout == "hdf5_shared":
-        rel = m.paths[0]
-        final = d / rel
-        if final.is_file() and final.stat().st_size == m.nbytes[0]:  # its checksum was checked in _prepare_shared
-            prog.skipped_files, prog.skipped_bytes = (1 if comm.rank == 0 else 0), (int(m.nbytes[0]) if comm.rank == 0 else 0)
-            return
-        per, nch = _n_chunks(w)
-        part = d / (rel + ".part")
-        done_path = d / TMP_DIR / (rel + ".done")
-        done = np.frombuffer(done_path.read_bytes(), dtype=np.uint8)
-        tpl = writer.template(w.samples, part)
-        todo = [c for c in range(comm.rank, nch, comm.size) if not done[c]]
-        writer.filler = _Filler(writer, [ch for c in todo for ch in writer.chunks(c * per, min(per, w.samples - c * per))])
-        fd = os.open(part, os.O_WRONLY)
-        dfd = os.open(done_path, os.O_WRONLY)
-        try:
-            for c in range(comm.rank, nch, comm.size):
-                first = c * per
-                count = min(per, w.samples - first)
-                if done[c]:
-                    prog.skipped_bytes += count * w.sample_nbytes
-                else:
-                    prog.bytes += writer.write_samples(fd, tpl, first, count, 0)
-                    os.pwrite(dfd, b"\1", c)
-                prog.flush()
-            if writer.fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-            os.close(dfd)
-            writer.filler.close()
-        if comm.rank == 0:  # the skeleton's metadata, written by rank 0 in _prepare
-            prog.files = 1
-            prog.bytes += int(m.nbytes[0]) - w.samples * w.sample_nbytes
+    w, d, drv, st = writer.w, writer.d, writer.drv, writer.storage
+    whole = getattr(drv, "write_dataset", None)   # a format that writes its dataset its own way (hdf5_shared)
+    if whole is not None and whole(writer, m, comm, prog):
         return
     mine = list(range(comm.rank, len(m.paths), comm.size))
-    if w.layout == "jpeg_folders":   # one class folder after another: file creations stay local in
-        own = np.asarray(mine, dtype=np.int64)   # the file system (20 % faster here); the bytes do not depend on it
-        mine = own[np.argsort(own % w.classes, kind="stable")].tolist()
-    extra_ok = getattr(w.format.driver(), "extra_ok", None)   # tfrecord: the file's index is right too
+    order = getattr(drv, "file_order", None)   # jpeg: one class folder after another
+    if order is not None:
+        mine = order(w, mine)
+    extra_ok = getattr(drv, "extra_ok", None)   # tfrecord: the file's index is right too
     complete = {}
     sums = _recorded_sums(d, m)
     for f in mine:
         try:
-            complete[f] = (d / m.paths[f]).stat().st_size == m.nbytes[f]
+            complete[f] = st.size(m.paths[f]) == m.nbytes[f]
         except FileNotFoundError:
             complete[f] = False
         # the right size is not enough: the bytes must be those written (flipped bytes, or no record: rewrite)
         if complete[f]:
             want = sums.get(f)
-            complete[f] = want is not None and file_checksum(d / m.paths[f], writer.sum_buf) == want
+            complete[f] = want is not None and st.checksum(m.paths[f], writer.sum_buf) == want
         if complete[f] and extra_ok is not None:
-            complete[f] = extra_ok(d, m, f)
+            complete[f] = extra_ok(d, m, f, st)
     rec = open(d / TMP_DIR / f"sum-{comm.rank}", "a")
-    if w.layout != "jpeg_folders" and w.format.driver() is None:   # HDF5 rows: the filler thread
-        writer.filler = _Filler(writer, [ch for f in mine if not complete[f]
-                                         for ch in writer.chunks(int(m.first[f]), int(m.count[f]))])
     try:
+        writer.start([f for f in mine if not complete[f]])
         for f in mine:
             if complete[f]:
                 prog.skipped_files += 1
@@ -558,8 +440,7 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
             prog.flush()
     finally:
         rec.close()
-        if writer.filler is not None:
-            writer.filler.close()
+        writer.close()
 
 
 def _show_progress(data_dir: Path, comm, total_bytes: int, show: bool, own_done) -> None:
@@ -588,13 +469,18 @@ def _show_progress(data_dir: Path, comm, total_bytes: int, show: bool, own_done)
 
 
 def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: bool = False, comm=None,
-             fsync: bool = False, progress: bool | None = None) -> GenerateResult:
+             fsync: bool = False, progress: bool | None = None, storage=None) -> GenerateResult:
     """Generate ``workload``'s dataset in ``data_dir`` (see the module docstring). Every rank of ``comm``
-    calls it; returns the same totals on every rank."""
+    calls it; returns the same totals on every rank. ``storage``: the backend the data files go to
+    (``dlbench.storage.backend``; default POSIX files in ``data_dir``); the manifest, lock, progress and
+    checksum records stay in ``data_dir``. Formats whose module writes through a backend only (``STORAGE``)."""
     from ..comm import SerialComm
 
     comm = comm or SerialComm()
     data_dir = Path(data_dir).absolute()
+    if storage is not None and not getattr(workload.format.driver(), "STORAGE", False):
+        raise ConfigError(f"storage backend {storage.name}: layout {workload.layout} is written to POSIX files "
+                          f"only")
     if seed < 0 or seed >= 1 << 63:
         raise ConfigError(f"--seed={seed}: must be an integer from 0 to 2**63-1")
     t0 = time.perf_counter()
@@ -604,7 +490,7 @@ def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: 
         try:
             _check_dir(data_dir)
             lock = GenerateLock(data_dir)
-            m = _prepare(workload, data_dir, seed, force)
+            m = _prepare(workload, data_dir, seed, force, storage)
             prep = ("ok", m.to_json(), m.complete)
         except DlbenchError as e:
             prep = ("error", type(e).__name__, str(e))
@@ -619,20 +505,21 @@ def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: 
         if prep[0] == "error":
             cls = {"ConfigError": ConfigError, "CapacityError": CapacityError}.get(prep[1], DataError)
             raise cls(prep[2])
-        return _generate(workload, data_dir, seed, comm, fsync, progress, prep, t0)
+        return _generate(workload, data_dir, seed, comm, fsync, progress, prep, t0, storage)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _generate(workload: Workload, data_dir: Path, seed: int, comm, fsync: bool, progress, prep, t0: float):
+def _generate(workload: Workload, data_dir: Path, seed: int, comm, fsync: bool, progress, prep, t0: float,
+              storage=None):
     import json
     import threading
 
     m = Manifest.from_dict(json.loads(prep[1]))
     if comm.rank == 0 and progress is None:
         progress = sys.stderr.isatty()
-    writer = _Writer(workload, seed, data_dir, m, fsync)
+    writer = _Writer(workload, seed, data_dir, m, fsync, storage)
     prog = _Progress(data_dir, comm.rank)
     err = None
     finished = threading.Event()
@@ -678,9 +565,9 @@ def _generate(workload: Workload, data_dir: Path, seed: int, comm, fsync: bool, 
     counts = comm.allreduce(np.asarray([prog.files, prog.bytes, prog.skipped_files], dtype=np.int64))
     if comm.rank == 0:
         if errors:
-            _cleanup_failed(data_dir, m, workload)
+            _cleanup_failed(data_dir, m, workload, writer.storage)
         else:
-            _finish(data_dir, m, workload, comm.size, time.perf_counter() - t0)
+            _finish(data_dir, m, workload, comm.size, time.perf_counter() - t0, writer.storage)
     comm.barrier()
     if errors:
         done = int(counts[0] + counts[2])
@@ -699,34 +586,29 @@ def mine_of(m: Manifest, comm) -> list[int]:
     return list(range(comm.rank, len(m.paths), comm.size))
 
 
-def _cleanup_failed(data_dir: Path, m: Manifest, workload: Workload) -> None:
+def _cleanup_failed(data_dir: Path, m: Manifest, workload: Workload, storage=None) -> None:
     """After a failure: no temporary file stays behind (the manifest stays ``complete: false``). The
     checksums of the files completed so far (the ranks' ``sum-<rank>`` records) move into the incomplete
     manifest's ``sum64`` first, so a re-run skips those files instead of writing them again."""
-    if workload.layout == "hdf5_shared":
-        (data_dir / (m.paths[0] + ".part")).unlink(missing_ok=True)
-    else:
-        for p in m.paths:
-            (data_dir / (p + ".part")).unlink(missing_ok=True)
-        sums = _recorded_sums(data_dir, m)
-        if sums:
-            m.sum64 = [sums.get(i) for i in range(len(m.paths))]
-            m.complete = False
-            try:
-                m.save(data_dir)
-            except OSError:  # the disk is full: the re-run rewrites those files, nothing half-written stays
-                (data_dir / (MANIFEST_NAME + ".part")).unlink(missing_ok=True)
+    storage = storage or PosixBackend(data_dir)
+    for p in m.paths:
+        storage.remove(p + ".part")
+    sums = _recorded_sums(data_dir, m)
+    if sums:
+        m.sum64 = [sums.get(i) for i in range(len(m.paths))]
+        m.complete = False
+        try:
+            m.save(data_dir)
+        except OSError:  # the disk is full: the re-run rewrites those files, nothing half-written stays
+            (data_dir / (MANIFEST_NAME + ".part")).unlink(missing_ok=True)
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
 
 
-def _finish(data_dir: Path, m: Manifest, workload: Workload, ranks: int, seconds: float) -> None:
-    if workload.layout == "hdf5_shared":
-        part = data_dir / (m.paths[0] + ".part")
-        if part.is_file():
-            os.replace(part, data_dir / m.paths[0])
+def _finish(data_dir: Path, m: Manifest, workload: Workload, ranks: int, seconds: float, storage=None) -> None:
     sums = _recorded_sums(data_dir, m)
-    if workload.layout == "hdf5_shared" and 0 not in sums:
-        sums[0] = file_checksum(data_dir / m.paths[0])
+    finish = getattr(workload.format.driver(), "finish", None)   # hdf5_shared: the .part renamed, its checksum
+    if finish is not None:
+        finish(data_dir, m, sums, storage or PosixBackend(data_dir))
     m.sum64 = [sums.get(i) for i in range(len(m.paths))]
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
     m.complete = True

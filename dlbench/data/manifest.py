@@ -27,15 +27,12 @@ import numpy as np
 from ..errors import DataError
 
 SCHEMA = "dlbench.manifest/1"
-CONTENT_VERSION = "dlbench.content/1"
-# jpeg_folders files since the size-class pool (content.jpeg_bytes); "dlbench.content/1" JPEGs were encoded one
-# by one and cannot be recomputed any more (verify --content says so instead of reporting every sample)
-JPEG_CONTENT_VERSION = "dlbench.jpeg/2"
+CONTENT_VERSION = "dlbench.content/1"   # a format module's ``CONTENT_VERSION`` replaces it (jpeg: dlbench.jpeg/2)
 
 
 def content_version(layout: str) -> str:
     """The content version this dlbench writes for ``layout`` (the manifest's ``content``)."""
-    return JPEG_CONTENT_VERSION if layout == "jpeg_folders" else CONTENT_VERSION
+    return getattr(_driver(layout), "CONTENT_VERSION", CONTENT_VERSION)
 MANIFEST_NAME = "dlbench-manifest.json"
 
 
@@ -99,12 +96,7 @@ class Manifest:
     def sample_nbytes(self) -> np.ndarray:
         """Stored bytes per sample (int64, length ``samples``): the row size for HDF5 layouts, the file
         size for JPEG."""
-        if self.layout == "jpeg_folders":
-            return self.nbytes.copy()
-        drv = _driver(self.layout)
-        if drv is not None:   # a format module: its per-file row sizes (record_size) from (spec, seed)
-            return drv.sample_nbytes(self)
-        return np.full(self.samples, self._row_nbytes, dtype=np.int64)
+        return _driver(self.layout).sample_nbytes(self)
 
     def file_index(self, i):
         """Index into ``files`` of the file holding sample(s) ``i`` (vectorised)."""
@@ -184,8 +176,8 @@ class Manifest:
                             + ("" if np.array_equal(self.first, starts) else " with gaps or overlaps")
                             + "; the file was edited or damaged: regenerate the dataset (dlbench generate "
                               "--force)")
-        if self.layout == "jpeg_folders" and n_files != self.samples:
-            raise DataError(f"{where}: inconsistent manifest: jpeg_folders needs one file per sample, "
+        if _one_per_file(self.layout) and n_files != self.samples:
+            raise DataError(f"{where}: inconsistent manifest: {self.layout} needs one file per sample, "
                             f"{n_files} files for {self.samples} samples")
 
     @classmethod
@@ -225,57 +217,31 @@ def _sum_list(v, n: int) -> list | None:
 # ---- planning (pure) ----------------------------------------------------------------------------------
 
 def _driver(layout: str):
-    """The format module of ``layout`` (dlbench.data.registry ``module``), or None."""
+    """The format module of ``layout`` (dlbench.data.registry ``module``)."""
+    from .registry import get_format
+
+    return get_format(layout).driver()
+
+
+def _one_per_file(layout: str) -> bool:
     from .registry import FORMATS
 
     fmt = FORMATS.get(layout)
-    return fmt.driver() if fmt is not None else None
-
-
-def file_name(workload, f: int) -> str:
-    """Relative path of file ``f`` (for jpeg_folders and hdf5_per_sample f is the sample index)."""
-    if workload.layout == "hdf5_per_sample":
-        return f"data-{f:08d}.h5"
-    if workload.layout == "hdf5_blocks":
-        return f"block-{f:06d}.h5"
-    if workload.layout == "hdf5_shared":
-        return workload.shared_file
-    c = f % workload.classes
-    return f"n{c:08d}/n{c:08d}_{f:08d}.JPEG"
+    return fmt is not None and fmt.samples_per_file == "one"
 
 
 def plan_manifest(workload, seed: int, *, hdf5_file_nbytes=None) -> Manifest:
-    """The manifest a generation of (workload, seed) writes, before any byte is written.
-    ``hdf5_file_nbytes(k)`` gives the size of an HDF5 file holding k samples (from the file template)."""
-    from .content import jpeg_sizes
-
-    n = workload.samples
+    """The manifest a generation of (workload, seed) writes, before any byte is written: the format
+    module's ``plan_files``. ``hdf5_file_nbytes(k)`` gives the size of a file holding k samples, for
+    formats whose file sizes come from a written template (HDF5: ``file_nbytes_planner``)."""
     drv = _driver(workload.layout)
-    if drv is not None:   # a format module plans its own files
+    if hdf5_file_nbytes is None or not hasattr(drv, "file_nbytes_planner"):   # sizes of its own
         paths, first, count, nbytes = drv.plan_files(workload, seed)
-        return Manifest(workload=workload.name, spec=spec_of(workload), seed=int(seed), samples=n,
-                        layout=workload.layout, paths=list(paths), first=first, count=count,
-                        nbytes=np.asarray(nbytes, dtype=np.int64), scale=workload.scale, _row_nbytes=0)
-    if workload.layout in ("hdf5_per_sample", "jpeg_folders"):
-        first = np.arange(n, dtype=np.int64)
-        count = np.ones(n, dtype=np.int64)
-    elif workload.layout == "hdf5_blocks":
-        k = workload.samples_per_file
-        first = np.arange(0, n, k, dtype=np.int64)
-        count = np.minimum(k, n - first)
     else:
-        first = np.zeros(1, dtype=np.int64)
-        count = np.full(1, n, dtype=np.int64)
-    if workload.layout == "jpeg_folders":
-        nbytes = jpeg_sizes(workload, seed)
-        row = 0
-    else:
-        if hdf5_file_nbytes is None:
-            raise ValueError("plan_manifest: hdf5_file_nbytes is needed for HDF5 layouts")
-        sizes = {int(k): int(hdf5_file_nbytes(int(k))) for k in np.unique(count)}
-        nbytes = np.asarray([sizes[int(c)] for c in count], dtype=np.int64)
-        row = workload.sample_nbytes
-    paths = [file_name(workload, f) for f in range(len(first))]
-    return Manifest(workload=workload.name, spec=spec_of(workload), seed=int(seed), samples=n,
-                    layout=workload.layout, paths=paths, first=first, count=count, nbytes=nbytes,
-                    scale=workload.scale, content=content_version(workload.layout), _row_nbytes=row)
+        paths, first, count, nbytes = drv.plan_files(workload, seed, file_nbytes=hdf5_file_nbytes)
+    row = getattr(drv, "manifest_row_nbytes", None)
+    return Manifest(workload=workload.name, spec=spec_of(workload), seed=int(seed), samples=workload.samples,
+                    layout=workload.layout, paths=list(paths), first=np.asarray(first, dtype=np.int64),
+                    count=np.asarray(count, dtype=np.int64), nbytes=np.asarray(nbytes, dtype=np.int64),
+                    scale=workload.scale, content=content_version(workload.layout),
+                    _row_nbytes=row(workload) if row is not None else 0)

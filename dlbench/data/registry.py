@@ -5,9 +5,10 @@ Each entry says what the rest of dlbench may ask about a layout without comparin
 ``samples_per_file`` (``"one"``, ``"all"`` or ``"block"``), ``reads_by_offset`` (a sample is a byte
 range of a file that pread can fetch) and ``reader`` (``module:Class`` of its reader, imported
 lazily so h5py/Pillow load only when used). Adding a layout is one ``register(Format(...))`` line
-here plus its module: a format with ``module`` (npy, npz) owns its writer, reader, expected content and
-structure check in that one module (docs/formats.md lists the functions), and generate/content/manifest/
-verify/open_reader call them through ``Format.driver()``. Pure: no I/O, no heavy imports.
+here plus its module: every format's ``module`` (fmt_hdf5, fmt_jpeg, fmt_npy, fmt_npz, fmt_tfrecord) owns its
+writer, reader, decode step, expected content and structure check (docs/formats.md lists the functions), and
+generate/content/manifest/verify/open_reader call them through ``Format.driver()``. Pure: no I/O, no heavy
+imports.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ class Format:
     reads_by_offset: bool
     reader: str  # "module:Class", relative to dlbench.data
     help: str = ""
-    module: str = ""  # a format module under dlbench.data owning write/read/content/verify (docs/formats.md)
+    module: str = ""  # the format module under dlbench.data owning write/read/content/verify (docs/formats.md)
     record_sizes: bool = False  # accepts a workload's record_size (data array length drawn per file)
 
     def reader_class(self):
@@ -34,9 +35,8 @@ class Format:
         return getattr(importlib.import_module(f"dlbench.data.{mod}"), cls)
 
     def driver(self):
-        """The format module (``module``), imported on first use; None for the HDF5/JPEG layouts, whose
-        writer, content and checks still live in generate/content/manifest/verify."""
-        return _module(self.module) if self.module else None
+        """The format module (``module``), imported on first use (docs/formats.md lists its functions)."""
+        return _module(self.module)
 
 
 @cache
@@ -49,6 +49,8 @@ FORMATS: dict[str, Format] = {}
 
 
 def register(fmt: Format) -> Format:
+    if not fmt.module:
+        raise ValueError(f"format {fmt.name}: no module (the format module that writes, reads and checks it)")
     if fmt.name in FORMATS:
         raise ValueError(f"format {fmt.name} registered twice")
     if fmt.samples_per_file not in ("one", "all", "block"):
@@ -70,13 +72,15 @@ def names() -> tuple[str, ...]:
 
 
 register(Format("hdf5_per_sample", decodes=False, samples_per_file="one", reads_by_offset=False,
-                reader="formats:PerSampleReader", help="one HDF5 file per sample"))
+                reader="fmt_hdf5:PerSampleReader", module="fmt_hdf5", help="one HDF5 file per sample"))
 register(Format("hdf5_shared", decodes=False, samples_per_file="all", reads_by_offset=True,
-                reader="formats:BlockReader", help="one HDF5 file holding every sample"))
+                reader="fmt_hdf5:BlockReader", module="fmt_hdf5", help="one HDF5 file holding every sample"))
 register(Format("hdf5_blocks", decodes=False, samples_per_file="block", reads_by_offset=True,
-                reader="formats:BlockReader", help="HDF5 files of samples_per_file samples each"))
+                reader="fmt_hdf5:BlockReader", module="fmt_hdf5",
+                help="HDF5 files of samples_per_file samples each"))
 register(Format("jpeg_folders", decodes=True, samples_per_file="one", reads_by_offset=False,
-                reader="formats:JpegReader", help="one JPEG per sample in class folders (ImageNet style)"))
+                reader="fmt_jpeg:JpegReader", module="fmt_jpeg",
+                help="one JPEG per sample in class folders (ImageNet style)"))
 register(Format("npy", decodes=False, samples_per_file="block", reads_by_offset=True,
                 reader="fmt_npy:NpyLoadReader", module="fmt_npy", record_sizes=True,
                 help="NumPy .npy files (np.save) of samples_per_file samples; read with np.load or by offset"))

@@ -1,8 +1,8 @@
 """``dlbench verify``: check a data directory against its manifest.
 
 Structure (always): the manifest is complete; every file is present with the size the manifest gives;
-HDF5 files open and hold every array with the expected shape ((count, *shape), or the sample's shape for
-``hdf5_per_sample``) and dtype; JPEG files start with SOI and end with EOI. ``checksum=True`` also reads
+the format module's ``check_file`` passes (HDF5 files open and hold every array with the expected shape and
+dtype, JPEG files start with SOI and end with EOI, ...). ``checksum=True`` also reads
 every file whole and compares its ``sum64`` (``generate.file_checksum``) with the one the manifest recorded
 at generation (files without a record are skipped): flipped bytes anywhere in a file, HDF5 metadata
 included. ``content=True`` reads every sample through the layout's reader and compares its bytes with
@@ -35,40 +35,13 @@ from .manifest import Manifest
 MAX_LISTED = 50
 
 
-def _check_hdf5(path: Path, workload: Workload, count: int) -> list[str]:
-    import h5py
-
-    out = []
-    try:
-        with h5py.File(path, "r") as f:
-            for a in workload.arrays:
-                want = tuple(a.shape) if workload.layout == "hdf5_per_sample" else (count, *a.shape)
-                if a.name not in f:
-                    out.append(f"{path}: dataset {a.name} missing")
-                    continue
-                ds = f[a.name]
-                if ds.shape != want or ds.dtype != np.dtype(a.dtype):
-                    out.append(f"{path}: dataset {a.name} is {ds.shape} {ds.dtype}, expected {want} {a.dtype}")
-    except (OSError, KeyError, ValueError) as e:
-        out.append(f"{path}: not a readable HDF5 file ({' '.join(str(e).split())[:120]})")
-    return out
-
-
-def _check_jpeg(path: Path) -> list[str]:
-    with open(path, "rb") as fh:
-        head = fh.read(2)
-        fh.seek(-2, os.SEEK_END)
-        tail = fh.read(2)
-    if head != b"\xff\xd8" or tail != b"\xff\xd9":
-        return [f"{path}: not a complete JPEG (SOI/EOI markers missing)"]
-    return []
-
-
 def verify(data_dir: str | Path, workload: Workload | None = None, *, content: bool = False, comm=None,
-           manifest: Manifest | None = None, checksum: bool = False) -> list[str]:
+           manifest: Manifest | None = None, checksum: bool = False, storage=None) -> list[str]:
     """Problems found in ``data_dir`` (an empty list when all is well). ``workload`` defaults to the
     manifest's workload at the manifest's scale and sample count. ``checksum`` (implied by ``content``):
-    compare each file's sum64 with the manifest's."""
+    compare each file's sum64 with the manifest's. ``storage``: the backend holding the data files (default:
+    POSIX files in ``data_dir``; the manifest is read from ``data_dir``); the format module checks a file's
+    bytes (``check_file(..., image=)``)."""
     from ..comm import SerialComm
     from . import content as content_mod
     from .formats import aligned_empty, open_reader
@@ -84,8 +57,38 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
     sums = m.sum64 if (checksum or content) and m.sum64 is not None else None
     sum_buf = bytearray(SUM_BLOCK) if sums is not None else None
     bad_sum: dict[int, str] = {}
+    drv = workload.format.driver()
+    if storage is not None and not getattr(drv, "STORAGE", False):
+        from ..errors import ConfigError
+
+        raise ConfigError(f"storage backend {storage.name}: layout {workload.layout}'s files are checked as POSIX "
+                          f"files only")
+    deep = getattr(drv, "check_records", None)   # tfrecord: every record's CRCs (--checksum/--content)
     for f in range(comm.rank, len(m.paths), comm.size):
         p = d / m.paths[f]
+        if storage is not None:   # a backend's file: its size, then its bytes
+            try:
+                size = storage.size(m.paths[f])
+            except FileNotFoundError:
+                problems.append(f"{p}: missing")
+                continue
+            if size != m.nbytes[f]:
+                problems.append(f"{p}: {size} B, the manifest says {int(m.nbytes[f])} B (truncated or corrupt)")
+                continue
+            img = storage.file_image(m.paths[f])
+            bad = drv.check_file(p, workload, m.seed, m, f, image=img, storage=storage)
+            if not bad and deep is not None and (checksum or content):
+                bad = deep(p, workload, m.seed, m, f, image=img, storage=storage)
+            problems += bad
+            if not bad:
+                readable.append(f)
+                want = sums[f] if sums is not None else None
+                if want is not None:
+                    got = storage.checksum(m.paths[f])
+                    if got != want:
+                        bad_sum[f] = (f"{p}: checksum {got:#018x}, the manifest recorded {int(want):#018x} at "
+                                      f"generation (bytes changed since)")
+            continue
         try:
             st = p.stat()
         except FileNotFoundError:
@@ -101,16 +104,9 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
         if size != m.nbytes[f]:
             problems.append(f"{p}: {size} B, the manifest says {int(m.nbytes[f])} B (truncated or corrupt)")
             continue
-        drv = workload.format.driver()
-        if drv is not None:   # a format module checks its own files
-            bad = drv.check_file(p, workload, m.seed, m, f)
-            deep = getattr(drv, "check_records", None)   # tfrecord: every record's CRCs (--checksum/--content)
-            if not bad and deep is not None and (checksum or content):
-                bad = deep(p, workload, m.seed, m, f)
-        elif m.layout == "jpeg_folders":
-            bad = _check_jpeg(p)
-        else:
-            bad = _check_hdf5(p, workload, int(m.count[f]))
+        bad = drv.check_file(p, workload, m.seed, m, f)   # the format module checks its own files
+        if not bad and deep is not None and (checksum or content):
+            bad = deep(p, workload, m.seed, m, f)
         problems += bad
         if not bad:
             readable.append(f)
@@ -134,7 +130,7 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
     elif not content:
         problems += bad_sum.values()
     if content and readable:
-        reader = open_reader(d, m, workload)
+        reader = open_reader(d, m, workload, storage=storage)
         try:
             out = aligned_empty(reader.max_row_nbytes)
             for f in readable:

@@ -165,25 +165,16 @@ def verdict(requested_bytes: int, device_bytes: int, available: bool, reason: st
 
 
 def direct_support(layout: str) -> tuple[bool, str]:
-    """(can ``--cache direct`` read this layout with O_DIRECT, why not)."""
+    """(can ``--cache direct`` read this layout with O_DIRECT, why not): the format module's
+    ``direct_unsupported(layout)`` or ``DIRECT_UNSUPPORTED`` (a non-empty reason: it cannot)."""
     from ..data.registry import FORMATS
 
-    drv = FORMATS[layout].driver() if layout in FORMATS else None
-    why: str = getattr(drv, "DIRECT_UNSUPPORTED", "") if drv is not None else ""
-    if why:   # a format module that says why not
-        return False, why
-    if layout != "hdf5_per_sample":
+    if layout not in FORMATS:
         return True, ""
-    try:
-        import h5py
-
-        has_direct = bool(getattr(h5py.get_config(), "direct_vfd", False))
-    except ImportError:  # pragma: no cover - h5py is a core dependency
-        has_direct = False
-    return False, ("--cache direct: layout hdf5_per_sample is read by libhdf5, which opens and reads every "
-                   "per-sample file itself (sec2 driver); h5py here has no direct VFD "
-                   f"(h5py.get_config().direct_vfd={has_direct}, and dlbench does not use it): these reads stay "
-                   "buffered, with the dataset evicted from the page cache before every epoch (as --cache drop)")
+    drv = FORMATS[layout].driver()
+    ask = getattr(drv, "direct_unsupported", None)
+    why: str = ask(layout) if ask is not None else getattr(drv, "DIRECT_UNSUPPORTED", "")
+    return (False, why) if why else (True, "")
 
 
 # ---- O_DIRECT -----------------------------------------------------------------------------------------

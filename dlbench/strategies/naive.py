@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..config import opt
+from ..data.registry import get_format
 from ..plan import SHARED, Plan, global_shuffle_plan
 from ..timeline import PHASE_ID
 from . import register
@@ -25,33 +26,23 @@ class NaiveOptions:
 
 def shared_tier_plan(name: str, ctx: PlanContext, drop_last: bool, meta: dict | None = None,
                      streams: int = 1, drop_last_batch: bool = False) -> Plan:
-    """The DistributedSampler order with every sample read from the shared tier every epoch; for a TFRecord
-    dataset read as ``tf.data`` does (``tfrecord.read: tfdata``), the tf.data order of ``streams`` loader
-    streams instead (``dlbench.plan.tfdata``). ``drop_last_batch``: every rank's last partial batch is not
-    read."""
+    """The DistributedSampler order with every sample read from the shared tier every epoch; a format module
+    with a ``shared_read_plan`` picks its own (tfrecord read as ``tf.data`` does: the tf.data order of
+    ``streams`` loader streams, ``dlbench.plan.tfdata``). ``drop_last_batch``: every rank's last partial batch
+    is not read."""
     wl = ctx.workload   # None where a plan is built without a dataset (the simulator's and planners' contexts)
-    tf = getattr(wl, "tfrecord", None) if wl is not None and wl.layout == "tfrecord" else None
-    if tf is not None and tf.read == "tfdata":
-        import numpy as np
 
-        from ..plan.tfdata import tfdata_plan
+    def sampler_order(meta: dict | None) -> Plan:
+        return global_shuffle_plan(strategy=name, n_samples=ctx.n_samples, world_size=ctx.world_size,
+                                   node_map=ctx.node_map, epochs=ctx.epochs, local_batch=ctx.local_batch,
+                                   seed=ctx.seed, drop_last=drop_last, drop_last_batch=drop_last_batch, tier=SHARED,
+                                   meta=meta)
 
-        spf = max(1, ctx.workload.samples_per_file)
-        first = np.arange(0, ctx.n_samples, spf, dtype=np.int64)
-        return tfdata_plan(strategy=name, first=first, count=np.minimum(spf, ctx.n_samples - first),
-                           n_samples=ctx.n_samples,
-                           world_size=ctx.world_size, node_map=ctx.node_map, epochs=ctx.epochs,
-                           local_batch=ctx.local_batch, seed=ctx.seed, streams=streams,
-                           shuffle_buffer=tf.shuffle_buffer, file_shuffle=tf.file_shuffle, tier=SHARED, meta=meta,
-                           drop_last_batch=drop_last_batch)
-    if wl is not None and wl.layout == "tfrecord":
-        meta = {**(meta or {}), "read_pattern": "indexed",
-                "order": "global shuffle (DistributedSampler); tfrecord read pattern indexed (index file + one "
-                         "pread per record)"}
-    return global_shuffle_plan(strategy=name, n_samples=ctx.n_samples, world_size=ctx.world_size,
-                               node_map=ctx.node_map, epochs=ctx.epochs, local_batch=ctx.local_batch,
-                               seed=ctx.seed, drop_last=drop_last, drop_last_batch=drop_last_batch, tier=SHARED,
-                               meta=meta)
+    layout = getattr(wl, "layout", None)   # a Workload, or the simulator's SimWorkload (a layout, no dataset)
+    own = getattr(get_format(layout).driver(), "shared_read_plan", None) if layout is not None else None
+    if own is not None:   # a format with a read order of its own (tfrecord: tf.data's, or the sampler's, indexed)
+        return own(name, ctx, meta=meta, streams=streams, drop_last_batch=drop_last_batch, sampler_order=sampler_order)
+    return sampler_order(meta)
 
 
 def sync_read_epoch(ctx: RunContext, plan: Plan, e: int, rows, read_into, tier: int, *, raw=None, decode=None,

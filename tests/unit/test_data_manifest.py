@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from dlbench import workload as W
-from dlbench.data.manifest import MANIFEST_NAME, Manifest, file_name, plan_manifest, spec_of
+from dlbench.data.fmt_jpeg import file_name
+from dlbench.data.manifest import MANIFEST_NAME, Manifest, plan_manifest, spec_of
 from dlbench.errors import DataError
 
 

@@ -11,8 +11,9 @@ import pytest
 from dlbench import workload as W
 from dlbench.data import content as C
 from dlbench.data import generate as G
-from dlbench.data.formats import decode_jpeg_into
-from dlbench.data.manifest import JPEG_CONTENT_VERSION, MANIFEST_NAME, Manifest
+from dlbench.data.fmt_jpeg import CONTENT_VERSION as JPEG_CONTENT_VERSION
+from dlbench.data.fmt_jpeg import decode_jpeg_into
+from dlbench.data.manifest import MANIFEST_NAME, Manifest
 from dlbench.data.verify import verify
 from dlbench.errors import DataError
 
