@@ -233,7 +233,7 @@ SECTION = "tfrecord"   # the workload YAML section this format owns (its read pa
 
 
 def check_spec(spec, where: str) -> None:
-    """Any arrays: a record's image is the concatenation of the sample's arrays (contract 1)."""
+    """Any arrays: a record's image is the concatenation of the sample's arrays (docs/architecture.md contract 1)."""
 
 
 def shared_read_plan(name: str, ctx, *, meta, streams: int, drop_last_batch: bool, sampler_order):
@@ -261,6 +261,25 @@ def shared_read_plan(name: str, ctx, *, meta, streams: int, drop_last_batch: boo
 
 
 @lru_cache(maxsize=256)
+def check_plan(workload, plan, strategy: str) -> None:
+    """A plan another strategy built cannot follow tf.data's order: read pattern ``tfdata`` is planned by
+    ``shared_read_plan`` (naive, prefetch) only."""
+    from ..errors import ConfigError
+    from ..workload import tfrecord_options
+
+    if tfrecord_options(workload).read == "tfdata" and plan.meta.get("read_pattern") != "tfdata":
+        raise ConfigError(f"--strategy={strategy}: the tfrecord read pattern tfdata (tf.data's order) is "
+                          f"planned by the naive and prefetch strategies only; use one of them, or "
+                          f"tfrecord.read: indexed in the workload")
+
+
+def summary_keys(workload) -> dict:
+    """The run summary's keys of this format: the read pattern (indexed: pread per record; tfdata: streams)."""
+    from ..workload import tfrecord_options
+
+    return {"tfrecord_read": tfrecord_options(workload).read}
+
+
 def _parts(image_nbytes: int) -> tuple[bytes, bytes]:
     # ``size`` as DLIO 2.0.0 writes it: the side of its square image (its records are side**2 bytes), so a DLIO
     # config gives byte-identical records (benchmarks/dlio_side_by_side.py); DLIO 2.0.1 writes the byte count

@@ -85,13 +85,9 @@ class Loop:
         if clock is not None:
             self.ctx.clock = clock
         self.plan: Plan = self.strategy.plan(self.ctx.plan_context(), self.options)
-        from ..workload import tfrecord_options
-
-        if (workload.layout == "tfrecord" and tfrecord_options(workload).read == "tfdata"
-                and self.plan.meta.get("read_pattern") != "tfdata"):
-            raise ConfigError(f"--strategy={cfg.strategy}: the tfrecord read pattern tfdata (tf.data's order) is "
-                              f"planned by the naive and prefetch strategies only; use one of them, or "
-                              f"tfrecord.read: indexed in the workload")
+        check_plan = getattr(workload.format.driver(), "check_plan", None)   # a format's own read order
+        if check_plan is not None:
+            check_plan(workload, self.plan, cfg.strategy)
         self.executor: Executor | None = None
         self.started = False
 

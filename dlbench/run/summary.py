@@ -48,10 +48,9 @@ def finish(cfg: RunConfig, comm: Comm, workload: Workload, manifest: Any, loop: 
         per_rank = arrays
     summary["semantics"] = loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict()
     summary["order"] = loop.plan.meta.get("order")
-    if workload.layout == "tfrecord":   # the read pattern: indexed (pread per record) or tfdata (tf.data streams)
-        from ..workload import tfrecord_options
-
-        summary["tfrecord_read"] = tfrecord_options(workload).read
+    keys = getattr(workload.format.driver(), "summary_keys", None)   # a format's own keys (tfrecord_read)
+    if keys is not None:
+        summary.update(keys(workload))
     summary["order_quality"] = order_quality(loop.plan)
     summary["shared_tier"] = loop.system.describe_shared_tier()
     summary["tier_io"] = tier_io
