@@ -260,7 +260,6 @@ def shared_read_plan(name: str, ctx, *, meta, streams: int, drop_last_batch: boo
                                    "one pread per record)"})
 
 
-@lru_cache(maxsize=256)
 def check_plan(workload, plan, strategy: str) -> None:
     """A plan another strategy built cannot follow tf.data's order: read pattern ``tfdata`` is planned by
     ``shared_read_plan`` (naive, prefetch) only."""
@@ -280,6 +279,7 @@ def summary_keys(workload) -> dict:
     return {"tfrecord_read": tfrecord_options(workload).read}
 
 
+@lru_cache(maxsize=256)
 def _parts(image_nbytes: int) -> tuple[bytes, bytes]:
     # ``size`` as DLIO 2.0.0 writes it: the side of its square image (its records are side**2 bytes), so a DLIO
     # config gives byte-identical records (benchmarks/dlio_side_by_side.py); DLIO 2.0.1 writes the byte count
