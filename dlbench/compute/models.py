@@ -78,11 +78,16 @@ class Field:
 
 
 def row_fields(workload) -> tuple[Field, ...]:
-    """Byte layout of one row (docs/architecture.md contract 1): the arrays of ``workload.arrays`` concatenated in order; for
-    ``jpeg_folders`` the decoded image (``jpeg.decoded_shape`` uint8) alone (its label is ``i % classes``)."""
-    if workload.layout == "jpeg_folders":
-        shape = tuple(workload.jpeg.decoded_shape)
-        return (Field("image", 0, int(np.prod(shape)), shape, np.dtype(np.uint8), "data"),)
+    """Byte layout of one row (docs/architecture.md contract 1): the arrays of ``workload.arrays`` concatenated in order, or
+    the format module's ``row_arrays`` (jpeg_folders: the decoded image alone)."""
+    own = getattr(workload.format.driver(), "row_arrays", None)   # a format that decodes owns its row
+    if own is not None:
+        out, off = [], 0
+        for name, shape, dtype, role in own(workload):
+            n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+            out.append(Field(name, off, n, tuple(shape), np.dtype(dtype), role))
+            off += n
+        return tuple(out)
     if getattr(workload, "record_size", None) is not None:
         from ..errors import ConfigError
 

@@ -424,7 +424,7 @@ class BlockReader(_ArraysMixin, SampleReader):
         self._open: OrderedDict[int, _OpenFile] = OrderedDict()
         self._fapl = _fapl()
         self._layout = workload.layout
-        self.supports_runs = workload.layout == "hdf5_shared"
+        self.supports_runs = workload.format.reads_runs
         self.run_mode = "scatter" if self._direct is None else "block"   # O_DIRECT: one aligned span per array
         self._scratch: list | None = None
         self._iov_cache: dict = {}

@@ -55,6 +55,12 @@ def decoded_row_nbytes(workload) -> int:
     return int(np.prod(workload.jpeg.decoded_shape))
 
 
+def row_arrays(workload) -> tuple:
+    """The arrays of a delivered row (docs/architecture.md contract 1): the decoded image alone, uint8 (its label
+    is ``i % classes``): ((name, shape, dtype, role), ...)."""
+    return (("image", tuple(workload.jpeg.decoded_shape), np.dtype(np.uint8), "data"),)
+
+
 def file_name(workload, f: int) -> str:
     """Relative path of file ``f`` (= sample f)."""
     c = f % workload.classes

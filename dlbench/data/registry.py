@@ -29,6 +29,7 @@ class Format:
     help: str = ""
     module: str = ""  # the format module under dlbench.data owning write/read/content/verify (docs/formats.md)
     record_sizes: bool = False  # accepts a workload's record_size (data array length drawn per file)
+    reads_runs: bool = False  # a run of consecutive samples is one request (aggregated chunked loading, plan chunk)
 
     def reader_class(self):
         mod, cls = self.reader.split(":")
@@ -74,7 +75,7 @@ def names() -> tuple[str, ...]:
 register(Format("hdf5_per_sample", decodes=False, samples_per_file="one", reads_by_offset=False,
                 reader="fmt_hdf5:PerSampleReader", module="fmt_hdf5", help="one HDF5 file per sample"))
 register(Format("hdf5_shared", decodes=False, samples_per_file="all", reads_by_offset=True,
-                reader="fmt_hdf5:BlockReader", module="fmt_hdf5", help="one HDF5 file holding every sample"))
+                reader="fmt_hdf5:BlockReader", module="fmt_hdf5", reads_runs=True, help="one HDF5 file holding every sample"))
 register(Format("hdf5_blocks", decodes=False, samples_per_file="block", reads_by_offset=True,
                 reader="fmt_hdf5:BlockReader", module="fmt_hdf5",
                 help="HDF5 files of samples_per_file samples each"))
