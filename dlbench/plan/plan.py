@@ -10,8 +10,8 @@ Typed parts (no untyped side dicts):
   the rank stores the delivered sample in after the step: a cache fill; ``NO_TIER``: dropped after use);
 - ``Transfers``: background moves between ranks during an epoch (PLS's exchange), step/src/dst/sample;
 - ``Evictions``: a rank drops its copy of a sample after a step;
-- ``Prologue``: moves before epoch 0 (staging), with ``allgather`` when every storage group receives every
-  other group's pieces;
+- ``Prologue``: moves before epoch 0 (staging, preloads), row by row: reads of the shared tier into a rank's
+  own tier, and peer moves (who sends which sample to whom, e.g. staging's distribution between nodes);
 - ``Plan.pipeline``: how the executor fetches (``sync``: one request at a time, in the trainer; ``prefetch``:
   loader threads read ahead in access order) and ``Plan.loader_threads``.
 
@@ -181,23 +181,37 @@ class EpochPlan:
 
 @dataclass(frozen=True)
 class Prologue:
-    """Background traffic before epoch 0 (staging): rank ``rank[i]`` moves sample ``sample[i]`` from tier
-    ``src[i]`` to tier ``dst[i]`` (PEER as src: received from ``peer[i]``). ``allgather``: afterwards every
-    storage group (``groups[r]``: a node for node-local files, the rank for process memory) receives every
-    other group's pieces over the network, so each holds the whole set (parallel data staging)."""
+    """Background traffic before epoch 0 (staging, preloads), one row per sample moved: rank ``rank[i]``
+    stores sample ``sample[i]`` in its tier ``dst[i]``, read from tier ``src[i]``: ``SHARED`` (the rank
+    reads it from the shared tier itself) or ``PEER`` (rank ``peer[i]`` sends it: a sender → receiver row;
+    the sender holds it from an earlier row). Rows reading the shared tier come first in a rank's work: the
+    peer rows are carried out once every rank's reads are stored. ``groups[r]`` (optional): rank r's storage
+    group; the ranks of a group share one store (a node-local directory), so a sample any of them stores is
+    held by all of them."""
 
     rank: np.ndarray
     sample: np.ndarray
     src: np.ndarray
     dst: np.ndarray
     peer: np.ndarray
-    allgather: bool = False
     groups: np.ndarray | None = None
 
     @staticmethod
     def empty() -> Prologue:
         z = np.zeros(0, dtype=np.int64)
         return Prologue(z, z, z.astype(np.uint8), z.astype(np.uint8), z)
+
+    def reads(self, rank: int) -> np.ndarray:
+        """Row indices of ``rank``'s reads of the shared tier (in row order)."""
+        return np.nonzero((self.rank == rank) & (self.src == SHARED))[0]
+
+    def sends(self, rank: int) -> np.ndarray:
+        """Row indices of the peer moves ``rank`` sends (in row order)."""
+        return np.nonzero((self.peer == rank) & (self.src == PEER))[0]
+
+    def recvs(self, rank: int) -> np.ndarray:
+        """Row indices of the peer moves ``rank`` receives (in row order)."""
+        return np.nonzero((self.rank == rank) & (self.src == PEER))[0]
 
 
 class Plan:

@@ -179,8 +179,8 @@ def policy_of(strategy: str, plan: Plan) -> str:
 
 
 def _prologue_bytes(plan: Plan | None, sizes: np.ndarray | None) -> np.ndarray:
-    """Bytes moved before epoch 0 by source tier, summed over ranks: the prologue's own reads, plus for an
-    all-gather what every storage group receives from the others (PEER)."""
+    """Bytes moved before epoch 0 by source tier, summed over ranks: one row of the prologue per sample moved,
+    reads of the shared tier (SHARED) and samples received from another rank (PEER: staging's distribution)."""
     out = np.zeros(len(TIER_NAMES))
     if plan is None or sizes is None:
         return out
@@ -189,12 +189,6 @@ def _prologue_bytes(plan: Plan | None, sizes: np.ndarray | None) -> np.ndarray:
         return out
     s = np.asarray(sizes, dtype=np.float64)[pro.sample]
     out += np.bincount(pro.src.astype(np.int64), weights=s, minlength=len(TIER_NAMES))[:len(TIER_NAMES)]
-    if pro.allgather:
-        groups = pro.groups if pro.groups is not None else plan.node_map
-        g = np.asarray(groups)[pro.rank]
-        own = np.bincount(g, weights=s)
-        ngroups = len(np.unique(np.asarray(groups)))
-        out[TIER_NAMES.index("peer")] += float(s.sum()) * ngroups - float(own.sum())
     return out
 
 

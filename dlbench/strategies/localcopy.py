@@ -174,7 +174,7 @@ class LocalCopyExecutor(Executor):
         self.store = self._open_store()
         t_start = clock()
         pro = plan.prologue
-        mine = pro.sample[pro.rank == ctx.rank]
+        mine = pro.sample[pro.reads(ctx.rank)]
         buf = aligned_rows(1, self.max_row)[0]
         written = 0
         read_into, put, add = self.reader.read_into, self.store.put, tl.add
@@ -185,7 +185,7 @@ class LocalCopyExecutor(Executor):
             written += put(sid, buf[:n])
             self.shared["reads"] += 1
             self.shared["bytes"] += n
-        if pro.allgather:
+        if (pro.src == PEER).any():
             written += self._distribute()
         t_end = clock()
         add(STAGE, t_start, t_end, -1, 0, written, self.code)
@@ -202,7 +202,7 @@ class LocalCopyExecutor(Executor):
         members = {int(g): np.nonzero(groups == g)[0] for g in np.unique(groups)}
         pos = {int(r): int(np.nonzero(members[int(groups[r])] == r)[0][0]) for r in range(W)}
         pro = plan.prologue
-        pieces = [pro.sample[pro.rank == p] for p in range(W)]
+        pieces = [pro.sample[pro.reads(p)] for p in range(W)]
 
         def chunks(p: int) -> list[np.ndarray]:
             ids = pieces[p]

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import RunError
-from ..plan import LOCAL, MEMORY, NO_TIER, SHARED, Plan
+from ..plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, Plan
 from ..storage import ArenaTier, MemoryTier, aligned_rows
 from ..timeline import PHASE_ID, Timeline
 from .base import Batch, Executor, RunContext
@@ -155,8 +155,8 @@ class PlannedExecutor(Executor):
             self.loader.fills_async = True
         pro = plan.prologue
         mine = np.nonzero(pro.rank == ctx.rank)[0]
-        if pro.allgather:
-            raise RunError(f"plan of {plan.strategy}: an all-gather prologue is carried out by the staging executor")
+        if (pro.src == PEER).any():
+            raise RunError(f"plan of {plan.strategy}: a prologue with peer moves is carried out by the staging executor")
         if not len(mine):
             return
         if np.any(pro.src[mine] != SHARED):

@@ -57,8 +57,6 @@ class StagingExecutor(LocalCopyExecutor):
         pro = self.plan.prologue
         g = self.groups[self.ctx.rank]
         ids = np.unique(pro.sample[np.isin(pro.rank, np.nonzero(self.groups == g)[0])])
-        if pro.allgather:
-            ids = np.arange(self.plan.n_samples)
         return int(capacity_sizes(self.ctx, self.kind)[ids].sum())
 
     def epoch(self, e: int) -> Iterator[Batch]:

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from dlbench.errors import CapacityError, ConfigError
-from dlbench.plan import LOCAL, MEMORY
+from dlbench.plan import LOCAL, MEMORY, PEER, SHARED
 from dlbench.plan.shuffles import local_plan, pls_plan, staging_plan, tier_of_sample
 
 KW = dict(n_samples=103, world_size=4, node_map=np.arange(4), epochs=5, local_batch=5, seed=11)
@@ -42,11 +42,36 @@ def test_pls_bad_q():
         pls_plan(q=1.5, **KW)
 
 
+def test_staging_prologue_rows_route_pieces_between_nodes():
+    """2 nodes x 2 ranks, one store per node: each sample read by rank i % 4 is sent once to the other node,
+    to its rank at the sender's position in its node; the plan's possession check passes."""
+    from dlbench.plan.invariants import check_possession
+
+    sizes = np.full(40, 10.0)
+    plan = staging_plan(n_samples=40, world_size=4, node_map=np.array([0, 0, 1, 1]), epochs=1, local_batch=5,
+                        seed=0, sample_nbytes=sizes, tiers=[(LOCAL, 1e6)])
+    pro = plan.prologue
+    mv = pro.src == PEER
+    assert mv.sum() == 40 and sorted(pro.sample[mv].tolist()) == list(range(40))
+    assert pro.rank[mv].tolist() == [(p + 2) % 4 for p in pro.peer[mv].tolist()]
+    assert (pro.peer[mv] == pro.sample[mv] % 4).all()
+    check_possession(plan)
+    assert plan.summary()["prologue_moves"] == 80
+
+
 def test_staging_placement_and_capacity():
     sizes = np.full(103, 10.0)
     plan = staging_plan(sample_nbytes=sizes, tiers=[(MEMORY, 500.0), (LOCAL, 1e6)], **KW)
     src = plan.epoch(0).source
     assert (src == MEMORY).sum() + (src == LOCAL).sum() == src.size
-    assert len(plan.prologue.sample) == 103 and set(plan.prologue.rank) == {0, 1, 2, 3}
+    pro = plan.prologue
+    reads = pro.src == SHARED
+    assert reads.sum() == 103 and set(pro.rank[reads]) == {0, 1, 2, 3}
+    # every other storage group receives every piece once, from the rank that read it: sender -> receiver rows
+    assert (pro.src[~reads] == PEER).all() and (~reads).sum() == 3 * 103
+    assert (pro.peer[~reads] == pro.sample[~reads] % 4).all() and (pro.peer[~reads] != pro.rank[~reads]).all()
+    tier_of = np.zeros(103, np.uint8)
+    tier_of[plan.epoch(0).sample_ids.reshape(-1)] = src.reshape(-1)
+    assert (pro.dst == tier_of[pro.sample]).all()        # every copy goes to the sample's tier
     with pytest.raises(CapacityError):
         tier_of_sample(sizes, [(MEMORY, 100.0)])
