@@ -1069,6 +1069,7 @@ class Exchange(EpochStage):
         reqs, direct, scratch, nrecv = [], [], [], 0
         j = 0
         rows_in = rcv[c:d]
+        n_in = len(np.unique(t.src[rows_in]))
         for src in np.unique(t.src[rows_in]).tolist():     # one message per sender, in row order
             parts = []
             for sid in t.sample[rows_in[t.src[rows_in] == src]].tolist():
@@ -1100,14 +1101,14 @@ class Exchange(EpochStage):
                     j += 1
             nsent += sum(int(p.nbytes) for p in parts)
             reqs.append(comm.isend_parts(parts, dst, tag=self.tag))
-        self._pending = (reqs, send_ids if t.move else [], direct, scratch, nsent, nrecv, store)
+        self._pending = (reqs, n_in, send_ids if t.move else [], direct, scratch, nsent, nrecv, store)
         self.tl.add(PHASE_ID["exchange"], t0, clock(), view.epoch, s, 0, PEER)
 
     def complete(self, view, s: int) -> None:
         """Complete step ``s``'s transfers: wait, store what came in, drop what was moved away."""
         if self._pending is None:
             return
-        reqs, moved, direct, scratch, nsent, nrecv, store = self._pending
+        reqs, n_in, moved, direct, scratch, nsent, nrecv, store = self._pending
         self._pending = None
         clock = self.ctx.clock
         t0 = clock()
@@ -1125,7 +1126,7 @@ class Exchange(EpochStage):
         self.wait_s += (t1 - t0) * 1e-9
         self.bytes_sent += nsent
         self.bytes_received += nrecv
-        self.messages += len(reqs)
+        self.messages += n_in
         self.samples_received += len(direct) + len(scratch)
         self.steps += 1
 
@@ -1137,8 +1138,8 @@ class Exchange(EpochStage):
 
     def stats(self) -> dict:
         """``bytes_sent``/``bytes_received`` and ``samples`` received over all epochs; ``messages``: steps with a
-        transfer (pls's exchanges; ``mpi_messages`` counts each peer's message); ``wait_s``: time completing
-        them."""
+        transfer (pls's exchanges); ``mpi_messages``: MPI messages received (one per sender per step);
+        ``wait_s``: time completing them."""
         return {"bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received, "messages": self.steps,
                 "mpi_messages": self.messages, "samples": self.samples_received, "wait_s": self.wait_s}
 
