@@ -166,6 +166,14 @@ class EpochPlan:
             out[r, m] = np.searchsorted(b, col[m], side="right") - 1
         return out
 
+    def transfer_bytes(self, sample_nbytes: np.ndarray | int) -> float:
+        """Bytes this epoch's background transfers move between ranks (0 without transfers)."""
+        t = self.transfers
+        if t is None or not len(t):
+            return 0.0
+        sizes = np.asarray(sample_nbytes)
+        return float(sizes[t.sample].sum()) if sizes.ndim else float(sizes) * len(t)
+
     def peer_sends(self, rank: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """What ``rank`` sends to serve other ranks' PEER accesses: (step, dst, column in dst's row,
         sample), in step order, within a step in (dst, column) order."""
@@ -279,7 +287,8 @@ class Plan:
         }
 
     def bytes_by_tier(self, sample_nbytes: np.ndarray | int) -> dict[str, int]:
-        """Bytes consumed from each tier over all epochs (a property of the plan)."""
+        """Bytes consumed from each tier over all epochs, plus (``peer``) the bytes background transfers move
+        between ranks (pls's exchange): a property of the plan."""
         out = np.zeros(len(TIER_NAMES), dtype=np.float64)
         sizes = np.asarray(sample_nbytes)
         for ep in self:
@@ -287,4 +296,5 @@ class Plan:
             ids = ep.sample_ids[mask]
             w = sizes[ids] if sizes.ndim else np.full(ids.shape, float(sizes))
             out += np.bincount(ep.source[mask], weights=w, minlength=len(TIER_NAMES))[:len(TIER_NAMES)]
+            out[PEER] += ep.transfer_bytes(sizes)
         return {name: int(v) for name, v in zip(TIER_NAMES, out)}

@@ -192,6 +192,15 @@ def _prologue_bytes(plan: Plan | None, sizes: np.ndarray | None) -> np.ndarray:
     return out
 
 
+def _transfer_bytes(plan: Plan | None, sizes: np.ndarray | None) -> np.ndarray:
+    """Bytes background transfers move between ranks over the epochs (pls's exchange), as the PEER tier's
+    entry of a by-tier vector (what a run's ``exchange`` intervals count under ``bytes_by_tier``)."""
+    out = np.zeros(len(TIER_NAMES))
+    if plan is not None and sizes is not None:
+        out[TIER_NAMES.index("peer")] = sum(ep.transfer_bytes(sizes) for ep in plan)
+    return out
+
+
 def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict | None = None,
               plan: Plan | None = None, sizes: np.ndarray | None = None) -> dict:
     """run.json's summary for a modelled run (``simulated: true``): the same function and the same
@@ -224,7 +233,7 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
     out = summary_from_arrays(
         T, P, read_b, c.samples, np.full(W, float(c.prologue_s)), workload=workload, strategy=c.strategy,
         eps=list(range(c.epochs)), ranks=W, nodes=c.nodes, tier_names=TIER_NAMES,
-        bytes_by_tier=[float(c.bytes_by_tier[n].sum()) for n in TIER_NAMES],
+        bytes_by_tier=np.array([float(c.bytes_by_tier[n].sum()) for n in TIER_NAMES]) + _transfer_bytes(plan, sizes),
         prologue_bytes_by_tier=_prologue_bytes(plan, sizes), prologue_phase_time_s=pro_phase,
         read_requests=requests, simulated=True)
     out["modelled_breakdown"] = {
