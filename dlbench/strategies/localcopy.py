@@ -124,8 +124,9 @@ def copies_executor(ctx: RunContext, plan: Plan, options, need_bytes: int, *, sh
                                 f"{fmt_bytes(slots * stride)} in rank {ctx.rank}'s memory, {fmt_bytes(cap)} "
                                 f"available; pass --local-capacity BYTES or use --tier local")
         need = slots * stride
+    # inline (no loader threads) the trainer reads each step into one batch buffer: no read-ahead ring
     return PlannedExecutor(ctx, plan, capacity_bytes={code: need}, threads=options.loader_threads,
-                           window=options.window, capacity_flag="--local-capacity",
+                           window=options.window if options.loader_threads else 0, capacity_flag="--local-capacity",
                            shared_local=shared_local and options.tier == "local")
 
 
