@@ -1,6 +1,7 @@
 """The planned executor: carries out any plan whose accesses name their source (shared tier, an own tier,
-or a peer), with cache fills (``keep``) and evictions, by gluing the stages of ``stages.py``. The cache
-family (clairvoyant, locality, lbann, deepio) and surrogatetrain are planners plus this executor.
+or a peer), with cache fills (``keep``) and evictions, by gluing the stages of ``stages.py``. Every
+strategy but prefetch is a planner plus this executor (naive, staging, local, pls, the cache family and
+surrogatetrain).
 
 Per epoch, for this rank: the loader reads step t's non-peer accesses into ring buffer t mod depth (inline,
 or by loader threads up to depth − 1 steps ahead), the peer stage posts Irecvs into the same buffer for the
@@ -10,8 +11,14 @@ interval: bytes written), drops what it evicts, and posts the sends that became 
 inside the trainer's next ``next()`` call, so the runner counts it as stall: it is I/O the trainer waits
 for.
 
-Prologue: rows from the shared tier into an own tier (a preload) are read before epoch 0 (epoch −1,
-``read`` per sample and one ``stage`` interval), as ``local``'s staging is.
+Prologue (``stages.Stager``, epoch −1): the rank's rows reading the shared tier into an own tier (a preload,
+staging's piece, a shard) and then the plan's sender → receiver rows (staging's distribution between nodes)
+as non-blocking MPI; ``read`` per shared sample, ``exchange`` per round, one ``stage`` interval. With
+``shared_local`` the local tier is one directory per node shared by its ranks (staging): what the node's other
+ranks stored is held here too (``SampleStore.share``) and cleared by them.
+
+Background transfers (``EpochPlan.transfers``: pls's exchange) are the transfer stage ``stages.Exchange``:
+posted when a step starts, completed after the trainer's step.
 
 Capacity: each own tier is sized by the strategy (``capacity_bytes`` per tier code, computed from the plan's
 peak holdings; the cache family's memory tier is a byte arena of the plan's bytes for the rank); a tier that

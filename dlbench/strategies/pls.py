@@ -5,15 +5,17 @@ transfer overlaps the step's compute), the peer of each chunk chosen by a seeded
 shard keeps its size. When a chunk's exchange completes, its sent samples are deleted from local storage
 and the received ones stored; they belong to the shard from the next epoch on. Local storage ≤ (1+Q)·F/W.
 
-Transfer: one MPI message per sample, no packing. Memory tier: sent straight from the tier's slots and
-received straight into slots reserved for the incoming samples (a sample held already is received into a
-scratch row and only counted). Local tier: the files are read into preallocated page-aligned rows and sent
-from there; received into page-aligned rows and written as files when the exchange completes.
+Executed by the planned executor: the exchange is the plan's ``EpochPlan.transfers`` (``move``), carried out by
+the transfer stage ``stages.Exchange``: one MPI message per (step, sender, receiver) gathered from / scattered
+into the samples' places. Memory tier: sent straight from the tier's slots and received straight into slots
+reserved for the incoming samples (a sample held already is received into a scratch row and only counted).
+Local tier: the files are read into page-aligned rows and sent from there; received into page-aligned rows
+and written as files when the exchange completes.
 
 Recorded: ``exchange`` intervals (tier PEER) for posting a step's exchange (reserving slots or reading the
 files to send, posting Isend/Irecv) and completing it (waiting, storing what came in, deleting what went;
-bytes received). ``stats()['exchange']`` has bytes sent/received, ``messages`` (exchanges, one per step
-with a chunk) and the time spent waiting."""
+bytes received, counted under ``bytes_by_tier``'s peer). ``stats()['exchange']`` has bytes sent/received,
+``messages`` (exchanges, one per step with a chunk) and the time spent waiting."""
 
 from __future__ import annotations
 
