@@ -75,3 +75,32 @@ def test_staging_placement_and_capacity():
     assert (pro.dst == tier_of[pro.sample]).all()        # every copy goes to the sample's tier
     with pytest.raises(CapacityError):
         tier_of_sample(sizes, [(MEMORY, 100.0)])
+
+
+def test_model_costs_the_prologue_peer_rows():
+    """The model costs who sends what to whom: on a slow network a staging prologue takes at least each node's
+    received bytes / b_c (its peer rows from other nodes), the same plan without its peer rows does not, and
+    the prologue's bytes by tier count the rows under peer."""
+    import dataclasses
+
+    from dlbench.plan import Plan
+    from dlbench.plan.plan import Prologue
+    from dlbench.simulate import Model, load_profile
+    from dlbench.simulate.core import _prologue_bytes
+
+    prof = dataclasses.replace(load_profile("laptop-pfs"), network_mb_per_s=1.0)   # 1 MB/s: network-bound
+    sizes = np.full(40, 1e5)
+    plan = staging_plan(n_samples=40, world_size=2, node_map=np.arange(2), epochs=1, local_batch=5, seed=0,
+                        sample_nbytes=sizes, tiers=[(LOCAL, 1e9)])
+    pro = plan.prologue
+    rd = pro.src == SHARED
+    reads_only = Plan(strategy="staging", n_samples=40, world_size=2, node_map=np.arange(2), epochs=1,
+                      local_batch=5, seed=0, build_epoch=plan._build,
+                      prologue=Prologue(pro.rank[rd], pro.sample[rd], pro.src[rd], pro.dst[rd], pro.peer[rd]))
+    m = Model(prof, step_time_s=0.01)
+    full, part = m.prologue_s(plan, sizes), m.prologue_s(reads_only, sizes)
+    assert full == pytest.approx(20 * 1e5 / prof.network_bytes_per_s)    # each node receives the other's 20
+    assert part < full / 10
+    pb = _prologue_bytes(plan, sizes)
+    assert pb[PEER] == 40 * 1e5 and pb[SHARED] == 40 * 1e5
+    assert _prologue_bytes(reads_only, sizes)[PEER] == 0
