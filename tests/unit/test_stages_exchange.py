@@ -158,3 +158,21 @@ def test_stager_reads_then_sends_the_prologue_rows(cap, monkeypatch):
         assert stats["samples"] == N // 2 and stats["messages"] == msgs
         assert msgs == -(-theirs // cap) and (msgs == 1) == (cap > theirs)
         assert stats["written"] == int(SIZES.sum())
+
+
+def test_node_shared_store_reads_but_never_deletes_a_mates_copies(tmp_path):
+    """Staging's node-local directory shared by a node's ranks: a rank holds what its mate stored
+    (``SampleStore.share``) and reads it, but clearing its store removes only its own files."""
+    a = SampleStore(LocalTier(tmp_path, 0, 1 << 20, check_free=False), LOCAL)
+    b = SampleStore(LocalTier(tmp_path, 0, 1 << 20, check_free=False), LOCAL)
+    for sid in (0, 1):
+        a.put(sid, _data(sid))
+    b.put(2, _data(2))
+    assert b.share([0, 1, 2]) == 2 and a.share([2]) == 1
+    out = np.zeros(MAX_ROW, np.uint8)
+    assert np.array_equal(out[:b.read_into(0, out)], _data(0))
+    b.clear()
+    files = sorted(p.name for p in (tmp_path / "node0").iterdir())
+    assert files == ["0.row", "1.row"] and not b.refs          # b's own file gone, a's kept
+    a.clear()
+    assert not any((tmp_path / "node0").iterdir())
