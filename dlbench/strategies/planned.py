@@ -218,14 +218,17 @@ class PlannedExecutor(Executor):
                 raise RunError(f"plan of {self.plan.strategy}: rank {ctx.rank} must send a sample at epoch {e} step "
                                f"{first} that it does not hold then")
 
-        post_recvs_upto(D, block=False)
-        post_sends(0, D - 1)
+        peer_io = peers.active()      # this epoch has peer accesses or sends (else no per-step peer calls)
+        if peer_io:
+            post_recvs_upto(D, block=False)
+            post_sends(0, D - 1)
         if self.threads:
             loader.begin(view)
         tl, clock = ctx.timeline, ctx.clock
         STAGE = PHASE_ID["stage"]
-        keep, ids, bounds = view.keep, view.ids, view.bounds
+        keep, ids, bounds = view.keep, view.ids, view.bounds.tolist()
         any_keep = bool((keep != NO_TIER).any())
+        any_evict = len(view.evict_ids) > 0
         sizes = ctx.sample_nbytes
         try:
             for t in range(view.steps):
@@ -237,20 +240,21 @@ class PlannedExecutor(Executor):
                     if filler is not None and t >= D:
                         filler.wait(base + t - D)     # the buffer's last fills are copied out
                     loader.fill(view, t)
-                post_recvs_upto(t + 1, block=True)
-                if self.jpeg:   # received bytes are stored JPEGs: decode them into the batch rows
-                    raw_t, out_t = self.raw_ring[t], ring[t]
-                    peers.wait_recvs(view, t, lambda j, n, a=raw_t, b=out_t: reader0.decode_into(a[j], n, b[j]))
-                else:
-                    peers.wait_recvs(view, t)
-                b0, b1 = int(bounds[t]), int(bounds[t + 1])
+                if peer_io:
+                    post_recvs_upto(t + 1, block=True)
+                    if self.jpeg:   # received bytes are stored JPEGs: decode them into the batch rows
+                        raw_t, out_t = self.raw_ring[t], ring[t]
+                        peers.wait_recvs(view, t, lambda j, n, a=raw_t, b=out_t: reader0.decode_into(a[j], n, b[j]))
+                    else:
+                        peers.wait_recvs(view, t)
+                b0, b1 = bounds[t], bounds[t + 1]
                 buf = ring[t]
                 kept_rows = self.raw_ring[t] if self.jpeg else buf
                 yield Batch(buf, ids[b0:b1], b1 - b0)
                 # after the trainer's step: fills and evictions (fill thread, or here), the buffer back to the
                 # loader, sends and receives
                 kc = np.nonzero(keep[b0:b1] != NO_TIER)[0].tolist() if any_keep else ()
-                if len(view.evict_ids):
+                if any_evict:
                     lo, hi = np.searchsorted(view.evict_step, [t, t + 1])
                     evictions = view.evict_ids[lo:hi].tolist()
                 else:
@@ -272,8 +276,9 @@ class PlannedExecutor(Executor):
                         loader.release(t)
                 if exchange is not None:
                     exchange.complete(view, t)
-                post_recvs_upto(t + 1 + D, block=False)
-                post_sends(t + 1, t + D)
+                if peer_io:
+                    post_recvs_upto(t + 1 + D, block=False)
+                    post_sends(t + 1, t + D)
             if filler is not None:
                 filler.drain()
             peers.finish(view)

@@ -736,6 +736,10 @@ class PeerPush(EpochStage):
             msgs.append((p_l[a], self.tag(c_l[a]), js[a:b], n_l[a:b]))
             self._rplan[t] = (msgs, k + b - a, nb + sum(n_l[a:b]))
 
+    def active(self) -> bool:
+        """Has the epoch begun (``begin``) anything to receive or send (else the per-step calls are no-ops)?"""
+        return bool(self._rplan or self.pending or self.inflight)
+
     def post_recvs(self, view: EpochView, t: int, buf: np.ndarray) -> None:
         """Irecvs straight into step t's batch buffer ``buf`` (rows) for its PEER accesses."""
         plan = self._rplan.get(t)
