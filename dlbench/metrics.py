@@ -143,8 +143,9 @@ def rank_breakdown(a: dict, epochs: Sequence[int], *, n_tiers: int = 4) -> dict:
         d["read_bytes"] = int(nbytes[rd].sum())
         d["read_ops"] = int(rd.sum())
         d["shared_read_ops"] = int((rd & (tier == 0)).sum())
-        # the prologue's bytes by tier also count what staging received from other nodes (exchange, PEER)
-        mv = rd | (mask & (phase == PHASE_ID["exchange"])) if window_is_prologue else rd
+        # bytes by tier also count what a rank received from others outside its reads (``exchange`` intervals
+        # with bytes, PEER): staging's distribution in the prologue, pls's exchange during the epochs
+        mv = rd | (mask & (phase == PHASE_ID["exchange"]))
         bt = np.bincount(tier[mv].astype(np.int64), weights=nbytes[mv].astype(np.float64), minlength=n_tiers)
         d["bytes_by_tier"] = [int(x) for x in bt]
         st0 = mask & (phase == PHASE_ID["stall"]) & (step == 0)
@@ -436,8 +437,9 @@ GLOSSARY = {
                   "bytes under prologue_bytes_by_tier)",
     "shared_read_requests": "read requests to the shared file system during the epochs, summed over ranks (a "
                             "run of consecutive samples read as one request counts once)",
-    "bytes_by_tier": "read_bytes split by the tier they came from (shared FS, memory, local disk, peer), summed "
-                     "over ranks",
+    "bytes_by_tier": "read_bytes split by the tier they came from (shared FS, memory, local disk, peer), plus "
+                     "under peer what background transfers between ranks moved during the epochs (pls's "
+                     "exchange), summed over ranks",
     "prologue_bytes_by_tier": "bytes moved before epoch 0 (staging), by source tier, summed over ranks",
     "read_bandwidth": "read bytes / read time per rank, mean over ranks",
     "samples_per_s": "all samples / sum over epochs of the slowest rank's epoch time",

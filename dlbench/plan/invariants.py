@@ -26,19 +26,16 @@ class PlanError(DlbenchError):
 
 
 def _holdings_from_prologue(plan: Plan) -> list[dict[int, int]]:
+    """What every rank holds after the prologue: its reads of the shared tier, then the peer rows (each
+    sender must hold what it sends once the reads are stored); a storage group's ranks share one store."""
     W = plan.world_size
     held: list[dict[int, int]] = [dict() for _ in range(W)]
     pro = plan.prologue
-    for r, sid, dst in zip(pro.rank.tolist(), pro.sample.tolist(), pro.dst.tolist()):
-        if dst in (LOCAL, MEMORY):
-            held[r][sid] = dst
-    if pro.allgather:          # every storage group ends up with every piece
-        every: dict[int, int] = {}
-        for h in held:
-            every.update(h)
-        return [dict(every) for _ in range(W)]
-    if pro.groups is not None:  # one store per storage group (staging's node-local copies)
-        groups = np.asarray(pro.groups)
+    groups = np.asarray(pro.groups) if pro.groups is not None else None
+
+    def share() -> None:   # one store per storage group (staging's node-local copies)
+        if groups is None:
+            return
         for g in np.unique(groups):
             members = np.nonzero(groups == g)[0].tolist()
             merged: dict[int, int] = {}
@@ -46,6 +43,22 @@ def _holdings_from_prologue(plan: Plan) -> list[dict[int, int]]:
                 merged.update(held[r])
             for r in members:
                 held[r] = dict(merged)
+
+    moved = pro.src == PEER
+    for r, sid, dst in zip(pro.rank[~moved].tolist(), pro.sample[~moved].tolist(), pro.dst[~moved].tolist()):
+        if dst in (LOCAL, MEMORY):
+            held[r][sid] = dst
+    share()
+    if moved.any():
+        before = [dict(h) for h in held]
+        for r, sid, dst, p in zip(pro.rank[moved].tolist(), pro.sample[moved].tolist(), pro.dst[moved].tolist(),
+                                  pro.peer[moved].tolist()):
+            if not 0 <= p < W or p == r or sid not in before[p]:
+                raise PlanError(f"plan of {plan.strategy}: prologue: rank {p} sends sample {sid} to rank {r} "
+                                f"but does not hold it after its reads")
+            if dst in (LOCAL, MEMORY):
+                held[r][sid] = dst
+        share()
     return held
 
 

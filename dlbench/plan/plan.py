@@ -10,8 +10,8 @@ Typed parts (no untyped side dicts):
   the rank stores the delivered sample in after the step: a cache fill; ``NO_TIER``: dropped after use);
 - ``Transfers``: background moves between ranks during an epoch (PLS's exchange), step/src/dst/sample;
 - ``Evictions``: a rank drops its copy of a sample after a step;
-- ``Prologue``: moves before epoch 0 (staging), with ``allgather`` when every storage group receives every
-  other group's pieces;
+- ``Prologue``: moves before epoch 0 (staging, preloads), row by row: reads of the shared tier into a rank's
+  own tier, and peer moves (who sends which sample to whom, e.g. staging's distribution between nodes);
 - ``Plan.pipeline``: how the executor fetches (``sync``: one request at a time, in the trainer; ``prefetch``:
   loader threads read ahead in access order) and ``Plan.loader_threads``.
 
@@ -166,6 +166,14 @@ class EpochPlan:
             out[r, m] = np.searchsorted(b, col[m], side="right") - 1
         return out
 
+    def transfer_bytes(self, sample_nbytes: np.ndarray | int) -> float:
+        """Bytes this epoch's background transfers move between ranks (0 without transfers)."""
+        t = self.transfers
+        if t is None or not len(t):
+            return 0.0
+        sizes = np.asarray(sample_nbytes)
+        return float(sizes[t.sample].sum()) if sizes.ndim else float(sizes) * len(t)
+
     def peer_sends(self, rank: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """What ``rank`` sends to serve other ranks' PEER accesses: (step, dst, column in dst's row,
         sample), in step order, within a step in (dst, column) order."""
@@ -181,23 +189,37 @@ class EpochPlan:
 
 @dataclass(frozen=True)
 class Prologue:
-    """Background traffic before epoch 0 (staging): rank ``rank[i]`` moves sample ``sample[i]`` from tier
-    ``src[i]`` to tier ``dst[i]`` (PEER as src: received from ``peer[i]``). ``allgather``: afterwards every
-    storage group (``groups[r]``: a node for node-local files, the rank for process memory) receives every
-    other group's pieces over the network, so each holds the whole set (parallel data staging)."""
+    """Background traffic before epoch 0 (staging, preloads), one row per sample moved: rank ``rank[i]``
+    stores sample ``sample[i]`` in its tier ``dst[i]``, read from tier ``src[i]``: ``SHARED`` (the rank
+    reads it from the shared tier itself) or ``PEER`` (rank ``peer[i]`` sends it: a sender → receiver row;
+    the sender holds it from an earlier row). Rows reading the shared tier come first in a rank's work: the
+    peer rows are carried out once every rank's reads are stored. ``groups[r]`` (optional): rank r's storage
+    group; the ranks of a group share one store (a node-local directory), so a sample any of them stores is
+    held by all of them."""
 
     rank: np.ndarray
     sample: np.ndarray
     src: np.ndarray
     dst: np.ndarray
     peer: np.ndarray
-    allgather: bool = False
     groups: np.ndarray | None = None
 
     @staticmethod
     def empty() -> Prologue:
         z = np.zeros(0, dtype=np.int64)
         return Prologue(z, z, z.astype(np.uint8), z.astype(np.uint8), z)
+
+    def reads(self, rank: int) -> np.ndarray:
+        """Row indices of ``rank``'s reads of the shared tier (in row order)."""
+        return np.nonzero((self.rank == rank) & (self.src == SHARED))[0]
+
+    def sends(self, rank: int) -> np.ndarray:
+        """Row indices of the peer moves ``rank`` sends (in row order)."""
+        return np.nonzero((self.peer == rank) & (self.src == PEER))[0]
+
+    def recvs(self, rank: int) -> np.ndarray:
+        """Row indices of the peer moves ``rank`` receives (in row order)."""
+        return np.nonzero((self.rank == rank) & (self.src == PEER))[0]
 
 
 class Plan:
@@ -265,7 +287,8 @@ class Plan:
         }
 
     def bytes_by_tier(self, sample_nbytes: np.ndarray | int) -> dict[str, int]:
-        """Bytes consumed from each tier over all epochs (a property of the plan)."""
+        """Bytes consumed from each tier over all epochs, plus (``peer``) the bytes background transfers move
+        between ranks (pls's exchange): a property of the plan."""
         out = np.zeros(len(TIER_NAMES), dtype=np.float64)
         sizes = np.asarray(sample_nbytes)
         for ep in self:
@@ -273,4 +296,5 @@ class Plan:
             ids = ep.sample_ids[mask]
             w = sizes[ids] if sizes.ndim else np.full(ids.shape, float(sizes))
             out += np.bincount(ep.source[mask], weights=w, minlength=len(TIER_NAMES))[:len(TIER_NAMES)]
+            out[PEER] += ep.transfer_bytes(sizes)
         return {name: int(v) for name, v in zip(TIER_NAMES, out)}

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from ..errors import CapacityError, ConfigError
-from .plan import LOCAL, MEMORY, SHARED, EpochPlan, Plan, Prologue, Transfers
+from .plan import LOCAL, MEMORY, PEER, SHARED, EpochPlan, Plan, Prologue, Transfers
 from .sampler import batch_bounds, distributed_indices, epoch_permutation, epoch_rng
 
 _SHARD_STREAM = 1 << 30  # the epoch slot of the one-off shard split (independent of every epoch's stream)
@@ -55,21 +55,51 @@ def _bounds(W: int, n: int, local_batch: int, drop_last_batch: bool) -> np.ndarr
     return np.tile(batch_bounds(n, local_batch, drop_last_batch), (W, 1))
 
 
+def allgather_rows(groups: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Who receives what so that every storage group holds every piece (staging's distribution): sample i is
+    held by rank ``owner[i]``; every other group receives it once, at its member in the sender's position in
+    its own group (mod the group's size), so the receives spread over a group's ranks. Returns (receiving
+    rank, sample) per row, by receiving group, then by sample id (the order a sender sends a receiver its
+    samples in)."""
+    groups = np.asarray(groups, dtype=np.int64)
+    owner = np.asarray(owner, dtype=np.int64)
+    _, gi = np.unique(groups, return_inverse=True)
+    members = np.argsort(gi, kind="stable")               # ranks by group, each group's in rank order
+    counts = np.bincount(gi)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    pos = np.empty(len(gi), np.int64)
+    pos[members] = np.arange(len(gi)) - starts[gi[members]]
+    go, po = gi[owner], pos[owner]
+    to, sent = [], []
+    for g in range(len(counts)) if len(counts) > 1 else ():
+        sel = np.nonzero(go != g)[0]
+        to.append(members[starts[g] + po[sel] % counts[g]])
+        sent.append(sel)
+    z = np.zeros(0, np.int64)
+    return (np.concatenate(to) if to else z), (np.concatenate(sent).astype(np.int64) if sent else z)
+
+
 def staging_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
                  sample_nbytes, tiers: list[tuple[int, float]], drop_last: bool = False,
                  drop_last_batch: bool = False, groups=None) -> Plan:
     """Parallel data staging (see module doc). ``tiers``: [(MEMORY|LOCAL, capacity_bytes per node)] fastest
     first; the whole dataset must fit on each node. ``groups[r]``: rank r's storage group (default: its
-    node); with more than one group the prologue all-gathers the pieces between groups."""
+    node); with more than one group the prologue's peer rows send every piece to every other group
+    (``allgather_rows``)."""
     sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.float64), (n_samples,))
     placement = tier_of_sample(sizes, tiers)
     W = int(world_size)
-    # prologue: rank r reads samples r::W from the PFS into the tier the sample lives on; then all-gather
+    # prologue: rank r reads samples r::W from the PFS into the tier the sample lives on; then every other
+    # storage group receives r's piece (``allgather_rows``)
     ids = np.arange(n_samples, dtype=np.int64)
     groups = np.asarray(node_map if groups is None else groups, dtype=np.int64)
-    pro = Prologue(rank=ids % W, sample=ids, src=np.full(n_samples, SHARED, np.uint8), dst=placement[ids],
-                   peer=np.full(n_samples, -1, np.int64), allgather=bool(len(groups) and groups.max() > 0),
-                   groups=groups)
+    owner = ids % W
+    to, sent = allgather_rows(groups, owner)
+    rank = np.concatenate([owner, to])
+    sample = np.concatenate([ids, sent])
+    src = np.concatenate([np.full(n_samples, SHARED, np.uint8), np.full(len(sent), PEER, np.uint8)])
+    peer = np.concatenate([np.full(n_samples, -1, np.int64), owner[sent]])
+    pro = Prologue(rank=rank, sample=sample, src=src, dst=placement[sample], peer=peer, groups=groups)
 
     def build(e: int) -> EpochPlan:
         rows = distributed_indices(epoch_permutation(seed, e, n_samples), W, drop_last)

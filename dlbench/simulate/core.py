@@ -183,8 +183,8 @@ def policy_of(strategy: str, plan: Plan) -> str:
 
 
 def _prologue_bytes(plan: Plan | None, sizes: np.ndarray | None) -> np.ndarray:
-    """Bytes moved before epoch 0 by source tier, summed over ranks: the prologue's own reads, plus for an
-    all-gather what every storage group receives from the others (PEER)."""
+    """Bytes moved before epoch 0 by source tier, summed over ranks: one row of the prologue per sample moved,
+    reads of the shared tier (SHARED) and samples received from another rank (PEER: staging's distribution)."""
     out = np.zeros(len(TIER_NAMES))
     if plan is None or sizes is None:
         return out
@@ -193,12 +193,15 @@ def _prologue_bytes(plan: Plan | None, sizes: np.ndarray | None) -> np.ndarray:
         return out
     s = np.asarray(sizes, dtype=np.float64)[pro.sample]
     out += np.bincount(pro.src.astype(np.int64), weights=s, minlength=len(TIER_NAMES))[:len(TIER_NAMES)]
-    if pro.allgather:
-        groups = pro.groups if pro.groups is not None else plan.node_map
-        g = np.asarray(groups)[pro.rank]
-        own = np.bincount(g, weights=s)
-        ngroups = len(np.unique(np.asarray(groups)))
-        out[TIER_NAMES.index("peer")] += float(s.sum()) * ngroups - float(own.sum())
+    return out
+
+
+def _transfer_bytes(plan: Plan | None, sizes: np.ndarray | None) -> np.ndarray:
+    """Bytes background transfers move between ranks over the epochs (pls's exchange), as the PEER tier's
+    entry of a by-tier vector (what a run's ``exchange`` intervals count under ``bytes_by_tier``)."""
+    out = np.zeros(len(TIER_NAMES))
+    if plan is not None and sizes is not None:
+        out[TIER_NAMES.index("peer")] = sum(ep.transfer_bytes(sizes) for ep in plan)
     return out
 
 
@@ -234,7 +237,7 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
     out = summary_from_arrays(
         T, P, read_b, c.samples, np.full(W, float(c.prologue_s)), workload=workload, strategy=c.strategy,
         eps=list(range(c.epochs)), ranks=W, nodes=c.nodes, tier_names=TIER_NAMES,
-        bytes_by_tier=[float(c.bytes_by_tier[n].sum()) for n in TIER_NAMES],
+        bytes_by_tier=np.array([float(c.bytes_by_tier[n].sum()) for n in TIER_NAMES]) + _transfer_bytes(plan, sizes),
         prologue_bytes_by_tier=_prologue_bytes(plan, sizes), prologue_phase_time_s=pro_phase,
         read_requests=requests, simulated=True)
     out["modelled_breakdown"] = {

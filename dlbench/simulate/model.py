@@ -154,19 +154,16 @@ class Model:
         per_thread = p.pfs_per_client(nodes * tier_threads)
         from_pfs = pro.src == SHARED
         read_s = np.bincount(node[from_pfs], weights=s[from_pfs], minlength=nodes) / (per_thread * tier_threads)
-        gather = bool(pro.allgather)
-        total_b = float(s.sum())
-        own_b = np.bincount(node, weights=s, minlength=nodes)
+        # the peer rows (staging's distribution): what a node receives from other nodes crosses the network;
+        # every row, read or received, is written into the receiver's tier
+        moved = pro.src == PEER
+        sender = plan.node_map[np.where(moved, pro.peer, pro.rank)]
+        net = moved & (sender != node)
+        recv_s = np.bincount(node[net], weights=s[net], minlength=nodes) / p.network_bytes_per_s
         stored_b = {}
-        if gather:  # every node stores every sample
-            for code in (MEMORY, LOCAL):
-                stored_b[code] = np.full(nodes, float(s[pro.dst == code].sum()))
-            recv_s = (total_b - own_b) / p.network_bytes_per_s
-        else:
-            for code in (MEMORY, LOCAL):
-                sel = pro.dst == code
-                stored_b[code] = np.bincount(node[sel], weights=s[sel], minlength=nodes)
-            recv_s = np.zeros(nodes)
+        for code in (MEMORY, LOCAL):
+            sel = pro.dst == code
+            stored_b[code] = np.bincount(node[sel], weights=s[sel], minlength=nodes)
         write_s = np.zeros(nodes)
         for code, kind in ((MEMORY, "memory"), (LOCAL, "local")):
             t = next((t for t in p.tiers if t.kind == kind), None)
@@ -180,7 +177,7 @@ class Model:
     def _prologue_series(self, plan: Plan, sizes: np.ndarray, fill_to_capacity: bool) -> float:
         """The thesis' staging (``prologue: series``): per node, the destination tier's threads take the
         node's rows round robin; a PFS row costs s / min(b_fs, t(N)/N) + w (γ = the N nodes), then each
-        sample received from peers (all-gather) costs s / min(b_c, r_dst(p)) + w. ``fill_to_capacity``: the
+        sample received from peers (the plan's peer rows) costs s / min(b_c, r_dst(p)) + w. ``fill_to_capacity``: the
         node also copies other nodes' pieces from its peers until its destination tier is full (the
         reference's Parallel Data Staging, whose training then draws only from the own piece): whole samples
         in id order up to the first that does not fit, in the plan's capacity where smaller than the tier's."""
@@ -202,16 +199,17 @@ class Model:
                 thr = tier.threads if tier is not None else p.staging.threads
                 rate = (p.tier_aggregate(tier) if tier is not None else p.network_bytes_per_s)
                 peer = 1.0 / min(p.network_bytes_per_s, rate)
-                ss = s[sel]
-                cost = np.where(pro.src[sel] == SHARED, ss * (pfs + w), ss * (peer + w))
+                rd = sel & (pro.src == SHARED)
+                ss = s[rd]
+                cost = ss * (pfs + w)
                 if self.p.pfs is not None and self.p.pfs.latency_s:
-                    cost = cost + np.where(pro.src[sel] == SHARED, self.p.pfs.latency_s, 0.0)
+                    cost = cost + self.p.pfs.latency_s
                 per_thread = np.bincount(np.arange(len(ss)) % thr, weights=cost, minlength=thr)
                 own_b = float(ss.sum())
-                recv_b = 0.0
-                if pro.allgather:
-                    recv_b = float(s[pro.dst == code].sum()) - own_b
-                elif fill_to_capacity and tier is not None:
+                # samples received from peers (the plan's peer rows: staging's distribution), spread over the
+                # tier's threads
+                recv_b = float(s[sel & (pro.src == PEER)].sum())
+                if not recv_b and fill_to_capacity and tier is not None:
                     # whole samples not staged from the PFS, in id order, until the first that does not fit
                     cap = min(tier.capacity_bytes, float(plan.meta.get("capacity_per_node_bytes", np.inf)))
                     held = np.zeros(len(sizes), dtype=bool)

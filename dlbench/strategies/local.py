@@ -15,11 +15,11 @@ from . import register
 from .base import Executor, RunContext, Semantics, Strategy
 from .localcopy import (
     TIER_CODES,
-    LocalCopyExecutor,
     LocalCopyOptions,
     capacity_per_group,
     capacity_sizes,
     check_capacity,
+    copies_executor,
     groups_of,
     set_pipeline,
 )
@@ -32,11 +32,10 @@ class LocalOptions(LocalCopyOptions):
     pass
 
 
-class ShardExecutor(LocalCopyExecutor):
-    """A rank-private store holding its shard (and, for pls, what it receives)."""
-
-    def store_need_bytes(self) -> int:
-        return int(self.plan.meta["storage_bytes_per_rank"][self.ctx.rank])
+def shard_executor(ctx: RunContext, plan: Plan, options) -> Executor:
+    """The planned executor with a rank-private store holding the rank's shard (and, for pls, what it
+    receives: the plan's peak, ``storage_bytes_per_rank``)."""
+    return copies_executor(ctx, plan, options, int(plan.meta["storage_bytes_per_rank"][ctx.rank]), shared_local=False)
 
 
 def shard_capacity_check(ctx: RunContext, plan: Plan, options, what: str) -> None:
@@ -65,4 +64,4 @@ class Local(Strategy):
         return set_pipeline(plan, options.loader_threads)
 
     def executor(self, ctx: RunContext, plan: Plan, options: LocalOptions) -> Executor:
-        return ShardExecutor(ctx, plan, options, private=True)
+        return shard_executor(ctx, plan, options)

@@ -1,6 +1,7 @@
-"""What staging, local and pls share: options, capacity checks, a rank's store of local copies, and the
-executor that fills it in a prologue (reads of the shared tier, then MPI distribution between storage
-groups) and then delivers every step from it (plus, for pls, a non-blocking exchange per step).
+"""What staging, local and pls share: options, capacity checks, the planned executor they run on
+(``copies_executor``: one own tier holding the plan's local copies), and the node-local directories of those
+copies with their clean-up on every exit path (``open_local_tier`` / ``remove_local_tier``, owner and stop
+markers, the node's guardian process).
 
 Storage. ``tier=local``: files under ``--local-dir``/run-<tag>/node<k>/ (staging: one copy per node, shared
 by the node's ranks) or node<k>/rank<r>/ (local, pls: a rank's shard). ``tier=memory``: a page-aligned slab
@@ -8,11 +9,11 @@ in the rank's process (every rank its own copy). A ``SampleStore`` counts refere
 sample that sits twice in one shard (DistributedSampler's padding, or received while still held) is stored
 once and removed with its last reference.
 
-Recording. Prologue (epoch −1): one ``read`` per sample from the shared tier (tier SHARED), ``exchange``
-intervals of the distribution between nodes (tier PEER, bytes received), and one ``stage`` interval over
-the whole prologue (bytes written locally); ``mark_epoch(-1, ...)``. Epochs: one ``read`` per sample from
-the store (tier LOCAL or MEMORY) and, for JPEG workloads, a ``decode``; pls adds ``exchange`` intervals
-for the CPU time of posting (packing) and completing (waiting, storing) each step's exchange.
+Recording (``stages.Stager``, ``stages.Exchange``, ``stages.Loader``). Prologue (epoch −1): one ``read`` per
+sample from the shared tier (tier SHARED), ``exchange`` intervals of the plan's peer rows between nodes (tier
+PEER, bytes received), and one ``stage`` interval over the whole prologue (bytes written); ``mark_epoch(-1,
+...)``. Epochs: one ``read`` per sample from the store (tier LOCAL or MEMORY) and, for JPEG workloads, a
+``decode``; pls adds ``exchange`` intervals for posting and completing each step's transfers.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,15 +29,11 @@ import numpy as np
 
 from ..config import opt
 from ..errors import CapacityError, RunError
-from ..plan import LOCAL, MEMORY, PEER, SHARED, Plan
-from ..storage import PAGE, LocalTier, MemoryTier, aligned_empty, aligned_rows, check_local_dir
-from ..timeline import PHASE_ID
-from .base import Batch, Executor, RunContext
-from .naive import sync_read_epoch
-from .stages import SampleStore
+from ..plan import LOCAL, MEMORY, Plan
+from ..storage import PAGE, LocalTier, check_local_dir
+from .base import Executor, RunContext
 
 TIER_CODES = {"local": LOCAL, "memory": MEMORY}
-CHUNK_BYTES = 16 << 20  # at most this much per message of the staging distribution
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,250 +106,28 @@ def check_capacity(need_per_group: np.ndarray, cap: float, src: str, what: str) 
                             f"available; pass --local-capacity BYTES, use more nodes, or choose another strategy")
 
 
-class LocalCopyExecutor(Executor):
-    """Prologue: read this rank's prologue samples from the shared tier into the store; if
-    ``plan.prologue.allgather``, send every piece to one rank of every other storage group (MPI, chunked,
-    non-blocking). Epochs: deliver each step from the store. Subclasses hook ``_before_step`` /
-    ``_after_step`` (pls's exchange)."""
+def copies_executor(ctx: RunContext, plan: Plan, options, need_bytes: int, *, shared_local: bool) -> Executor:
+    """The planned executor for a plan of local copies (staging, local, pls): one own tier of ``options.tier``
+    sized for ``need_bytes`` (in ``capacity_sizes`` units: page-aligned slots for memory), shared by the node's
+    ranks (``shared_local``: staging's node-local directory) or the rank's own, and ``options``' loader."""
+    from .planned import PlannedExecutor
 
-    def __init__(self, ctx: RunContext, plan: Plan, options, *, private: bool):
-        self.ctx, self.plan, self.options = ctx, plan, options
-        self.kind = options.tier
-        self.code = TIER_CODES[self.kind]
-        self.private = private            # a rank-private store (local, pls) or one per group (staging)
-        self.groups = groups_of(ctx, self.kind)
-        self.sizes = np.broadcast_to(np.asarray(ctx.sample_nbytes, dtype=np.int64), (plan.n_samples,))
-        self.reader = ctx.reader_factory()
-        self.max_row = int(self.reader.max_row_nbytes)
-        self.jpeg = ctx.workload.format.decodes
-        b = plan.local_batch
-        if self.jpeg:
-            self.raw = aligned_rows(1, self.max_row)[0]
-            self.rows = aligned_rows(b, ctx.workload.decoded_nbytes)
-        else:
-            self.rows = aligned_rows(b, self.max_row)
-        self.store: SampleStore | None = None
-        self.root: Path | None = None
-        self.done = False
-        self.shared = {"reads": 0, "bytes": 0}
-        self.peer = {"messages": 0, "bytes_received": 0, "bytes_sent": 0}
-        self.stage_s = 0.0
-        self._loader = None
-        self.stale_removed: list[str] = []
-        self.cleanup_note = ""            # what close() did with the local copies (for the run's message)
-        self._barrier_passed = False
-
-    # ---- storage -----------------------------------------------------------------------------------
-    def store_need_bytes(self) -> int:
-        """Bytes this rank's store object must be able to hold."""
-        raise NotImplementedError
-
-    def _open_store(self) -> SampleStore:
-        ctx = self.ctx
-        need = int(self.store_need_bytes())
-        if self.kind == "memory":
-            stride = -(-max(self.max_row, 1) // PAGE) * PAGE
-            slots = max(1, -(-need // stride))   # need is in slot bytes (capacity_sizes)
-            cap, src = capacity_per_group(ctx, self.options)
-            if slots * stride > cap:
-                raise CapacityError(f"{src}: too small: {slots} samples in page-aligned slots need "
-                                    f"{fmt_bytes(slots * stride)} in rank {ctx.rank}'s memory, {fmt_bytes(cap)} "
-                                    f"available; pass --local-capacity BYTES or use --tier local")
-            io = ctx.io_counters.new("memory", threadsafe=True) if ctx.io_counters is not None else None
-            return SampleStore(MemoryTier(slots * stride, self.max_row, io_counters=io), MEMORY)
-        node_ranks = int(np.sum(np.asarray(ctx.node_map) == ctx.node_map[ctx.rank]))
-        tier, self.root, self.stale_removed = open_local_tier(ctx, need * (node_ranks if self.private else 1),
-                                                              need, private=self.private)
-        return SampleStore(tier, LOCAL)
-
-    # ---- prologue ----------------------------------------------------------------------------------
-    def start(self) -> None:
-        ctx, plan = self.ctx, self.plan
-        tl, clock = ctx.timeline, ctx.clock
-        READ, STAGE = PHASE_ID["read"], PHASE_ID["stage"]
-        self.store = self._open_store()
-        t_start = clock()
-        pro = plan.prologue
-        mine = pro.sample[pro.rank == ctx.rank]
-        buf = aligned_rows(1, self.max_row)[0]
-        written = 0
-        read_into, put, add = self.reader.read_into, self.store.put, tl.add
-        for sid in mine.tolist():
-            t0 = clock()
-            n = read_into(sid, buf)
-            add(READ, t0, clock(), -1, 0, n, SHARED)
-            written += put(sid, buf[:n])
-            self.shared["reads"] += 1
-            self.shared["bytes"] += n
-        if pro.allgather:
-            written += self._distribute()
-        t_end = clock()
-        add(STAGE, t_start, t_end, -1, 0, written, self.code)
-        tl.mark_epoch(-1, t_start, t_end)
-        self.stage_s = (t_end - t_start) * 1e-9
-
-    def _distribute(self) -> int:
-        """Every group must hold every piece: rank p sends its piece to the rank of each other group at
-        position (p's position in its group) mod (group size); chunks of ≤ CHUNK_BYTES, non-blocking,
-        in rounds. Returns bytes stored."""
-        ctx, comm, plan = self.ctx, self.ctx.comm, self.plan
-        W, me = plan.world_size, ctx.rank
-        groups = self.groups
-        members = {int(g): np.nonzero(groups == g)[0] for g in np.unique(groups)}
-        pos = {int(r): int(np.nonzero(members[int(groups[r])] == r)[0][0]) for r in range(W)}
-        pro = plan.prologue
-        pieces = [pro.sample[pro.rank == p] for p in range(W)]
-
-        def chunks(p: int) -> list[np.ndarray]:
-            ids = pieces[p]
-            cum = np.cumsum(self.sizes[ids])
-            cut = (cum - 1) // CHUNK_BYTES if len(ids) else cum
-            return [ids[cut == c] for c in np.unique(cut)]
-
-        sends = [(g_mem[pos[me] % len(g_mem)], c) for g, g_mem in members.items() if g != groups[me]
-                 for c in [chunks(me)]]
-        recvs = [(p, chunks(p)) for p in range(W) if groups[p] != groups[me]
-                 and members[int(groups[me])][pos[p] % len(members[int(groups[me])])] == me]
-        rounds = max([len(c) for _, c in sends] + [len(c) for _, c in recvs] + [0])
-        clock, add = ctx.clock, ctx.timeline.add
-        EXCH = PHASE_ID["exchange"]
-        written = 0
-        for i in range(rounds):
-            t0 = clock()
-            reqs, inbox, keep = [], [], []
-            for src, cs in recvs:
-                if i < len(cs):
-                    ids = cs[i]
-                    buf = aligned_empty(int(self.sizes[ids].sum()))
-                    reqs.append(comm.irecv(buf, src, tag=11))
-                    inbox.append((ids, buf))
-            for dst, cs in sends:
-                if i < len(cs):
-                    ids = cs[i]
-                    buf = aligned_empty(int(self.sizes[ids].sum()))
-                    off = 0
-                    for sid in ids.tolist():
-                        off += self.store.tier.read_into(sid, buf[off:])
-                    keep.append(buf)
-                    reqs.append(comm.isend(buf, int(dst), tag=11))
-                    self.peer["bytes_sent"] += buf.nbytes
-            for r in reqs:
-                r.wait()
-            got = 0
-            for ids, buf in inbox:
-                off = 0
-                for sid in ids.tolist():
-                    n = int(self.sizes[sid])
-                    written += self.store.put(sid, buf[off:off + n])
-                    off += n
-                got += buf.nbytes
-                self.peer["messages"] += 1
-            self.peer["bytes_received"] += got
-            add(EXCH, t0, clock(), -1, 0, got, PEER)
-        return written
-
-    # ---- epochs ------------------------------------------------------------------------------------
-    def _before_step(self, e: int, s: int) -> None:
-        return None
-
-    def _after_step(self, e: int, s: int) -> None:
-        return None
-
-    def epoch(self, e: int) -> Iterator[Batch]:
-        if self.options.loader_threads:
-            yield from self._threaded_epoch(e)
-        else:
-            yield from sync_read_epoch(self.ctx, self.plan, e, self.rows, self.store.read_into, self.code,
-                                       raw=self.raw if self.jpeg else None,
-                                       decode=self.reader.decode_into if self.jpeg else None,
-                                       before_step=self._before_step, after_step=self._after_step)
-        if e == self.plan.epochs - 1:
-            self.done = True
-
-    def _threaded_epoch(self, e: int) -> Iterator[Batch]:
-        """Loader threads (stages.Loader) read the local copies up to ``window`` steps ahead into a ring."""
-        from .stages import EpochView, Loader, Ring, Stores
-
-        if self._loader is None:
-            b = int(self.plan.local_batch)
-            depth = self.options.window + 1
-            self._ring = Ring(depth, b, self.rows.shape[1])
-            self._raw_ring = Ring(depth, b, self.max_row) if self.jpeg else None
-            # the copies are in place before epoch 0 (prologue + barrier): no waiting for samples
-            self._loader = Loader(self.ctx, Stores({self.code: self.store}), self._ring, self.options.loader_threads,
-                                  self._raw_ring, self.ctx.timeline, wait_for_samples=False)
-        view = EpochView(self.plan, e, self.ctx.rank, transfers_handled=True)   # pls's hooks move them
-        loader = self._loader
-        loader.begin(view)
-        try:
-            for s in range(view.steps):
-                self._before_step(e, s)
-                loader.wait(s)
-                b0, b1 = int(view.bounds[s]), int(view.bounds[s + 1])
-                yield Batch(self._ring[s], view.ids[b0:b1], b1 - b0)
-                self._after_step(e, s)
-                loader.release(s)
-        finally:
-            loader.end()
-
-    def extra_timelines(self) -> list:
-        return self._loader.timelines if self._loader is not None else []
-
-    # ---- figures and cleanup -----------------------------------------------------------------------
-    def stats(self) -> dict:
-        st = self.store
-        tier_stats = st.tier.stats() if st is not None else {}
-        # the shared tier: the prologue's reads, and the accesses a partial staging plan reads from it (counted
-        # here by the synchronous trainer, by the loader threads in theirs)
-        lo = self._loader
-        sh_reads = self.shared["reads"] + (lo.shared_reads if lo is not None else 0)
-        sh_bytes = self.shared["bytes"] + (lo.shared_bytes if lo is not None else 0)
-        out = {
-            "tiers": {
-                "shared": {"reads": sh_reads, "bytes": sh_bytes},
-                self.kind: {"reads": st.reads if st else 0, "bytes": st.read_bytes if st else 0,
-                            "writes": tier_stats.get("writes", 0), "write_bytes": tier_stats.get("write_bytes", 0),
-                            "deletes": tier_stats.get("deletes", 0), "peak_capacity_bytes": tier_stats.get(
-                                "capacity_bytes", 0)},
-                "peer": {"messages": self.peer["messages"], "bytes": self.peer["bytes_received"],
-                         "bytes_sent": self.peer["bytes_sent"]},
-            },
-            "stage_s": self.stage_s,
-        }
-        if self.stale_removed:
-            out["stale_local_dirs_removed"] = list(self.stale_removed)
-        if hasattr(self.reader, "stats"):
-            out["shared_tier_throttle"] = self.reader.stats()
-        return out
-
-    def peer_stop(self) -> tuple[str, int] | None:
-        """(signal, rank) of another rank of this node that is stopping on a signal, or None (kept once
-        seen: the last rank out removes the markers with the run directory)."""
-        if getattr(self, "_peer_stop", None) is None:
-            self._peer_stop = peer_stop(self.root)
-        return self._peer_stop
-
-    def close(self) -> None:
-        """Delete the local copies on every exit path (idempotent: safe to call again). After a complete
-        run: wait for the node's ranks, delete this rank's copies and the directories that are then empty.
-        After a failure or an interrupt no rank removes files another live rank of the node may read:
-        ``remove_local_tier`` (per-rank directories and owner markers, the last rank out removes the rest).
-        ``cleanup_note`` says what was done."""
-        try:
-            if self.root is None:                 # memory tier (freed with the process), or nothing staged yet
-                return
-            done = self.done and self.store is not None and not self.interrupted
-            if done and not self._barrier_passed:
-                self.ctx.comm.barrier()      # nobody on the node still reads a shared copy
-                self._barrier_passed = True
-                self.store.clear()
-            self.peer_stop()
-            self.cleanup_note = remove_local_tier(self.ctx, self.root, private=self.private, done=done,
-                                                  interrupted=self.interrupted)
-        finally:
-            if self._loader is not None:
-                self._loader.close()
-            self.reader.close()
+    code = TIER_CODES[options.tier]
+    need = max(int(need_bytes), 1)
+    if options.tier == "memory":
+        sizes = capacity_sizes(ctx, "memory")
+        stride = int(sizes[0]) if len(sizes) else PAGE
+        slots = max(1, -(-need // stride))
+        cap, src = capacity_per_group(ctx, options)
+        if slots * stride > cap:
+            raise CapacityError(f"{src}: too small: {slots} samples in page-aligned slots need "
+                                f"{fmt_bytes(slots * stride)} in rank {ctx.rank}'s memory, {fmt_bytes(cap)} "
+                                f"available; pass --local-capacity BYTES or use --tier local")
+        need = slots * stride
+    # inline (no loader threads) the trainer reads each step into one batch buffer: no read-ahead ring
+    return PlannedExecutor(ctx, plan, capacity_bytes={code: need}, threads=options.loader_threads,
+                           window=options.window if options.loader_threads else 0, capacity_flag="--local-capacity",
+                           shared_local=shared_local and options.tier == "local")
 
 
 def open_local_tier(ctx: RunContext, need_per_node: int, cap: int, *, private: bool) -> tuple[LocalTier, Path, list]:

@@ -1,6 +1,7 @@
 """The planned executor: carries out any plan whose accesses name their source (shared tier, an own tier,
-or a peer), with cache fills (``keep``) and evictions, by gluing the stages of ``stages.py``. The cache
-family (clairvoyant, locality, lbann, deepio) and surrogatetrain are planners plus this executor.
+or a peer), with cache fills (``keep``) and evictions, by gluing the stages of ``stages.py``. Every
+strategy but prefetch is a planner plus this executor (naive, staging, local, pls, the cache family and
+surrogatetrain).
 
 Per epoch, for this rank: the loader reads step t's non-peer accesses into ring buffer t mod depth (inline,
 or by loader threads up to depth − 1 steps ahead), the peer stage posts Irecvs into the same buffer for the
@@ -10,8 +11,14 @@ interval: bytes written), drops what it evicts, and posts the sends that became 
 inside the trainer's next ``next()`` call, so the runner counts it as stall: it is I/O the trainer waits
 for.
 
-Prologue: rows from the shared tier into an own tier (a preload) are read before epoch 0 (epoch −1,
-``read`` per sample and one ``stage`` interval), as ``local``'s staging is.
+Prologue (``stages.Stager``, epoch −1): the rank's rows reading the shared tier into an own tier (a preload,
+staging's piece, a shard) and then the plan's sender → receiver rows (staging's distribution between nodes)
+as non-blocking MPI; ``read`` per shared sample, ``exchange`` per round, one ``stage`` interval. With
+``shared_local`` the local tier is one directory per node shared by its ranks (staging): what the node's other
+ranks stored is held here too (``SampleStore.share``) and cleared by them.
+
+Background transfers (``EpochPlan.transfers``: pls's exchange) are the transfer stage ``stages.Exchange``:
+posted when a step starts, completed after the trainer's step.
 
 Capacity: each own tier is sized by the strategy (``capacity_bytes`` per tier code, computed from the plan's
 peak holdings; the cache family's memory tier is a byte arena of the plan's bytes for the rank); a tier that
@@ -26,12 +33,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import RunError
-from ..plan import LOCAL, MEMORY, NO_TIER, SHARED, Plan
-from ..storage import ArenaTier, MemoryTier, aligned_rows
+from ..plan import LOCAL, MEMORY, NO_TIER, Plan
+from ..storage import ArenaTier, MemoryTier
 from ..timeline import PHASE_ID, Timeline
 from .base import Batch, Executor, RunContext
 from .localcopy import open_local_tier, peer_stop, remove_local_tier
-from .stages import EpochView, Filler, Loader, PeerPush, Ring, SampleStore, Stores
+from .stages import EpochView, Exchange, Filler, Loader, PeerPush, Ring, SampleStore, Stager, Stores
 
 
 def peak_holdings(plan: Plan, rank: int, sample_nbytes) -> dict[int, int]:
@@ -83,8 +90,9 @@ class PlannedExecutor(Executor):
 
     def __init__(self, ctx: RunContext, plan: Plan, *, capacity_bytes: dict[int, float], threads: int = 0,
                  window: int = 1, capacity_flag: str = "--cache-capacity", fill_thread: bool = True,
-                 arena: bool = False):
+                 arena: bool = False, shared_local: bool = False):
         self.ctx, self.plan = ctx, plan
+        self.shared_local = bool(shared_local)   # one local store per node, shared by its ranks (staging)
         self.arena = bool(arena)
         self.threads, self.window = int(threads), max(0, int(window))
         self.jpeg = ctx.workload.format.decodes
@@ -107,6 +115,9 @@ class PlannedExecutor(Executor):
         self.stale_removed: list[str] = []
         self.fill_thread = bool(fill_thread)
         self.filler: Filler | None = None
+        self.stager: Stager | None = None
+        self.exchange: Exchange | None = None
+        self._barrier_passed = False
         self._gstep = 0
 
     # ---- set-up ------------------------------------------------------------------------------------
@@ -120,9 +131,9 @@ class PlannedExecutor(Executor):
                 tier = (ArenaTier if self.arena else MemoryTier)(int(cap), self.max_row, flag=self.capacity_flag,
                                                                  io_counters=self._counters("memory"))
             elif code == LOCAL:   # collective: every rank opens it (strategies size it by the largest need)
-                node_ranks = int(np.sum(np.asarray(ctx.node_map) == ctx.node_map[ctx.rank]))
+                node_ranks = 1 if self.shared_local else int(np.sum(np.asarray(ctx.node_map) == ctx.node_map[ctx.rank]))
                 tier, self.root, self.stale_removed = open_local_tier(ctx, int(cap) * node_ranks, int(cap),
-                                                                      private=True)
+                                                                      private=not self.shared_local)
             else:
                 raise RunError(f"tier code {code}: not an own tier")
             stores[code] = SampleStore(tier, code)
@@ -154,34 +165,27 @@ class PlannedExecutor(Executor):
             self.filler = Filler(self.stores, ftl, ctx.clock, on_error=self.loader.fail)
             self.loader.fills_async = True
         pro = plan.prologue
-        mine = np.nonzero(pro.rank == ctx.rank)[0]
-        if pro.allgather:
-            raise RunError(f"plan of {plan.strategy}: an all-gather prologue is carried out by the staging executor")
-        if not len(mine):
-            return
-        if np.any(pro.src[mine] != SHARED):
-            raise RunError(f"plan of {plan.strategy}: the planned executor preloads from the shared tier only")
-        clock, add = ctx.clock, tl.add
-        READ, STAGE = PHASE_ID["read"], PHASE_ID["stage"]
-        reader = self.loader.readers[0]
-        buf = aligned_rows(1, self.max_row)[0]
-        t_start = clock()
-        written = 0
-        for sid, dst in zip(pro.sample[mine].tolist(), pro.dst[mine].tolist()):
-            t0 = clock()
-            n = reader.read_into(sid, buf)
-            add(READ, t0, clock(), -1, 0, n, SHARED)
-            written += self.stores[dst].put(sid, buf[:n])
-        t_end = clock()
-        add(STAGE, t_start, t_end, -1, 0, written, MEMORY if MEMORY in self.stores.by_code else LOCAL)
-        tl.mark_epoch(-1, t_start, t_end)
-        self.stage_s = (t_end - t_start) * 1e-9
+        self.stager = Stager(ctx, self.stores, self.loader.readers[0], self.max_row, tl)
+        self.stager.run(pro)
+        self.stage_s = self.stager.stage_s
+        if self.shared_local and pro.groups is not None and LOCAL in self.stores.by_code:
+            # what the node's other ranks stored in the shared directory is held here too (read after the
+            # runner's barrier before epoch 0), theirs to delete
+            g = np.asarray(pro.groups)
+            mates = np.isin(pro.rank, np.nonzero(g == g[ctx.rank])[0]) & (pro.dst == LOCAL)
+            self.stores[LOCAL].share(np.unique(pro.sample[mates]).tolist())
 
     # ---- epochs ------------------------------------------------------------------------------------
     def epoch(self, e: int) -> Iterator[Batch]:
         ctx = self.ctx
         view = EpochView(self.plan, e, ctx.rank, runs=self.loader.run_reads)
+        tr = view.plan_epoch.transfers
+        if tr is not None and len(tr) and self.exchange is None:   # background transfers (pls's exchange)
+            self.exchange = Exchange(ctx, self.stores, ctx.timeline)
+        exchange = self.exchange
         loader, peers, ring, filler = self.loader, self.peers, self.ring, self.filler
+        if exchange is not None:
+            exchange.begin(view)
         D = ring.depth
         base = self._gstep            # the fill thread's job number of this epoch's step 0
         peers.begin(view)
@@ -214,37 +218,43 @@ class PlannedExecutor(Executor):
                 raise RunError(f"plan of {self.plan.strategy}: rank {ctx.rank} must send a sample at epoch {e} step "
                                f"{first} that it does not hold then")
 
-        post_recvs_upto(D, block=False)
-        post_sends(0, D - 1)
+        peer_io = peers.active()      # this epoch has peer accesses or sends (else no per-step peer calls)
+        if peer_io:
+            post_recvs_upto(D, block=False)
+            post_sends(0, D - 1)
         if self.threads:
             loader.begin(view)
         tl, clock = ctx.timeline, ctx.clock
         STAGE = PHASE_ID["stage"]
-        keep, ids, bounds = view.keep, view.ids, view.bounds
+        keep, ids, bounds = view.keep, view.ids, view.bounds.tolist()
         any_keep = bool((keep != NO_TIER).any())
+        any_evict = len(view.evict_ids) > 0
         sizes = ctx.sample_nbytes
         try:
             for t in range(view.steps):
+                if exchange is not None:
+                    exchange.post(view, t)      # overlaps the step (completed after the trainer's compute)
                 if self.threads:
                     loader.wait(t)
                 else:
                     if filler is not None and t >= D:
                         filler.wait(base + t - D)     # the buffer's last fills are copied out
                     loader.fill(view, t)
-                post_recvs_upto(t + 1, block=True)
-                if self.jpeg:   # received bytes are stored JPEGs: decode them into the batch rows
-                    raw_t, out_t = self.raw_ring[t], ring[t]
-                    peers.wait_recvs(view, t, lambda j, n, a=raw_t, b=out_t: reader0.decode_into(a[j], n, b[j]))
-                else:
-                    peers.wait_recvs(view, t)
-                b0, b1 = int(bounds[t]), int(bounds[t + 1])
+                if peer_io:
+                    post_recvs_upto(t + 1, block=True)
+                    if self.jpeg:   # received bytes are stored JPEGs: decode them into the batch rows
+                        raw_t, out_t = self.raw_ring[t], ring[t]
+                        peers.wait_recvs(view, t, lambda j, n, a=raw_t, b=out_t: reader0.decode_into(a[j], n, b[j]))
+                    else:
+                        peers.wait_recvs(view, t)
+                b0, b1 = bounds[t], bounds[t + 1]
                 buf = ring[t]
                 kept_rows = self.raw_ring[t] if self.jpeg else buf
                 yield Batch(buf, ids[b0:b1], b1 - b0)
                 # after the trainer's step: fills and evictions (fill thread, or here), the buffer back to the
                 # loader, sends and receives
                 kc = np.nonzero(keep[b0:b1] != NO_TIER)[0].tolist() if any_keep else ()
-                if len(view.evict_ids):
+                if any_evict:
                     lo, hi = np.searchsorted(view.evict_step, [t, t + 1])
                     evictions = view.evict_ids[lo:hi].tolist()
                 else:
@@ -264,11 +274,16 @@ class PlannedExecutor(Executor):
                         self.stores.release(sid)
                     if self.threads:
                         loader.release(t)
-                post_recvs_upto(t + 1 + D, block=False)
-                post_sends(t + 1, t + D)
+                if exchange is not None:
+                    exchange.complete(view, t)
+                if peer_io:
+                    post_recvs_upto(t + 1 + D, block=False)
+                    post_sends(t + 1, t + D)
             if filler is not None:
                 filler.drain()
             peers.finish(view)
+            if exchange is not None:
+                exchange.finish(view)
         finally:
             if self.threads:
                 loader.end()
@@ -282,23 +297,30 @@ class PlannedExecutor(Executor):
         return out + ([self.filler.tl] if self.filler is not None else [])
 
     def stats(self) -> dict:
-        out = {"tiers": {"shared": {"reads": self.loader.shared_reads if self.loader else 0,
-                                    "bytes": self.loader.shared_bytes if self.loader else 0}},
-               "stage_s": self.stage_s,
-               "cache_fill_bytes": self.stage_bytes + (self.filler.bytes if self.filler is not None else 0),
-               "loader": {"threads": self.threads, "window_steps": self.window,
-                          "fill_thread": self.filler is not None}}
+        """run.json's ``strategy_stats`` of this rank, each figure from the stage that counts it: the shared tier's
+        requests (the prologue's reads and the loader's), each own tier (``Stores``), the peer tier (prologue
+        moves, peer accesses, background transfers), the prologue's time, cache fills, and pls's ``exchange``."""
+        lo = self.loader.stats() if self.loader is not None else {"shared_reads": 0, "shared_bytes": 0}
+        pro = self.stager.stats() if self.stager is not None else {}
+        tiers: dict = {"shared": {"reads": lo["shared_reads"] + pro.get("reads", 0),
+                                  "bytes": lo["shared_bytes"] + pro.get("read_bytes", 0)}}
+        tiers.update(self.stores.stats())
+        pp = self.peers.stats() if self.peers is not None else {}
+        ex = self.exchange.stats() if self.exchange is not None else {}
+        tiers["peer"] = {"messages": pp.get("messages", 0) + pro.get("messages", 0) + ex.get("mpi_messages", 0),
+                         "samples": pp.get("samples", 0) + pro.get("samples", 0) + ex.get("samples", 0),
+                         "bytes": pp.get("bytes", 0) + pro.get("bytes", 0) + ex.get("bytes_received", 0),
+                         "bytes_sent": pp.get("bytes_sent", 0) + pro.get("bytes_sent", 0) + ex.get("bytes_sent", 0)}
+        out = {"tiers": tiers, "stage_s": pro.get("stage_s", 0.0),
+               "cache_fill_bytes": self.stage_bytes + (self.filler.stats()["bytes"] if self.filler is not None else 0),
+               "loader": {"threads": self.threads, "window_steps": self.window, "fill_thread": self.filler is not None}}
+        if self.exchange is not None:
+            out["exchange"] = {"bytes_sent": ex["bytes_sent"], "bytes_received": ex["bytes_received"],
+                               "messages": ex["messages"], "wait_s": ex["wait_s"],
+                               "q": float(self.plan.meta.get("q", 0.0)),
+                               "samples_per_epoch": int(self.plan.meta.get("exchange_per_epoch_samples", 0))}
         if self.stale_removed:
             out["stale_local_dirs_removed"] = list(self.stale_removed)
-        for code, st in self.stores.by_code.items():
-            ts = st.tier.stats()
-            out["tiers"][("shared", "local", "memory")[code]] = {
-                "reads": st.reads, "bytes": st.read_bytes, "writes": ts.get("writes", 0),
-                "write_bytes": ts.get("write_bytes", 0), "deletes": ts.get("deletes", 0),
-                "capacity_bytes": ts.get("capacity_bytes", 0)}
-        p = self.peers
-        out["tiers"]["peer"] = {"messages": p.messages if p else 0, "samples": p.samples_received if p else 0,
-                                "bytes": p.bytes_received if p else 0, "bytes_sent": p.bytes_sent if p else 0}
         reader = self.loader.readers[0] if self.loader else None
         if reader is not None and hasattr(reader, "stats"):
             out["shared_tier_throttle"] = reader.stats()
@@ -312,9 +334,12 @@ class PlannedExecutor(Executor):
         return self._peer_stop
 
     def close(self) -> None:
-        """Stop the loader threads and delete this rank's cache on every exit path (idempotent): its own
+        """Stop the loader threads and delete this rank's copies on every exit path (idempotent): its own
         directory under the run's (other ranks of the node may still be running), its owner marker, then
-        what is left if it is the node's last rank out (``remove_local_tier``)."""
+        what is left if it is the node's last rank out (``remove_local_tier``). A node-shared local store
+        (staging) is cleared only after a complete run, once every rank has passed a barrier (nobody on the
+        node still reads a copy); after a failure or an interrupt its files are left to the last rank out."""
+        done = self.done and not self.interrupted
         try:
             if self.filler is not None:
                 self.filler.close()
@@ -325,13 +350,20 @@ class PlannedExecutor(Executor):
                 self._reader = None
         finally:
             try:
-                self.stores.clear()
+                if self.shared_local and LOCAL in self.stores.by_code:
+                    if done and not self._barrier_passed:
+                        self.ctx.comm.barrier()
+                        self._barrier_passed = True
+                    for code, st in self.stores.by_code.items():
+                        if code != LOCAL or done:
+                            st.clear()
+                else:
+                    self.stores.clear()
             finally:
                 if self.root is not None:
                     self.peer_stop()
-                    self.cleanup_note = remove_local_tier(self.ctx, self.root, private=True,
-                                                          done=self.done and not self.interrupted,
-                                                          interrupted=self.interrupted)
+                    self.cleanup_note = remove_local_tier(self.ctx, self.root, private=not self.shared_local,
+                                                          done=done, interrupted=self.interrupted)
 
 
 __all__ = ["PlannedExecutor", "peak_holdings"]

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import RunError
 from ..plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED
-from ..storage import aligned_empty, aligned_rows, flat_span
+from ..storage import PAGE, aligned_empty, aligned_rows, flat_span
 from ..timeline import PHASE_ID, Timeline
 from .stage import ClosingStage, EpochStage, Stage
 
@@ -57,6 +57,7 @@ class SampleStore(ClosingStage):
     def __init__(self, tier, code: int, cond: threading.Condition | None = None):
         self.tier, self.code = tier, code
         self.refs: dict[int, int] = {}
+        self.foreign: set[int] = set()    # held through a store shared with other ranks: theirs to delete
         self.reads = 0
         self.read_bytes = 0
         self.cond = cond or threading.Condition(threading.RLock())
@@ -138,8 +139,30 @@ class SampleStore(ClosingStage):
                 if r:
                     refs[sid] = r
                 else:
-                    del refs[sid]
-                    self.tier.delete(sid)
+                    self._drop(sid)
+
+    def share(self, sids) -> int:
+        """Count the samples of ``sids`` another rank of this store's storage group stored (a node-local
+        directory shared by the node's ranks) as held: readable here, never deleted by this rank (its store
+        is the other rank's to clear). Returns how many were not held already."""
+        k = 0
+        with self.cond:
+            for sid in sids:
+                if sid not in self.refs:
+                    self.refs[sid] = 1
+                    self.foreign.add(sid)
+                    k += 1
+            self.cond.notify_all()
+        return k
+
+    def _drop(self, sid: int) -> None:
+        """The last reference to ``sid`` went (under ``cond``): delete it from the tier unless another rank
+        stored it."""
+        del self.refs[sid]
+        if self.foreign and sid in self.foreign:
+            self.foreign.discard(sid)
+        else:
+            self.tier.delete(sid)
 
     def adopt(self, sid: int) -> None:
         """Count a sample written into the tier directly (``tier.reserve``) as stored."""
@@ -155,8 +178,7 @@ class SampleStore(ClosingStage):
             if r:
                 self.refs[sid] = r
             else:
-                del self.refs[sid]
-                self.tier.delete(sid)
+                self._drop(sid)
 
     def read_into(self, sid: int, out: np.ndarray) -> int:
         n = self.tier.read_into(sid, out)
@@ -237,8 +259,14 @@ class Stores(ClosingStage):
         self.clear()
 
     def stats(self) -> dict:
-        """Each tier's ``SampleStore.stats()`` by tier name."""
-        return {("shared", "local", "memory")[code]: st.stats() for code, st in self.by_code.items()}
+        """Each tier's ``SampleStore.stats()`` by tier name, with the tier's own counters (``writes``,
+        ``write_bytes``, ``deletes``, ``capacity_bytes``)."""
+        out = {}
+        for code, st in self.by_code.items():
+            ts = st.tier.stats() if hasattr(st.tier, "stats") else {}
+            out[("shared", "local", "memory")[code]] = {
+                **st.stats(), **{k: ts.get(k, 0) for k in ("writes", "write_bytes", "deletes", "capacity_bytes")}}
+        return out
 
 
 class Ring(Stage):
@@ -262,7 +290,7 @@ class EpochView:
     """One rank's epoch of a plan as flat arrays: ids, sources, peers, keeps, step bounds, step of each
     access, and the accesses the loader reads (everything but PEER)."""
 
-    def __init__(self, plan, e: int, rank: int, *, transfers_handled: bool = False, runs: bool = False):
+    def __init__(self, plan, e: int, rank: int, *, runs: bool = False):
         ep = plan.epoch(e)
         self.epoch = e
         self.ids = ep.rank_samples(rank)
@@ -288,9 +316,6 @@ class EpochView:
             self.evict_step, self.evict_ids = ev.step[m], ev.sample[m]
         else:
             self.evict_step = self.evict_ids = np.zeros(0, np.int64)
-        if ep.transfers is not None and len(ep.transfers) and not transfers_handled:
-            raise RunError(f"plan of {plan.strategy}: background transfers are carried out by that strategy's own "
-                           f"executor, not the planned executor")
         self.plan_epoch = ep
         # (ids, src, run_len, local, local's bounds per step) as lists: Loader.fill
         self.lists: tuple[list, list, list, list, list] | None = None
@@ -711,6 +736,10 @@ class PeerPush(EpochStage):
             msgs.append((p_l[a], self.tag(c_l[a]), js[a:b], n_l[a:b]))
             self._rplan[t] = (msgs, k + b - a, nb + sum(n_l[a:b]))
 
+    def active(self) -> bool:
+        """Has the epoch begun (``begin``) anything to receive or send (else the per-step calls are no-ops)?"""
+        return bool(self._rplan or self.pending or self.inflight)
+
     def post_recvs(self, view: EpochView, t: int, buf: np.ndarray) -> None:
         """Irecvs straight into step t's batch buffer ``buf`` (rows) for its PEER accesses."""
         plan = self._rplan.get(t)
@@ -869,4 +898,254 @@ class PeerPush(EpochStage):
                 "bytes_sent": self.bytes_sent}
 
 
-__all__ = ["SampleStore", "Stores", "Ring", "EpochView", "Loader", "Filler", "PeerPush", "NO_TIER", "LOCAL", "MEMORY"]
+PROLOGUE_CHUNK_BYTES = 16 << 20   # at most this much per message of the prologue's peer rows (>= 1 sample)
+PROLOGUE_TAG = 11
+EXCHANGE_TAG = 23
+
+
+def _pair_chunks(keys: np.ndarray, nbytes: np.ndarray, cap: int) -> dict[int, list[np.ndarray]]:
+    """Rows (indices into ``keys``) per key value, in row order, cut into chunks of at most ``cap`` bytes
+    (a chunk holds at least one row): the messages between one pair of ranks."""
+    out: dict[int, list[np.ndarray]] = {}
+    for k in np.unique(keys).tolist():
+        rows = np.nonzero(keys == k)[0]
+        cum = np.cumsum(nbytes[rows])
+        cut = (cum - 1) // cap
+        out[int(k)] = [rows[cut == c] for c in np.unique(cut)]
+    return out
+
+
+class Stager(Stage):
+    """The plan's prologue for this rank (epoch −1): its reads of the shared tier into its own tiers, then
+    the peer rows (staging's distribution between storage groups) as non-blocking MPI: the rows between one
+    sender and one receiver go in messages of at most ``PROLOGUE_CHUNK_BYTES``, one per pair per round
+    (every pair's i-th message in round i), packed from the sender's store and stored by the receiver as it
+    arrives. Recorded: one ``read`` per shared-tier row, one ``exchange`` interval per round (bytes
+    received, tier PEER), one ``stage`` interval over the whole prologue (bytes written), and the epoch −1
+    mark."""
+
+    def __init__(self, ctx, stores: Stores, reader, max_row: int, timeline):
+        self.ctx, self.stores, self.reader, self.tl = ctx, stores, reader, timeline
+        self.max_row = int(max_row)
+        self.sizes = np.broadcast_to(np.asarray(ctx.sample_nbytes, dtype=np.int64), (ctx.n_samples,))
+        self.reads = self.read_bytes = self.written = 0
+        self.messages = self.bytes_received = self.bytes_sent = self.samples_received = 0
+        self.stage_s = 0.0
+
+    def run(self, pro) -> None:
+        ctx, tl, clock = self.ctx, self.tl, self.ctx.clock
+        me = ctx.rank
+        reads, sends, recvs = pro.reads(me), pro.sends(me), pro.recvs(me)
+        if not (len(reads) or len(sends) or len(recvs)):
+            return
+        READ, STAGE = PHASE_ID["read"], PHASE_ID["stage"]
+        buf = aligned_rows(1, self.max_row)[0]
+        read_into, stores, add = self.reader.read_into, self.stores, tl.add
+        t_start = clock()
+        written = nbytes = 0
+        for sid, dst in zip(pro.sample[reads].tolist(), pro.dst[reads].tolist()):
+            t0 = clock()
+            n = read_into(sid, buf)
+            add(READ, t0, clock(), -1, 0, n, SHARED)
+            written += stores[dst].put(sid, buf[:n])
+            nbytes += n
+        self.reads += len(reads)
+        self.read_bytes += nbytes
+        if len(sends) or len(recvs):
+            written += self._transfer(pro, sends, recvs)
+        t_end = clock()
+        codes = set(pro.dst[np.concatenate([reads, recvs])].tolist())
+        add(STAGE, t_start, t_end, -1, 0, written, MEMORY if MEMORY in codes else LOCAL)
+        tl.mark_epoch(-1, t_start, t_end)
+        self.written += written
+        self.stage_s = (t_end - t_start) * 1e-9
+
+    def _transfer(self, pro, sends: np.ndarray, recvs: np.ndarray) -> int:
+        """The peer rows: returns the bytes stored."""
+        comm, sizes, stores = self.ctx.comm, self.sizes, self.stores
+        out_c = _pair_chunks(pro.rank[sends], sizes[pro.sample[sends]], PROLOGUE_CHUNK_BYTES)
+        in_c = _pair_chunks(pro.peer[recvs], sizes[pro.sample[recvs]], PROLOGUE_CHUNK_BYTES)
+        rounds = max([len(c) for c in out_c.values()] + [len(c) for c in in_c.values()] + [0])
+        clock, add = self.ctx.clock, self.tl.add
+        EXCH = PHASE_ID["exchange"]
+        written = 0
+        for i in range(rounds):
+            t0 = clock()
+            reqs, inbox, keep = [], [], []
+            for src, cs in in_c.items():
+                if i < len(cs):
+                    rows = recvs[cs[i]]
+                    b = aligned_empty(int(sizes[pro.sample[rows]].sum()))
+                    reqs.append(comm.irecv(b, src, tag=PROLOGUE_TAG))
+                    inbox.append((rows, b))
+            for dst, cs in out_c.items():
+                if i < len(cs):
+                    ids = pro.sample[sends[cs[i]]].tolist()
+                    b = aligned_empty(int(sizes[ids].sum()))
+                    off = 0
+                    for sid in ids:
+                        st = stores.holder(sid)
+                        if st is None:
+                            raise RunError(f"prologue: rank {self.ctx.rank} must send sample {sid} to rank {dst} "
+                                           f"but does not hold it")
+                        off += st.tier.read_into(sid, b[off:])
+                    keep.append(b)
+                    reqs.append(comm.isend(b, dst, tag=PROLOGUE_TAG))
+                    self.bytes_sent += b.nbytes
+            for r in reqs:
+                r.wait()
+            got = 0
+            for rows, b in inbox:
+                off = 0
+                for sid, dst in zip(pro.sample[rows].tolist(), pro.dst[rows].tolist()):
+                    n = int(sizes[sid])
+                    written += stores[dst].put(sid, b[off:off + n])
+                    off += n
+                got += b.nbytes
+                self.messages += 1
+                self.samples_received += len(rows)
+            self.bytes_received += got
+            add(EXCH, t0, clock(), -1, 0, got, PEER)
+        return written
+
+    def stats(self) -> dict:
+        """The prologue's shared-tier ``reads``/``read_bytes``, the bytes it stored (``written``), its time
+        (``stage_s``) and its peer traffic (``messages``/``samples``/``bytes`` received, ``bytes_sent``)."""
+        return {"reads": self.reads, "read_bytes": self.read_bytes, "written": self.written,
+                "stage_s": self.stage_s, "messages": self.messages, "samples": self.samples_received,
+                "bytes": self.bytes_received, "bytes_sent": self.bytes_sent}
+
+
+class Exchange(EpochStage):
+    """An epoch's background transfers (``EpochPlan.transfers``: pls's exchange) for this rank. Step t's
+    rows are posted when step t starts (``post``: one message per peer, non-blocking, so the transfer
+    overlaps the step's compute) and completed when it ends (``complete``): the receiver stores what came in
+    (it belongs to its store from the next step on), and for a move (``Transfers.move``) the sender drops
+    what it sent. Memory tier: sent straight from the samples' slots, received straight into slots reserved
+    for new samples (a sample held already goes to a scratch row and only its reference counts). Local tier:
+    the files are read into preallocated page-aligned rows and sent from there; received into page-aligned
+    rows, written as files on completion. Recorded: one ``exchange`` interval (tier PEER) for posting and
+    one for completing (bytes received) a step's transfers."""
+
+    def __init__(self, ctx, stores: Stores, timeline, *, tag: int = EXCHANGE_TAG):
+        self.ctx, self.stores, self.tl, self.tag = ctx, stores, timeline, int(tag)
+        self.sizes = np.broadcast_to(np.asarray(ctx.sample_nbytes, dtype=np.int64), (ctx.n_samples,))
+        self.row = max(int(self.sizes.max()) if len(self.sizes) else 1, 1)
+        self.sendrows = self.recvrows = aligned_rows(0, self.row)
+        self._rows = None
+        self._pending: tuple | None = None
+        self.bytes_sent = self.bytes_received = self.messages = self.samples_received = 0
+        self.steps = 0
+        self.wait_s = 0.0
+
+    def begin(self, view) -> None:
+        """This rank's rows of the epoch's transfers; the page-aligned send and receive rows grown to the most
+        samples it sends or receives in one step (faulted in now, not on the step's clock)."""
+        t = view.plan_epoch.transfers
+        me = self.ctx.rank
+        if t is None or not len(t):
+            self._rows = None
+            return
+        snd, rcv = t.sends(me), t.recvs(me)
+        self._rows = (t, snd, t.step[snd], rcv, t.step[rcv])
+        worst = max([int(np.unique(t.step[r], return_counts=True)[1].max()) for r in (snd, rcv) if len(r)] + [1])
+        if worst > len(self.sendrows):
+            self.sendrows = aligned_rows(worst, self.row)
+            self.recvrows = aligned_rows(worst, self.row)
+            self.sendrows[:, ::PAGE] = 0
+            self.recvrows[:, ::PAGE] = 0
+
+    def post(self, view, s: int) -> None:
+        """Post step ``s``'s sends and receives."""
+        if self._rows is None:
+            return
+        t, snd, snd_step, rcv, rcv_step = self._rows
+        a, b = np.searchsorted(snd_step, [s, s + 1])
+        c, d = np.searchsorted(rcv_step, [s, s + 1])
+        if a == b and c == d:
+            return
+        ctx, comm, sizes = self.ctx, self.ctx.comm, self.sizes
+        clock = ctx.clock
+        t0 = clock()
+        store = self.stores[t.tier]
+        tier = store.tier
+        memory = t.tier == MEMORY
+        reqs, direct, scratch, nrecv = [], [], [], 0
+        j = 0
+        rows_in = rcv[c:d]
+        n_in = len(np.unique(t.src[rows_in]))
+        for src in np.unique(t.src[rows_in]).tolist():     # one message per sender, in row order
+            parts = []
+            for sid in t.sample[rows_in[t.src[rows_in] == src]].tolist():
+                n = int(sizes[sid])
+                if memory and sid not in store.refs and sid not in direct:
+                    parts.append(tier.reserve(sid, n))
+                    direct.append(sid)
+                else:      # local tier, or held already (only the reference counts)
+                    parts.append(self.recvrows[j, :n])
+                    scratch.append((sid, j, n))
+                    j += 1
+                nrecv += n
+            reqs.append(comm.irecv_parts(parts, src, tag=self.tag))
+        rows_out = snd[a:b]
+        send_ids = t.sample[rows_out].tolist()
+        nsent = 0
+        j = 0
+        for dst in np.unique(t.dst[rows_out]).tolist():
+            ids = t.sample[rows_out[t.dst[rows_out] == dst]].tolist()
+            if memory:
+                parts = [tier.view(sid) for sid in ids]
+                c_ = tier.counters
+                c_.reads += len(parts)
+                c_.read_bytes += sum(int(p.nbytes) for p in parts)
+            else:
+                parts = []
+                for sid in ids:
+                    parts.append(self.sendrows[j, :tier.read_into(sid, self.sendrows[j])])
+                    j += 1
+            nsent += sum(int(p.nbytes) for p in parts)
+            reqs.append(comm.isend_parts(parts, dst, tag=self.tag))
+        self._pending = (reqs, n_in, send_ids if t.move else [], direct, scratch, nsent, nrecv, store)
+        self.tl.add(PHASE_ID["exchange"], t0, clock(), view.epoch, s, 0, PEER)
+
+    def complete(self, view, s: int) -> None:
+        """Complete step ``s``'s transfers: wait, store what came in, drop what was moved away."""
+        if self._pending is None:
+            return
+        reqs, n_in, moved, direct, scratch, nsent, nrecv, store = self._pending
+        self._pending = None
+        clock = self.ctx.clock
+        t0 = clock()
+        for r in reqs:
+            r.wait()
+        t1 = clock()
+        for sid in direct:
+            store.adopt(sid)
+        if scratch:
+            rows = self.recvrows
+            store.put_many([(sid, rows[j, :n]) for sid, j, n in scratch])
+        for sid in moved:
+            store.release(sid)
+        self.tl.add(PHASE_ID["exchange"], t0, clock(), view.epoch, s, nrecv, PEER)
+        self.wait_s += (t1 - t0) * 1e-9
+        self.bytes_sent += nsent
+        self.bytes_received += nrecv
+        self.messages += n_in
+        self.samples_received += len(direct) + len(scratch)
+        self.steps += 1
+
+    def finish(self, view) -> None:
+        """End of epoch: nothing in flight (a step posted and not completed is a caller's bug)."""
+        if self._pending is not None:
+            raise RunError(f"epoch {view.epoch}: rank {self.ctx.rank} ended with a transfer in flight")
+        self._rows = None
+
+    def stats(self) -> dict:
+        """``bytes_sent``/``bytes_received`` and ``samples`` received over all epochs; ``messages``: steps with a
+        transfer (pls's exchanges); ``mpi_messages``: MPI messages received (one per sender per step);
+        ``wait_s``: time completing them."""
+        return {"bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received, "messages": self.steps,
+                "mpi_messages": self.messages, "samples": self.samples_received, "wait_s": self.wait_s}
+
+
+__all__ = ["Stager", "Exchange", "SampleStore", "Stores", "Ring", "EpochView", "Loader", "Filler", "PeerPush", "NO_TIER", "LOCAL", "MEMORY"]

@@ -14,24 +14,22 @@ instead."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..config import opt
-from ..plan import SHARED, Plan
+from ..plan import Plan
 from ..plan.shuffles import staging_plan, staging_subset_plan
-from ..timeline import PHASE_ID
 from . import register
-from .base import Batch, Executor, RunContext, Semantics, Strategy
+from .base import Executor, RunContext, Semantics, Strategy
 from .localcopy import (
     TIER_CODES,
-    LocalCopyExecutor,
     LocalCopyOptions,
     capacity_per_group,
     capacity_sizes,
     check_capacity,
+    copies_executor,
     groups_of,
     set_pipeline,
 )
@@ -49,63 +47,6 @@ class StagingOptions(LocalCopyOptions):
                                          "each epoch draws only from the staged part, with replacement: the "
                                          "HDMLP thesis' Parallel Data Staging) or error",
                           choices=("subset", "redraw", "error"))
-
-
-class StagingExecutor(LocalCopyExecutor):
-    def store_need_bytes(self) -> int:
-        # one store per group: the group's samples (every sample, or the group's subset)
-        pro = self.plan.prologue
-        g = self.groups[self.ctx.rank]
-        ids = np.unique(pro.sample[np.isin(pro.rank, np.nonzero(self.groups == g)[0])])
-        if pro.allgather:
-            ids = np.arange(self.plan.n_samples)
-        return int(capacity_sizes(self.ctx, self.kind)[ids].sum())
-
-    def epoch(self, e: int) -> Iterator[Batch]:
-        # a partial staging plan reads some accesses from the shared tier: the loader threads follow each
-        # access's source already; the synchronous trainer does it here
-        if self.options.loader_threads or "staged_fraction" not in self.plan.meta:
-            yield from super().epoch(e)
-            return
-        yield from self._mixed_sync_epoch(e)
-        if e == self.plan.epochs - 1:
-            self.done = True
-
-    def _mixed_sync_epoch(self, e: int) -> Iterator[Batch]:
-        """The trainer reads each step's samples one by one from the source the plan gives (the local copy
-        or the shared tier), one ``read`` (and ``decode``) interval per sample tagged with that tier."""
-        ctx, plan = self.ctx, self.plan
-        ep = plan.epoch(e)
-        ids_all = ep.rank_samples(ctx.rank)
-        src_all = ep.rank_sources(ctx.rank)
-        bounds = ep.bounds[ctx.rank].tolist()
-        add, clock = ctx.timeline.add, ctx.clock
-        READ, DECODE = PHASE_ID["read"], PHASE_ID["decode"]
-        local_read, shared_read = self.store.read_into, self.reader.read_into
-        code = self.code
-        decode = self.reader.decode_into if self.jpeg else None
-        rows = self.rows
-        sh = src_all[:bounds[-1]] == SHARED
-        self.shared["reads"] += int(sh.sum())
-        self.shared["bytes"] += int(self.sizes[ids_all[:bounds[-1]][sh]].sum())
-        for s in range(len(bounds) - 1):
-            ids = ids_all[bounds[s]:bounds[s + 1]]
-            srcs = src_all[bounds[s]:bounds[s + 1]].tolist()
-            for j, i in enumerate(ids.tolist()):
-                t = srcs[j]
-                read = shared_read if t == SHARED else local_read
-                tier = SHARED if t == SHARED else code
-                t0 = clock()
-                if decode is not None:
-                    n = read(i, self.raw)
-                    t1 = clock()
-                    decode(self.raw, n, rows[j])
-                    add(READ, t0, t1, e, s, n, tier)
-                    add(DECODE, t1, clock(), e, s, 0, tier)
-                else:
-                    n = read(i, rows[j])
-                    add(READ, t0, clock(), e, s, n, tier)
-            yield Batch(rows, ids, len(ids))
 
 
 @register
@@ -143,4 +84,8 @@ class Staging(Strategy):
         return set_pipeline(plan, options.loader_threads)
 
     def executor(self, ctx: RunContext, plan: Plan, options: StagingOptions) -> Executor:
-        return StagingExecutor(ctx, plan, options, private=False)
+        # one store per storage group (a node's directory, or a rank's memory): the group's samples
+        pro, groups = plan.prologue, groups_of(ctx, options.tier)
+        ids = np.unique(pro.sample[np.isin(pro.rank, np.nonzero(groups == groups[ctx.rank])[0])])
+        need = int(capacity_sizes(ctx, options.tier)[ids].sum())
+        return copies_executor(ctx, plan, options, need, shared_local=True)

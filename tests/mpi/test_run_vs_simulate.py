@@ -72,3 +72,10 @@ def test_run_and_simulate_count_the_same_bytes_and_requests(study_runs, strategy
     for k in ("exposed_io_share", "e2e_exposed_io_share", "au", "read_share", "samples_per_s", "total_time_s"):
         assert isinstance(ss[k], float) and isinstance(ms[k], float), k
     assert ms["samples"] == ss["samples"]
+    # bytes moved between ranks: staging's distribution before epoch 0, pls's exchange during the epochs (the
+    # executor's own count of what it received), under peer in both
+    got = sum((st.get("exchange") or {}).get("bytes_received", 0) for st in ms["strategy_stats"])
+    if strategy == "pls":
+        assert got > 0 and ms["bytes_by_tier"]["peer"] == got
+    if strategy == "staging":
+        assert ms["prologue_bytes_by_tier"]["peer"] > 0

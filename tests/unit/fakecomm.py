@@ -2,8 +2,8 @@
 share one mailbox, so each can be driven by its own thread (PeerPush needs both sides progressing at once).
 
 It implements exactly the part of ``dlbench.comm.Comm`` the executor stages use: point-to-point non-blocking
-``isend``/``irecv`` and the hindexed-datatype path ``isend_ranges``/``irecv_ranges`` (one message gathered from /
-scattered into byte ranges of one buffer), with request objects (``wait``/``test``), plus ``barrier`` and
+``isend``/``irecv``, the hindexed-datatype path ``isend_ranges``/``irecv_ranges`` (one message gathered from /
+scattered into byte ranges of one buffer) and ``isend_parts``/``irecv_parts`` (the same over several buffers), with request objects (``wait``/``test``), plus ``barrier`` and
 ``allgather``. Matching is MPI's: by (source, tag) in posting order (messages between two ranks never overtake
 each other on one tag). It is strict where MPI is:
 
@@ -171,6 +171,12 @@ class PairComm(Comm):
     def irecv_ranges(self, base: np.ndarray, offsets: Sequence[int], sizes: Sequence[int], source: int,
                      tag: int = 0) -> _Request:
         return self._post_recv(_segments(base, offsets, sizes), source, tag)
+
+    def isend_parts(self, parts: Sequence[np.ndarray], dest: int, tag: int = 0) -> _Request:
+        return self._post_send([q for p in parts for q in _whole(p)], dest, tag)
+
+    def irecv_parts(self, parts: Sequence[np.ndarray], source: int, tag: int = 0) -> _Request:
+        return self._post_recv([q for p in parts for q in _whole(p)], source, tag)
 
     def pending(self) -> int:
         """Messages posted and not yet received (every rank's)."""
