@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import opt
+from ..data.registry import get_format
 from ..errors import CapacityError, ConfigError
 from ..plan import MEMORY, Plan
 from ..plan.surrogatetrain import BestFit, surrogatetrain_plan
@@ -178,7 +179,8 @@ class SurrogateTrain(Strategy):
         cap, src = buffer_bytes(ctx, options)
         # runs of consecutive ids are one request only in one shared HDF5 file: elsewhere the plan says one
         # request per sample, as the executor reads them (the simulator costs what runs)
-        fmt = getattr(ctx.workload, "format", None)    # None: a simulator workload without a layout
+        layout = getattr(ctx.workload, "layout", None)    # None: a simulator workload without a layout
+        fmt = get_format(layout) if layout is not None else None
         chunking = options.chunking and (fmt is None or fmt.reads_runs)
         plan = surrogatetrain_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                                    epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, buffer_bytes=cap,
@@ -188,7 +190,7 @@ class SurrogateTrain(Strategy):
         plan.meta["buffer_source"] = src
         plan.meta["semantics"] = SEMANTICS.as_dict()
         if options.chunking and not chunking:
-            plan.meta["warning"] = (f"--chunking: layout {fmt.name} does not read runs of samples as one request (hdf5_shared does); runs of consecutive "
+            plan.meta["warning"] = (f"--chunking: layout {layout} does not read runs of samples as one request (hdf5_shared does); runs of consecutive "
                                     f"ids are read one sample per request")
         what = f"surrogatetrain's buffer ({cap:,} bytes per rank, {src})"
         check_cache_capacity(ctx, plan, options, what)
