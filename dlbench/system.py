@@ -14,6 +14,9 @@ bytes, the unit in each key's name)::
     page_cache_bytes: 2.0e10         # (optional) what a node's page cache holds (tiers' cached_bandwidth)
     worker_start_s: 0.07             # (optional) a loader worker process's start, paid every epoch by a
                                      # DataLoader without persistent_workers
+    wake_latency:                    # (optional) how late a blocking wait ends on this host: a training
+      - {wait_s: 0.001, late_s: 1.0e-4}   # step's wait ends late_s(step time) after its end
+      - {wait_s: 0.01, late_s: 5.0e-4}
     pfs:                             # or ``pfs: null``: the shared tier is not modelled (no throttling at run
                                      # time; ``dlbench simulate`` refuses such a profile)
       latency_s: 0.0                 # fixed cost per read request (optional, default 0)
@@ -76,6 +79,12 @@ class ThreadPoint:
 class ClientPoint:
     clients: int = opt(help="clients reading the file system at once (γ)", min=1, max=MAX_NODES * MAX_THREADS)
     mb_per_s: float = opt(help="aggregate file-system bandwidth t(γ)", unit="MB/s", min=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WakePoint:
+    wait_s: float = opt(help="length of a blocking wait (a sleep)", unit="s", min=0)
+    late_s: float = opt(help="mean time the waiting thread resumes after the wait's end", unit="s", min=0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,6 +195,10 @@ class SystemProfile:
     exchange_mb_per_s: float | None = opt(None, help="one rank's send rate in a bidirectional exchange of "
                                                      "sample-sized messages (pls's pattern; calibrate-storage "
                                                      "under MPI; optional: without it b_c)", unit="MB/s", min=0)
+    wake_latency: tuple[WakePoint, ...] = opt((), help="how late a blocking wait of a given length ends on this "
+                                                       "host (scheduler wake-up, time slices lost to other "
+                                                       "processes; calibrate-storage, all ranks at once; "
+                                                       "optional): a training step's wait ends this much later")
     page_cache_bytes: float | None = opt(None, help="memory a node's page cache can hold (calibrate-storage: "
                                                     "MemAvailable); with a tier's cached_bandwidth (optional)",
                                          unit="B", min=0)
@@ -303,6 +316,14 @@ class SystemProfile:
         r0 = float(_interp(p0, [q.threads for q in st.bandwidth], [q.mb_per_s for q in st.bandwidth])) / p0
         return max(1.0 / (st.write_mb_per_s * MB), 1.0 / r0)
 
+    def wake_late_s(self, wait_s: float) -> float:
+        """How late a blocking wait of ``wait_s`` ends (``wake_latency``, linear between its points, flat
+        outside); 0 without the figure."""
+        pts = self.wake_latency
+        if not pts:
+            return 0.0
+        return float(np.interp(float(wait_s), [q.wait_s for q in pts], [q.late_s for q in pts]))
+
     @property
     def network_bytes_per_s(self) -> float:
         return self.network_mb_per_s * MB
@@ -378,6 +399,14 @@ def validate(profile: SystemProfile, where: str = "") -> SystemProfile:
         if profile.pfs.cached_mb_per_s is not None:
             _check_rate("pfs.cached_mb_per_s", profile.pfs.cached_mb_per_s, w)
     _check_seconds("worker_start_s", profile.worker_start_s, w)
+    for i, q in enumerate(profile.wake_latency):
+        if i and q.wait_s <= profile.wake_latency[i - 1].wait_s:
+            raise ConfigError(f"wake_latency[{i}].wait_s={q.wait_s:g}{w}: wait_s must increase strictly (previous "
+                              f"point has {profile.wake_latency[i - 1].wait_s:g})")
+        for key, v in (("wait_s", q.wait_s), ("late_s", q.late_s)):
+            if not (np.isfinite(v) and 0 <= v <= MAX_LATENCY_S):
+                raise ConfigError(f"wake_latency[{i}].{key}={v:g}{w}: must be a finite number of seconds from 0 "
+                                  f"to {MAX_LATENCY_S:g}")
     if profile.exchange_mb_per_s is not None:
         _check_rate("exchange_mb_per_s", profile.exchange_mb_per_s, w)
     pc = profile.page_cache_bytes

@@ -69,7 +69,9 @@ Measured mechanisms (optional profile figures, ``dlbench calibrate-storage``; do
 - the format reader: a PFS request lasts at least ``pfs.open_s + s / pfs.cached_mb_per_s`` (HDF5's open and
   parse; the emulated PFS runs the real read inside the modelled interval, so the longer of the two counts);
 - loader worker start: a DataLoader without persistent workers starts them every epoch; its first read
-  begins ``worker_start_s`` after the epoch's start.
+  begins ``worker_start_s`` after the epoch's start;
+- wake-up latency: a training step (the workload's step time) is a blocking wait, which on a loaded host
+  ends ``wake_latency(step)`` late (the sleep a benchmark step is, an accelerator's synchronisation).
 """
 
 from __future__ import annotations
@@ -322,8 +324,9 @@ class Model:
             valid = (col[None, :] >= ep.bounds[:, :1]) & (col[None, :] < ep.bounds[:, -1:]) & (ids >= 0)
             s = np.where(valid, sizes[np.where(ids >= 0, ids, 0)], 0.0)
             src = ep.source
-            if self.step_time_s is not None:
-                comp = np.where(valid, self.step_time_s / plan.local_batch, 0.0)
+            if self.step_time_s is not None:   # a step is a blocking wait: it ends late by the host's wake-up
+                step = self.step_time_s + self.p.wake_late_s(self.step_time_s)
+                comp = np.where(valid, step / plan.local_batch, 0.0)
             else:
                 comp = s * self.compute_s_per_byte
             # one request latency per PFS request: a run of consecutive ids read as one request (the plan's

@@ -26,19 +26,22 @@ The mechanisms the model needs beyond bandwidths (issue 19; each optional in a p
 - **format reader** ``pfs.open_s`` and ``pfs.cached_mb_per_s``: when ``--data-dir`` is a dlbench dataset
   (it has a manifest), up to 64 of its files are read once (page cache warm), then random samples are read
   through the workload's own format reader (``data.formats.open_reader``: h5py for HDF5 files) and the same
-  bytes with a bare ``pread``; ``open_s`` = median reader time − median pread time (HDF5's open and parse),
-  ``cached_mb_per_s`` = the sample bytes over the median pread time. Omitted where the reader costs no more
+  bytes with a bare ``pread``; ``open_s`` = mean reader time − mean pread time (HDF5's open and parse),
+  ``cached_mb_per_s`` = the sample bytes over the mean pread time (means: a run sums its reads). Omitted where the reader costs no more
   than its bytes.
 - **local tier from the page cache** ``cached_bandwidth``: r(p) of the files just written, not evicted (the
   tier as a node whose files fit its memory reads it); the cold r(p) comes right after.
-- **file writes** ``file_write_s`` and ``cached_write_mb_per_s``: one thread creates, writes (no fsync),
-  closes, renames and unlinks files of 4 KiB and of ``request_bytes``; a line through the two medians gives
-  the fixed per-file part and the rate.
+- **file writes** ``file_write_s`` and ``cached_write_mb_per_s``: one thread stores files of 4 KiB and of
+  ``request_bytes`` through dlbench's local tier (create, write without fsync, close, rename), keeps them,
+  then removes them (unlink); a line through the two per-file times gives the fixed part and the rate.
 - **loader worker start** ``worker_start_s``: a torch DataLoader with one worker process (fork), the time
   from ``iter()`` to the first sample (skipped without torch).
 - **page cache** ``page_cache_bytes``: MemAvailable of /proc/meminfo.
+- **wake-up latency** ``wake_latency``: how late ``time.sleep(d)`` returns, mean, for d = 0.5, 2, 10 and 50
+  ms, every rank at once (a loaded host resumes a waiting thread late: a training step's wait ends late).
 - **exchange** ``exchange_mb_per_s`` (under MPI): pls's pattern, 8 messages of ``request_bytes`` each way
-  between two ranks through dlbench's comm layer, posted together and waited for; one rank's send rate.
+  between two ranks through dlbench's comm layer, posted together, a 2 ms sleep (the step), then waited for;
+  one rank's send rate over the posting and waiting time.
 
 Capacities: the memory tier is half of MemTotal, the local tier the free space of ``--local-dir`` (statvfs).
 A time budget (``--budget-s``) is split over the points; the total is printed at the end.
@@ -174,33 +177,38 @@ def _write_files(d: Path, threads: int, per_thread: int, nbytes: int) -> tuple[l
     return [(str(p), p.stat().st_size) for p in paths], threads * per_thread / dt / MB
 
 
-def _file_write_cost(d: Path, nbytes: int, slice_s: float) -> dict:
-    """Per-file seconds of create + write (no fsync) + close + rename + unlink, one thread, for files of
-    4 KiB and ``nbytes``; each size for half of ``slice_s``."""
-    d.mkdir(parents=True, exist_ok=True)
-    out = {}
+def _file_write_cost(d: Path, nbytes: int, slice_s: float, batch: int = 16) -> dict:
+    """Per-file seconds of storing a sample as a file and removing it later through dlbench's own local tier
+    (``storage.tiers.LocalTier``: create a temporary file, write, close, rename; unlink), one thread, for
+    files of 4 KiB and of ``nbytes``: rounds of ``batch`` files of each size stored, kept, then removed (as
+    pls keeps a received sample until it sends it on), alternating sizes for ``slice_s`` (at least 5 rounds);
+    the mean per file of each size (a run sums them, tail included)."""
+    from .tiers import LocalTier
+
+    tier = LocalTier(d, 0, 1 << 62, check_free=False, subdir=f"w{os.getpid()}")
+    rows = {}
     for size in (LAT_BYTES, nbytes):
-        buf = np.frombuffer(np.random.default_rng(size).bytes(size), np.uint8)
-        times = []
-        stop_at = time.perf_counter() + slice_s / 2
-        k = 0
-        while True:
-            tmp, dst = d / f".w{os.getpid()}-{k}.tmp", d / f"w{os.getpid()}-{k}.bin"
-            a = time.perf_counter()
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        rows[size] = aligned_empty(size)
+        rows[size][:] = np.frombuffer(np.random.default_rng(size).bytes(size), np.uint8)
+    times: dict = {LAT_BYTES: [], nbytes: []}
+    try:
+        stop_at = time.perf_counter() + slice_s
+        while len(times[nbytes]) < 5 or time.perf_counter() < stop_at:
+            for size, row in rows.items():
+                a = time.perf_counter()
+                for k in range(batch):
+                    tier.put(k, row)
+                tier.clear()
+                times[size].append((time.perf_counter() - a) / batch)
+    finally:
+        tier.clear()
+        for x in (tier.dir, tier.dir.parent):
             try:
-                os.write(fd, buf)
-            finally:
-                os.close(fd)
-            os.rename(tmp, dst)
-            os.unlink(dst)
-            b = time.perf_counter()
-            times.append(b - a)
-            k += 1
-            if b >= stop_at and k >= 5:
-                break
-        out[size] = times
-    return out
+                x.rmdir()
+            except OSError:
+                pass
+    return {size: {"rounds": len(v), "files_per_round": batch, "per_file_s": float(np.mean(v)),
+                   "median_s": _median(v), "min_s": min(v), "max_s": max(v)} for size, v in times.items()}
 
 
 def _reader_cost(data_dir: Path, slice_s: float, seed: int) -> dict:
@@ -253,9 +261,11 @@ def _reader_cost(data_dir: Path, slice_s: float, seed: int) -> dict:
         close = getattr(reader, "close", None)
         if close:
             close()
-    return {"layout": m.layout, "reads": len(t_reader), "reader_s": {"median": _median(t_reader),
-                                                                     "p95": float(np.percentile(t_reader, 95))},
-            "pread_s": {"median": _median(t_raw), "p95": float(np.percentile(t_raw, 95))},
+    return {"layout": m.layout, "reads": len(t_reader),
+            "reader_s": {"mean": float(np.mean(t_reader)), "median": _median(t_reader),
+                         "p95": float(np.percentile(t_reader, 95))},
+            "pread_s": {"mean": float(np.mean(t_raw)), "median": _median(t_raw),
+                        "p95": float(np.percentile(t_raw, 95))},
             "sample_bytes": int(np.median(nb))}
 
 
@@ -285,6 +295,27 @@ def _worker_start(repeat: int) -> list | None:
     return out
 
 
+WAKE_WAITS_S = (0.0005, 0.002, 0.01, 0.05)
+
+
+def _wake_latency(comm, slice_s: float) -> dict:
+    """Mean lateness of ``time.sleep(d)`` for each d of ``WAKE_WAITS_S``, every rank at once (``slice_s``
+    split over the lengths, at least 5 sleeps each); the ranks' mean."""
+    out = {}
+    for d in WAKE_WAITS_S:
+        comm.barrier()
+        late = []
+        stop_at = time.perf_counter() + slice_s / len(WAKE_WAITS_S)
+        while len(late) < 5 or time.perf_counter() < stop_at:
+            a = time.perf_counter()
+            time.sleep(d)
+            late.append(time.perf_counter() - a - d)
+        v = np.asarray(late)
+        out[d] = {"sleeps": len(late), "mean_s": comm.allreduce(float(v.mean()), "sum") / comm.size,
+                  "median_s": float(np.median(v)), "p95_s": float(np.percentile(v, 95))}
+    return out
+
+
 def _pingpong(comm, nbytes: int = 16 << 20, reps: int = 5) -> float | None:
     if comm.size < 2:
         return None
@@ -310,11 +341,12 @@ def _pingpong(comm, nbytes: int = 16 << 20, reps: int = 5) -> float | None:
     return float(comm.bcast(rate, 0))
 
 
-def _exchange_rate(comm, nbytes: int, parts: int = 8, slice_s: float = 1.0) -> dict | None:
+def _exchange_rate(comm, nbytes: int, parts: int = 8, slice_s: float = 1.0, step_s: float = 0.002) -> dict | None:
     """pls's exchange pattern between rank 0 and a peer (another node's rank when there is one): each
     posts ``irecv_parts`` and ``isend_parts`` of ``parts`` messages of ``nbytes`` (dlbench's comm layer, one
-    message per sample) and waits for both; repeated for ``slice_s``. Returns one rank's send rate (MB/s,
-    median over the exchanges) and the times, or None with one rank."""
+    message per sample), sleeps ``step_s`` (a training step) and waits for both; repeated for ``slice_s``.
+    The time of posting and waiting (the sleep left out) gives one rank's send rate (MB/s, over the mean
+    exchange: an epoch sums its exchanges, tail included); None with one rank."""
     if comm.size < 2:
         return None
     nm = comm.node_map
@@ -334,10 +366,13 @@ def _exchange_rate(comm, nbytes: int, parts: int = 8, slice_s: float = 1.0) -> d
             a = time.perf_counter()
             rr = comm.irecv_parts(rcv, dst, tag=79)
             sr = comm.isend_parts(snd, dst, tag=79)
+            a1 = time.perf_counter()
+            time.sleep(step_s)       # the step: no MPI call, so (mpich) no progress
+            a2 = time.perf_counter()
             rr.wait()
             sr.wait()
             b = time.perf_counter()
-            times.append(b - a)
+            times.append((a1 - a) + (b - a2))
             k += 1
             # both sides stop together: rank 0 decides and tells the peer with the next exchange's count
             go = np.array([1 if (b < stop_at or k < 5) else 0], dtype=np.int64)
@@ -347,10 +382,10 @@ def _exchange_rate(comm, nbytes: int, parts: int = 8, slice_s: float = 1.0) -> d
                 comm.irecv(go, dst, tag=80).wait()
             if not go[0]:
                 break
-    med = _median(times)
-    rate = parts * nbytes / med / MB if med > 0 else 0.0
-    return comm.bcast({"parts": parts, "message_bytes": nbytes, "exchanges": len(times), "median_s": med,
-                       "p95_s": float(np.percentile(times, 95)) if times else 0.0,
+    mean = float(np.mean(times)) if times else 0.0
+    rate = parts * nbytes / mean / MB if mean > 0 else 0.0
+    return comm.bcast({"parts": parts, "message_bytes": nbytes, "exchanges": len(times), "mean_s": mean,
+                       "median_s": _median(times), "p95_s": float(np.percentile(times, 95)) if times else 0.0,
                        "mb_per_s": rate} if me == 0 else None, 0)
 
 
@@ -375,7 +410,7 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
     request_bytes = max(LAT_BYTES, (int(request_bytes) // LAT_BYTES) * LAT_BYTES)
     threads = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= max_threads] or [1]
     have_local = local_dir is not None
-    points = (len(threads) * repeat + 3 + (3 * len(threads) * repeat + 1 if have_local else 0)
+    points = (len(threads) * repeat + 4 + (3 * len(threads) * repeat + 1 if have_local else 0)
               + len(threads) * repeat)
     slice_s = max(0.05, budget_s / points)
     first_node_rank = comm.rank == min(r for r in range(comm.size) if comm.node_map[r] == comm.node_map[comm.rank])
@@ -420,8 +455,8 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
     if "skipped" in rc and echo and comm.rank == 0:
         echo(f"  format reader: not measured ({rc['skipped']})")
     if "skipped" not in rc:
-        t_rd = comm.allreduce(rc["reader_s"]["median"], "sum") / comm.size
-        t_pr = comm.allreduce(rc["pread_s"]["median"], "sum") / comm.size
+        t_rd = comm.allreduce(rc["reader_s"]["mean"], "sum") / comm.size
+        t_pr = comm.allreduce(rc["pread_s"]["mean"], "sum") / comm.size
         cached = rc["sample_bytes"] / t_pr / MB if t_pr > 0 else None
         open_s = t_rd - t_pr if t_rd > t_pr else None
         if echo and comm.rank == 0:
@@ -457,9 +492,9 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
                 pass
         raw["local_read_mb_per_s"] = {str(k): v for k, v in local_r.items()}
         raw["local_read_cached_mb_per_s"] = {str(k): v for k, v in local_c.items()}
-        small, big = (comm.allreduce(_median(fw[k]), "sum") / comm.size for k in (LAT_BYTES, request_bytes))
-        raw["local_file_write_s"] = {"bytes": [LAT_BYTES, request_bytes], "median_s": [small, big],
-                                     "files": [len(fw[LAT_BYTES]), len(fw[request_bytes])]}
+        small, big = (comm.allreduce(fw[k]["per_file_s"], "sum") / comm.size for k in (LAT_BYTES, request_bytes))
+        raw["local_file_write_s"] = {"bytes": [LAT_BYTES, request_bytes], "per_file_s": [small, big],
+                                     "rank0": {str(k): v for k, v in fw.items()}}
         fw = None
         if big > small > 0:
             rate = (request_bytes - LAT_BYTES) / (big - small)
@@ -476,6 +511,12 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
     for t in threads:
         mem[t] = [_copy_rate(t, request_bytes, slice_s) for _ in range(repeat)]
     raw["memory_copy_mb_per_s"] = {str(k): v for k, v in mem.items()}
+    # --- wake-up latency ---
+    wk = _wake_latency(comm, slice_s)
+    raw["wake_latency"] = {str(k): v for k, v in wk.items()}
+    if echo and comm.rank == 0:
+        echo("  wake-up latency (sleep d ends late by, mean): " + ", ".join(
+            f"{d * 1e3:g} ms: {v['mean_s'] * 1e6:,.0f} us" for d, v in wk.items()))
     # --- loader worker start ---
     ws = _worker_start(repeat)
     wmed = comm.allreduce(_median(ws), "max") if ws else None
@@ -519,6 +560,7 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
         profile["pfs"]["cached_mb_per_s"] = round(cached, 3)
     if wmed:
         profile["worker_start_s"] = round(wmed, 5)
+    profile["wake_latency"] = [{"wait_s": d, "late_s": round(max(v["mean_s"], 0.0), 7)} for d, v in wk.items()]
     if xr and xr["mb_per_s"] > 0:
         profile["exchange_mb_per_s"] = round(xr["mb_per_s"], 3)
     avail = _meminfo("MemAvailable:")

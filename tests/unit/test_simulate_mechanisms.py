@@ -146,3 +146,19 @@ def test_one_pfs_bandwidth_model_for_the_throttle_and_the_simulator():
     assert np.allclose(p.pfs_aggregate(g), [m.aggregate_MBps(float(x)) * 1e6 for x in g])
     assert p.pfs_per_client(2) == pytest.approx(min(150, 200 / 2) * 1e6)
     assert m.read_time_s(1_000_000, 6) == pytest.approx(1e-4 + 1e6 / (440e6 / 6))
+
+
+def test_a_step_ends_late_by_the_hosts_wake_up_latency():
+    """local on a memory tier is compute-bound (25 steps of 10 ms per epoch); with wake_latency 1 ms at
+    10 ms (0.2 ms at 2 ms: 0.6 ms at 6 ms between them) every step lasts 11 ms."""
+    rows = [("l", "local", {"tier": "memory"})]
+    pts = [{"wait_s": 0.002, "late_s": 2e-4}, {"wait_s": 0.01, "late_s": 1e-3}]
+    plain = simulate(rows, wl=WL, profile=_profile(), nodes=2, epochs=2)["l"]
+    late = simulate(rows, wl=WL, profile=_profile(wake_latency=pts), nodes=2, epochs=2)["l"]
+    assert plain["epoch_time_s"][1] == pytest.approx(25 * 0.01, rel=1e-3)
+    assert late["epoch_time_s"][1] == pytest.approx(25 * 0.011, rel=1e-3)
+    assert _profile(wake_latency=pts).wake_late_s(0.006) == pytest.approx(6e-4)
+    with pytest.raises(ConfigError, match="wake_latency"):
+        _profile(wake_latency=pts[::-1])
+    with pytest.raises(ConfigError, match="late_s"):
+        _profile(wake_latency=[{"wait_s": 0.01, "late_s": float("nan")}])
