@@ -15,7 +15,7 @@ bytes, the unit in each key's name)::
     worker_start_s: 0.07             # (optional) a loader worker process's start, paid every epoch by a
                                      # DataLoader without persistent_workers
     wake_latency:                    # (optional) how late a blocking wait ends on this host: a training
-      - {wait_s: 0.001, late_s: 1.0e-4}   # step's wait ends late_s(step time) after its end
+      - {wait_s: 0.001, late_s: 1.0e-4}   # step or a PFS request ends late_s(its length) after its end
       - {wait_s: 0.01, late_s: 5.0e-4}
     pfs:                             # or ``pfs: null``: the shared tier is not modelled (no throttling at run
                                      # time; ``dlbench simulate`` refuses such a profile)
@@ -198,7 +198,8 @@ class SystemProfile:
     wake_latency: tuple[WakePoint, ...] = opt((), help="how late a blocking wait of a given length ends on this "
                                                        "host (scheduler wake-up, time slices lost to other "
                                                        "processes; calibrate-storage, all ranks at once; "
-                                                       "optional): a training step's wait ends this much later")
+                                                       "optional): a training step and a PFS request end this "
+                                                       "much later")
     page_cache_bytes: float | None = opt(None, help="memory a node's page cache can hold (calibrate-storage: "
                                                     "MemAvailable); with a tier's cached_bandwidth (optional)",
                                          unit="B", min=0)
@@ -316,13 +317,14 @@ class SystemProfile:
         r0 = float(_interp(p0, [q.threads for q in st.bandwidth], [q.mb_per_s for q in st.bandwidth])) / p0
         return max(1.0 / (st.write_mb_per_s * MB), 1.0 / r0)
 
-    def wake_late_s(self, wait_s: float) -> float:
-        """How late a blocking wait of ``wait_s`` ends (``wake_latency``, linear between its points, flat
-        outside); 0 without the figure."""
+    def wake_late_s(self, wait_s):
+        """How late a blocking wait of ``wait_s`` (a number or an array) ends (``wake_latency``, linear between
+        its points, flat outside); 0 without the figure."""
         pts = self.wake_latency
         if not pts:
-            return 0.0
-        return float(np.interp(float(wait_s), [q.wait_s for q in pts], [q.late_s for q in pts]))
+            return 0.0 if np.ndim(wait_s) == 0 else np.zeros(np.shape(wait_s))
+        v = np.interp(np.asarray(wait_s, dtype=np.float64), [q.wait_s for q in pts], [q.late_s for q in pts])
+        return float(v) if v.ndim == 0 else v
 
     @property
     def network_bytes_per_s(self) -> float:

@@ -70,8 +70,10 @@ Measured mechanisms (optional profile figures, ``dlbench calibrate-storage``; do
   parse; the emulated PFS runs the real read inside the modelled interval, so the longer of the two counts);
 - loader worker start: a DataLoader without persistent workers starts them every epoch; its first read
   begins ``worker_start_s`` after the epoch's start;
-- wake-up latency: a training step (the workload's step time) is a blocking wait, which on a loaded host
-  ends ``wake_latency(step)`` late (the sleep a benchmark step is, an accelerator's synchronisation).
+- wake-up latency: a training step (the workload's step time) and a PFS request are blocking waits, which
+  on a loaded host end ``wake_latency(wait)`` late (the sleep a benchmark step is, an accelerator's
+  synchronisation, a read the emulated PFS holds or a file system answers); reads of a local or memory
+  tier are memory copies from the page cache, not waits.
 """
 
 from __future__ import annotations
@@ -337,6 +339,8 @@ class Model:
             fetch = s * spb[src] + np.where(request, self.p.pfs.latency_s if self.p.pfs else 0.0, 0.0)
             if has_floor:   # a PFS request lasts at least the format reader's own time (open, parse, bytes)
                 fetch = np.where(request, np.maximum(fetch, self.p.pfs_reader_floor_s(s)), fetch)
+            if self.p.wake_latency:   # a PFS request is a blocking wait: it ends late on a loaded host
+                fetch = np.where(request, fetch + self.p.wake_late_s(fetch), fetch)
             write = s * w_spb
             for code, name in enumerate(TIER_NAMES):
                 if policy == "lowerbound":  # nothing is read: every sample is there at t = 0

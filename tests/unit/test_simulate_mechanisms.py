@@ -162,3 +162,11 @@ def test_a_step_ends_late_by_the_hosts_wake_up_latency():
         _profile(wake_latency=pts[::-1])
     with pytest.raises(ConfigError, match="late_s"):
         _profile(wake_latency=[{"wait_s": 0.01, "late_s": float("nan")}])
+
+
+def test_a_pfs_request_ends_late_by_the_wake_up_latency_of_its_length():
+    """naive: 1 MB at 1 GB/s = 1 ms per PFS request; wake_latency 0.5 ms at 1 ms: 1.5 ms per request (the
+    2 ms point is the step's: 10 ms steps end 0.5 ms late too, flat past the last point)."""
+    pts = [{"wait_s": 0.001, "late_s": 5e-4}, {"wait_s": 0.002, "late_s": 5e-4}]
+    t = simulate(["naive"], wl=WL, profile=_profile(wake_latency=pts), nodes=1, epochs=1)["naive"]["epoch_time_s"][0]
+    assert t == pytest.approx(400 * 1.5e-3 + 50 * 0.0105, rel=1e-3)
