@@ -158,40 +158,41 @@ class Model:
 
     def local_tier_cached(self, plan: Plan, sizes: np.ndarray) -> bool:
         """Whether the local tier is read from the page cache: the profile has the tier's
-        ``cached_bandwidth`` and ``page_cache_bytes``, and every node's files on the tier fit its page cache.
-        A node's files: the samples the prologue stores on its local tier, those its ranks read from the tier
-        and those it receives into the tier (pls), each counted once. The files were just written (staged or
-        received), so they sit in the page cache until memory runs short: a node whose files fit reads them
-        from memory (calibrate-storage measures both curves, the cold one with O_DIRECT)."""
+        ``cached_bandwidth`` and ``page_cache_bytes``, the plan uses the tier, and every node's files on it fit
+        its page cache. A node's files: those the prologue stores on its local tier (staging's all-gather: every
+        staged sample), and in each epoch the distinct samples its ranks read from the tier (pls's moves
+        replace a sent file by a received one: the count stays). The files were just written (staged, filled
+        or received), so they sit in the page cache until memory runs short: a node whose files fit reads them
+        from memory (calibrate-storage measures both curves, the cold one with O_DIRECT). Cheap first: when the
+        whole dataset fits, no node's files can exceed it."""
         p = self.p
         t = next((t for t in p.tiers if t.kind == "local"), None)
         if t is None or not t.cached_bandwidth or p.page_cache_bytes is None:
             return False
-        N = len(sizes)
-        keys = []
+        cap, N = float(p.page_cache_bytes), len(sizes)
         pro = plan.prologue
-        if len(pro.sample):
-            sel = pro.dst == LOCAL
-            if pro.allgather and sel.any():   # every node stores every staged sample
-                ids = np.unique(pro.sample[sel])
-                keys.append((np.arange(plan.nodes)[:, None] * N + ids[None, :]).ravel())
+        staged = pro.dst == LOCAL if len(pro.sample) else np.zeros(0, dtype=bool)
+        used = [e for e in range(plan.epochs) if (plan.epoch(e).source == LOCAL).any()]
+        if not staged.any() and not used:
+            return False
+        if float(sizes.sum()) <= cap:
+            return True
+        if staged.any():
+            if pro.allgather:   # every node stores every staged sample
+                if float(sizes[np.unique(pro.sample[staged])].sum()) > cap:
+                    return False
             else:
-                keys.append(plan.node_map[pro.rank[sel]].astype(np.int64) * N + pro.sample[sel])
+                k = np.unique(plan.node_map[pro.rank[staged]].astype(np.int64) * N + pro.sample[staged])
+                if np.bincount(k // N, weights=sizes[k % N], minlength=plan.nodes).max() > cap:
+                    return False
         rank_node = plan.node_map.astype(np.int64)
-        for e in range(plan.epochs):
+        for e in used:
             ep = plan.epoch(e)
             m = (ep.source == LOCAL) & (ep.sample_ids >= 0)
-            if m.any():
-                r = np.nonzero(m)[0]
-                keys.append(rank_node[r] * N + ep.sample_ids[m])
-            tr = ep.transfers
-            if tr is not None and len(tr) and tr.tier == LOCAL:
-                keys.append(rank_node[tr.dst] * N + tr.sample)
-        if not keys:
-            return False
-        k = np.unique(np.concatenate(keys))
-        per_node = np.bincount(k // N, weights=sizes[k % N], minlength=plan.nodes)
-        return bool(per_node.max() <= p.page_cache_bytes)
+            k = np.unique(rank_node[np.nonzero(m)[0]] * N + ep.sample_ids[m])
+            if np.bincount(k // N, weights=sizes[k % N], minlength=plan.nodes).max() > cap:
+                return False
+        return True
 
     # ----- prologue ----------------------------------------------------------------------------------
     def prologue_s(self, plan: Plan, sizes: np.ndarray, fill_to_capacity: bool = False) -> float:

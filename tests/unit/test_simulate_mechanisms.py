@@ -170,3 +170,15 @@ def test_a_pfs_request_ends_late_by_the_wake_up_latency_of_its_length():
     pts = [{"wait_s": 0.001, "late_s": 5e-4}, {"wait_s": 0.002, "late_s": 5e-4}]
     t = simulate(["naive"], wl=WL, profile=_profile(wake_latency=pts), nodes=1, epochs=1)["naive"]["epoch_time_s"][0]
     assert t == pytest.approx(400 * 1.5e-3 + 50 * 0.0105, rel=1e-3)
+
+
+def test_page_cache_counts_a_nodes_own_files():
+    """local shards the 400 MB over 2 nodes (200 MB each, no all-gather): a 300 MB page cache holds a node's
+    files though not the dataset; 150 MB does not."""
+    cached = {"cached_bandwidth": [{"threads": 1, "mb_per_s": 8000}, {"threads": 2, "mb_per_s": 10000}]}
+    rows = [("l", "local", {})]
+    fit = simulate(rows, wl=WL, profile=_profile(disk=cached, page_cache_bytes=3e8), nodes=2, epochs=2)["l"]
+    no = simulate(rows, wl=WL, profile=_profile(disk=cached, page_cache_bytes=1.5e8), nodes=2, epochs=2)["l"]
+    assert any("page-cache" in n for n in fit["model_notes"])
+    assert not any("page-cache" in n for n in no["model_notes"])
+    assert fit["epoch_time_s"][1] < no["epoch_time_s"][1] / 2
