@@ -62,7 +62,8 @@ the transfer overlaps the step, which lasts at least the transfer. With a local 
 reads the samples it sends from their files before posting and writes the ones it receives as files after
 the step, in series with the step (``_exchange_tier_io_s``). All of it is reported as ``exchange``.
 
-Measured mechanisms (optional profile figures, ``dlbench calibrate-storage``; docs/evidence/issue-19-real-vs-sim.md):
+Measured mechanisms (optional profile figures, ``dlbench calibrate-storage``; docs/evidence/issue-19-real-vs-sim.md;
+priced by the vectorised costing: the ``thesis-window`` event costing keeps the reference simulator's prices):
 
 - page cache: a local tier whose files fit every node's ``page_cache_bytes`` (``local_tier_cached``) is read
   at its ``cached_bandwidth`` curve: the files were just written by the prologue or an exchange;
