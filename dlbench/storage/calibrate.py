@@ -304,7 +304,7 @@ def _wake_latency(comm, slice_s: float) -> dict:
     out = {}
     for d in WAKE_WAITS_S:
         comm.barrier()
-        late = []
+        late: list[float] = []
         stop_at = time.perf_counter() + slice_s / len(WAKE_WAITS_S)
         while len(late) < 5 or time.perf_counter() < stop_at:
             a = time.perf_counter()
@@ -358,8 +358,8 @@ def _exchange_rate(comm, nbytes: int, parts: int = 8, slice_s: float = 1.0, step
         dst = peer if me == 0 else 0
         snd = [aligned_empty(nbytes) for _ in range(parts)]
         rcv = [aligned_empty(nbytes) for _ in range(parts)]
-        for b in snd + rcv:
-            b[:] = 1
+        for buf in snd + rcv:
+            buf[:] = 1
         stop_at = time.perf_counter() + slice_s
         k = 0
         while True:
@@ -463,7 +463,8 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
             echo(f"  format reader ({rc['layout']}): {t_rd * 1e6:,.1f} us per sample, bare pread {t_pr * 1e6:,.1f} us"
                  f" -> open/parse {((t_rd - t_pr) * 1e6):,.1f} us per file")
     # --- local tier: w(p), r(p) ---
-    local_r, local_w, local_c, fw = {}, {}, {}, None
+    local_r, local_w, local_c, fw = {}, {}, {}, {}
+    fwfit: tuple[float, float] | None = None
     if have_local:
         ld = Path(local_dir) / f"dlbench-calibrate-r{comm.rank}"
         try:
@@ -495,12 +496,11 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
         small, big = (comm.allreduce(fw[k]["per_file_s"], "sum") / comm.size for k in (LAT_BYTES, request_bytes))
         raw["local_file_write_s"] = {"bytes": [LAT_BYTES, request_bytes], "per_file_s": [small, big],
                                      "rank0": {str(k): v for k, v in fw.items()}}
-        fw = None
         if big > small > 0:
             rate = (request_bytes - LAT_BYTES) / (big - small)
             fixed = small - LAT_BYTES / rate
             if fixed > 0:
-                fw = (fixed, rate / MB)
+                fwfit = (fixed, rate / MB)
             if echo and comm.rank == 0:
                 echo(f"  local tier:  file create/write/rename/unlink {fixed * 1e6:,.1f} us per file + "
                      f"{rate / MB:,.1f} MB/s")
@@ -573,8 +573,8 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
                                  "bandwidth": curve(local_r, "threads"),
                                  "write_bandwidth": curve(local_w, "threads"),
                                  "cached_bandwidth": curve(local_c, "threads"),
-                                 **({"file_write_s": round(fw[0], 7), "cached_write_mb_per_s": round(fw[1], 3)}
-                                    if fw else {})})
+                                 **({"file_write_s": round(fwfit[0], 7),
+                                     "cached_write_mb_per_s": round(fwfit[1], 3)} if fwfit else {})})
     return profile
 
 
