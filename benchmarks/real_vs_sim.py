@@ -29,7 +29,11 @@ the same profile on this machine would otherwise slow these runs down. Do the sa
 by hand on a shared machine (``DLBENCH_PFS_STATE=$(mktemp -d) mpiexec ...``).
 
 Figures on this machine, per strategy, 1 and 2 ranks, laptop-pfs and calibrated profiles, with the mechanisms
-behind every row outside ±10 %: docs/evidence/issue-19-real-vs-sim.md.
+behind every row outside ±10 %: docs/evidence/issue-19-real-vs-sim.md. A profile `dlbench calibrate-storage`
+writes carries the figures of the mechanisms the model prices (page-cache curve of the local tier, the format
+reader's per-file cost, file writes, worker start, the exchange rate, the host's wake-up latency): calibrate on
+the machine that runs the study, right before it. The same runs at several world sizes against the model's
+curve: benchmarks/scaling_vs_sim.py.
 """
 
 from __future__ import annotations

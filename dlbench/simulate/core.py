@@ -160,6 +160,16 @@ def build_plan(strategy: str, *, wl: SimWorkload, nodes: int, ranks_per_node: in
     return st.plan(ctx, opts)
 
 
+def _restarts_workers(strategy: str, options: dict | None) -> bool:
+    """Whether the strategy's loader starts new worker processes every epoch: its options have
+    ``persistent_workers`` (PyTorch's DataLoader), off, with ``num_workers`` > 0."""
+    from .. import strategies
+
+    o = strategies.parse_options(strategies.get(strategy), dict(options or {}), where=f"options of {strategy}")
+    return (hasattr(o, "persistent_workers") and not o.persistent_workers
+            and int(getattr(o, "num_workers", 0)) > 0)
+
+
 def peers_as_shared(plan: Plan) -> Plan:
     """``plan`` with every PEER access read from the shared FS instead (model option
     ``peer_reads_from_shared``); tiers, keeps, fills and the prologue unchanged."""
@@ -316,7 +326,8 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
             threads = float(loader_threads) / ranks_per_node if loader_threads else float(plan.loader_threads or 1)
         c = model.cost(plan, sizes, policy, threads_per_rank=threads,
                        fill_to_capacity=bool(mo.get("prologue_fill_to_capacity", False)),
-                       tier_fill=bool(mo.get("fill_by_tier_threads", False)))
+                       tier_fill=bool(mo.get("fill_by_tier_threads", False)),
+                       worker_restart=policy == "prefetch" and _restarts_workers(name, o))
         c.strategy = name
         out[label] = summarize(c, workload=wl.name, profile=profile, plan=plan, sizes=sizes,
                                extra={"label": label, "plan_order": plan.meta.get("order", ""),

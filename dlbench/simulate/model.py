@@ -54,11 +54,27 @@ Prologue (staging, local, pls, preloading caches), ``prologue: overlap``: each n
 the PFS with its tiers' threads, receives the rest over the network (staging: all-gather) and writes into
 its tiers; the three overlap, so the prologue takes max over nodes of max(PFS read, network receive,
 slowest tier write). ``prologue: series``: ``Model._prologue_series``.
-PLS exchange: the samples sent at step i go out with non-blocking MPI overlapping step i; a step lasts at
-least the exchange's bytes / b_c (the part beyond the step's own time is reported as ``exchange``). With a
-local (file) tier the trainer also reads the samples it sends from their files before posting and writes
-the ones it receives as files after the step, in series with the step: (sent + received bytes) / r_local(1)
-per step, reported as ``exchange`` too (real/sim, docs/evidence/issue-19-real-vs-sim.md).
+PLS exchange (rule ``exchange``): ``series`` (default): the samples sent at step i move inside the MPI
+wait after the step (an MPI without an asynchronous progress thread, as mpich by default, moves rendezvous
+messages only inside MPI calls), so the step lasts its own time + sent bytes / the profile's
+``exchange_mb_per_s`` (measured with sample-sized messages both ways; b_c without it); ``overlap`` (thesis):
+the transfer overlaps the step, which lasts at least the transfer. With a local (file) tier the trainer also
+reads the samples it sends from their files before posting and writes the ones it receives as files after
+the step, in series with the step (``_exchange_tier_io_s``). All of it is reported as ``exchange``.
+
+Measured mechanisms (optional profile figures, ``dlbench calibrate-storage``; docs/evidence/issue-19-real-vs-sim.md;
+priced by the vectorised costing: the ``thesis-window`` event costing keeps the reference simulator's prices):
+
+- page cache: a local tier whose files fit every node's ``page_cache_bytes`` (``local_tier_cached``) is read
+  at its ``cached_bandwidth`` curve: the files were just written by the prologue or an exchange;
+- the format reader: a PFS request lasts at least ``pfs.open_s + s / pfs.cached_mb_per_s`` (HDF5's open and
+  parse; the emulated PFS runs the real read inside the modelled interval, so the longer of the two counts);
+- loader worker start: a DataLoader without persistent workers starts them every epoch; its first read
+  begins ``worker_start_s`` after the epoch's start;
+- wake-up latency: a training step (the workload's step time) and a PFS request are blocking waits, which
+  on a loaded host end ``wake_latency(wait)`` late (the sleep a benchmark step is, an accelerator's
+  synchronisation, a read the emulated PFS holds or a file system answers); reads of a local or memory
+  tier are memory copies from the page cache, not waits.
 """
 
 from __future__ import annotations
@@ -123,9 +139,10 @@ class Model:
         self.write_overlap = r.write == "overlap"
 
     # ----- per-tier seconds per byte ------------------------------------------------------------------
-    def fetch_s_per_byte(self, nodes: int, pfs_threads_per_node: float) -> np.ndarray:
+    def fetch_s_per_byte(self, nodes: int, pfs_threads_per_node: float, local_cached: bool = False) -> np.ndarray:
         """Seconds per byte for each plan tier code (SHARED, LOCAL, MEMORY, PEER); ``pfs_threads_per_node``:
-        the PFS requests a node has in flight at once (γ = nodes × that under the default rule)."""
+        the PFS requests a node has in flight at once (γ = nodes × that under the default rule);
+        ``local_cached``: the local tier is read at its page-cache curve (``local_tier_cached``)."""
         p = self.p
         out = np.full(len(TIER_NAMES), np.inf)
         gamma = nodes * pfs_threads_per_node if self.rules.gamma == "threads" else nodes
@@ -133,11 +150,50 @@ class Model:
         for code, kind in ((LOCAL, "local"), (MEMORY, "memory")):
             t = next((t for t in p.tiers if t.kind == kind), None)
             if t is not None:
-                out[code] = 1.0 / (p.tier_per_thread(t, p.staging.threads) if self.rules.tier_read == "per-thread"
-                                   else p.tier_aggregate(t))
+                cached = local_cached and code == LOCAL
+                out[code] = 1.0 / (p.tier_per_thread(t, p.staging.threads, cached=cached)
+                                   if self.rules.tier_read == "per-thread" else p.tier_aggregate(t, cached=cached))
         fastest = min(out[LOCAL], out[MEMORY])
         out[PEER] = max(1.0 / p.network_bytes_per_s, fastest) if np.isfinite(fastest) else 1.0 / p.network_bytes_per_s
         return out
+
+    def local_tier_cached(self, plan: Plan, sizes: np.ndarray) -> bool:
+        """Whether the local tier is read from the page cache: the profile has the tier's
+        ``cached_bandwidth`` and ``page_cache_bytes``, the plan uses the tier, and every node's files on it fit
+        its page cache. A node's files: those the prologue stores on its local tier (staging's all-gather: every
+        staged sample), and in each epoch the distinct samples its ranks read from the tier (pls's moves
+        replace a sent file by a received one: the count stays). The files were just written (staged, filled
+        or received), so they sit in the page cache until memory runs short: a node whose files fit reads them
+        from memory (calibrate-storage measures both curves, the cold one with O_DIRECT). Cheap first: when the
+        whole dataset fits, no node's files can exceed it."""
+        p = self.p
+        t = next((t for t in p.tiers if t.kind == "local"), None)
+        if t is None or not t.cached_bandwidth or p.page_cache_bytes is None:
+            return False
+        cap, N = float(p.page_cache_bytes), len(sizes)
+        pro = plan.prologue
+        staged = pro.dst == LOCAL if len(pro.sample) else np.zeros(0, dtype=bool)
+        used = [e for e in range(plan.epochs) if (plan.epoch(e).source == LOCAL).any()]
+        if not staged.any() and not used:
+            return False
+        if float(sizes.sum()) <= cap:
+            return True
+        if staged.any():
+            if pro.allgather:   # every node stores every staged sample
+                if float(sizes[np.unique(pro.sample[staged])].sum()) > cap:
+                    return False
+            else:
+                k = np.unique(plan.node_map[pro.rank[staged]].astype(np.int64) * N + pro.sample[staged])
+                if np.bincount(k // N, weights=sizes[k % N], minlength=plan.nodes).max() > cap:
+                    return False
+        rank_node = plan.node_map.astype(np.int64)
+        for e in used:
+            ep = plan.epoch(e)
+            m = (ep.source == LOCAL) & (ep.sample_ids >= 0)
+            k = np.unique(rank_node[np.nonzero(m)[0]] * N + ep.sample_ids[m])
+            if np.bincount(k // N, weights=sizes[k % N], minlength=plan.nodes).max() > cap:
+                return False
+        return True
 
     # ----- prologue ----------------------------------------------------------------------------------
     def prologue_s(self, plan: Plan, sizes: np.ndarray, fill_to_capacity: bool = False) -> float:
@@ -223,10 +279,12 @@ class Model:
 
     # ----- one epoch ---------------------------------------------------------------------------------
     def cost(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None = None,
-             fill_to_capacity: bool = False, tier_fill: bool = False) -> Costing:
+             fill_to_capacity: bool = False, tier_fill: bool = False, worker_restart: bool = False) -> Costing:
         """``threads_per_rank``: loader threads of a prefetching plan (default: the profile's p_0 over the
         node's ranks). ``fill_to_capacity``: see ``_prologue_series``; ``tier_fill``: cache fills read
-        ahead by the tiers' threads (``events.cost_events``; thesis-window rule only)."""
+        ahead by the tiers' threads (``events.cost_events``; thesis-window rule only). ``worker_restart``:
+        the loader's worker processes start anew every epoch (a DataLoader without persistent_workers): its
+        first read starts the profile's ``worker_start_s`` after the epoch's start."""
         if policy not in POLICIES:
             raise ConfigError(f"policy {policy!r}: choose one of {', '.join(POLICIES)}")
         sizes = np.asarray(sizes, dtype=np.float64)
@@ -243,8 +301,11 @@ class Model:
         # PFS clients per node: the requests a node's ranks have in flight at once — one per rank for a
         # synchronous loader (naive, sync executors), the loader threads for a prefetching one
         clients_per_node = K * (1.0 if policy == "ondemand" else float(threads_per_rank))
-        spb = self.fetch_s_per_byte(nodes, clients_per_node)
+        local_cached = self.local_tier_cached(plan, sizes)
+        spb = self.fetch_s_per_byte(nodes, clients_per_node, local_cached)
         w_spb = self.p.staging_write_s_per_byte()
+        has_floor = self.p.pfs is not None and (self.p.pfs.open_s is not None or self.p.pfs.cached_mb_per_s)
+        start_s = float(self.p.worker_start_s or 0.0) if worker_restart and policy == "prefetch" else 0.0
         z = np.zeros(W)
         compute = z.copy()
         stall = z.copy()
@@ -265,8 +326,9 @@ class Model:
             valid = (col[None, :] >= ep.bounds[:, :1]) & (col[None, :] < ep.bounds[:, -1:]) & (ids >= 0)
             s = np.where(valid, sizes[np.where(ids >= 0, ids, 0)], 0.0)
             src = ep.source
-            if self.step_time_s is not None:
-                comp = np.where(valid, self.step_time_s / plan.local_batch, 0.0)
+            if self.step_time_s is not None:   # a step is a blocking wait: it ends late by the host's wake-up
+                step = self.step_time_s + self.p.wake_late_s(self.step_time_s)
+                comp = np.where(valid, step / plan.local_batch, 0.0)
             else:
                 comp = s * self.compute_s_per_byte
             # one request latency per PFS request: a run of consecutive ids read as one request (the plan's
@@ -275,6 +337,10 @@ class Model:
             if policy != "lowerbound":       # nothing is read under the lower bound
                 requests += request.sum(axis=1)
             fetch = s * spb[src] + np.where(request, self.p.pfs.latency_s if self.p.pfs else 0.0, 0.0)
+            if has_floor:   # a PFS request lasts at least the format reader's own time (open, parse, bytes)
+                fetch = np.where(request, np.maximum(fetch, self.p.pfs_reader_floor_s(s)), fetch)
+            if self.p.wake_latency:   # a PFS request is a blocking wait: it ends late on a loaded host
+                fetch = np.where(request, fetch + self.p.wake_late_s(fetch), fetch)
             write = s * w_spb
             for code, name in enumerate(TIER_NAMES):
                 if policy == "lowerbound":  # nothing is read: every sample is there at t = 0
@@ -294,7 +360,7 @@ class Model:
                     avail = None
                 else:
                     cost = np.maximum(fetch, write) if self.write_overlap else fetch + write
-                    avail = _thread_avail(cost, threads_per_rank)
+                    avail = _thread_avail(cost, threads_per_rank) + start_s
             Cb = seg.sum(per)                                            # (W, steps)
             Cc = seg.sum(comp)
             compute += Cc.sum(axis=1)
@@ -313,8 +379,11 @@ class Model:
                 xb = np.zeros((W, steps))
                 st = np.minimum(tr.step, steps - 1)
                 np.add.at(xb, (tr.src, st), sizes[tr.sample])
-                xs = xb / self.p.network_bytes_per_s
-                tio = self._exchange_tier_io_s(tr, st, sizes, W, steps)
+                xs = xb / self.p.exchange_bytes_per_s
+                tio = self._exchange_tier_io_s(tr, st, sizes, W, steps, local_cached)
+                if self.rules.exchange == "series":   # the transfer moves inside the MPI wait: adds to the step
+                    tio = xs if tio is None else tio + xs
+                    xs = np.zeros((W, steps))
                 if tio is not None:   # in series with the step, on the trainer's path (not overlapped)
                     xio = tio
                     Cb = Cb + tio
@@ -343,6 +412,10 @@ class Model:
             epoch_times[e] = B[-1] if steps else 0.0
             t0 += epoch_times[e]
         notes = []
+        if local_cached:
+            notes.append("local tier read at its page-cache curve (every node's files on it fit page_cache_bytes)")
+        if start_s:
+            notes.append(f"loader workers restart every epoch: first read {start_s:.3f} s after the epoch's start")
         if policy == "prefetch":
             notes.append("prefetch: staging-buffer capacity not enforced (producers never wait for space)")
         if self.write_overlap and policy == "prefetch":
@@ -353,12 +426,15 @@ class Model:
                        notes=notes, shared_requests=requests)
 
 
-    def _exchange_tier_io_s(self, tr, step: np.ndarray, sizes: np.ndarray, W: int, steps: int):
+    def _exchange_tier_io_s(self, tr, step: np.ndarray, sizes: np.ndarray, W: int, steps: int,
+                            cached: bool = False):
         """(W, steps) seconds the trainer spends on a step's exchange moving local-tier files, or None: the
-        sender reads the samples it sends from the tier's files, the receiver writes those it receives
-        as files when the step ends (``strategies/pls.py``), one thread each, in series with the step.
-        One thread each way: reads at the tier's r(1), writes at its w(1) (r(1) where the profile has no
-        write curve). A memory tier sends from and receives into its slots: no cost here."""
+        sender reads the samples it sends from the tier's files (and unlinks them), the receiver writes those
+        it receives as files when the step ends (``strategies/pls.py``), one thread each, in series with the
+        step. Reads at the tier's r(1) (its page-cache curve where ``cached``, ``local_tier_cached``). A
+        received file costs the tier's ``file_write_s`` (create, write, close, rename, unlink: the fixed
+        part) + bytes / ``cached_write_mb_per_s`` where the profile has them, else bytes / w(1) (r(1) without
+        a write curve). A memory tier sends from and receives into its slots: no cost here."""
         if tr.tier != LOCAL:
             return None
         t = next((t for t in self.p.tiers if t.kind == "local"), None)
@@ -367,12 +443,14 @@ class Model:
         b = sizes[tr.sample]
         rd = np.zeros((W, steps))
         np.add.at(rd, (tr.src, step), b)
-        if not t.write_bandwidth:
-            np.add.at(rd, (tr.dst, step), b)
-            return rd / self.p.tier_aggregate(t, 1)
         wr = np.zeros((W, steps))
         np.add.at(wr, (tr.dst, step), b)
-        return rd / self.p.tier_aggregate(t, 1) + wr / self.p.tier_write_aggregate(t, 1)
+        out = rd / self.p.tier_aggregate(t, 1, cached=cached)
+        if t.file_write_s is not None and t.cached_write_mb_per_s is not None:
+            files = np.zeros((W, steps))
+            np.add.at(files, (tr.dst, step), 1.0)
+            return out + files * t.file_write_s + wr / (t.cached_write_mb_per_s * 1e6)
+        return out + wr / self.p.tier_write_aggregate(t, 1)
 
     def _cost_events(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank, fill_to_capacity,
                      tier_fill=False):

@@ -21,6 +21,28 @@ value so the spread is on record):
   on this node when there is one node), under ``mpiexec``/``srun``; absent in a 1-rank run (the profile then
   keeps ``--network-mb-per-s``, stated as not measured).
 
+The mechanisms the model needs beyond bandwidths (issue 19; each optional in a profile):
+
+- **format reader** ``pfs.open_s`` and ``pfs.cached_mb_per_s``: when ``--data-dir`` is a dlbench dataset
+  (it has a manifest), up to 64 of its files are read once (page cache warm), then random samples are read
+  through the workload's own format reader (``data.formats.open_reader``: h5py for HDF5 files) and the same
+  bytes with a bare ``pread``; ``open_s`` = mean reader time − mean pread time (HDF5's open and parse),
+  ``cached_mb_per_s`` = the sample bytes over the mean pread time (means: a run sums its reads). Omitted where the reader costs no more
+  than its bytes.
+- **local tier from the page cache** ``cached_bandwidth``: r(p) of the files just written, not evicted (the
+  tier as a node whose files fit its memory reads it); the cold r(p) comes right after.
+- **file writes** ``file_write_s`` and ``cached_write_mb_per_s``: one thread stores files of 4 KiB and of
+  ``request_bytes`` through dlbench's local tier (create, write without fsync, close, rename), keeps them,
+  then removes them (unlink); a line through the two per-file times gives the fixed part and the rate.
+- **loader worker start** ``worker_start_s``: a torch DataLoader with one worker process (fork), the time
+  from ``iter()`` to the first sample (skipped without torch).
+- **page cache** ``page_cache_bytes``: MemAvailable of /proc/meminfo.
+- **wake-up latency** ``wake_latency``: how late ``time.sleep(d)`` returns, mean, for d = 0.5, 2, 10 and 50
+  ms, every rank at once (a loaded host resumes a waiting thread late: a training step's wait ends late).
+- **exchange** ``exchange_mb_per_s`` (under MPI): pls's pattern, 8 messages of ``request_bytes`` each way
+  between two ranks through dlbench's comm layer, posted together, a 2 ms sleep (the step), then waited for;
+  one rank's send rate over the posting and waiting time.
+
 Capacities: the memory tier is half of MemTotal, the local tier the free space of ``--local-dir`` (statvfs).
 A time budget (``--budget-s``) is split over the points; the total is printed at the end.
 """
@@ -35,7 +57,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from . import aligned_empty
 from .pagecache import evict
 
@@ -155,6 +177,145 @@ def _write_files(d: Path, threads: int, per_thread: int, nbytes: int) -> tuple[l
     return [(str(p), p.stat().st_size) for p in paths], threads * per_thread / dt / MB
 
 
+def _file_write_cost(d: Path, nbytes: int, slice_s: float, batch: int = 16) -> dict:
+    """Per-file seconds of storing a sample as a file and removing it later through dlbench's own local tier
+    (``storage.tiers.LocalTier``: create a temporary file, write, close, rename; unlink), one thread, for
+    files of 4 KiB and of ``nbytes``: rounds of ``batch`` files of each size stored, kept, then removed (as
+    pls keeps a received sample until it sends it on), alternating sizes for ``slice_s`` (at least 5 rounds);
+    the mean per file of each size (a run sums them, tail included)."""
+    from .tiers import LocalTier
+
+    tier = LocalTier(d, 0, 1 << 62, check_free=False, subdir=f"w{os.getpid()}")
+    rows = {}
+    for size in (LAT_BYTES, nbytes):
+        rows[size] = aligned_empty(size)
+        rows[size][:] = np.frombuffer(np.random.default_rng(size).bytes(size), np.uint8)
+    times: dict = {LAT_BYTES: [], nbytes: []}
+    try:
+        stop_at = time.perf_counter() + slice_s
+        while len(times[nbytes]) < 5 or time.perf_counter() < stop_at:
+            for size, row in rows.items():
+                a = time.perf_counter()
+                for k in range(batch):
+                    tier.put(k, row)
+                tier.clear()
+                times[size].append((time.perf_counter() - a) / batch)
+    finally:
+        tier.clear()
+        for x in (tier.dir, tier.dir.parent):
+            try:
+                x.rmdir()
+            except OSError:
+                pass
+    return {size: {"rounds": len(v), "files_per_round": batch, "per_file_s": float(np.mean(v)),
+                   "median_s": _median(v), "min_s": min(v), "max_s": max(v)} for size, v in times.items()}
+
+
+def _reader_cost(data_dir: Path, slice_s: float, seed: int) -> dict:
+    """A sample's read through the dataset's format reader against a bare pread of the same bytes, files in
+    the page cache (module docstring); ``{"skipped": why}`` when ``data_dir`` is not a dlbench dataset."""
+    from ..data.formats import open_reader
+    from ..data.manifest import Manifest
+    from ..data.verify import workload_of
+
+    try:
+        m = Manifest.load(data_dir)
+        wl = workload_of(m, m.workload)
+        reader = open_reader(data_dir, m, wl)
+    except (DataError, ConfigError, OSError) as e:  # not a dataset, or one this build cannot read: stated
+        return {"skipped": f"{type(e).__name__}: {e}"}
+    rng = np.random.default_rng(seed)
+    files = rng.permutation(len(m.paths))[:64]
+    row = m.sample_nbytes()
+    buf = aligned_empty(int(reader.max_row_nbytes) + 4096)
+    fds = {}
+    try:
+        for f in files:      # warm: the whole file once
+            fds[int(f)] = os.open(str(Path(data_dir) / m.paths[f]), os.O_RDONLY)
+            sz = int(m.nbytes[f])
+            off = 0
+            while off < sz:
+                n = os.preadv(fds[int(f)], [buf.data[:min(len(buf), sz - off)]], off)
+                if n <= 0:
+                    break
+                off += n
+        t_reader, t_raw, nb = [], [], []
+        stop_at = time.perf_counter() + slice_s
+        while True:
+            f = int(files[int(rng.integers(len(files)))])
+            i = int(m.first[f]) + int(rng.integers(max(1, int(m.count[f]))))
+            n = int(min(row[i], len(buf)))
+            a = time.perf_counter()
+            reader.read_into(i, buf)
+            b = time.perf_counter()
+            os.preadv(fds[f], [buf.data[:n]], 0)
+            c = time.perf_counter()
+            t_reader.append(b - a)
+            t_raw.append(c - b)
+            nb.append(n)
+            if c >= stop_at and len(t_reader) >= 20:
+                break
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+        close = getattr(reader, "close", None)
+        if close:
+            close()
+    return {"layout": m.layout, "reads": len(t_reader),
+            "reader_s": {"mean": float(np.mean(t_reader)), "median": _median(t_reader),
+                         "p95": float(np.percentile(t_reader, 95))},
+            "pread_s": {"mean": float(np.mean(t_raw)), "median": _median(t_raw),
+                        "p95": float(np.percentile(t_raw, 95))},
+            "sample_bytes": int(np.median(nb))}
+
+
+def _worker_start(repeat: int) -> list | None:
+    """Seconds from a 1-worker torch DataLoader's ``iter()`` to its first sample, ``repeat`` times; None
+    without torch."""
+    try:
+        import torch.utils.data as tud
+    except ImportError:
+        return None
+
+    class _One(tud.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return np.zeros(8, dtype=np.uint8)
+
+    out = []
+    for _ in range(repeat):
+        dl = tud.DataLoader(_One(), batch_size=1, num_workers=1, multiprocessing_context="fork")
+        a = time.perf_counter()
+        it = iter(dl)
+        next(it)
+        out.append(time.perf_counter() - a)
+        del it
+    return out
+
+
+WAKE_WAITS_S = (0.0005, 0.002, 0.01, 0.05)
+
+
+def _wake_latency(comm, slice_s: float) -> dict:
+    """Mean lateness of ``time.sleep(d)`` for each d of ``WAKE_WAITS_S``, every rank at once (``slice_s``
+    split over the lengths, at least 5 sleeps each); the ranks' mean."""
+    out = {}
+    for d in WAKE_WAITS_S:
+        comm.barrier()
+        late: list[float] = []
+        stop_at = time.perf_counter() + slice_s / len(WAKE_WAITS_S)
+        while len(late) < 5 or time.perf_counter() < stop_at:
+            a = time.perf_counter()
+            time.sleep(d)
+            late.append(time.perf_counter() - a - d)
+        v = np.asarray(late)
+        out[d] = {"sleeps": len(late), "mean_s": comm.allreduce(float(v.mean()), "sum") / comm.size,
+                  "median_s": float(np.median(v)), "p95_s": float(np.percentile(v, 95))}
+    return out
+
+
 def _pingpong(comm, nbytes: int = 16 << 20, reps: int = 5) -> float | None:
     if comm.size < 2:
         return None
@@ -180,6 +341,54 @@ def _pingpong(comm, nbytes: int = 16 << 20, reps: int = 5) -> float | None:
     return float(comm.bcast(rate, 0))
 
 
+def _exchange_rate(comm, nbytes: int, parts: int = 8, slice_s: float = 1.0, step_s: float = 0.002) -> dict | None:
+    """pls's exchange pattern between rank 0 and a peer (another node's rank when there is one): each
+    posts ``irecv_parts`` and ``isend_parts`` of ``parts`` messages of ``nbytes`` (dlbench's comm layer, one
+    message per sample), sleeps ``step_s`` (a training step) and waits for both; repeated for ``slice_s``.
+    The time of posting and waiting (the sleep left out) gives one rank's send rate (MB/s, over the mean
+    exchange: an epoch sums its exchanges, tail included); None with one rank."""
+    if comm.size < 2:
+        return None
+    nm = comm.node_map
+    other = [r for r in range(comm.size) if nm[r] != nm[0]]
+    peer = other[0] if other else 1
+    me = comm.rank
+    times: list = []
+    if me in (0, peer):
+        dst = peer if me == 0 else 0
+        snd = [aligned_empty(nbytes) for _ in range(parts)]
+        rcv = [aligned_empty(nbytes) for _ in range(parts)]
+        for buf in snd + rcv:
+            buf[:] = 1
+        stop_at = time.perf_counter() + slice_s
+        k = 0
+        while True:
+            a = time.perf_counter()
+            rr = comm.irecv_parts(rcv, dst, tag=79)
+            sr = comm.isend_parts(snd, dst, tag=79)
+            a1 = time.perf_counter()
+            time.sleep(step_s)       # the step: no MPI call, so (mpich) no progress
+            a2 = time.perf_counter()
+            rr.wait()
+            sr.wait()
+            b = time.perf_counter()
+            times.append((a1 - a) + (b - a2))
+            k += 1
+            # both sides stop together: rank 0 decides and tells the peer with the next exchange's count
+            go = np.array([1 if (b < stop_at or k < 5) else 0], dtype=np.int64)
+            if me == 0:
+                comm.isend(go, dst, tag=80).wait()
+            else:
+                comm.irecv(go, dst, tag=80).wait()
+            if not go[0]:
+                break
+    mean = float(np.mean(times)) if times else 0.0
+    rate = parts * nbytes / mean / MB if mean > 0 else 0.0
+    return comm.bcast({"parts": parts, "message_bytes": nbytes, "exchanges": len(times), "mean_s": mean,
+                       "median_s": _median(times), "p95_s": float(np.percentile(times, 95)) if times else 0.0,
+                       "mb_per_s": rate} if me == 0 else None, 0)
+
+
 def _median(v):
     return float(statistics.median(v)) if v else 0.0
 
@@ -201,7 +410,8 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
     request_bytes = max(LAT_BYTES, (int(request_bytes) // LAT_BYTES) * LAT_BYTES)
     threads = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= max_threads] or [1]
     have_local = local_dir is not None
-    points = len(threads) * repeat + 1 + (2 * len(threads) * repeat if have_local else 0) + len(threads) * repeat
+    points = (len(threads) * repeat + 4 + (3 * len(threads) * repeat + 1 if have_local else 0)
+              + len(threads) * repeat)
     slice_s = max(0.05, budget_s / points)
     first_node_rank = comm.rank == min(r for r in range(comm.size) if comm.node_map[r] == comm.node_map[comm.rank])
     raw: dict = {"request_bytes": request_bytes, "slice_s": slice_s, "cache": cache, "ranks": comm.size,
@@ -238,24 +448,42 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
             echo(f"  shared tier: {t * comm.size:>3} readers  {_median(vals):>10,.1f} MB/s  "
                  f"({min(vals):,.1f} .. {max(vals):,.1f})")
     raw["shared_mb_per_s"] = {str(k): v for k, v in agg.items()}
+    # --- the format reader's own cost (page cache warm) ---
+    rc = _reader_cost(Path(data_dir), slice_s, seed=3 + comm.rank)
+    raw["format_reader"] = rc
+    open_s = cached = None
+    if "skipped" in rc and echo and comm.rank == 0:
+        echo(f"  format reader: not measured ({rc['skipped']})")
+    if "skipped" not in rc:
+        t_rd = comm.allreduce(rc["reader_s"]["mean"], "sum") / comm.size
+        t_pr = comm.allreduce(rc["pread_s"]["mean"], "sum") / comm.size
+        cached = rc["sample_bytes"] / t_pr / MB if t_pr > 0 else None
+        open_s = t_rd - t_pr if t_rd > t_pr else None
+        if echo and comm.rank == 0:
+            echo(f"  format reader ({rc['layout']}): {t_rd * 1e6:,.1f} us per sample, bare pread {t_pr * 1e6:,.1f} us"
+                 f" -> open/parse {((t_rd - t_pr) * 1e6):,.1f} us per file")
     # --- local tier: w(p), r(p) ---
-    local_r, local_w = {}, {}
+    local_r, local_w, local_c, fw = {}, {}, {}, {}
+    fwfit: tuple[float, float] | None = None
     if have_local:
         ld = Path(local_dir) / f"dlbench-calibrate-r{comm.rank}"
         try:
             per = max(request_bytes * 8, int(min(sizes.sum(), 64 << 20)))
             for t in threads:
-                wv, rv = [], []
+                wv, rv, cv = [], [], []
                 for k in range(repeat):
                     lf, w = _write_files(ld, t, per, request_bytes)
                     wv.append(comm.allreduce(w, "sum"))
+                    c, _ = read_rate(lf, t, request_bytes, slice_s, comm, seed=200 + k)   # as written: cached
+                    cv.append(c / comm.size)
                     cold([p for p, _ in lf])
                     r, _ = read_rate(lf, t, request_bytes, slice_s, comm, seed=100 + k, direct=direct)
                     rv.append(r / comm.size)       # a node's figure (one rank per node measures its own disk)
-                local_w[t], local_r[t] = wv, rv
+                local_w[t], local_r[t], local_c[t] = wv, rv, cv
                 if echo and comm.rank == 0:
                     echo(f"  local tier:  {t:>3} threads  read {_median(rv):>10,.1f} MB/s  write "
-                         f"{_median(wv) / comm.size:>10,.1f} MB/s")
+                         f"{_median(wv) / comm.size:>10,.1f} MB/s  read cached {_median(cv):>10,.1f} MB/s")
+            fw = _file_write_cost(ld, request_bytes, slice_s)
         finally:
             for p in ld.glob("calib-*.bin"):
                 p.unlink(missing_ok=True)
@@ -264,6 +492,18 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
             except OSError:
                 pass
         raw["local_read_mb_per_s"] = {str(k): v for k, v in local_r.items()}
+        raw["local_read_cached_mb_per_s"] = {str(k): v for k, v in local_c.items()}
+        small, big = (comm.allreduce(fw[k]["per_file_s"], "sum") / comm.size for k in (LAT_BYTES, request_bytes))
+        raw["local_file_write_s"] = {"bytes": [LAT_BYTES, request_bytes], "per_file_s": [small, big],
+                                     "rank0": {str(k): v for k, v in fw.items()}}
+        if big > small > 0:
+            rate = (request_bytes - LAT_BYTES) / (big - small)
+            fixed = small - LAT_BYTES / rate
+            if fixed > 0:
+                fwfit = (fixed, rate / MB)
+            if echo and comm.rank == 0:
+                echo(f"  local tier:  file create/write/rename/unlink {fixed * 1e6:,.1f} us per file + "
+                     f"{rate / MB:,.1f} MB/s")
         local_w = {k: [x / comm.size for x in v] for k, v in local_w.items()}    # a node's figure, as r(p)
         raw["local_write_mb_per_s"] = {str(k): v for k, v in local_w.items()}
     # --- memory copies ---
@@ -271,9 +511,26 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
     for t in threads:
         mem[t] = [_copy_rate(t, request_bytes, slice_s) for _ in range(repeat)]
     raw["memory_copy_mb_per_s"] = {str(k): v for k, v in mem.items()}
+    # --- wake-up latency ---
+    wk = _wake_latency(comm, slice_s)
+    raw["wake_latency"] = {str(k): v for k, v in wk.items()}
+    if echo and comm.rank == 0:
+        echo("  wake-up latency (sleep d ends late by, mean): " + ", ".join(
+            f"{d * 1e3:g} ms: {v['mean_s'] * 1e6:,.0f} us" for d, v in wk.items()))
+    # --- loader worker start ---
+    ws = _worker_start(repeat)
+    wmed = comm.allreduce(_median(ws), "max") if ws else None
+    raw["worker_start_s"] = ws
+    if echo and comm.rank == 0 and wmed:
+        echo(f"  loader worker start (fork to first sample): {wmed * 1e3:,.1f} ms")
     # --- network ---
     net = _pingpong(comm)
     raw["network_mb_per_s"] = net
+    xr = _exchange_rate(comm, request_bytes, slice_s=slice_s)
+    raw["exchange"] = xr
+    if echo and comm.rank == 0 and xr:
+        echo(f"  network: ping-pong {net:,.1f} MB/s; exchange of {xr['parts']} x {request_bytes:,} B each way "
+             f"{xr['mb_per_s']:,.1f} MB/s per rank")
     raw["elapsed_s"] = time.perf_counter() - t_start
 
     def curve(d, key):
@@ -297,12 +554,27 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
                     "network: " + ("MPI ping-pong, 16 MiB" if net else "not measured (one rank): the default")],
         "calibration": raw,
     }
+    if open_s:
+        profile["pfs"]["open_s"] = round(open_s, 7)
+    if cached:
+        profile["pfs"]["cached_mb_per_s"] = round(cached, 3)
+    if wmed:
+        profile["worker_start_s"] = round(wmed, 5)
+    profile["wake_latency"] = [{"wait_s": d, "late_s": round(max(v["mean_s"], 0.0), 7)} for d, v in wk.items()]
+    if xr and xr["mb_per_s"] > 0:
+        profile["exchange_mb_per_s"] = round(xr["mb_per_s"], 3)
+    avail = _meminfo("MemAvailable:")
+    if avail:
+        profile["page_cache_bytes"] = float(avail)
     if have_local:
         free = os.statvfs(local_dir)
         profile["tiers"].append({"name": "disk", "kind": "local", "capacity_bytes": float(free.f_bavail * free.f_frsize),
                                  "threads": int(min(max_threads, os.cpu_count() or 1)),
                                  "bandwidth": curve(local_r, "threads"),
-                                 "write_bandwidth": curve(local_w, "threads")})
+                                 "write_bandwidth": curve(local_w, "threads"),
+                                 "cached_bandwidth": curve(local_c, "threads"),
+                                 **({"file_write_s": round(fwfit[0], 7),
+                                     "cached_write_mb_per_s": round(fwfit[1], 3)} if fwfit else {})})
     return profile
 
 
@@ -321,14 +593,18 @@ def _direct_ok(path: str) -> bool:
         os.close(fd)
 
 
-def _meminfo_total() -> int:
+def _meminfo(key: str) -> int | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
+            if line.startswith(key):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return 8 << 30
+    return None
+
+
+def _meminfo_total() -> int:
+    return _meminfo("MemTotal:") or 8 << 30
 
 
 __all__ = ["calibrate_storage", "read_rate"]

@@ -44,6 +44,8 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..errors import ConfigError
 
 MB = 1_000_000
@@ -95,21 +97,25 @@ class PfsModel:
         pts = tuple((int(k), v) for k, v in (aggregate_MBps or {}).items())
         return cls(latency_s, client_link_MBps, pts)
 
-    def aggregate_MBps(self, gamma: float) -> float:
-        """t(γ): linear between the points, flat below the first and past the last; inf with no points."""
+    def aggregate_MBps(self, gamma):
+        """t(γ) in MB/s (γ a number or an array): linear between the points, flat below the first and past
+        the last; inf with no points. The one definition of the curve: the emulated PFS's throttle and
+        ``dlbench simulate`` (``SystemProfile.pfs_aggregate``/``pfs_per_client``) both read it."""
         pts = self.aggregate_MBps_by_clients
         if not pts:
-            return math.inf
-        if gamma <= pts[0][0]:
-            return pts[0][1]
-        for (c0, b0), (c1, b1) in zip(pts, pts[1:]):
-            if gamma <= c1:
-                return b0 + (b1 - b0) * (gamma - c0) / (c1 - c0)
-        return pts[-1][1]
+            return math.inf if np.ndim(gamma) == 0 else np.full(np.shape(gamma), math.inf)
+        v = np.interp(np.asarray(gamma, dtype=np.float64), [c for c, _ in pts], [b for _, b in pts])
+        return float(v) if v.ndim == 0 else v
+
+    def per_client_Bps(self, gamma):
+        """r(γ) = min(b_fs, t(γ)/γ) in bytes/s (γ a number or an array, below 1 counted as 1): what each of
+        γ concurrent readers gets."""
+        g = np.maximum(np.asarray(gamma, dtype=np.float64), 1.0)
+        v = np.minimum(float(self.client_link_MBps), self.aggregate_MBps(g) / g) * MB
+        return float(v) if v.ndim == 0 else v
 
     def _rate(self, gamma: int) -> float:
-        g = max(1, gamma)
-        return min(float(self.client_link_MBps), self.aggregate_MBps(g) / g) * MB
+        return self.per_client_Bps(gamma)
 
     def rate_Bps(self, gamma: int) -> float:
         """r(γ) in bytes/s: what each of γ concurrent readers gets."""

@@ -34,6 +34,14 @@ def test_calibrated_profile_loads_and_simulates(cf, tmp_path, cli):
     assert [q.mb_per_s for q in disk.write_bandwidth] == [
         pytest.approx(statistics.median(cal["local_write_mb_per_s"][k]), rel=1e-3, abs=1e-3) for k in ("1", "2")]
     assert not list((tmp_path / "loc").rglob("calib-*"))    # its test files are removed
+    assert not list((tmp_path / "loc").rglob("*.row"))      # and the local tier's (file writes)
+    # the mechanisms (issue 19): page-cache curve, file writes, format reader, worker start, page cache size
+    assert [q.threads for q in disk.cached_bandwidth] == [1, 2] and all(q.mb_per_s > 0 for q in disk.cached_bandwidth)
+    assert cal["local_file_write_s"]["per_file_s"][1] > 0
+    assert cal["format_reader"]["layout"] == "hdf5_per_sample" and cal["format_reader"]["reads"] >= 20
+    assert p.pfs.cached_mb_per_s and p.pfs.cached_mb_per_s > 0
+    assert p.worker_start_s and p.worker_start_s > 0 and len(cal["worker_start_s"]) == 2
+    assert p.page_cache_bytes and p.page_cache_bytes > 0
     r = cli(["simulate", "--system", str(out), "--workload", "cosmoflow", "--nodes", "4", "--strategies", "naive",
              "--accelerator", "a100", "--out", str(tmp_path / "sim")])
     assert r.exit_code == 0, r.output
@@ -59,3 +67,5 @@ def test_two_ranks_measure_the_network(cf, tmp_path, run_mpi):
     assert d["calibration"]["ranks"] == 2 and d["calibration"]["network_mb_per_s"] > 0
     assert d["network_mb_per_s"] == pytest.approx(d["calibration"]["network_mb_per_s"], rel=1e-3)
     assert [a["clients"] for a in d["pfs"]["aggregate"]] == [2]
+    x = d["calibration"]["exchange"]                        # pls's exchange pattern, measured between the ranks
+    assert x["exchanges"] >= 5 and d["exchange_mb_per_s"] == pytest.approx(x["mb_per_s"], rel=1e-3)

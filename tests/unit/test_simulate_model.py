@@ -145,7 +145,8 @@ def _pls_profile():
         "tiers": [{"name": "ram", "kind": "memory", "capacity_bytes": 1e10, "threads": 2,
                    "bandwidth": [{"threads": 1, "mb_per_s": 1e7}]},
                   {"name": "disk", "kind": "local", "capacity_bytes": 1e11, "threads": 2,
-                   "bandwidth": [{"threads": 1, "mb_per_s": 500}, {"threads": 2, "mb_per_s": 800}]}]})
+                   "bandwidth": [{"threads": 1, "mb_per_s": 500}, {"threads": 2, "mb_per_s": 800}]}],
+        "rules": {"exchange": "overlap"}})   # the file costs alone (the MPI transfer: test_pls_exchange_rule_*)
 
 
 def test_pls_exchange_costs_the_local_tier_files_in_series():
