@@ -161,7 +161,7 @@ class Model:
         """Whether the local tier is read from the page cache: the profile has the tier's
         ``cached_bandwidth`` and ``page_cache_bytes``, the plan uses the tier, and every node's files on it fit
         its page cache. A node's files: those the prologue stores on its local tier (staging's all-gather: every
-        staged sample), and in each epoch the distinct samples its ranks read from the tier (pls's moves
+        staged sample, as peer rows), and in each epoch the distinct samples its ranks read from the tier (pls's moves
         replace a sent file by a received one: the count stays). The files were just written (staged, filled
         or received), so they sit in the page cache until memory runs short: a node whose files fit reads them
         from memory (calibrate-storage measures both curves, the cold one with O_DIRECT). Cheap first: when the
@@ -178,14 +178,10 @@ class Model:
             return False
         if float(sizes.sum()) <= cap:
             return True
-        if staged.any():
-            if pro.allgather:   # every node stores every staged sample
-                if float(sizes[np.unique(pro.sample[staged])].sum()) > cap:
-                    return False
-            else:
-                k = np.unique(plan.node_map[pro.rank[staged]].astype(np.int64) * N + pro.sample[staged])
-                if np.bincount(k // N, weights=sizes[k % N], minlength=plan.nodes).max() > cap:
-                    return False
+        if staged.any():   # the rows name the receiving rank (staging's all-gather: peer rows to every node)
+            k = np.unique(plan.node_map[pro.rank[staged]].astype(np.int64) * N + pro.sample[staged])
+            if np.bincount(k // N, weights=sizes[k % N], minlength=plan.nodes).max() > cap:
+                return False
         rank_node = plan.node_map.astype(np.int64)
         for e in used:
             ep = plan.epoch(e)
