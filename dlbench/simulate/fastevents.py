@@ -32,6 +32,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from itertools import accumulate
+from typing import NamedTuple
 
 import numpy as np
 
@@ -128,6 +129,54 @@ class _Window:
                 self.base[r] += k
 
 
+class _Setup(NamedTuple):
+    """What both loops take from the model and the plan."""
+    W: int
+    node_of: list          # node of each rank
+    nodes: int
+    K: int                 # ranks per node
+    fixed_spb: list        # seconds per byte of a non-PFS read, by tier code (0.0 for the PFS)
+    w_spb: float           # seconds per byte of the staging write
+    series: bool           # write after fetch (``write: series``) or overlapped
+    lat: float             # PFS request latency
+    pfs_spb: list          # seconds per byte of a PFS read by γ = 0 .. nodes
+    fixed_gamma: int | None   # γ = nodes under ``gamma: nodes``; None under the window rule
+    comp_const: float | None  # compute per sample when the model has a step time, else None (bytes-bound)
+    cap: float             # a rank's share of the node's staging buffer
+
+
+def _setup(model, plan: Plan) -> _Setup:
+    p = model.p
+    rules = model.rules
+    if rules.gamma == "threads":
+        raise ConfigError("the event-driven costing counts γ by nodes (thesis-window or nodes), not threads")
+    W = plan.world_size
+    nodes = plan.nodes
+    K = max(1, W // max(nodes, 1))
+    spb = model.fetch_s_per_byte(nodes, p.staging.threads)      # non-PFS tiers (the PFS by γ below)
+    step_time = model.step_time_s
+    return _Setup(W, [int(x) for x in plan.node_map], nodes, K,
+                  [float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))],
+                  p.staging_write_s_per_byte(), rules.write == "series", p.pfs.latency_s if p.pfs else 0.0,
+                  [0.0] + [1.0 / float(p.pfs_per_client(g)) for g in range(1, nodes + 1)],
+                  nodes if rules.gamma == "nodes" else None,
+                  step_time / plan.local_batch if step_time is not None else None,
+                  float(p.staging.capacity_bytes) / K)
+
+
+def _epoch_times(plan: Plan, epoch_steps: list, step_end: list, t0: float) -> np.ndarray:
+    """Each epoch's time from the global steps' end times."""
+    out = np.zeros(plan.epochs)
+    prev = t0
+    k = 0
+    for e, ns in enumerate(epoch_steps):
+        if ns:
+            k += ns
+            out[e] = step_end[k - 1] - prev
+            prev = step_end[k - 1]
+    return out
+
+
 def _tier_fill_ready(model, plan: Plan, sizes: np.ndarray, t0: float, fill_spb: float, w_spb: float, lat: float,
                      K: int):
     """When each rank's tier fills are done (per rank: {sample: time}) and, per node, the latest start the
@@ -179,25 +228,9 @@ def _tier_fill_ready(model, plan: Plan, sizes: np.ndarray, t0: float, fill_spb: 
 def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
                          t0: float, tier_fill: bool = False):
     """The reference's loop with γ by bisection and epochs streamed: every case, tier fills included."""
-    p = model.p
-    rules = model.rules
-    W = plan.world_size
-    node_of = [int(x) for x in plan.node_map]
-    nodes = plan.nodes
-    K = max(1, W // max(nodes, 1))
-    spb = model.fetch_s_per_byte(nodes, p.staging.threads)
-    w_spb = p.staging_write_s_per_byte()
-    series = rules.write == "series"
-    lat = p.pfs.latency_s if p.pfs else 0.0
-    pfs_spb = [0.0] + [1.0 / float(p.pfs_per_client(g)) for g in range(1, nodes + 1)]
+    W, node_of, nodes, K, fixed_spb, w_spb, series, lat, pfs_spb, fixed_gamma, comp_const, cap = _setup(model, plan)
     fill_spb = pfs_spb[nodes]
-    if rules.gamma == "threads":
-        raise ConfigError("the event-driven costing counts γ by nodes (thesis-window or nodes), not threads")
-    fixed_gamma = nodes if rules.gamma == "nodes" else None
-    step_time = model.step_time_s
-    lb = plan.local_batch
-    win = _Window(plan, sizes, step_time / lb if step_time is not None else None, model.compute_s_per_byte)
-    fixed_spb = [float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))]
+    win = _Window(plan, sizes, comp_const, model.compute_s_per_byte)
 
     ready: list = []
     fill_starts: dict = {}
@@ -279,7 +312,6 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
             step_end.append(B)
     else:
         p_thr = max(1, int(round(threads_per_rank or 1)))
-        cap = float(p.staging.capacity_bytes) / K
         free = [[t0] * p_thr for _ in range(W)]
         counter = [0] * W
         nxt = [0] * W
@@ -399,14 +431,7 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
     fetch_t = np.asarray(fetch_l, dtype=np.float64).reshape(W, len(TIER_NAMES))
     if policy != "ondemand":
         fetch_t /= max(1, int(round(threads_per_rank or 1)))
-    epoch_times = np.zeros(plan.epochs)
-    prev = t0
-    k = 0
-    for e, ns in enumerate(win.epoch_steps):
-        if ns:
-            k += ns
-            epoch_times[e] = step_end[k - 1] - prev
-            prev = step_end[k - 1]
+    epoch_times = _epoch_times(plan, win.epoch_steps, step_end, t0)
     fetch_by = {n: fetch_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
     bytes_t = np.asarray(bytes_l, dtype=np.float64).reshape(W, len(TIER_NAMES))
     bytes_by = {n: bytes_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
@@ -536,25 +561,11 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     """``events.cost_events`` (same arguments, same results) for any world size; see the module doc."""
     if tier_fill and policy == "prefetch":
         return _cost_events_generic(model, plan, sizes, policy, threads_per_rank, t0, tier_fill)
-    p = model.p
-    rules = model.rules
-    W = plan.world_size
-    node_of = [int(x) for x in plan.node_map]
-    nodes = plan.nodes
-    K = max(1, W // max(nodes, 1))
-    spb = model.fetch_s_per_byte(nodes, p.staging.threads)
-    w_spb = p.staging_write_s_per_byte()
-    series = rules.write == "series"
-    lat = p.pfs.latency_s if p.pfs else 0.0
-    pfs_spb = [0.0] + [1.0 / float(p.pfs_per_client(g)) for g in range(1, nodes + 1)]
-    if rules.gamma == "threads":
-        raise ConfigError("the event-driven costing counts γ by nodes (thesis-window or nodes), not threads")
+    W, node_of, nodes, K, fixed_spb, w_spb, series, lat, pfs_spb, fixed_gamma, comp_const, cap = _setup(model, plan)
     ondemand = policy == "ondemand"
-    step_time = model.step_time_s
-    win = _PlainWindow(plan, sizes, step_time / plan.local_batch if step_time is not None else None,
-                       model.compute_s_per_byte, ondemand=ondemand, series=series, w_spb=w_spb, lat=lat,
-                       fixed_spb=[float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))],
-                       fill_spb=pfs_spb[nodes], fixed_pfs_spb=pfs_spb[nodes] if rules.gamma == "nodes" else None)
+    win = _PlainWindow(plan, sizes, comp_const, model.compute_s_per_byte, ondemand=ondemand, series=series,
+                       w_spb=w_spb, lat=lat, fixed_spb=fixed_spb, fill_spb=pfs_spb[nodes],
+                       fixed_pfs_spb=pfs_spb[nodes] if fixed_gamma is not None else None)
     stall = [0.0] * W
     barrier = [0.0] * W
     fsh = [0.0] * W           # PFS fetch seconds of window-rule reads
@@ -566,7 +577,6 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     step_end: list[float] = []
     S, X, base, sst = win.S, win.X, win.base, win.step_start
     lb = max(1, plan.local_batch)
-    comp_const = win.comp_const
     comp_spb = win.comp_spb
     node_arr = np.asarray(plan.node_map, dtype=np.int64)
     node_starts = np.searchsorted(node_arr, np.arange(nodes)) if nodes else np.zeros(0, np.int64)
@@ -631,7 +641,6 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
             step_end.append(B)
     else:
         p_thr = max(1, int(round(threads_per_rank or 1)))
-        cap = float(p.staging.capacity_bytes) / K
         free = [[t0] * p_thr for _ in range(W)]
         counter = [0] * W
         nxt = [0] * W
@@ -808,14 +817,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     fetch_t[:, SHARED] += np.asarray(fsh, dtype=np.float64)
     if not ondemand:
         fetch_t /= max(1, int(round(threads_per_rank or 1)))
-    epoch_times = np.zeros(plan.epochs)
-    prev = t0
-    k = 0
-    for e, ns in enumerate(win.epoch_steps):
-        if ns:
-            k += ns
-            epoch_times[e] = step_end[k - 1] - prev
-            prev = step_end[k - 1]
+    epoch_times = _epoch_times(plan, win.epoch_steps, step_end, t0)
     fetch_by = {n: fetch_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
     bytes_by = {n: win.bytes[:, i].copy() for i, n in enumerate(TIER_NAMES)}
     if ondemand:
