@@ -470,6 +470,7 @@ class _PlainWindow(_Window):
         self.mats: dict = {}     # epoch -> (comp (W, n), pfs (W, n), rel (W, steps + 1), first global step)
         self.step_epoch: list[int] = []    # the epoch of every loaded global step
         self._cut_step = 0                 # the global step the last trim kept from
+        self.all_window = True             # every access loaded so far is a window-rule PFS read
 
     def load(self) -> bool:
         plan = self.plan
@@ -484,29 +485,34 @@ class _PlainWindow(_Window):
         fill = (kp != NO_TIER) & pfs
         comp = np.full(len(s), self.comp_const) if self.comp_const is not None else s * self.comp_spb
         wr = s * self.w_spb
-        if self.fixed_pfs_spb is not None:     # gamma: nodes: every PFS read at a fixed rate, logged
-            kind = np.where(pfs, KIND_FILL, KIND_FIXED)
-            fetch = np.where(pfs, s * np.where(fill, self.fill_spb, self.fixed_pfs_spb) + self.lat, 0.0)
-        else:
-            kind = np.where(fill, KIND_FILL, np.where(pfs, KIND_WINDOW, KIND_FIXED))
-            fetch = np.where(fill, s * self.fill_spb + self.lat, 0.0)
-        fetch = np.where(pfs, fetch, s * self.fixed_spb[src])
-        if self.ondemand:
-            io = fetch + wr
-            cost = io + comp
-        else:
-            cost = fetch + wr if self.series else np.maximum(fetch, wr)
-        static = kind != KIND_WINDOW
         rix = np.repeat(np.arange(W), counts)
         NT = len(TIER_NAMES)
-        self.bytes += np.bincount(rix * NT + src, weights=s, minlength=W * NT).reshape(W, NT)
-        self.fetch += np.bincount(rix * NT + src, weights=np.where(static, fetch, 0.0),
-                                  minlength=W * NT).reshape(W, NT)
+        window = self.fixed_pfs_spb is None and bool(pfs.all()) and not fill.any()
+        if window:      # every access a window-rule PFS read: nothing static but its write
+            static = None
+            self.bytes[:, SHARED] += np.bincount(rix, weights=s, minlength=W)
+        else:
+            if self.fixed_pfs_spb is not None:     # gamma: nodes: every PFS read at a fixed rate, logged
+                kind = np.where(pfs, KIND_FILL, KIND_FIXED)
+                fetch = np.where(pfs, s * np.where(fill, self.fill_spb, self.fixed_pfs_spb) + self.lat, 0.0)
+            else:
+                kind = np.where(fill, KIND_FILL, np.where(pfs, KIND_WINDOW, KIND_FIXED))
+                fetch = np.where(fill, s * self.fill_spb + self.lat, 0.0)
+            fetch = np.where(pfs, fetch, s * self.fixed_spb[src])
+            if self.ondemand:
+                io = fetch + wr
+                cost = io + comp
+            else:
+                cost = fetch + wr if self.series else np.maximum(fetch, wr)
+            static = kind != KIND_WINDOW
+            self.bytes += np.bincount(rix * NT + src, weights=s, minlength=W * NT).reshape(W, NT)
+            self.fetch += np.bincount(rix * NT + src, weights=np.where(static, fetch, 0.0),
+                                      minlength=W * NT).reshape(W, NT)
         self.compute += np.bincount(rix, weights=comp, minlength=W)
         self.requests += np.bincount(rix, weights=req, minlength=W)
         self.samples += counts
         if self.ondemand:   # stall = fetch + write: the window reads' fetches are added by the loop
-            self.stall += np.bincount(rix, weights=np.where(static, io, wr), minlength=W)
+            self.stall += np.bincount(rix, weights=wr if static is None else np.where(static, io, wr), minlength=W)
         else:
             n = int(counts.max()) if W else 0
             first = np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -519,9 +525,10 @@ class _PlainWindow(_Window):
                 cm, pm, sm = cm.reshape(W, n), pm.reshape(W, n), sm.reshape(W, n)
             self.mats[e] = (cm, pm, rel, self.steps_loaded, sm)
         cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-        if (kind == KIND_WINDOW).all():
-            xl = [None] * len(kind)
+        if window:
+            xl = [None] * len(s)
         else:
+            self.all_window = False
             x = np.where(kind == KIND_FILL, -cost, cost).astype(object)
             x[kind == KIND_WINDOW] = None
             xl = x.tolist()
@@ -570,9 +577,12 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     barrier = [0.0] * W
     fsh = [0.0] * W           # PFS fetch seconds of window-rule reads
     log = [-np.inf] * nodes
-    slog = sorted(log)
-    nn = nodes
     inf = float("inf")
+    slog = sorted(log) + [inf]     # + a sentinel: slog[bisect_left(slog, t)] is the next logged start or inf
+    nn = nodes
+    # the fast paths take a node's own entry out of slog while its rank schedules: γ = 1 + the other nodes
+    # whose start >= t = nodes - bisect_left(slog, t) (the reference's 1 + nodes - i - (own >= t))
+    RG = [pfs_spb[nn - i] for i in range(nn)]
     B = t0
     step_end: list[float] = []
     S, X, base, sst = win.S, win.X, win.base, win.step_start
@@ -610,6 +620,34 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 th = -inf      # γ holds while tr <= th (the smallest logged start >= the tr it was taken at)
                 gs = 0.0
                 lp = -inf      # the last PFS read's start (tr only grows: the largest)
+                if win.all_window:     # every access a window-rule PFS read: the loop below, cut to that case
+                    del slog[bisect_left(slog, own)]
+                    if comp_const is not None:
+                        for s in Sr[sst[r][j] - bs:sst[r][j + 1] - bs]:
+                            if tr > th:
+                                i = bisect_left(slog, tr)
+                                th = slog[i]
+                                gs = RG[i]
+                            fe = s * gs + lat
+                            fs += fe
+                            lp = tr
+                            tr += fe + s * w_spb + comp_const
+                    else:
+                        for s in Sr[sst[r][j] - bs:sst[r][j + 1] - bs]:
+                            if tr > th:
+                                i = bisect_left(slog, tr)
+                                th = slog[i]
+                                gs = RG[i]
+                            fe = s * gs + lat
+                            fs += fe
+                            lp = tr
+                            tr += fe + s * w_spb + s * comp_spb
+                    if lp > lmax:
+                        log[nd] = lmax = lp
+                    insort(slog, lmax)
+                    fsh[r] += fs
+                    t[r] = tr
+                    continue
                 for f in range(sst[r][j] - bs, sst[r][j + 1] - bs):
                     x = Xr[f]
                     if x is None:
@@ -711,6 +749,39 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 counter[r] = (k0 + n) % p_thr
                 ev = [0.0] * n
                 fs = 0.0
+                if series and win.all_window:     # the loop below, cut to window-rule PFS reads written in series
+                    del slog[bisect_left(slog, own)]
+                    for t_ in range(p_thr):
+                        q0 = (t_ - k0) % p_thr
+                        if q0 >= n:
+                            continue
+                        st = st0 = fr[t_] if fr[t_] > B else B
+                        th = -inf
+                        gs = 0.0
+                        ch: list = []
+                        app = ch.append
+                        for s in Sr[f0 + q0:f0 + n:p_thr]:
+                            if st > th:
+                                i = bisect_left(slog, st)
+                                th = slog[i]
+                                gs = RG[i]
+                            fe = s * gs + lat
+                            fs += fe
+                            st += fe + s * w_spb
+                            app(st)
+                        fr[t_] = st
+                        lp = ch[-2] if len(ch) > 1 else st0     # the thread's last read's start
+                        if lp > lmax:
+                            lmax = lp
+                        if p_thr == 1:
+                            ev = ch
+                        else:
+                            ev[q0::p_thr] = ch
+                    AV[r].extend(ev)
+                    fsh[r] += fs
+                    log[nd] = lmax
+                    insort(slog, lmax)
+                    continue
                 for t_ in range(p_thr):     # loader thread t_ takes every p-th access from its turn on
                     q0 = (t_ - k0) % p_thr
                     if q0 >= n:
