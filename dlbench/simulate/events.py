@@ -24,6 +24,13 @@ node that schedules later sees them. This module reproduces that order:
   reference's cache-fill threads use that fixed figure); other PFS reads use the window rule. Consumption:
   e_f = max(avail_f, e_{f−1}) + compute_f, barrier after every step.
 
+- ``prefetch`` with ``plan.meta["shared_reads_in_trainer"]`` (model option ``shared_reads_in_trainer``,
+  ``trainer_reads_shared``): the loader threads read ahead only the accesses the plan serves from a tier or a
+  peer; an access from the PFS is not scheduled (it takes no buffer room and no thread time, though the
+  round robin moves past it and the buffer test still weighs its size, as the reference's
+  ``StagingPoolPrefetcher`` with ``pfs_prefetch`` off: its DeepIO policy) and the trainer reads it when it
+  gets there: at e, γ by the window rule at e (logged at e), fetch + write in series with compute.
+
 Not modelled from the reference: its request-time alternative (fetch a not-yet-buffered sample directly
 when that is sooner), its loader-thread counter shared by all nodes, and its buffer's bookkeeping quirks
 (a sample buffered twice is counted once). Cost: a Python loop over steps × (accesses per rank) with
@@ -101,6 +108,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     of it) from the own tier once its fill is done, else from its planned source: the peer the plan names,
     else the PFS (window rule)."""
     check_event_size(plan)
+    trainer_shared = policy == "prefetch" and bool(plan.meta.get("shared_reads_in_trainer"))
     p = model.p
     rules = model.rules
     W = plan.world_size
@@ -226,11 +234,14 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
         held = [0.0] * W
         avail = [np.zeros(len(S[r])).tolist() for r in range(W)]
         n_acc = [len(S[r]) for r in range(W)]
+        # the bytes each access holds in the staging buffer (0: read by the trainer, never buffered)
+        BUF = [[0.0 if trainer_shared and c == SHARED else s for s, c in zip(S[r], SRC[r])] for r in range(W)]
+        fetch_tr = np.zeros(W)      # the trainer's own PFS fetch seconds (not shared by the loader threads)
         for j in range(total_steps):
             for r in range(W):
                 if j > 0:   # the previous step's samples leave the buffer
                     a, b = step_start[r][j - 1], step_start[r][j]
-                    held[r] -= sum(S[r][a:b])
+                    held[r] -= sum(BUF[r][a:b])
                 must = step_start[r][j + 1]     # the current step is scheduled whatever the capacity
                 f = nxt[r]
                 nd = node_of[r]
@@ -242,6 +253,10 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     st = fr[k] if fr[k] > B else B
                     s = Sr[f]
                     c = SRCr[f]
+                    if trainer_shared and c == SHARED:      # the trainer reads it (consumption below)
+                        f += 1
+                        counter[r] = (k + 1) % p_thr
+                        continue
                     if use_ready and (c == MEMORY or c == LOCAL or KPr[f] != NO_TIER):
                         # filled by the tier threads: own tier once done, else the planned peer or the PFS
                         tier_code = c if (c == MEMORY or c == LOCAL) else KPr[f]
@@ -282,7 +297,18 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 wait = 0.0
                 nd = node_of[r]
                 for f in range(a, b):
-                    if av[f] > e:
+                    if trainer_shared and SRCr[f] == SHARED:
+                        s = S[r][f]
+                        g = nodes if FILL[r][f] else gamma(nd, e)
+                        fetch = s * pfs_spb[g] + lat
+                        if e > log[nd]:
+                            log[nd] = e
+                        io = fetch + s * w_spb
+                        fetch_tr[r] += fetch
+                        bytes_l[r][SHARED] += s
+                        wait += io
+                        e += io
+                    elif av[f] > e:
                         wait += av[f] - e
                         e = av[f]
                         if SRCr[f] == SHARED and e > log[nd]:
@@ -297,6 +323,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
             B = Bn
             step_end[j] = B
         fetch_t /= p_thr
+        fetch_t[:, SHARED] += fetch_tr
     # epoch times from the step ends
     epoch_times = np.zeros(plan.epochs)
     prev = t0

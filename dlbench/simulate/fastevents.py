@@ -227,8 +227,11 @@ def _tier_fill_ready(model, plan: Plan, sizes: np.ndarray, t0: float, fill_spb: 
 
 def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
                          t0: float, tier_fill: bool = False):
-    """The reference's loop with γ by bisection and epochs streamed: every case, tier fills included."""
+    """The reference's loop with γ by bisection and epochs streamed: every case, tier fills and the trainer's
+    own PFS reads (``events`` module doc) included."""
     W, node_of, nodes, K, fixed_spb, w_spb, series, lat, pfs_spb, fixed_gamma, comp_const, cap = _setup(model, plan)
+    trainer_shared = policy == "prefetch" and bool(plan.meta.get("shared_reads_in_trainer"))
+    fetch_tr = [0.0] * W        # the trainer's own PFS fetch seconds (not shared by the loader threads)
     fill_spb = pfs_spb[nodes]
     win = _Window(plan, sizes, comp_const, model.compute_s_per_byte)
 
@@ -334,14 +337,18 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
             for r in range(W):
                 bs = base[r]
                 Sr = S[r]
+                SRCr = SRC[r]
                 if j > 0:   # the previous step's samples leave the buffer
                     a, b = sst[r][j - 1] - bs, sst[r][j] - bs
-                    held[r] -= sum(Sr[a:b])
+                    if trainer_shared:      # the trainer's PFS reads were never buffered: they weigh 0.0
+                        held[r] -= sum([0.0 if c == SHARED else s for s, c in zip(Sr[a:b], SRCr[a:b])])
+                    else:
+                        held[r] -= sum(Sr[a:b])
                 must = sst[r][j + 1] - bs
                 f = nxt[r] - bs
                 nd = node_of[r]
                 own = log[nd]
-                SRCr, FILLr, fr, av, br, ftr = SRC[r], FILL[r], free[r], AV[r], bytes_l[r], fetch_l[r]
+                FILLr, fr, av, br, ftr = FILL[r], free[r], AV[r], bytes_l[r], fetch_l[r]
                 if use_ready:
                     rdy, IDr, KPr = ready[r], IDS[r], KEEP[r]
                 hr = held[r]
@@ -358,6 +365,11 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
                         break
                     st = fr[k] if fr[k] > B else B
                     c = SRCr[f]
+                    if trainer_shared and c == SHARED:      # the trainer reads it (consumption below)
+                        av.append(0.0)
+                        f += 1
+                        k = k + 1 if k + 1 < p_thr else 0
+                        continue
                     if use_ready and (c == MEMORY or c == LOCAL or KPr[f] != NO_TIER):
                         tier_code = c if (c == MEMORY or c == LOCAL) else KPr[f]
                         if rdy.get(IDr[f], np.inf) <= st:
@@ -410,7 +422,23 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
                 wait = 0.0
                 csum = 0.0
                 for f in range(a, b):
-                    if av[f] > e:
+                    if trainer_shared and SRCr[f] == SHARED:
+                        s = S[r][f]
+                        if FILL[r][f]:
+                            g = nodes
+                        elif fixed_gamma is not None:
+                            g = fixed_gamma
+                        else:
+                            g = 1 + nodes - bisect_left(slog, e) - (1 if own >= e else 0)
+                        fetch = s * pfs_spb[g] + lat
+                        if e > log[nd]:
+                            log[nd] = e
+                        io = fetch + s * w_spb
+                        fetch_tr[r] += fetch
+                        bytes_l[r][SHARED] += s
+                        wait += io
+                        e += io
+                    elif av[f] > e:
                         wait += av[f] - e
                         e = av[f]
                         if SRCr[f] == SHARED and e > log[nd]:
@@ -431,6 +459,7 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
     fetch_t = np.asarray(fetch_l, dtype=np.float64).reshape(W, len(TIER_NAMES))
     if policy != "ondemand":
         fetch_t /= max(1, int(round(threads_per_rank or 1)))
+    fetch_t[:, SHARED] += np.asarray(fetch_tr, dtype=np.float64)
     epoch_times = _epoch_times(plan, win.epoch_steps, step_end, t0)
     fetch_by = {n: fetch_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
     bytes_t = np.asarray(bytes_l, dtype=np.float64).reshape(W, len(TIER_NAMES))
@@ -439,7 +468,18 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
             np.asarray(barrier, dtype=np.float64), fetch_by, bytes_by, np.asarray(samples, dtype=np.float64))
 
 
-__all__ = ["cost_events"]
+def trainer_reads_shared(plan: Plan, model) -> Plan:
+    """``plan`` marked for model option ``shared_reads_in_trainer`` (the ``events`` module doc): under the
+    thesis-window costing its loader threads read ahead only what the plan serves from a tier or a peer, the
+    trainer reads the PFS accesses itself, in series with compute (the HDMLP thesis' DeepIO)."""
+    if model.rules.gamma != "thesis-window":
+        raise ConfigError(f"model option shared_reads_in_trainer: needs rules.gamma=thesis-window (the event-driven "
+                          f"costing), not {model.rules.gamma}")
+    plan.meta["shared_reads_in_trainer"] = True
+    return plan
+
+
+__all__ = ["cost_events", "trainer_reads_shared"]
 
 
 # ----- the common case (no tier fills): per-access work cut to the γ-dependent part -------------------------
@@ -566,7 +606,7 @@ VEC_MIN_RANKS = 32   # consumption vectorised across ranks from this many ranks 
 def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
                 t0: float, tier_fill: bool = False):
     """``events.cost_events`` (same arguments, same results) for any world size; see the module doc."""
-    if tier_fill and policy == "prefetch":
+    if policy == "prefetch" and (tier_fill or plan.meta.get("shared_reads_in_trainer")):
         return _cost_events_generic(model, plan, sizes, policy, threads_per_rank, t0, tier_fill)
     W, node_of, nodes, K, fixed_spb, w_spb, series, lat, pfs_spb, fixed_gamma, comp_const, cap = _setup(model, plan)
     ondemand = policy == "ondemand"
