@@ -29,6 +29,9 @@ MODEL_OPTIONS = {
     "shared_reads_in_trainer": "the loader threads read ahead only what the plan serves from a tier or a peer; the "
                                "trainer reads each shared-FS access itself, in series with compute (the HDMLP "
                                "thesis' DeepIO: pfs_prefetch off; thesis-window rule only)",
+    "cache_on_local_tier": "the plan's memory-tier holdings are on the node-local tier instead, and a peer serves "
+                           "them at min(b_c, the local tier's rate) (the HDMLP thesis' Locality-aware caches on "
+                           "its SSD; thesis-window rule only)",
 }
 LOWERBOUND = "lowerbound"   # not a strategy: everything in memory at t = 0 (costed on naive's plan)
 DISPLAY = {"lowerbound": "Lower Bound", "naive": "Naive", "prefetch": "StagingPool (prefetch)",
@@ -309,6 +312,8 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
             plan = peers_as_shared(plan)
         if mo.get("shared_reads_in_trainer"):
             plan = fastevents.trainer_reads_shared(plan, model)
+        if mo.get("cache_on_local_tier"):
+            plan = fastevents.cache_on_local_tier(plan, model)
         policy = policy_of(name, plan)
         threads = None
         if policy == "prefetch":

@@ -29,6 +29,7 @@ nodes it needs tens to a hundred rounds per step and is slower than this loop.) 
 
 from __future__ import annotations
 
+import dataclasses
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from itertools import accumulate
@@ -155,8 +156,10 @@ def _setup(model, plan: Plan) -> _Setup:
     K = max(1, W // max(nodes, 1))
     spb = model.fetch_s_per_byte(nodes, p.staging.threads)      # non-PFS tiers (the PFS by γ below)
     step_time = model.step_time_s
-    return _Setup(W, [int(x) for x in plan.node_map], nodes, K,
-                  [float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))],
+    fixed_spb = [float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))]
+    if plan.meta.get("peer_tier") == "local":    # peers serve from their node-local tier: min(b_c, r_local)
+        fixed_spb[PEER] = max(1.0 / p.network_bytes_per_s, float(spb[LOCAL]))
+    return _Setup(W, [int(x) for x in plan.node_map], nodes, K, fixed_spb,
                   p.staging_write_s_per_byte(), rules.write == "series", p.pfs.latency_s if p.pfs else 0.0,
                   [0.0] + [1.0 / float(p.pfs_per_client(g)) for g in range(1, nodes + 1)],
                   nodes if rules.gamma == "nodes" else None,
@@ -479,7 +482,30 @@ def trainer_reads_shared(plan: Plan, model) -> Plan:
     return plan
 
 
-__all__ = ["cost_events", "trainer_reads_shared"]
+def cache_on_local_tier(plan: Plan, model) -> Plan:
+    """``plan`` with its memory-tier holdings on the node-local tier instead (model option
+    ``cache_on_local_tier``): every MEMORY source, keep and prologue destination becomes LOCAL, and the
+    thesis-window costing reads a peer's holding at min(b_c, r_local) (``peer_tier``). The HDMLP thesis'
+    Locality-aware policy caches on its SSD (``LocalityAwareDataLoadingPolicy._init_from_pfs``: tier 2)."""
+    if model.rules.gamma != "thesis-window":
+        raise ConfigError(f"model option cache_on_local_tier: needs rules.gamma=thesis-window (the event-driven "
+                          f"costing), not {model.rules.gamma}")
+    if not any(t.kind == "local" for t in model.p.tiers):
+        raise ConfigError(f"model option cache_on_local_tier: system profile {model.p.name} has no local tier")
+    loc = np.uint8(LOCAL)
+
+    def to_local(ep):
+        return dataclasses.replace(ep, source=np.where(ep.source == MEMORY, loc, ep.source),
+                                   keep=None if ep.keep is None else np.where(ep.keep == MEMORY, loc, ep.keep))
+
+    q = plan.map_epochs(to_local)
+    pro = plan.prologue
+    q.prologue = dataclasses.replace(pro, dst=np.where(pro.dst == MEMORY, loc, pro.dst))
+    q.meta = {**plan.meta, "peer_tier": "local"}
+    return q
+
+
+__all__ = ["cost_events", "trainer_reads_shared", "cache_on_local_tier"]
 
 
 # ----- the common case (no tier fills): per-access work cut to the γ-dependent part -------------------------
