@@ -35,9 +35,12 @@ node that schedules later sees them. This module reproduces that order:
   gets there: at e, γ by the window rule at e (logged at e), fetch + write in series with compute.
 
 Not modelled from the reference: its request-time alternative (fetch a not-yet-buffered sample directly
-when that is sooner), its loader-thread counter shared by all nodes, and its buffer's bookkeeping quirks
-(a sample buffered twice is counted once). Cost: a Python loop over steps × (accesses per rank) with
-W-wide NumPy comparisons: meant for the thesis' scale (a few nodes, ~10^6 accesses), refused past
+when that is sooner), its loader-thread counter shared by all nodes, its buffer's bookkeeping quirks (a sample
+buffered twice is counted once), and its γ test on unsorted logs (``Statistics.get_pfs_clients`` bisects each
+node's logs as if sorted and tests the last entry appended; HDMLP's tier fills are logged out of time order, so
+its HDMLP runs up to ~2 % faster than under the reduction above: docs/evidence/issue-19.md). Cost: a Python
+loop over steps × (accesses per rank) with W-wide NumPy comparisons: meant for the thesis' scale (a few nodes,
+~10^6 accesses), refused past
 ``MAX_RANKS`` ranks or ``MAX_ACCESSES`` accesses.
 """
 
