@@ -490,8 +490,17 @@ def cache_on_local_tier(plan: Plan, model) -> Plan:
     if model.rules.gamma != "thesis-window":
         raise ConfigError(f"model option cache_on_local_tier: needs rules.gamma=thesis-window (the event-driven "
                           f"costing), not {model.rules.gamma}")
-    if not any(t.kind == "local" for t in model.p.tiers):
+    local = next((t for t in model.p.tiers if t.kind == "local"), None)
+    if local is None:
         raise ConfigError(f"model option cache_on_local_tier: system profile {model.p.name} has no local tier")
+    if "cache_peak_bytes" in plan.meta:     # the memory cache's bytes per rank, now on the node's local tier
+        per_node = np.bincount(np.asarray(plan.node_map, dtype=np.int64),
+                               weights=np.asarray(plan.meta["cache_peak_bytes"], dtype=np.float64),
+                               minlength=plan.nodes)
+        if per_node.max(initial=0.0) > local.capacity_bytes:
+            raise ConfigError(f"model option cache_on_local_tier: plan {plan.strategy} caches "
+                              f"{per_node.max():,.0f} bytes on a node; its local tier {local.name} holds "
+                              f"{local.capacity_bytes:,.0f}")
     loc = np.uint8(LOCAL)
 
     def to_local(ep):

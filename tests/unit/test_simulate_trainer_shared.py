@@ -138,3 +138,13 @@ def test_cache_on_local_tier_refused_outside_thesis_rules():
     assert r["d"]["bytes_by_tier"]["local"] > 0
     with pytest.raises(ConfigError, match="cache_on_local_tier: needs rules.gamma=thesis-window"):
         simulate([row], wl=wl, profile=PROF, nodes=4, epochs=1)
+
+
+def test_cache_on_local_tier_refuses_more_than_the_local_tier():
+    import dataclasses
+
+    small = dataclasses.replace(PROF, tiers=tuple(dataclasses.replace(t, capacity_bytes=1e8) if t.kind == "local"
+                                                  else t for t in PROF.tiers))
+    m = Model(small, rules="thesis")
+    with pytest.raises(ConfigError, match="caches 200,000,000 bytes on a node; its local tier ssd holds 100,000,000"):
+        fastevents.cache_on_local_tier(_deepio(FIXED, 4, 2e8), m)
