@@ -34,6 +34,11 @@ node that schedules later sees them. This module reproduces that order:
   ``StagingPoolPrefetcher`` with ``pfs_prefetch`` off: its DeepIO policy) and the trainer reads it when it
   gets there: at e, γ by the window rule at e (logged at e), fetch + write in series with compute.
 
+- background transfers (pls's exchange; the reference has none): as the default model has it, a rank's
+  step ends no earlier than the step's start + the bytes it sends at that step / b_c, and its trainer also pays
+  the exchange's local-tier files (reads of what it sends, writes of what it receives) after the step's
+  samples; both counted as stall (the event costing reports no separate exchange time).
+
 Not modelled from the reference: its request-time alternative (fetch a not-yet-buffered sample directly
 when that is sooner), its loader-thread counter shared by all nodes, its buffer's bookkeeping quirks (a sample
 buffered twice is counted once), and its γ test on unsorted logs (``Statistics.get_pfs_clients`` bisects each
@@ -64,10 +69,6 @@ def _streams(plan: Plan, sizes: np.ndarray):
     epoch_steps = []
     for e in range(plan.epochs):
         ep = plan.epoch(e)
-        if ep.transfers is not None and len(ep.transfers):
-            raise ConfigError(f"rules.gamma=thesis-window: plan {plan.strategy} moves samples between ranks in the "
-                              f"background (epoch {e}); the event-driven costing does not model that exchange: use "
-                              f"gamma: threads or nodes")
         keep = ep.keep
         for r in range(W):
             n = int(ep.bounds[r, -1])
@@ -89,6 +90,23 @@ def _streams(plan: Plan, sizes: np.ndarray):
         st = np.concatenate([p[3] for p in parts[r]]) if parts[r] else np.zeros(0, np.int64)
         out.append((ids, src, fill, st))
     return out, step0, epoch_steps
+
+
+def exchange_per_step(model, ep, sizes: np.ndarray, W: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(xs, tio), each (W, steps), of an epoch with background transfers (pls), else None: ``xs`` the seconds
+    the bytes rank r sends at step j take on the network (b_c), ``tio`` the seconds its trainer spends on the
+    local-tier files of the exchange (reads of what it sends, writes of what it receives; the default model's
+    ``_exchange_tier_io_s``). The reference simulator has no background exchange between nodes; the thesis-window
+    costing takes the default model's rule (module doc)."""
+    tr = ep.transfers
+    steps = ep.steps
+    if tr is None or not len(tr) or not steps:
+        return None
+    st = np.minimum(tr.step, steps - 1)
+    xb = np.zeros((W, steps))
+    np.add.at(xb, (tr.src, st), sizes[tr.sample])
+    tio = model._exchange_tier_io_s(tr, st, sizes, W, steps)
+    return xb / model.p.network_bytes_per_s, (tio if tio is not None else np.zeros((W, steps)))
 
 
 def check_event_size(plan: Plan) -> None:
@@ -129,6 +147,15 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     pfs_spb = [0.0] + [1.0 / float(p.pfs_per_client(g)) for g in range(1, nodes + 1)]
     fill_spb = pfs_spb[nodes]
     streams, total_steps, epoch_steps = _streams(plan, sizes)
+    XS = np.zeros((total_steps, W))      # pls: per global step and rank, the exchange's network seconds
+    TIO = np.zeros((total_steps, W))     # and its local-tier file seconds on the trainer's path
+    j0 = 0
+    for e in range(plan.epochs):
+        ex = exchange_per_step(model, plan.epoch(e), sizes, W)
+        if ex is not None:
+            XS[j0:j0 + epoch_steps[e]] = ex[0].T
+            TIO[j0:j0 + epoch_steps[e]] = ex[1].T
+        j0 += epoch_steps[e]
     comp_spb = model.compute_s_per_byte
     fill_starts: dict = {}
     step_time = model.step_time_s
@@ -227,6 +254,14 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     br[c] += s
                     stall[r] += io
                     tr += io + Cr[f]
+                x = TIO[j, r]           # pls: the exchange's files, then its sends (from the step's start)
+                if x:
+                    stall[r] += x
+                    tr += x
+                x = B + XS[j, r]
+                if x > tr:
+                    stall[r] += x - tr
+                    tr = x
                 t[r] = tr
             Bn = max(t) if W else B
             for r in range(W):
@@ -322,6 +357,14 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                         if SRCr[f] == SHARED and e > log[nd]:
                             log[nd] = e      # a request that waited on a PFS read is logged then
                     e += cm[f]
+                x = TIO[j, r]           # pls: the exchange's files, then its sends (from the step's start)
+                if x:
+                    wait += x
+                    e += x
+                x = B + XS[j, r]
+                if x > e:
+                    wait += x - e
+                    e = x
                 stall[r] += wait
                 ends[r] = e
                 if e > Bn:

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, TIER_NAMES, Plan
+from .events import exchange_per_step
 
 
 class _Window:
@@ -46,7 +47,7 @@ class _Window:
     are absolute (over all epochs); list position = absolute index - ``base[r]``. ``step_start[r][j]``: the
     absolute index of global step j's first access of rank r."""
 
-    def __init__(self, plan: Plan, sizes: np.ndarray, comp_const: float | None, comp_spb: float):
+    def __init__(self, plan: Plan, sizes: np.ndarray, comp_const: float | None, comp_spb: float, model=None):
         W = plan.world_size
         self.plan, self.sizes, self.W = plan, sizes, W
         self.comp_const, self.comp_spb = comp_const, comp_spb
@@ -63,13 +64,16 @@ class _Window:
         self.epoch_steps: list[int] = []
         self.epoch_first: set[int] = set()     # global index of each loaded epoch's first step
         self.steps_loaded = 0
+        self.model = model              # set: background transfers costed (generic loop)
+        self.xch: dict = {}             # global step -> (network s, local-tier file s) per rank, pls
 
     @staticmethod
-    def epoch_arrays(plan: Plan, e: int, sizes: np.ndarray, with_chunk: bool = False):
+    def epoch_arrays(plan: Plan, e: int, sizes: np.ndarray, with_chunk: bool = False, transfers_ok: bool = False):
         """Epoch e's valid accesses, rank-major: (ids, src, keep, counts per rank, step starts (W, steps+1)
-        relative to the rank's first access of the epoch, steps)."""
+        relative to the rank's first access of the epoch, steps). Background transfers (pls) are refused
+        unless ``transfers_ok`` (the generic loop costs them: ``events.exchange_per_step``)."""
         ep = plan.epoch(e)
-        if ep.transfers is not None and len(ep.transfers):
+        if not transfers_ok and ep.transfers is not None and len(ep.transfers):
             raise ConfigError(f"rules.gamma=thesis-window: plan {plan.strategy} moves samples between ranks in the "
                               f"background (epoch {e}); the event-driven costing does not model that exchange: use "
                               f"gamma: threads or nodes")
@@ -95,7 +99,13 @@ class _Window:
         plan = self.plan
         if self.next_epoch >= plan.epochs:
             return False
-        ids, src, kp, counts, rel, steps = self.epoch_arrays(plan, self.next_epoch, self.sizes)
+        ids, src, kp, counts, rel, steps = self.epoch_arrays(plan, self.next_epoch, self.sizes,
+                                                             transfers_ok=self.model is not None)
+        if self.model is not None:
+            ex = exchange_per_step(self.model, plan.epoch(self.next_epoch), self.sizes, self.W)
+            if ex is not None:
+                for k in range(steps):
+                    self.xch[self.steps_loaded + k] = (ex[0][:, k].tolist(), ex[1][:, k].tolist())
         s = self.sizes[ids].astype(np.float64)
         fill = (kp != NO_TIER) & (src == SHARED)
         comp = np.full(len(s), self.comp_const) if self.comp_const is not None else s * self.comp_spb
@@ -236,7 +246,8 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
     trainer_shared = policy == "prefetch" and bool(plan.meta.get("shared_reads_in_trainer"))
     fetch_tr = [0.0] * W        # the trainer's own PFS fetch seconds (not shared by the loader threads)
     fill_spb = pfs_spb[nodes]
-    win = _Window(plan, sizes, comp_const, model.compute_s_per_byte)
+    win = _Window(plan, sizes, comp_const, model.compute_s_per_byte, model=model)
+    xch = win.xch
 
     ready: list = []
     fill_starts: dict = {}
@@ -309,6 +320,15 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
                 stall[r] += st_r
                 compute[r] += cm
                 samples[r] += b - a
+                if j in xch:        # pls: the exchange's files, then its sends (from the step's start)
+                    x = xch[j][1][r]
+                    if x:
+                        stall[r] += x
+                        tr += x
+                    x = B + xch[j][0][r]
+                    if x > tr:
+                        stall[r] += x - tr
+                        tr = x
                 t[r] = tr
                 relog(nd, own)
             Bn = max(t) if W else B
@@ -450,6 +470,15 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
                     csum += cm[f]
                 compute[r] += csum
                 samples[r] += b - a
+                if j in xch:        # pls: the exchange's files, then its sends (from the step's start)
+                    x = xch[j][1][r]
+                    if x:
+                        wait += x
+                        e += x
+                    x = B + xch[j][0][r]
+                    if x > e:
+                        wait += x - e
+                        e = x
                 stall[r] += wait
                 ends[r] = e
                 if e > Bn:
@@ -641,7 +670,9 @@ VEC_MIN_RANKS = 32   # consumption vectorised across ranks from this many ranks 
 def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
                 t0: float, tier_fill: bool = False):
     """``events.cost_events`` (same arguments, same results) for any world size; see the module doc."""
-    if policy == "prefetch" and (tier_fill or plan.meta.get("shared_reads_in_trainer")):
+    tr0 = plan.epoch(0).transfers if plan.epochs else None
+    if (policy == "prefetch" and (tier_fill or plan.meta.get("shared_reads_in_trainer"))) or \
+            (tr0 is not None and len(tr0)):      # background transfers (pls): the generic loop costs them
         return _cost_events_generic(model, plan, sizes, policy, threads_per_rank, t0, tier_fill)
     W, node_of, nodes, K, fixed_spb, w_spb, series, lat, pfs_spb, fixed_gamma, comp_const, cap = _setup(model, plan)
     ondemand = policy == "ondemand"
