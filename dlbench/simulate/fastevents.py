@@ -20,11 +20,15 @@ with the world.
   loader thread reads ahead across epochs up to the staging buffer) and dropped once consumed.
 
 The reference's scheduling order is sequential across ranks within a step (a rank's γ depends on the reads
-the ranks before it scheduled), so each access is still a few Python operations (0.5-0.8 µs here): the cost is
+the ranks before it scheduled), so each access is still a few Python operations (0.4-0.7 µs here): the cost is
 linear in the accesses (steps x ranks x local batch) and no longer grows with the node count per access.
-(A fixed-point iteration over all ranks of a step at once was tried: exact at convergence, but at 1,024
-nodes it needs tens to a hundred rounds per step and is slower than this loop.) With tier fills
-(``fill_by_tier_threads``) the reference's loop runs as is, with γ by bisection (``_cost_events_generic``).
+When every loaded access is a window-rule PFS read (naive, prefetch) the loops are cut to that case: the
+node's own entry leaves the sorted log while its rank schedules (γ = nodes - bisect_left), no per-access kind
+test. (A fixed-point iteration over all ranks of a step at once was tried: exact at convergence, but at 1,024
+nodes it needs tens to a hundred rounds per step and is slower than this loop; so was stepping γ's index
+linearly along a chain: a γ change crosses many logged starts.) With tier fills (``fill_by_tier_threads``),
+``shared_reads_in_trainer`` or background transfers (pls) the reference's loop runs as is, with γ by bisection
+(``_cost_events_generic``).
 """
 
 from __future__ import annotations
