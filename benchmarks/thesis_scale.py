@@ -11,11 +11,12 @@ the CPU seconds (``time.process_time``) are less disturbed by other processes th
     PYTHONPATH=. python benchmarks/thesis_scale.py [--strategies naive,prefetch] [--nodes 64,128,256]
         [--epochs 3] [--big-nodes 1024] [--big-epochs 90] [--skip-reference] [--skip-big]
 
-Measured on the shared 2-core development machine (2026-11-25, load average 3-4; one run each): part 1, both
-engines equal everywhere; at 256 nodes the reference took 35.5 s (naive) and 37.7 s (prefetch) wall, the fast
-engine 2.8 s and 2.2 s (CPU: 26.8 -> 1.7 s, 28.4 -> 2.2 s). Part 2 (1,024 nodes x 90 epochs, 115 M accesses):
-naive 58.1 s wall (56.2 s CPU), prefetch 105.8 s wall (90.0 s CPU), peak memory 1.25 GB. What is left is
-about 0.5 µs (sync) to 0.8 µs (loader threads) of Python per access (fastevents' module doc says why).
+Measured on the shared 2-core development machine (2026-11-25, load average 3-7, so the CPU seconds are the
+figures to compare; one run each): part 1, both engines equal everywhere; at 256 nodes the reference took 26.8 s
+(naive) and 28.5 s (prefetch) of CPU, the fast engine 1.2 s and 1.7 s. Part 2 (1,024 nodes x 90 epochs, 115 M
+accesses): naive 45.2 s CPU (was 55.9 before the window-read loops), prefetch 79.3 s CPU (was 90.7); peak memory
+1.25 GB. What is left is about 0.4 µs (sync) to 0.7 µs (loader threads) per access, in Python: the loader chains
+(~45 % of prefetch's time), loading epochs into lists (~27 %), per-(rank, step) scheduling (~18 %), consumption.
 """
 
 from __future__ import annotations

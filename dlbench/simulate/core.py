@@ -13,6 +13,7 @@ from ..errors import CapacityError, ConfigError, unknown_choice
 from ..plan import PEER, SHARED, TIER_NAMES, EpochPlan, Plan
 from ..system import SystemProfile
 from ..timeline import PHASES
+from . import fastevents
 from .model import Costing, Model
 
 if TYPE_CHECKING:
@@ -29,6 +30,12 @@ MODEL_OPTIONS = {
     "peer_reads_from_shared": "every access the plan serves from a peer's tier reads the shared FS instead (the "
                               "HDMLP thesis' FrequencyPrefetcher fills the staging buffer from the own tiers or "
                               "the PFS only: its remote_prefetch is off)",
+    "shared_reads_in_trainer": "the loader threads read ahead only what the plan serves from a tier or a peer; the "
+                               "trainer reads each shared-FS access itself, in series with compute (the HDMLP "
+                               "thesis' DeepIO: pfs_prefetch off; thesis-window rule only)",
+    "cache_on_local_tier": "the plan's memory-tier holdings are on the node-local tier instead, and a peer serves "
+                           "them at min(b_c, the local tier's rate) (the HDMLP thesis' Locality-aware caches on "
+                           "its SSD; thesis-window rule only)",
 }
 LOWERBOUND = "lowerbound"   # not a strategy: everything in memory at t = 0 (costed on naive's plan)
 DISPLAY = {"lowerbound": "Lower Bound", "naive": "Naive", "prefetch": "StagingPool (prefetch)",
@@ -320,6 +327,10 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
             continue
         if mo.get("peer_reads_from_shared"):
             plan = peers_as_shared(plan)
+        if mo.get("shared_reads_in_trainer"):
+            plan = fastevents.trainer_reads_shared(plan, model)
+        if mo.get("cache_on_local_tier"):
+            plan = fastevents.cache_on_local_tier(plan, model)
         policy = policy_of(name, plan)
         threads = None
         if policy == "prefetch":

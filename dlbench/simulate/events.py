@@ -24,10 +24,28 @@ node that schedules later sees them. This module reproduces that order:
   reference's cache-fill threads use that fixed figure); other PFS reads use the window rule. Consumption:
   e_f = max(avail_f, e_{f−1}) + compute_f, barrier after every step.
 
+- ``plan.meta["peer_tier"] == "local"`` (model option ``cache_on_local_tier``): the caches are on the
+  node-local tier, so a peer read costs s / min(b_c, r_local) (the reference's remote read from a peer's SSD)
+  instead of the fastest tier's rate.
+- ``prefetch`` with ``plan.meta["shared_reads_in_trainer"]`` (model option ``shared_reads_in_trainer``,
+  ``trainer_reads_shared``): the loader threads read ahead only the accesses the plan serves from a tier or a
+  peer; an access from the PFS is not scheduled (it takes no buffer room and no thread time, though the
+  round robin moves past it and the buffer test still weighs its size, as the reference's
+  ``StagingPoolPrefetcher`` with ``pfs_prefetch`` off: its DeepIO policy) and the trainer reads it when it
+  gets there: at e, γ by the window rule at e (logged at e), fetch + write in series with compute.
+
+- background transfers (pls's exchange; the reference has none): as the default model has it, a rank's
+  step ends no earlier than the step's start + the bytes it sends at that step / b_c, and its trainer also pays
+  the exchange's local-tier files (reads of what it sends, writes of what it receives) after the step's
+  samples; both counted as stall (the event costing reports no separate exchange time).
+
 Not modelled from the reference: its request-time alternative (fetch a not-yet-buffered sample directly
-when that is sooner), its loader-thread counter shared by all nodes, and its buffer's bookkeeping quirks
-(a sample buffered twice is counted once). Cost: a Python loop over steps × (accesses per rank) with
-W-wide NumPy comparisons: meant for the thesis' scale (a few nodes, ~10^6 accesses), refused past
+when that is sooner), its loader-thread counter shared by all nodes, its buffer's bookkeeping quirks (a sample
+buffered twice is counted once), and its γ test on unsorted logs (``Statistics.get_pfs_clients`` bisects each
+node's logs as if sorted and tests the last entry appended; HDMLP's tier fills are logged out of time order, so
+its HDMLP runs up to ~2 % faster than under the reduction above: docs/evidence/issue-19.md). Cost: a Python
+loop over steps × (accesses per rank) with W-wide NumPy comparisons: meant for the thesis' scale (a few nodes,
+~10^6 accesses), refused past
 ``MAX_RANKS`` ranks or ``MAX_ACCESSES`` accesses.
 """
 
@@ -51,10 +69,6 @@ def _streams(plan: Plan, sizes: np.ndarray):
     epoch_steps = []
     for e in range(plan.epochs):
         ep = plan.epoch(e)
-        if ep.transfers is not None and len(ep.transfers):
-            raise ConfigError(f"rules.gamma=thesis-window: plan {plan.strategy} moves samples between ranks in the "
-                              f"background (epoch {e}); the event-driven costing does not model that exchange: use "
-                              f"gamma: threads or nodes")
         keep = ep.keep
         for r in range(W):
             n = int(ep.bounds[r, -1])
@@ -76,6 +90,23 @@ def _streams(plan: Plan, sizes: np.ndarray):
         st = np.concatenate([p[3] for p in parts[r]]) if parts[r] else np.zeros(0, np.int64)
         out.append((ids, src, fill, st))
     return out, step0, epoch_steps
+
+
+def exchange_per_step(model, ep, sizes: np.ndarray, W: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(xs, tio), each (W, steps), of an epoch with background transfers (pls), else None: ``xs`` the seconds
+    the bytes rank r sends at step j take on the network (b_c), ``tio`` the seconds its trainer spends on the
+    local-tier files of the exchange (reads of what it sends, writes of what it receives; the default model's
+    ``_exchange_tier_io_s``). The reference simulator has no background exchange between nodes; the thesis-window
+    costing takes the default model's rule (module doc)."""
+    tr = ep.transfers
+    steps = ep.steps
+    if tr is None or not len(tr) or not steps:
+        return None
+    st = np.minimum(tr.step, steps - 1)
+    xb = np.zeros((W, steps))
+    np.add.at(xb, (tr.src, st), sizes[tr.sample])
+    tio = model._exchange_tier_io_s(tr, st, sizes, W, steps)
+    return xb / model.p.network_bytes_per_s, (tio if tio is not None else np.zeros((W, steps)))
 
 
 def check_event_size(plan: Plan) -> None:
@@ -101,6 +132,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     of it) from the own tier once its fill is done, else from its planned source: the peer the plan names,
     else the PFS (window rule)."""
     check_event_size(plan)
+    trainer_shared = policy == "prefetch" and bool(plan.meta.get("shared_reads_in_trainer"))
     p = model.p
     rules = model.rules
     W = plan.world_size
@@ -115,6 +147,15 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     pfs_spb = [0.0] + [1.0 / float(p.pfs_per_client(g)) for g in range(1, nodes + 1)]
     fill_spb = pfs_spb[nodes]
     streams, total_steps, epoch_steps = _streams(plan, sizes)
+    XS = np.zeros((total_steps, W))      # pls: per global step and rank, the exchange's network seconds
+    TIO = np.zeros((total_steps, W))     # and its local-tier file seconds on the trainer's path
+    j0 = 0
+    for e in range(plan.epochs):
+        ex = exchange_per_step(model, plan.epoch(e), sizes, W)
+        if ex is not None:
+            XS[j0:j0 + epoch_steps[e]] = ex[0].T
+            TIO[j0:j0 + epoch_steps[e]] = ex[1].T
+        j0 += epoch_steps[e]
     comp_spb = model.compute_s_per_byte
     fill_starts: dict = {}
     step_time = model.step_time_s
@@ -155,6 +196,8 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
         COMP.append((np.full(len(s), step_time / lb) if step_time is not None else s * comp_spb).tolist())
         step_start.append(np.searchsorted(st, np.arange(total_steps + 1), side="left").tolist())
     fixed_spb = [float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))]
+    if plan.meta.get("peer_tier") == "local":    # peers serve from their node-local tier: min(b_c, r_local)
+        fixed_spb[PEER] = max(1.0 / p.network_bytes_per_s, float(spb[LOCAL]))
 
     compute = np.zeros(W)
     stall = np.zeros(W)
@@ -211,6 +254,14 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     br[c] += s
                     stall[r] += io
                     tr += io + Cr[f]
+                x = TIO[j, r]           # pls: the exchange's files, then its sends (from the step's start)
+                if x:
+                    stall[r] += x
+                    tr += x
+                x = B + XS[j, r]
+                if x > tr:
+                    stall[r] += x - tr
+                    tr = x
                 t[r] = tr
             Bn = max(t) if W else B
             for r in range(W):
@@ -226,11 +277,14 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
         held = [0.0] * W
         avail = [np.zeros(len(S[r])).tolist() for r in range(W)]
         n_acc = [len(S[r]) for r in range(W)]
+        # the bytes each access holds in the staging buffer (0: read by the trainer, never buffered)
+        BUF = [[0.0 if trainer_shared and c == SHARED else s for s, c in zip(S[r], SRC[r])] for r in range(W)]
+        fetch_tr = np.zeros(W)      # the trainer's own PFS fetch seconds (not shared by the loader threads)
         for j in range(total_steps):
             for r in range(W):
                 if j > 0:   # the previous step's samples leave the buffer
                     a, b = step_start[r][j - 1], step_start[r][j]
-                    held[r] -= sum(S[r][a:b])
+                    held[r] -= sum(BUF[r][a:b])
                 must = step_start[r][j + 1]     # the current step is scheduled whatever the capacity
                 f = nxt[r]
                 nd = node_of[r]
@@ -242,6 +296,10 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     st = fr[k] if fr[k] > B else B
                     s = Sr[f]
                     c = SRCr[f]
+                    if trainer_shared and c == SHARED:      # the trainer reads it (consumption below)
+                        f += 1
+                        counter[r] = (k + 1) % p_thr
+                        continue
                     if use_ready and (c == MEMORY or c == LOCAL or KPr[f] != NO_TIER):
                         # filled by the tier threads: own tier once done, else the planned peer or the PFS
                         tier_code = c if (c == MEMORY or c == LOCAL) else KPr[f]
@@ -282,12 +340,31 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 wait = 0.0
                 nd = node_of[r]
                 for f in range(a, b):
-                    if av[f] > e:
+                    if trainer_shared and SRCr[f] == SHARED:
+                        s = S[r][f]
+                        g = nodes if FILL[r][f] else gamma(nd, e)
+                        fetch = s * pfs_spb[g] + lat
+                        if e > log[nd]:
+                            log[nd] = e
+                        io = fetch + s * w_spb
+                        fetch_tr[r] += fetch
+                        bytes_l[r][SHARED] += s
+                        wait += io
+                        e += io
+                    elif av[f] > e:
                         wait += av[f] - e
                         e = av[f]
                         if SRCr[f] == SHARED and e > log[nd]:
                             log[nd] = e      # a request that waited on a PFS read is logged then
                     e += cm[f]
+                x = TIO[j, r]           # pls: the exchange's files, then its sends (from the step's start)
+                if x:
+                    wait += x
+                    e += x
+                x = B + XS[j, r]
+                if x > e:
+                    wait += x - e
+                    e = x
                 stall[r] += wait
                 ends[r] = e
                 if e > Bn:
@@ -297,6 +374,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
             B = Bn
             step_end[j] = B
         fetch_t /= p_thr
+        fetch_t[:, SHARED] += fetch_tr
     # epoch times from the step ends
     epoch_times = np.zeros(plan.epochs)
     prev = t0

@@ -20,23 +20,30 @@ with the world.
   loader thread reads ahead across epochs up to the staging buffer) and dropped once consumed.
 
 The reference's scheduling order is sequential across ranks within a step (a rank's γ depends on the reads
-the ranks before it scheduled), so each access is still a few Python operations (0.5-0.8 µs here): the cost is
+the ranks before it scheduled), so each access is still a few Python operations (0.4-0.7 µs here): the cost is
 linear in the accesses (steps x ranks x local batch) and no longer grows with the node count per access.
-(A fixed-point iteration over all ranks of a step at once was tried: exact at convergence, but at 1,024
-nodes it needs tens to a hundred rounds per step and is slower than this loop.) With tier fills
-(``fill_by_tier_threads``) the reference's loop runs as is, with γ by bisection (``_cost_events_generic``).
+When every loaded access is a window-rule PFS read (naive, prefetch) the loops are cut to that case: the
+node's own entry leaves the sorted log while its rank schedules (γ = nodes - bisect_left), no per-access kind
+test. (A fixed-point iteration over all ranks of a step at once was tried: exact at convergence, but at 1,024
+nodes it needs tens to a hundred rounds per step and is slower than this loop; so was stepping γ's index
+linearly along a chain: a γ change crosses many logged starts.) With tier fills (``fill_by_tier_threads``),
+``shared_reads_in_trainer`` or background transfers (pls) the reference's loop runs as is, with γ by bisection
+(``_cost_events_generic``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from itertools import accumulate
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, TIER_NAMES, Plan
+from .events import exchange_per_step
 
 
 class _Window:
@@ -44,7 +51,7 @@ class _Window:
     are absolute (over all epochs); list position = absolute index - ``base[r]``. ``step_start[r][j]``: the
     absolute index of global step j's first access of rank r."""
 
-    def __init__(self, plan: Plan, sizes: np.ndarray, comp_const: float | None, comp_spb: float):
+    def __init__(self, plan: Plan, sizes: np.ndarray, comp_const: float | None, comp_spb: float, model=None):
         W = plan.world_size
         self.plan, self.sizes, self.W = plan, sizes, W
         self.comp_const, self.comp_spb = comp_const, comp_spb
@@ -61,13 +68,16 @@ class _Window:
         self.epoch_steps: list[int] = []
         self.epoch_first: set[int] = set()     # global index of each loaded epoch's first step
         self.steps_loaded = 0
+        self.model = model              # set: background transfers costed (generic loop)
+        self.xch: dict = {}             # global step -> (network s, local-tier file s) per rank, pls
 
     @staticmethod
-    def epoch_arrays(plan: Plan, e: int, sizes: np.ndarray, with_chunk: bool = False):
+    def epoch_arrays(plan: Plan, e: int, sizes: np.ndarray, with_chunk: bool = False, transfers_ok: bool = False):
         """Epoch e's valid accesses, rank-major: (ids, src, keep, counts per rank, step starts (W, steps+1)
-        relative to the rank's first access of the epoch, steps)."""
+        relative to the rank's first access of the epoch, steps). Background transfers (pls) are refused
+        unless ``transfers_ok`` (the generic loop costs them: ``events.exchange_per_step``)."""
         ep = plan.epoch(e)
-        if ep.transfers is not None and len(ep.transfers):
+        if not transfers_ok and ep.transfers is not None and len(ep.transfers):
             raise ConfigError(f"rules.gamma=thesis-window: plan {plan.strategy} moves samples between ranks in the "
                               f"background (epoch {e}); the event-driven costing does not model that exchange: use "
                               f"gamma: threads or nodes")
@@ -93,7 +103,13 @@ class _Window:
         plan = self.plan
         if self.next_epoch >= plan.epochs:
             return False
-        ids, src, kp, counts, rel, steps = self.epoch_arrays(plan, self.next_epoch, self.sizes)
+        ids, src, kp, counts, rel, steps = self.epoch_arrays(plan, self.next_epoch, self.sizes,
+                                                             transfers_ok=self.model is not None)
+        if self.model is not None:
+            ex = exchange_per_step(self.model, plan.epoch(self.next_epoch), self.sizes, self.W)
+            if ex is not None:
+                for k in range(steps):
+                    self.xch[self.steps_loaded + k] = (ex[0][:, k].tolist(), ex[1][:, k].tolist())
         s = self.sizes[ids].astype(np.float64)
         fill = (kp != NO_TIER) & (src == SHARED)
         comp = np.full(len(s), self.comp_const) if self.comp_const is not None else s * self.comp_spb
@@ -126,6 +142,56 @@ class _Window:
                 for lst in (self.S, self.SRC, self.FILL, self.COMP, self.IDS, self.KEEP):
                     del lst[r][:k]
                 self.base[r] += k
+
+
+class _Setup(NamedTuple):
+    """What both loops take from the model and the plan."""
+    W: int
+    node_of: list          # node of each rank
+    nodes: int
+    K: int                 # ranks per node
+    fixed_spb: list        # seconds per byte of a non-PFS read, by tier code (0.0 for the PFS)
+    w_spb: float           # seconds per byte of the staging write
+    series: bool           # write after fetch (``write: series``) or overlapped
+    lat: float             # PFS request latency
+    pfs_spb: list          # seconds per byte of a PFS read by γ = 0 .. nodes
+    fixed_gamma: int | None   # γ = nodes under ``gamma: nodes``; None under the window rule
+    comp_const: float | None  # compute per sample when the model has a step time, else None (bytes-bound)
+    cap: float             # a rank's share of the node's staging buffer
+
+
+def _setup(model, plan: Plan) -> _Setup:
+    p = model.p
+    rules = model.rules
+    if rules.gamma == "threads":
+        raise ConfigError("the event-driven costing counts γ by nodes (thesis-window or nodes), not threads")
+    W = plan.world_size
+    nodes = plan.nodes
+    K = max(1, W // max(nodes, 1))
+    spb = model.fetch_s_per_byte(nodes, p.staging.threads)      # non-PFS tiers (the PFS by γ below)
+    step_time = model.step_time_s
+    fixed_spb = [float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))]
+    if plan.meta.get("peer_tier") == "local":    # peers serve from their node-local tier: min(b_c, r_local)
+        fixed_spb[PEER] = max(1.0 / p.network_bytes_per_s, float(spb[LOCAL]))
+    return _Setup(W, [int(x) for x in plan.node_map], nodes, K, fixed_spb,
+                  p.staging_write_s_per_byte(), rules.write == "series", p.pfs.latency_s if p.pfs else 0.0,
+                  [0.0] + [1.0 / float(p.pfs_per_client(g)) for g in range(1, nodes + 1)],
+                  nodes if rules.gamma == "nodes" else None,
+                  step_time / plan.local_batch if step_time is not None else None,
+                  float(p.staging.capacity_bytes) / K)
+
+
+def _epoch_times(plan: Plan, epoch_steps: list, step_end: list, t0: float) -> np.ndarray:
+    """Each epoch's time from the global steps' end times."""
+    out = np.zeros(plan.epochs)
+    prev = t0
+    k = 0
+    for e, ns in enumerate(epoch_steps):
+        if ns:
+            k += ns
+            out[e] = step_end[k - 1] - prev
+            prev = step_end[k - 1]
+    return out
 
 
 def _tier_fill_ready(model, plan: Plan, sizes: np.ndarray, t0: float, fill_spb: float, w_spb: float, lat: float,
@@ -178,26 +244,14 @@ def _tier_fill_ready(model, plan: Plan, sizes: np.ndarray, t0: float, fill_spb: 
 
 def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
                          t0: float, tier_fill: bool = False):
-    """The reference's loop with γ by bisection and epochs streamed: every case, tier fills included."""
-    p = model.p
-    rules = model.rules
-    W = plan.world_size
-    node_of = [int(x) for x in plan.node_map]
-    nodes = plan.nodes
-    K = max(1, W // max(nodes, 1))
-    spb = model.fetch_s_per_byte(nodes, p.staging.threads)
-    w_spb = p.staging_write_s_per_byte()
-    series = rules.write == "series"
-    lat = p.pfs.latency_s if p.pfs else 0.0
-    pfs_spb = [0.0] + [1.0 / float(p.pfs_per_client(g)) for g in range(1, nodes + 1)]
+    """The reference's loop with γ by bisection and epochs streamed: every case, tier fills and the trainer's
+    own PFS reads (``events`` module doc) included."""
+    W, node_of, nodes, K, fixed_spb, w_spb, series, lat, pfs_spb, fixed_gamma, comp_const, cap = _setup(model, plan)
+    trainer_shared = policy == "prefetch" and bool(plan.meta.get("shared_reads_in_trainer"))
+    fetch_tr = [0.0] * W        # the trainer's own PFS fetch seconds (not shared by the loader threads)
     fill_spb = pfs_spb[nodes]
-    if rules.gamma == "threads":
-        raise ConfigError("the event-driven costing counts γ by nodes (thesis-window or nodes), not threads")
-    fixed_gamma = nodes if rules.gamma == "nodes" else None
-    step_time = model.step_time_s
-    lb = plan.local_batch
-    win = _Window(plan, sizes, step_time / lb if step_time is not None else None, model.compute_s_per_byte)
-    fixed_spb = [float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))]
+    win = _Window(plan, sizes, comp_const, model.compute_s_per_byte, model=model)
+    xch = win.xch
 
     ready: list = []
     fill_starts: dict = {}
@@ -270,6 +324,15 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
                 stall[r] += st_r
                 compute[r] += cm
                 samples[r] += b - a
+                if j in xch:        # pls: the exchange's files, then its sends (from the step's start)
+                    x = xch[j][1][r]
+                    if x:
+                        stall[r] += x
+                        tr += x
+                    x = B + xch[j][0][r]
+                    if x > tr:
+                        stall[r] += x - tr
+                        tr = x
                 t[r] = tr
                 relog(nd, own)
             Bn = max(t) if W else B
@@ -279,7 +342,6 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
             step_end.append(B)
     else:
         p_thr = max(1, int(round(threads_per_rank or 1)))
-        cap = float(p.staging.capacity_bytes) / K
         free = [[t0] * p_thr for _ in range(W)]
         counter = [0] * W
         nxt = [0] * W
@@ -302,14 +364,18 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
             for r in range(W):
                 bs = base[r]
                 Sr = S[r]
+                SRCr = SRC[r]
                 if j > 0:   # the previous step's samples leave the buffer
                     a, b = sst[r][j - 1] - bs, sst[r][j] - bs
-                    held[r] -= sum(Sr[a:b])
+                    if trainer_shared:      # the trainer's PFS reads were never buffered: they weigh 0.0
+                        held[r] -= sum([0.0 if c == SHARED else s for s, c in zip(Sr[a:b], SRCr[a:b])])
+                    else:
+                        held[r] -= sum(Sr[a:b])
                 must = sst[r][j + 1] - bs
                 f = nxt[r] - bs
                 nd = node_of[r]
                 own = log[nd]
-                SRCr, FILLr, fr, av, br, ftr = SRC[r], FILL[r], free[r], AV[r], bytes_l[r], fetch_l[r]
+                FILLr, fr, av, br, ftr = FILL[r], free[r], AV[r], bytes_l[r], fetch_l[r]
                 if use_ready:
                     rdy, IDr, KPr = ready[r], IDS[r], KEEP[r]
                 hr = held[r]
@@ -326,6 +392,11 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
                         break
                     st = fr[k] if fr[k] > B else B
                     c = SRCr[f]
+                    if trainer_shared and c == SHARED:      # the trainer reads it (consumption below)
+                        av.append(0.0)
+                        f += 1
+                        k = k + 1 if k + 1 < p_thr else 0
+                        continue
                     if use_ready and (c == MEMORY or c == LOCAL or KPr[f] != NO_TIER):
                         tier_code = c if (c == MEMORY or c == LOCAL) else KPr[f]
                         if rdy.get(IDr[f], np.inf) <= st:
@@ -378,7 +449,23 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
                 wait = 0.0
                 csum = 0.0
                 for f in range(a, b):
-                    if av[f] > e:
+                    if trainer_shared and SRCr[f] == SHARED:
+                        s = S[r][f]
+                        if FILL[r][f]:
+                            g = nodes
+                        elif fixed_gamma is not None:
+                            g = fixed_gamma
+                        else:
+                            g = 1 + nodes - bisect_left(slog, e) - (1 if own >= e else 0)
+                        fetch = s * pfs_spb[g] + lat
+                        if e > log[nd]:
+                            log[nd] = e
+                        io = fetch + s * w_spb
+                        fetch_tr[r] += fetch
+                        bytes_l[r][SHARED] += s
+                        wait += io
+                        e += io
+                    elif av[f] > e:
                         wait += av[f] - e
                         e = av[f]
                         if SRCr[f] == SHARED and e > log[nd]:
@@ -387,6 +474,15 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
                     csum += cm[f]
                 compute[r] += csum
                 samples[r] += b - a
+                if j in xch:        # pls: the exchange's files, then its sends (from the step's start)
+                    x = xch[j][1][r]
+                    if x:
+                        wait += x
+                        e += x
+                    x = B + xch[j][0][r]
+                    if x > e:
+                        wait += x - e
+                        e = x
                 stall[r] += wait
                 ends[r] = e
                 if e > Bn:
@@ -399,14 +495,8 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
     fetch_t = np.asarray(fetch_l, dtype=np.float64).reshape(W, len(TIER_NAMES))
     if policy != "ondemand":
         fetch_t /= max(1, int(round(threads_per_rank or 1)))
-    epoch_times = np.zeros(plan.epochs)
-    prev = t0
-    k = 0
-    for e, ns in enumerate(win.epoch_steps):
-        if ns:
-            k += ns
-            epoch_times[e] = step_end[k - 1] - prev
-            prev = step_end[k - 1]
+    fetch_t[:, SHARED] += np.asarray(fetch_tr, dtype=np.float64)
+    epoch_times = _epoch_times(plan, win.epoch_steps, step_end, t0)
     fetch_by = {n: fetch_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
     bytes_t = np.asarray(bytes_l, dtype=np.float64).reshape(W, len(TIER_NAMES))
     bytes_by = {n: bytes_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
@@ -414,7 +504,50 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
             np.asarray(barrier, dtype=np.float64), fetch_by, bytes_by, np.asarray(samples, dtype=np.float64))
 
 
-__all__ = ["cost_events"]
+def trainer_reads_shared(plan: Plan, model) -> Plan:
+    """``plan`` marked for model option ``shared_reads_in_trainer`` (the ``events`` module doc): under the
+    thesis-window costing its loader threads read ahead only what the plan serves from a tier or a peer, the
+    trainer reads the PFS accesses itself, in series with compute (the HDMLP thesis' DeepIO)."""
+    if model.rules.gamma != "thesis-window":
+        raise ConfigError(f"model option shared_reads_in_trainer: needs rules.gamma=thesis-window (the event-driven "
+                          f"costing), not {model.rules.gamma}")
+    plan.meta["shared_reads_in_trainer"] = True
+    return plan
+
+
+def cache_on_local_tier(plan: Plan, model) -> Plan:
+    """``plan`` with its memory-tier holdings on the node-local tier instead (model option
+    ``cache_on_local_tier``): every MEMORY source, keep and prologue destination becomes LOCAL, and the
+    thesis-window costing reads a peer's holding at min(b_c, r_local) (``peer_tier``). The HDMLP thesis'
+    Locality-aware policy caches on its SSD (``LocalityAwareDataLoadingPolicy._init_from_pfs``: tier 2)."""
+    if model.rules.gamma != "thesis-window":
+        raise ConfigError(f"model option cache_on_local_tier: needs rules.gamma=thesis-window (the event-driven "
+                          f"costing), not {model.rules.gamma}")
+    local = next((t for t in model.p.tiers if t.kind == "local"), None)
+    if local is None:
+        raise ConfigError(f"model option cache_on_local_tier: system profile {model.p.name} has no local tier")
+    if "cache_peak_bytes" in plan.meta:     # the memory cache's bytes per rank, now on the node's local tier
+        per_node = np.bincount(np.asarray(plan.node_map, dtype=np.int64),
+                               weights=np.asarray(plan.meta["cache_peak_bytes"], dtype=np.float64),
+                               minlength=plan.nodes)
+        if per_node.max(initial=0.0) > local.capacity_bytes:
+            raise ConfigError(f"model option cache_on_local_tier: plan {plan.strategy} caches "
+                              f"{per_node.max():,.0f} bytes on a node; its local tier {local.name} holds "
+                              f"{local.capacity_bytes:,.0f}")
+    loc = np.uint8(LOCAL)
+
+    def to_local(ep):
+        return dataclasses.replace(ep, source=np.where(ep.source == MEMORY, loc, ep.source),
+                                   keep=None if ep.keep is None else np.where(ep.keep == MEMORY, loc, ep.keep))
+
+    q = plan.map_epochs(to_local)
+    pro = plan.prologue
+    q.prologue = dataclasses.replace(pro, dst=np.where(pro.dst == MEMORY, loc, pro.dst))
+    q.meta = {**plan.meta, "peer_tier": "local"}
+    return q
+
+
+__all__ = ["cost_events", "trainer_reads_shared", "cache_on_local_tier"]
 
 
 # ----- the common case (no tier fills): per-access work cut to the γ-dependent part -------------------------
@@ -445,6 +578,7 @@ class _PlainWindow(_Window):
         self.mats: dict = {}     # epoch -> (comp (W, n), pfs (W, n), rel (W, steps + 1), first global step)
         self.step_epoch: list[int] = []    # the epoch of every loaded global step
         self._cut_step = 0                 # the global step the last trim kept from
+        self.all_window = True             # every access loaded so far is a window-rule PFS read
 
     def load(self) -> bool:
         plan = self.plan
@@ -459,29 +593,34 @@ class _PlainWindow(_Window):
         fill = (kp != NO_TIER) & pfs
         comp = np.full(len(s), self.comp_const) if self.comp_const is not None else s * self.comp_spb
         wr = s * self.w_spb
-        if self.fixed_pfs_spb is not None:     # gamma: nodes: every PFS read at a fixed rate, logged
-            kind = np.where(pfs, KIND_FILL, KIND_FIXED)
-            fetch = np.where(pfs, s * np.where(fill, self.fill_spb, self.fixed_pfs_spb) + self.lat, 0.0)
-        else:
-            kind = np.where(fill, KIND_FILL, np.where(pfs, KIND_WINDOW, KIND_FIXED))
-            fetch = np.where(fill, s * self.fill_spb + self.lat, 0.0)
-        fetch = np.where(pfs, fetch, s * self.fixed_spb[src])
-        if self.ondemand:
-            io = fetch + wr
-            cost = io + comp
-        else:
-            cost = fetch + wr if self.series else np.maximum(fetch, wr)
-        static = kind != KIND_WINDOW
         rix = np.repeat(np.arange(W), counts)
         NT = len(TIER_NAMES)
-        self.bytes += np.bincount(rix * NT + src, weights=s, minlength=W * NT).reshape(W, NT)
-        self.fetch += np.bincount(rix * NT + src, weights=np.where(static, fetch, 0.0),
-                                  minlength=W * NT).reshape(W, NT)
+        window = self.fixed_pfs_spb is None and bool(pfs.all()) and not fill.any()
+        if window:      # every access a window-rule PFS read: nothing static but its write
+            static = None
+            self.bytes[:, SHARED] += np.bincount(rix, weights=s, minlength=W)
+        else:
+            if self.fixed_pfs_spb is not None:     # gamma: nodes: every PFS read at a fixed rate, logged
+                kind = np.where(pfs, KIND_FILL, KIND_FIXED)
+                fetch = np.where(pfs, s * np.where(fill, self.fill_spb, self.fixed_pfs_spb) + self.lat, 0.0)
+            else:
+                kind = np.where(fill, KIND_FILL, np.where(pfs, KIND_WINDOW, KIND_FIXED))
+                fetch = np.where(fill, s * self.fill_spb + self.lat, 0.0)
+            fetch = np.where(pfs, fetch, s * self.fixed_spb[src])
+            if self.ondemand:
+                io = fetch + wr
+                cost = io + comp
+            else:
+                cost = fetch + wr if self.series else np.maximum(fetch, wr)
+            static = kind != KIND_WINDOW
+            self.bytes += np.bincount(rix * NT + src, weights=s, minlength=W * NT).reshape(W, NT)
+            self.fetch += np.bincount(rix * NT + src, weights=np.where(static, fetch, 0.0),
+                                      minlength=W * NT).reshape(W, NT)
         self.compute += np.bincount(rix, weights=comp, minlength=W)
         self.requests += np.bincount(rix, weights=req, minlength=W)
         self.samples += counts
         if self.ondemand:   # stall = fetch + write: the window reads' fetches are added by the loop
-            self.stall += np.bincount(rix, weights=np.where(static, io, wr), minlength=W)
+            self.stall += np.bincount(rix, weights=wr if static is None else np.where(static, io, wr), minlength=W)
         else:
             n = int(counts.max()) if W else 0
             first = np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -494,9 +633,10 @@ class _PlainWindow(_Window):
                 cm, pm, sm = cm.reshape(W, n), pm.reshape(W, n), sm.reshape(W, n)
             self.mats[e] = (cm, pm, rel, self.steps_loaded, sm)
         cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-        if (kind == KIND_WINDOW).all():
-            xl = [None] * len(kind)
+        if window:
+            xl = [None] * len(s)
         else:
+            self.all_window = False
             x = np.where(kind == KIND_FILL, -cost, cost).astype(object)
             x[kind == KIND_WINDOW] = None
             xl = x.tolist()
@@ -534,39 +674,29 @@ VEC_MIN_RANKS = 32   # consumption vectorised across ranks from this many ranks 
 def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
                 t0: float, tier_fill: bool = False):
     """``events.cost_events`` (same arguments, same results) for any world size; see the module doc."""
-    if tier_fill and policy == "prefetch":
+    tr0 = plan.epoch(0).transfers if plan.epochs else None
+    if (policy == "prefetch" and (tier_fill or plan.meta.get("shared_reads_in_trainer"))) or \
+            (tr0 is not None and len(tr0)):      # background transfers (pls): the generic loop costs them
         return _cost_events_generic(model, plan, sizes, policy, threads_per_rank, t0, tier_fill)
-    p = model.p
-    rules = model.rules
-    W = plan.world_size
-    node_of = [int(x) for x in plan.node_map]
-    nodes = plan.nodes
-    K = max(1, W // max(nodes, 1))
-    spb = model.fetch_s_per_byte(nodes, p.staging.threads)
-    w_spb = p.staging_write_s_per_byte()
-    series = rules.write == "series"
-    lat = p.pfs.latency_s if p.pfs else 0.0
-    pfs_spb = [0.0] + [1.0 / float(p.pfs_per_client(g)) for g in range(1, nodes + 1)]
-    if rules.gamma == "threads":
-        raise ConfigError("the event-driven costing counts γ by nodes (thesis-window or nodes), not threads")
+    W, node_of, nodes, K, fixed_spb, w_spb, series, lat, pfs_spb, fixed_gamma, comp_const, cap = _setup(model, plan)
     ondemand = policy == "ondemand"
-    step_time = model.step_time_s
-    win = _PlainWindow(plan, sizes, step_time / plan.local_batch if step_time is not None else None,
-                       model.compute_s_per_byte, ondemand=ondemand, series=series, w_spb=w_spb, lat=lat,
-                       fixed_spb=[float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))],
-                       fill_spb=pfs_spb[nodes], fixed_pfs_spb=pfs_spb[nodes] if rules.gamma == "nodes" else None)
+    win = _PlainWindow(plan, sizes, comp_const, model.compute_s_per_byte, ondemand=ondemand, series=series,
+                       w_spb=w_spb, lat=lat, fixed_spb=fixed_spb, fill_spb=pfs_spb[nodes],
+                       fixed_pfs_spb=pfs_spb[nodes] if fixed_gamma is not None else None)
     stall = [0.0] * W
     barrier = [0.0] * W
     fsh = [0.0] * W           # PFS fetch seconds of window-rule reads
     log = [-np.inf] * nodes
-    slog = sorted(log)
-    nn = nodes
     inf = float("inf")
+    slog = sorted(log) + [inf]     # + a sentinel: slog[bisect_left(slog, t)] is the next logged start or inf
+    nn = nodes
+    # the fast paths take a node's own entry out of slog while its rank schedules: γ = 1 + the other nodes
+    # whose start >= t = nodes - bisect_left(slog, t) (the reference's 1 + nodes - i - (own >= t))
+    RG = [pfs_spb[nn - i] for i in range(nn)]
     B = t0
     step_end: list[float] = []
     S, X, base, sst = win.S, win.X, win.base, win.step_start
     lb = max(1, plan.local_batch)
-    comp_const = win.comp_const
     comp_spb = win.comp_spb
     node_arr = np.asarray(plan.node_map, dtype=np.int64)
     node_starts = np.searchsorted(node_arr, np.arange(nodes)) if nodes else np.zeros(0, np.int64)
@@ -600,6 +730,34 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 th = -inf      # γ holds while tr <= th (the smallest logged start >= the tr it was taken at)
                 gs = 0.0
                 lp = -inf      # the last PFS read's start (tr only grows: the largest)
+                if win.all_window:     # every access a window-rule PFS read: the loop below, cut to that case
+                    del slog[bisect_left(slog, own)]
+                    if comp_const is not None:
+                        for s in Sr[sst[r][j] - bs:sst[r][j + 1] - bs]:
+                            if tr > th:
+                                i = bisect_left(slog, tr)
+                                th = slog[i]
+                                gs = RG[i]
+                            fe = s * gs + lat
+                            fs += fe
+                            lp = tr
+                            tr += fe + s * w_spb + comp_const
+                    else:
+                        for s in Sr[sst[r][j] - bs:sst[r][j + 1] - bs]:
+                            if tr > th:
+                                i = bisect_left(slog, tr)
+                                th = slog[i]
+                                gs = RG[i]
+                            fe = s * gs + lat
+                            fs += fe
+                            lp = tr
+                            tr += fe + s * w_spb + s * comp_spb
+                    if lp > lmax:
+                        log[nd] = lmax = lp
+                    insort(slog, lmax)
+                    fsh[r] += fs
+                    t[r] = tr
+                    continue
                 for f in range(sst[r][j] - bs, sst[r][j + 1] - bs):
                     x = Xr[f]
                     if x is None:
@@ -631,7 +789,6 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
             step_end.append(B)
     else:
         p_thr = max(1, int(round(threads_per_rank or 1)))
-        cap = float(p.staging.capacity_bytes) / K
         free = [[t0] * p_thr for _ in range(W)]
         counter = [0] * W
         nxt = [0] * W
@@ -702,6 +859,39 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 counter[r] = (k0 + n) % p_thr
                 ev = [0.0] * n
                 fs = 0.0
+                if series and win.all_window:     # the loop below, cut to window-rule PFS reads written in series
+                    del slog[bisect_left(slog, own)]
+                    for t_ in range(p_thr):
+                        q0 = (t_ - k0) % p_thr
+                        if q0 >= n:
+                            continue
+                        st = st0 = fr[t_] if fr[t_] > B else B
+                        th = -inf
+                        gs = 0.0
+                        ch: list = []
+                        app = ch.append
+                        for s in Sr[f0 + q0:f0 + n:p_thr]:
+                            if st > th:
+                                i = bisect_left(slog, st)
+                                th = slog[i]
+                                gs = RG[i]
+                            fe = s * gs + lat
+                            fs += fe
+                            st += fe + s * w_spb
+                            app(st)
+                        fr[t_] = st
+                        lp = ch[-2] if len(ch) > 1 else st0     # the thread's last read's start
+                        if lp > lmax:
+                            lmax = lp
+                        if p_thr == 1:
+                            ev = ch
+                        else:
+                            ev[q0::p_thr] = ch
+                    AV[r].extend(ev)
+                    fsh[r] += fs
+                    log[nd] = lmax
+                    insort(slog, lmax)
+                    continue
                 for t_ in range(p_thr):     # loader thread t_ takes every p-th access from its turn on
                     q0 = (t_ - k0) % p_thr
                     if q0 >= n:
@@ -808,14 +998,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     fetch_t[:, SHARED] += np.asarray(fsh, dtype=np.float64)
     if not ondemand:
         fetch_t /= max(1, int(round(threads_per_rank or 1)))
-    epoch_times = np.zeros(plan.epochs)
-    prev = t0
-    k = 0
-    for e, ns in enumerate(win.epoch_steps):
-        if ns:
-            k += ns
-            epoch_times[e] = step_end[k - 1] - prev
-            prev = step_end[k - 1]
+    epoch_times = _epoch_times(plan, win.epoch_steps, step_end, t0)
     fetch_by = {n: fetch_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
     bytes_by = {n: win.bytes[:, i].copy() for i, n in enumerate(TIER_NAMES)}
     if ondemand:

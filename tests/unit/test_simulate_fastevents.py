@@ -16,9 +16,9 @@ DRAWN = SimWorkload("drawn", 3000, 5, "normal", 1e6, 1e5)
 FIXED = SimWorkload("fixed", 2000, 5, "fixed", 1e6)
 
 
-def _both(strategy, opts, wl, nodes, rpn, epochs, rules="thesis", tier_fill=False, seed=0):
+def _both(strategy, opts, wl, nodes, rpn, epochs, rules="thesis", tier_fill=False, seed=0, step_time_s=None):
     sizes = wl.sizes(seed)
-    m = Model(PROF, rules=rules)
+    m = Model(PROF, rules=rules, step_time_s=step_time_s)
     plan = build_plan(strategy, wl=wl, nodes=nodes, ranks_per_node=rpn, epochs=epochs, seed=seed, profile=PROF,
                       sizes=sizes, options=opts)
     pol = policy_of(strategy, plan)
@@ -76,6 +76,14 @@ def test_many_ranks_uneven_steps(strategy, opts):
     and the last step of each epoch is ragged (consumed by the per-rank loop)."""
     wl = SimWorkload("uneven", 3001, 4, "lognormal", 1e6, 5e5, 1e4, 4e6)
     ref, new = _both(strategy, opts, wl, 33, 2, 3)
+    _assert_same(ref, new)
+
+
+@pytest.mark.parametrize("strategy,opts", [("naive", {}), ("prefetch", {"num_workers": 2}),
+                                           ("prefetch", {"num_workers": 1})])
+def test_step_time_compute(strategy, opts):
+    """Compute from a step time (per local batch) instead of bytes: the fast loops' constant-compute branch."""
+    ref, new = _both(strategy, opts, DRAWN, 5, 1, 3, step_time_s=0.4)
     _assert_same(ref, new)
 
 

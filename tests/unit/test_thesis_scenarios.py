@@ -116,11 +116,11 @@ def test_peers_as_shared_moves_only_peer_accesses():
     assert moved.pipeline == plan.pipeline and moved.loader_threads == plan.loader_threads
 
 
-# published (Tables 5.1, 5.3, 5.4) vs dlbench, seed 0: every row within 3 % but two the notes of the studies
-# explain: DeepIO ordered in Scenario 3 (+5.3 %: loader_threads 0 also pays the s/beta copy of the 1/3 of
-# accesses the nodes' memory serves, which the reference prefetches) and Locality-aware in Scenario 4 (-12 %:
-# dlbench's cache is the memory tier, the reference's the SSD at 86 MB/s)
-WIDER = {(3, "DeepIO ordered"): 0.06, (4, "Locality-aware"): 0.13}
+# published (Tables 5.1, 5.3, 5.4) vs dlbench, seed 0: every row within 3 %; the rows the model options
+# shared_reads_in_trainer (DeepIO ordered: +5.3 % / +2.3 % with loader_threads 0) and cache_on_local_tier
+# (Locality-aware: -11.8 % on the memory tier) brought in: within 1 %
+BOUND = {(3, "DeepIO ordered"): 0.01, (4, "DeepIO ordered"): 0.01, (3, "Locality-aware"): 0.01,
+         (4, "Locality-aware"): 0.01}
 
 
 @pytest.mark.slow
@@ -129,7 +129,5 @@ def test_scenario_published_values(n):
     st, r, _ = _study(n)
     t = _times(r)
     gaps = {k: t[k] / v - 1 for k, v in st.published_runtime_s.items()}
-    bad = {k: g for k, g in gaps.items() if abs(g) > WIDER.get((n, k), 0.03)}
+    bad = {k: g for k, g in gaps.items() if abs(g) > BOUND.get((n, k), 0.03)}
     assert not bad, gaps
-    if n == 4:
-        assert t["Locality-aware"] < st.published_runtime_s["Locality-aware"]   # the faster tier, not noise
