@@ -976,8 +976,12 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
 
         if not math.isfinite(pls_q) or not 0 <= pls_q <= 1:
             raise ConfigError(f"--pls-q={pls_q}: must be from 0 to 1")
-        if "pls" not in rows:
-            raise ConfigError(f"--pls-q={pls_q}: pls is not simulated here; add pls to --strategies or drop --pls-q")
+        from . import strategies as _st
+
+        owners = [n for n in _st.names() if "pls_q" in _st.get(n).shorthands]
+        if not rows & set(owners):
+            raise ConfigError(f"--pls-q={pls_q}: {' or '.join(owners)} is not simulated here; add {' or '.join(owners)} "
+                              f"to --strategies or drop --pls-q")
     if loader_threads is not None:
         import dataclasses
 

@@ -31,10 +31,34 @@ MODEL_OPTIONS = {
                               "the PFS only: its remote_prefetch is off)",
 }
 LOWERBOUND = "lowerbound"   # not a strategy: everything in memory at t = 0 (costed on naive's plan)
-DISPLAY = {"lowerbound": "Lower Bound", "naive": "Naive", "prefetch": "StagingPool (prefetch)",
-           "staging": "Parallel Data Staging", "local": "Local shuffling", "pls": "Partial local shuffling",
-           "clairvoyant": "HDMLP (clairvoyant)", "lbann": "LBANN", "deepio": "DeepIO", "locality": "Locality-aware",
-           "surrogatetrain": "SurrogateTrain"}
+# the study table's name of a row labelled with a strategy's name: ``Strategy.display``; the lower bound's here.
+# prefetch's "StagingPool (prefetch)" waits for its ``display`` line in strategies/prefetch.py (another helper's file)
+DISPLAY = {LOWERBOUND: "Lower Bound", "prefetch": "StagingPool (prefetch)"}
+
+
+def display_name(label: str) -> str:
+    """The study table's name of a row: a strategy's ``display`` where the row is labelled with a strategy's
+    name, the lower bound's, else the label itself."""
+    from .. import strategies
+
+    if label in DISPLAY:
+        return DISPLAY[label]
+    return strategies.get(label).display_name() if label in strategies.names() else label
+
+
+def shorthand_options(values: dict, names) -> dict:
+    """``{strategy: {option: value}}`` for the shorthands ``values`` (``{"pls_q": 0.1}``, None: not given)
+    of the strategies ``names`` that declare them (``Strategy.shorthands``)."""
+    from .. import strategies
+
+    out: dict = {}
+    for n in dict.fromkeys(names):
+        if n == LOWERBOUND:
+            continue
+        for sh, field in strategies.get(n).shorthands.items():
+            if values.get(sh) is not None:
+                out.setdefault(n, {})[field] = values[sh]
+    return out
 
 
 def strategy_names() -> list[str]:
@@ -287,8 +311,11 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
     else:
         model = Model(profile, write_overlap=write_overlap, rules=rules)
     opts = {k: dict(v) for k, v in (options or {}).items()}
-    if pls_q is not None:
-        opts.setdefault("pls", {}).setdefault("exchange_fraction", pls_q)
+    for n, so in shorthand_options({"pls_q": pls_q}, strategy_names()).items():
+        for k, v in so.items():
+            opts.setdefault(n, {}).setdefault(k, v)
+    from ..strategies import get as get_strategy
+
     out = {}
     rows = [(x, x, opts.get(x), {}) if isinstance(x, str) else
             (x[0], x[1], {**opts.get(x[1], {}), **(x[2] or {})}, dict(x[3]) if len(x) > 3 and x[3] else {})
@@ -297,9 +324,8 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
         bad = set(mo) - set(MODEL_OPTIONS)
         if bad:
             raise unknown_choice(f"model option of row {label!r}", sorted(bad)[0], sorted(MODEL_OPTIONS))
-        if name == "staging" and model.rules.prologue == "series":
-            # the thesis' staging: beyond a node's capacity, draw from the staged part (as its reference simulator)
-            o = {"if_too_big": "redraw", **(o or {})}
+        if name != LOWERBOUND and name in strategy_names():
+            o = {**get_strategy(name).sim_defaults(model.rules), **(o or {})} or o
         try:
             plan = build_plan(name, wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs, seed=seed,
                               profile=profile, sizes=sizes, options=o)

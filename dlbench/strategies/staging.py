@@ -52,10 +52,16 @@ class StagingOptions(LocalCopyOptions):
 @register
 class Staging(Strategy):
     name = "staging"
+    display = "Parallel Data Staging"
     summary = ("copy the dataset to node-local storage before epoch 0 (disjoint pieces per rank, MPI between "
                "nodes), then read local copies in global-shuffle order")
     semantics = GLOBAL_SHUFFLE
     Options = StagingOptions
+
+    def sim_defaults(self, rules) -> dict:
+        # the thesis' staging (prologue in series): beyond a node's capacity, draw from the staged part (as
+        # its reference simulator)
+        return {"if_too_big": "redraw"} if rules.prologue == "series" else {}
 
     def plan(self, ctx: RunContext, options: StagingOptions) -> Plan:
         sizes = capacity_sizes(ctx, options.tier)
