@@ -13,8 +13,12 @@ import dlbench.cli  # noqa: F401  (imported before the strategy is registered: r
 
 @pytest.fixture(autouse=True, scope="module")
 def sequential():
-    """The registration: the strategy module's ``@register``, run on import (after dlbench.cli's import)."""
-    return importlib.import_module("seqstrategy.strategy").Sequential
+    """The registration: the strategy module's ``@register``, run on import (after dlbench.cli's import);
+    taken out of the registry after this module's tests, so the suite's other tests see the built-ins only."""
+    from dlbench import strategies
+
+    yield importlib.import_module("seqstrategy.strategy").Sequential
+    strategies._REGISTRY.pop("sequential")
 
 
 @pytest.fixture(scope="module")
