@@ -1014,9 +1014,9 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         profile = dataclasses.replace(profile, staging=dataclasses.replace(profile.staging, threads=loader_threads))
     if ranks_per_node < 1:
         raise ConfigError(f"--ranks-per-node={ranks_per_node}: must be >= 1")
-    from .simulate.core import check_size
+    from .simulate.core import check_size, prologue_rows
 
-    check_size(wl, nodes, ranks_per_node)
+    check_size(wl, nodes, ranks_per_node, prologue=prologue_rows(names, wl, nodes, ranks_per_node, opt_map))
     dirs = []
     results = {}
     na: dict = {}

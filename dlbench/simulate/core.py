@@ -133,21 +133,56 @@ def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None
 BYTES_PER_ACCESS = 200   # the model's working set per access of one epoch (ids, tiers, sizes, times: ~25 arrays)
 
 
-def check_size(wl: SimWorkload, nodes: int, ranks_per_node: int, *, available: int | None = None) -> int:
+BYTES_PER_PROLOGUE_ROW = 80   # measured: 71-81 B per prologue row (staging, 60,000 samples x 16-256 nodes)
+
+
+def prologue_rows(rows, wl: SimWorkload, nodes: int, ranks_per_node: int,
+                  options: dict | None = None) -> tuple[int, str]:
+    """(rows, strategy) of the largest prologue among ``simulate``'s ``rows`` (names or (label, strategy,
+    options[, model options]) tuples; ``options``: {strategy: {option: value}}), from ``Strategy.prologue_rows``
+    before any plan is built; unknown strategies and bad options are left to the planning."""
+    from .. import strategies
+    from ..errors import DlbenchError
+
+    best = (0, "")
+    for x in rows:
+        name, o = (x, {}) if isinstance(x, str) else (x[1], dict(x[2] or {}))
+        if name == LOWERBOUND or name not in strategies.names():
+            continue
+        st = strategies.get(name)
+        try:
+            opts = strategies.parse_options(st, {**(options or {}).get(name, {}), **o})
+        except DlbenchError:
+            continue
+        best = max(best, (st.prologue_rows(wl.samples, nodes, ranks_per_node, opts), name))
+    return best
+
+
+def check_size(wl: SimWorkload, nodes: int, ranks_per_node: int, *, available: int | None = None,
+               prologue: tuple[int, str] = (0, "")) -> int:
     """Refuse worlds the model cannot cost here: more ranks than samples, or an estimated working set (one
-    epoch's plan and costing arrays, about ``BYTES_PER_ACCESS`` per access, plus per-rank vectors) beyond
-    this machine's available memory. Returns the estimate in bytes."""
+    epoch's plan and costing arrays, about ``BYTES_PER_ACCESS`` per access, plus per-rank vectors, plus the
+    largest prologue, ``BYTES_PER_PROLOGUE_ROW`` per row: ``prologue_rows``) beyond this machine's available
+    memory. Returns the estimate in bytes."""
     W = int(nodes) * int(ranks_per_node)
     if W > wl.samples:
         raise ConfigError(f"--nodes {nodes} x --ranks-per-node {ranks_per_node} = {W:,} ranks: more than the "
                           f"{wl.samples:,} samples of workload {wl.name}; use fewer nodes or more samples")
     n = -(-wl.samples // W)
-    est = BYTES_PER_ACCESS * W * n + 64 * 8 * W
+    epoch_est = BYTES_PER_ACCESS * W * n + 64 * 8 * W
+    pro_rows, pro_name = prologue
+    pro_est = BYTES_PER_PROLOGUE_ROW * int(pro_rows)
+    est = epoch_est + pro_est
     if available is None:
         from ..host import meminfo
 
         available = meminfo("MemAvailable")
     if available and est > 0.8 * available:
+        if pro_est > epoch_est:
+            raise ConfigError(f"--nodes {nodes} with {wl.samples:,} samples (--samples or the workload's): "
+                              f"{pro_name}'s prologue of {pro_rows:,} moves (a row per sample and storage group) "
+                              f"needs about {est / 2**30:.1f} GiB to cost; {available / 2**30:.1f} GiB available "
+                              f"here; simulate fewer nodes or samples, or leave {pro_name} out")
         raise ConfigError(f"--nodes {nodes} with {wl.samples:,} samples (--samples or the workload's): costing "
                           f"{W:,} ranks x {n:,} samples per epoch needs about "
                           f"{est / 2**30:.1f} GiB; {available / 2**30:.1f} GiB available here; simulate fewer "

@@ -58,6 +58,11 @@ class Staging(Strategy):
     semantics = GLOBAL_SHUFFLE
     Options = StagingOptions
 
+    def prologue_rows(self, n_samples: int, nodes: int, ranks_per_node: int, options: StagingOptions) -> int:
+        # the whole set on every storage group: every sample read once, then sent to every other group
+        groups = nodes if options.tier == "local" else nodes * ranks_per_node
+        return int(n_samples) * int(groups)
+
     def sim_defaults(self, rules) -> dict:
         # the thesis' staging (prologue in series): beyond a node's capacity, draw from the staged part (as
         # its reference simulator)
