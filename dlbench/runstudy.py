@@ -310,6 +310,15 @@ def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None, left_out: li
         pls_q = float(q[0]) if q and q[0] is not None else 0.1
     wls = list(sw.workloads) if sw is not None and sw.workloads else [st.workload]
     E = epochs or st.epochs
+    from .simulate.core import check_size, prologue_rows
+
+    for wname in wls:   # every world the model can cost here (its prologue included), before any row is written
+        for n in sp.nodes:
+            base = load_workload(wname, scale=st.scale, samples=samples_for(st, n * rpn))
+            b = st.batch_size or base.batch_size
+            if base.samples >= n * rpn * b:
+                swl = from_workload(base, local_batch=b, step_time_s=st.compute_time_s)
+                check_size(swl, n, rpn, prologue=prologue_rows(simulate_rows(st, pls_q), swl, n, rpn))
     dirs = []
     for wname in wls:
         for n in sp.nodes:

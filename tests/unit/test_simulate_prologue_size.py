@@ -38,3 +38,18 @@ def test_simulate_cli_refuses_before_planning(cli, tmp_path, monkeypatch):
              "8", "--nodes", "1024", "--strategies", "naive,staging", "--out", tmp_path / "out"])
     assert r.exit_code != 0 and "staging's prologue of 61,440,000 moves" in r.output
     assert not (tmp_path / "out").exists()
+
+
+def test_study_simulate_part_refuses_before_writing_a_row(tmp_path, monkeypatch):
+    """the study's simulate part checks every world (its prologue included) before it writes any row"""
+    import dlbench.host
+    from dlbench.runstudy import load_study, run_simulate
+
+    p = tmp_path / "s.yaml"
+    p.write_text("name: s\nworkload: hep_cnn\nscale: tiny\nsystem: hdmlp-thesis\nepochs: 1\nbatch_size: 1\n"
+                 "samples: 60000\nruns:\n  - {strategy: naive}\n  - {strategy: staging}\n"
+                 "sweep:\n  ranks: [1]\n  scaling: strong\nsimulate:\n  nodes: [1, 1024]\n")
+    monkeypatch.setattr(dlbench.host, "meminfo", lambda key: 4 * 2**30)
+    with pytest.raises(ConfigError, match="staging's prologue of 61,440,000 moves"):
+        run_simulate(load_study(str(p)), out=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
