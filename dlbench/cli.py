@@ -322,10 +322,11 @@ def _defaults_text(defaults: dict) -> str:
     return "default " + ", ".join(f"{d} ({', '.join(owners)})" for d, owners in groups.values())
 
 
-def _strategy_options(f):
-    """Add one flag per strategy option (from the strategies' own Options dataclasses): a strategy's own flag
-    says only its meaning; an alias (``--mode``) names the flags it stands for."""
-    for param, ent in sorted(_strategy_option_fields().items(), reverse=True):
+def _strategy_params() -> list[click.Option]:
+    """One flag per strategy option (from the strategies' own Options dataclasses), sorted by name: a
+    strategy's own flag says only its meaning; an alias (``--mode``) names the flags it stands for."""
+    out = []
+    for param, ent in sorted(_strategy_option_fields().items()):
         row = next(iter(ent["rows"].values()))
         flag = ent["flag"]
         unit = f" [{row['unit']}]" if row["unit"] else ""
@@ -339,13 +340,37 @@ def _strategy_options(f):
             helptext = ("; ".join(f"({', '.join(o)}) {h}" for h, o in ent["helps"].items())
                         + f"{unit}; {_defaults_text(ent['defaults'])}")
         if row["type"] == "bool":
-            f = click.option(f"{flag}/--no-{flag[2:]}", param, default=None, help=helptext)(f)
+            out.append(click.Option([f"{flag}/--no-{flag[2:]}", param], default=None, help=helptext))
         else:
-            f = click.option(flag, param, default=None, help=helptext, metavar=row["type"].upper())(f)
-    return f
+            out.append(click.Option([flag, param], default=None, help=helptext, metavar=row["type"].upper()))
+    return out
 
 
-@main.command()
+class StrategyFlagsCommand(click.Command):
+    """``run``: its own options, then one flag per option of every registered strategy, also of one
+    registered after this module was imported (``dlbench.strategies.register`` from a plugin or a test):
+    the flags follow the registry whenever the command parses or shows help."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self._own = list(self.params)
+        self._names: tuple = ()
+        self._sync()
+
+    def _sync(self) -> None:
+        from . import strategies
+
+        names = tuple(strategies.names())
+        if names != self._names:
+            self.params = [*self._own, *_strategy_params()]
+            self._names = names
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        self._sync()
+        return super().get_params(ctx)
+
+
+@main.command(cls=StrategyFlagsCommand)
 @click.option("--workload", "-w", default="cosmoflow", show_default=True,
               help="built-in workload name or the path of your own workload YAML")
 @click.option("--strategy", "-s", default="naive", show_default=True, help="loading strategy (dlbench list strategies)")
@@ -401,7 +426,6 @@ def _strategy_options(f):
 @click.option("--allow-unsupported", is_flag=True,
               help="--dlio-config: warn about DLIO settings dlbench does not emulate instead of stopping")
 @click.argument("dlio_overrides", nargs=-1, metavar="[++workload.KEY=VALUE]...")
-@_strategy_options
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
         compute_stdev, compute_profile, device, precision, model, barrier, checkpoint_every, ranks_per_node, verify,
         dry_run, progress, system, local_dir, inject, cache, read_via="auto", dlio_config=None,
@@ -976,8 +1000,12 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
 
         if not math.isfinite(pls_q) or not 0 <= pls_q <= 1:
             raise ConfigError(f"--pls-q={pls_q}: must be from 0 to 1")
-        if "pls" not in rows:
-            raise ConfigError(f"--pls-q={pls_q}: pls is not simulated here; add pls to --strategies or drop --pls-q")
+        from . import strategies as _st
+
+        owners = [n for n in _st.names() if "pls_q" in _st.get(n).shorthands]
+        if not rows & set(owners):
+            raise ConfigError(f"--pls-q={pls_q}: {' or '.join(owners)} is not simulated here; add {' or '.join(owners)} "
+                              f"to --strategies or drop --pls-q")
     if loader_threads is not None:
         import dataclasses
 
@@ -986,9 +1014,9 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         profile = dataclasses.replace(profile, staging=dataclasses.replace(profile.staging, threads=loader_threads))
     if ranks_per_node < 1:
         raise ConfigError(f"--ranks-per-node={ranks_per_node}: must be >= 1")
-    from .simulate.core import check_size
+    from .simulate.core import check_size, prologue_rows
 
-    check_size(wl, nodes, ranks_per_node)
+    check_size(wl, nodes, ranks_per_node, prologue=prologue_rows(names, wl, nodes, ranks_per_node, opt_map))
     dirs = []
     results = {}
     na: dict = {}

@@ -120,8 +120,16 @@ def _options(r: dict) -> dict:
     s = r.get("summary") or {}
     if "options" in cfg or not is_simulated(r):
         return dict(cfg.get("options") or {})
-    # simulated folders written before config carried "options": pls's Q was config["pls_q"]
-    return {"exchange_fraction": cfg.get("pls_q")} if s.get("strategy") == "pls" else {}
+    # simulated folders written before config carried "options": a strategy's shorthand option (pls's Q) was
+    # config[shorthand] (config["pls_q"])
+    return {field: cfg.get(sh) for sh, field in _shorthands(s.get("strategy")).items()}
+
+
+def _shorthands(strategy: str | None) -> dict:
+    """``Strategy.shorthands`` of a registered strategy ({} for one this install does not have)."""
+    from . import strategies
+
+    return strategies.get(strategy).shorthands if strategy in strategies.names() else {}
 
 
 def labels(runs: Sequence[dict], *, ranks: bool | None = None) -> list[str]:
@@ -146,8 +154,9 @@ def labels(runs: Sequence[dict], *, ranks: bool | None = None) -> list[str]:
     for r, s, o in zip(runs, strat, opts):
         parts = [s]
         parts += [f"{OPTION_ABBREV.get(k, k)}={o.get(k)}" for k in sorted(varying[s])]
-        if s == "pls" and "exchange_fraction" not in varying[s] and o.get("exchange_fraction") is not None:
-            parts.append(f"Q={o['exchange_fraction']}")
+        # a strategy's shorthand options (pls's Q) are always shown
+        parts += [f"{OPTION_ABBREV.get(k, k)}={o[k]}" for k in _shorthands(s).values()
+                  if k not in varying[s] and o.get(k) is not None]
         if len(wls) > 1:
             parts.append(str((r.get("summary") or {}).get("workload")))
         if show_ranks:

@@ -395,20 +395,16 @@ def run_label(run: dict) -> str:
     s = cfg.get("strategy") or (run.get("summary") or {}).get("strategy") or "?"
     if cfg.get("label"):   # a simulated row names itself (`dlbench simulate` study rows)
         return str(cfg["label"])
-    if s == "pls":
-        return s + f" Q={opts.get('exchange_fraction')}"
-    if s == "surrogatetrain":   # the ablation's rows: buffer and the techniques switched off
-        s += f" buf={opts.get('buffer_fraction')}" if opts.get("buffer_fraction") else ""
-        s += "".join(f" no-{k}" for k in ("reorder", "remap", "balance", "chunking") if opts.get(k) is False)
-        s += " fifo" if opts.get("eviction") == "fifo" else ""
-        s += f" threads={opts['loader_threads']}" if opts.get("loader_threads") else ""
-        return s
     try:
         import dataclasses
 
         from . import strategies
 
-        defaults = {f.name: f.default for f in dataclasses.fields(strategies.get(s).Options)}
+        st = strategies.get(s)
+        own = st.run_label(opts)   # a strategy's own label (pls's Q, surrogatetrain's ablation switches)
+        if own is not None:
+            return own
+        defaults = {f.name: f.default for f in dataclasses.fields(st.Options)}
     except DlbenchError:  # a strategy this install does not have (a folder from another version): every option
         defaults = {}
     parts = [str(opts["mode"])] if "mode" in opts else []

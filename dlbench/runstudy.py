@@ -270,7 +270,10 @@ def simulate_rows(st: RunStudy, pls_q: float) -> list[tuple[str, str, dict]]:
     as the measured rows' (``pls Q=0.3``), so compare and plot pair a simulated row with its measured one."""
     sp = st.simulate
     if sp is not None and sp.strategies:
-        entries = [(s, {"exchange_fraction": pls_q} if s == "pls" else {}) for s in sp.strategies]
+        from .simulate.core import shorthand_options
+
+        short = shorthand_options({"pls_q": pls_q}, sp.strategies)
+        entries = [(s, short.get(s, {})) for s in sp.strategies]
     else:
         entries = [(r.strategy, dict(r.options)) for r in st.runs]
     rows, seen = [], set()
@@ -300,10 +303,22 @@ def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None, left_out: li
     profile = load_profile(sp.system or st.system)
     pls_q = sp.pls_q
     if pls_q is None:
-        q = [r.options.get("exchange_fraction") for r in st.runs if r.strategy == "pls"]
+        from . import strategies
+
+        q = [r.options.get(strategies.get(r.strategy).shorthands["pls_q"]) for r in st.runs
+             if r.strategy in strategies.names() and "pls_q" in strategies.get(r.strategy).shorthands]
         pls_q = float(q[0]) if q and q[0] is not None else 0.1
     wls = list(sw.workloads) if sw is not None and sw.workloads else [st.workload]
     E = epochs or st.epochs
+    from .simulate.core import check_size, prologue_rows
+
+    for wname in wls:   # every world the model can cost here (its prologue included), before any row is written
+        for n in sp.nodes:
+            base = load_workload(wname, scale=st.scale, samples=samples_for(st, n * rpn))
+            b = st.batch_size or base.batch_size
+            if base.samples >= n * rpn * b:
+                swl = from_workload(base, local_batch=b, step_time_s=st.compute_time_s)
+                check_size(swl, n, rpn, prologue=prologue_rows(simulate_rows(st, pls_q), swl, n, rpn))
     dirs = []
     for wname in wls:
         for n in sp.nodes:

@@ -7,6 +7,7 @@ from .core import (
     LOWERBOUND,
     SimWorkload,
     build_plan,
+    display_name,
     from_workload,
     policy_of,
     sample_sizes,
@@ -17,5 +18,5 @@ from .core import (
 )
 from .model import Costing, Model
 
-__all__ = ["DISPLAY", "LOWERBOUND", "policy_of", "sim_context", "strategy_names", "SimWorkload", "build_plan", "from_workload", "sample_sizes", "simulate",
+__all__ = ["DISPLAY", "LOWERBOUND", "policy_of", "sim_context", "strategy_names", "SimWorkload", "build_plan", "display_name", "from_workload", "sample_sizes", "simulate",
            "summarize", "Costing", "Model", "SystemProfile", "load_profile"]

@@ -38,10 +38,34 @@ MODEL_OPTIONS = {
                            "its SSD; thesis-window rule only)",
 }
 LOWERBOUND = "lowerbound"   # not a strategy: everything in memory at t = 0 (costed on naive's plan)
-DISPLAY = {"lowerbound": "Lower Bound", "naive": "Naive", "prefetch": "StagingPool (prefetch)",
-           "staging": "Parallel Data Staging", "local": "Local shuffling", "pls": "Partial local shuffling",
-           "clairvoyant": "HDMLP (clairvoyant)", "lbann": "LBANN", "deepio": "DeepIO", "locality": "Locality-aware",
-           "surrogatetrain": "SurrogateTrain"}
+# the study table's name of a row labelled with a strategy's name: ``Strategy.display``; the lower bound's here.
+# prefetch's "StagingPool (prefetch)" waits for its ``display`` line in strategies/prefetch.py (another helper's file)
+DISPLAY = {LOWERBOUND: "Lower Bound", "prefetch": "StagingPool (prefetch)"}
+
+
+def display_name(label: str) -> str:
+    """The study table's name of a row: a strategy's ``display`` where the row is labelled with a strategy's
+    name, the lower bound's, else the label itself."""
+    from .. import strategies
+
+    if label in DISPLAY:
+        return DISPLAY[label]
+    return strategies.get(label).display_name() if label in strategies.names() else label
+
+
+def shorthand_options(values: dict, names) -> dict:
+    """``{strategy: {option: value}}`` for the shorthands ``values`` (``{"pls_q": 0.1}``, None: not given)
+    of the strategies ``names`` that declare them (``Strategy.shorthands``)."""
+    from .. import strategies
+
+    out: dict = {}
+    for n in dict.fromkeys(names):
+        if n == LOWERBOUND:
+            continue
+        for sh, field in strategies.get(n).shorthands.items():
+            if values.get(sh) is not None:
+                out.setdefault(n, {})[field] = values[sh]
+    return out
 
 
 def strategy_names() -> list[str]:
@@ -116,21 +140,56 @@ def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None
 BYTES_PER_ACCESS = 200   # the model's working set per access of one epoch (ids, tiers, sizes, times: ~25 arrays)
 
 
-def check_size(wl: SimWorkload, nodes: int, ranks_per_node: int, *, available: int | None = None) -> int:
+BYTES_PER_PROLOGUE_ROW = 80   # measured: 71-81 B per prologue row (staging, 60,000 samples x 16-256 nodes)
+
+
+def prologue_rows(rows, wl: SimWorkload, nodes: int, ranks_per_node: int,
+                  options: dict | None = None) -> tuple[int, str]:
+    """(rows, strategy) of the largest prologue among ``simulate``'s ``rows`` (names or (label, strategy,
+    options[, model options]) tuples; ``options``: {strategy: {option: value}}), from ``Strategy.prologue_rows``
+    before any plan is built; unknown strategies and bad options are left to the planning."""
+    from .. import strategies
+    from ..errors import DlbenchError
+
+    best = (0, "")
+    for x in rows:
+        name, o = (x, {}) if isinstance(x, str) else (x[1], dict(x[2] or {}))
+        if name == LOWERBOUND or name not in strategies.names():
+            continue
+        st = strategies.get(name)
+        try:
+            opts = strategies.parse_options(st, {**(options or {}).get(name, {}), **o})
+        except DlbenchError:
+            continue
+        best = max(best, (st.prologue_rows(wl.samples, nodes, ranks_per_node, opts), name))
+    return best
+
+
+def check_size(wl: SimWorkload, nodes: int, ranks_per_node: int, *, available: int | None = None,
+               prologue: tuple[int, str] = (0, "")) -> int:
     """Refuse worlds the model cannot cost here: more ranks than samples, or an estimated working set (one
-    epoch's plan and costing arrays, about ``BYTES_PER_ACCESS`` per access, plus per-rank vectors) beyond
-    this machine's available memory. Returns the estimate in bytes."""
+    epoch's plan and costing arrays, about ``BYTES_PER_ACCESS`` per access, plus per-rank vectors, plus the
+    largest prologue, ``BYTES_PER_PROLOGUE_ROW`` per row: ``prologue_rows``) beyond this machine's available
+    memory. Returns the estimate in bytes."""
     W = int(nodes) * int(ranks_per_node)
     if W > wl.samples:
         raise ConfigError(f"--nodes {nodes} x --ranks-per-node {ranks_per_node} = {W:,} ranks: more than the "
                           f"{wl.samples:,} samples of workload {wl.name}; use fewer nodes or more samples")
     n = -(-wl.samples // W)
-    est = BYTES_PER_ACCESS * W * n + 64 * 8 * W
+    epoch_est = BYTES_PER_ACCESS * W * n + 64 * 8 * W
+    pro_rows, pro_name = prologue
+    pro_est = BYTES_PER_PROLOGUE_ROW * int(pro_rows)
+    est = epoch_est + pro_est
     if available is None:
         from ..host import meminfo
 
         available = meminfo("MemAvailable")
     if available and est > 0.8 * available:
+        if pro_est > epoch_est:
+            raise ConfigError(f"--nodes {nodes} with {wl.samples:,} samples (--samples or the workload's): "
+                              f"{pro_name}'s prologue of {pro_rows:,} moves (a row per sample and storage group) "
+                              f"needs about {est / 2**30:.1f} GiB to cost; {available / 2**30:.1f} GiB available "
+                              f"here; simulate fewer nodes or samples, or leave {pro_name} out")
         raise ConfigError(f"--nodes {nodes} with {wl.samples:,} samples (--samples or the workload's): costing "
                           f"{W:,} ranks x {n:,} samples per epoch needs about "
                           f"{est / 2**30:.1f} GiB; {available / 2**30:.1f} GiB available here; simulate fewer "
@@ -304,8 +363,11 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
     else:
         model = Model(profile, write_overlap=write_overlap, rules=rules)
     opts = {k: dict(v) for k, v in (options or {}).items()}
-    if pls_q is not None:
-        opts.setdefault("pls", {}).setdefault("exchange_fraction", pls_q)
+    for n, so in shorthand_options({"pls_q": pls_q}, strategy_names()).items():
+        for k, v in so.items():
+            opts.setdefault(n, {}).setdefault(k, v)
+    from ..strategies import get as get_strategy
+
     out = {}
     rows = [(x, x, opts.get(x), {}) if isinstance(x, str) else
             (x[0], x[1], {**opts.get(x[1], {}), **(x[2] or {})}, dict(x[3]) if len(x) > 3 and x[3] else {})
@@ -314,9 +376,8 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
         bad = set(mo) - set(MODEL_OPTIONS)
         if bad:
             raise unknown_choice(f"model option of row {label!r}", sorted(bad)[0], sorted(MODEL_OPTIONS))
-        if name == "staging" and model.rules.prologue == "series":
-            # the thesis' staging: beyond a node's capacity, draw from the staged part (as its reference simulator)
-            o = {"if_too_big": "redraw", **(o or {})}
+        if name != LOWERBOUND and name in strategy_names():
+            o = {**get_strategy(name).sim_defaults(model.rules), **(o or {})} or o
         try:
             plan = build_plan(name, wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs, seed=seed,
                               profile=profile, sizes=sizes, options=o)

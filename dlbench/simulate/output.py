@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .core import DISPLAY
+from .core import display_name
 
 
 def write_simulated_run(out: Path | str, *, config: dict, summary: dict) -> Path:
@@ -34,7 +34,7 @@ def compare_table(run_dirs: list[Path], fmt: str = "table", reference_s: dict | 
     for d, s in zip(run_dirs, summaries):
         b = s.get("modelled_breakdown", {})
         label = s.get("label", s["strategy"])
-        row = {"strategy": s["strategy"], "name": DISPLAY.get(label, label),
+        row = {"strategy": s["strategy"], "name": display_name(label),
                "total_time_s": s["total_time_s"], "exposed_io_share": s["exposed_io_share"],
                "e2e_exposed_io_share": s.get("e2e_exposed_io_share", s["exposed_io_share"]), "au": s["au"],
                "stage_s": b.get("prologue_s", 0.0), "pfs_s": b.get("pfs_s", 0.0), "local_s": b.get("local_s", 0.0),

@@ -65,11 +65,14 @@ class Study:
     def entries(self) -> list[tuple[str, str, dict, dict]]:
         """(label, strategy, options, model options) of every row: the strategies list, then the labelled
         runs."""
+        from .core import shorthand_options
+
+        short = shorthand_options({"pls_q": self.pls_q}, self.strategies)
         out = []
         for name in self.strategies:
             o = dict(self.options.get(name, {}))
-            if name == "pls":
-                o.setdefault("exchange_fraction", self.pls_q)
+            for k, v in short.get(name, {}).items():
+                o.setdefault(k, v)
             out.append((name, name, o, {}))
         out += [(r.label, r.strategy, dict(r.options), dict(r.model)) for r in self.runs]
         return out

@@ -153,6 +153,31 @@ class Strategy:
     summary: ClassVar[str] = ""
     semantics: ClassVar[Semantics]
     Options: ClassVar[type]
+    display: ClassVar[str] = ""    # the name in simulate's study tables (default: ``name``)
+    # shorthands of ``simulate``/study files for one of this strategy's options: {shorthand: option field}
+    # (pls: {"pls_q": "exchange_fraction"}); a row of this strategy takes the shorthand's value unless it sets
+    # the option itself
+    shorthands: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def display_name(cls) -> str:
+        return cls.display or cls.name
+
+    def sim_defaults(self, rules: Any) -> dict:
+        """Options ``simulate`` gives this strategy under the model's rule set ``rules`` (``ModelRules``)
+        before the row's own (staging under the thesis rules: the reference simulator's redraw)."""
+        return {}
+
+    def prologue_rows(self, n_samples: int, nodes: int, ranks_per_node: int, options: Any) -> int:
+        """An upper bound on the rows of this strategy's ``Plan.prologue`` for a world of ``nodes`` x
+        ``ranks_per_node`` (the simulator's size check, before planning): at most one row per sample unless
+        the strategy says otherwise (staging's all-gather: a row per sample and storage group)."""
+        return int(n_samples)
+
+    def run_label(self, options: dict) -> str | None:
+        """``report``/``compare``'s label of a run of this strategy with ``options`` (run.json's), or None
+        for the generic one (the options that differ from the defaults)."""
+        return None
 
     def plan(self, ctx: PlanContext, options: Any) -> Plan:
         raise NotImplementedError

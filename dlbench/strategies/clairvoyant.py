@@ -40,6 +40,7 @@ class ClairvoyantOptions(CacheOptions):
 @register
 class Clairvoyant(Strategy):
     name = "clairvoyant"
+    display = "HDMLP (clairvoyant)"
     summary = ("HDMLP/NoPFS: each rank caches its most-accessed samples (known from the seed) in memory, then local "
                "disk; every access from the cheapest holder: own tier, a peer's tier over MPI, else the shared FS")
     semantics = GLOBAL_SHUFFLE

@@ -33,6 +33,7 @@ class DeepioOptions(CacheOptions):
 @register
 class Deepio(Strategy):
     name = "deepio"
+    display = "DeepIO"
     summary = ("DeepIO: each rank preloads a partition into memory; ordered keeps the global shuffle (own/peer "
                "memory, else the shared FS), opportunistic draws batches from memory only")
     semantics = DEEPIO

@@ -29,6 +29,7 @@ class LbannOptions(CacheOptions):
 @register
 class Lbann(Strategy):
     name = "lbann"
+    display = "LBANN"
     summary = ("distributed in-memory data store: each rank owns F/W samples in memory and sends them to the ranks "
                "that need them each step (preload or dynamic)")
     semantics = GLOBAL_SHUFFLE

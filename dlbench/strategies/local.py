@@ -52,6 +52,7 @@ def shard_capacity_check(ctx: RunContext, plan: Plan, options, what: str) -> Non
 @register
 class Local(Strategy):
     name = "local"
+    display = "Local shuffling"
     summary = "stage a shard of F/W per rank once, then shuffle within the shard every epoch (no exchange)"
     semantics = LOCAL_SHUFFLE
     Options = LocalOptions

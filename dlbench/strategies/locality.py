@@ -28,6 +28,7 @@ class LocalityOptions(CacheOptions):
 @register
 class Locality(Strategy):
     name = "locality"
+    display = "Locality-aware"
     summary = ("locality-aware loading: epoch 0 from the shared FS, each rank keeps what it read; later epochs "
                "re-assign each global batch's samples to the ranks that hold them (greedy surplus -> deficit)")
     semantics = LOCALITY

@@ -82,6 +82,7 @@ def sync_read_epoch(ctx: RunContext, plan: Plan, e: int, rows, read_into, tier: 
 @register
 class Naive(Strategy):
     name = "naive"
+    display = "Naive"
     summary = "synchronous per-sample reads from the shared tier every step; no prefetch, no cache"
     semantics = GLOBAL_SHUFFLE
     Options = NaiveOptions

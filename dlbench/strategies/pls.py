@@ -42,10 +42,15 @@ class PlsOptions(LocalCopyOptions):
 @register
 class Pls(Strategy):
     name = "pls"
+    display = "Partial local shuffling"
     summary = ("partial local shuffling: local shards plus a fraction Q exchanged with peers every epoch "
                "(non-blocking MPI overlapping compute)")
     semantics = PLS
     Options = PlsOptions
+    shorthands = {"pls_q": "exchange_fraction"}
+
+    def run_label(self, options: dict) -> str:
+        return f"pls Q={options.get('exchange_fraction')}"
 
     def plan(self, ctx: RunContext, options: PlsOptions) -> Plan:
         q = options.exchange_fraction

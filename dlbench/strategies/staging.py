@@ -52,10 +52,21 @@ class StagingOptions(LocalCopyOptions):
 @register
 class Staging(Strategy):
     name = "staging"
+    display = "Parallel Data Staging"
     summary = ("copy the dataset to node-local storage before epoch 0 (disjoint pieces per rank, MPI between "
                "nodes), then read local copies in global-shuffle order")
     semantics = GLOBAL_SHUFFLE
     Options = StagingOptions
+
+    def prologue_rows(self, n_samples: int, nodes: int, ranks_per_node: int, options: StagingOptions) -> int:
+        # the whole set on every storage group: every sample read once, then sent to every other group
+        groups = nodes if options.tier == "local" else nodes * ranks_per_node
+        return int(n_samples) * int(groups)
+
+    def sim_defaults(self, rules) -> dict:
+        # the thesis' staging (prologue in series): beyond a node's capacity, draw from the staged part (as
+        # its reference simulator)
+        return {"if_too_big": "redraw"} if rules.prologue == "series" else {}
 
     def plan(self, ctx: RunContext, options: StagingOptions) -> Plan:
         sizes = capacity_sizes(ctx, options.tier)

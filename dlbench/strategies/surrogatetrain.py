@@ -170,10 +170,19 @@ class SurrogateTrainExecutor(PlannedExecutor):
 @register
 class SurrogateTrain(Strategy):
     name = "surrogatetrain"
+    display = "SurrogateTrain"
     summary = ("SurrogateTrain/SOLAR: epochs reordered to reuse a per-rank buffer of C/W samples, buffered samples "
                "remapped to their holder, loads balanced over ranks, runs of ids read as one HDF5 hyperslab")
     semantics = SEMANTICS
     Options = SurrogateTrainOptions
+
+    def run_label(self, options: dict) -> str:
+        """The ablation's rows: the buffer and the techniques switched off."""
+        s = self.name + (f" buf={options.get('buffer_fraction')}" if options.get("buffer_fraction") else "")
+        s += "".join(f" no-{k}" for k in ("reorder", "remap", "balance", "chunking") if options.get(k) is False)
+        s += " fifo" if options.get("eviction") == "fifo" else ""
+        s += f" threads={options['loader_threads']}" if options.get("loader_threads") else ""
+        return s
 
     def plan(self, ctx: RunContext, options: SurrogateTrainOptions) -> Plan:
         cap, src = buffer_bytes(ctx, options)
