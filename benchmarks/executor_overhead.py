@@ -61,6 +61,7 @@ def make_ctx(samples: int, batch: int):
 def one(variant: str, samples: int, batch: int) -> float:
     from dlbench.plan import SHARED
     from dlbench.storage import aligned_rows
+    from dlbench.strategies.localcopy import set_pipeline
     from dlbench.strategies.naive import shared_tier_plan, sync_read_epoch
     from dlbench.strategies.planned import PlannedExecutor
 
@@ -75,7 +76,7 @@ def one(variant: str, samples: int, batch: int) -> float:
         reader.close()
     else:
         threads = {"planned inline": 0, "planned 1 thread": 1, "planned 2 threads": 2}[variant]
-        ex = PlannedExecutor(ctx, plan, capacity_bytes={}, threads=threads, window=2 if threads else 0,
+        ex = PlannedExecutor(ctx, set_pipeline(plan, threads, 2 if threads else 0), capacity_bytes={},
                              fill_thread=False)
         ex.start()
         t0 = time.perf_counter_ns()

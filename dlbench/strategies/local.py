@@ -20,8 +20,8 @@ from .localcopy import (
     capacity_sizes,
     check_capacity,
     copies_executor,
+    copies_pipeline,
     groups_of,
-    set_pipeline,
 )
 
 LOCAL_SHUFFLE = Semantics("no (per-rank subsets)", "no", "yes")
@@ -61,7 +61,7 @@ class Local(Strategy):
                           epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed,
                           drop_last=options.drop_last, tier=TIER_CODES[options.tier])
         shard_capacity_check(ctx, plan, options, "local shuffling (the node's shards of F/W samples)")
-        return set_pipeline(plan, options.loader_threads)
+        return copies_pipeline(plan, options)
 
     def executor(self, ctx: RunContext, plan: Plan, options: LocalOptions) -> Executor:
         return shard_executor(ctx, plan, options)

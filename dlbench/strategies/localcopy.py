@@ -49,19 +49,28 @@ class LocalCopyOptions:
     window: int = opt(2, help="steps the loader threads read ahead", min=0, max=1024)
 
 
-def pipeline_for(threads: int) -> dict:
-    """Plan keywords (``pipeline``, ``loader_threads``) for the loader an executor runs (what ``dlbench
-    simulate`` costs): ``threads`` loader threads per rank reading ahead, or 0: the trainer reads
-    synchronously. The one rule (``cache.pipeline_of`` for options, ``set_pipeline`` for built plans)."""
+def pipeline_for(threads: int, window: int) -> dict:
+    """Plan keywords (``pipeline``, ``loader_threads``, ``window``) for the loader the executor runs and
+    ``dlbench simulate`` costs (``Plan.reader_threads``): ``threads`` loader threads per rank reading up to
+    ``window`` steps ahead, or 0: the trainer reads synchronously. The one rule (``cache.pipeline_of`` for
+    options, ``set_pipeline`` for built plans); the executors take the loader from the plan only."""
     t = int(threads)
-    return {"pipeline": "prefetch" if t > 0 else "sync", "loader_threads": t if t > 0 else 1}
+    return {"pipeline": "prefetch" if t > 0 else "sync", "loader_threads": t if t > 0 else 1,
+            "window": max(0, int(window))}
 
 
-def set_pipeline(plan: Plan, threads: int) -> Plan:
-    """Record ``pipeline_for(threads)`` on a built plan."""
-    kw = pipeline_for(threads)
-    plan.pipeline, plan.loader_threads = kw["pipeline"], kw["loader_threads"]
+def set_pipeline(plan: Plan, threads: int, window: int) -> Plan:
+    """Record ``pipeline_for(threads, window)`` on a plan the planner built."""
+    kw = pipeline_for(threads, window)
+    plan.pipeline, plan.loader_threads, plan.window = kw["pipeline"], kw["loader_threads"], kw["window"]
     return plan
+
+
+def copies_pipeline(plan: Plan, options) -> Plan:
+    """staging, local, pls: ``options``' loader threads on ``plan``, reading ``options.window`` steps ahead
+    (none inline: the trainer reads each step into one batch buffer, no read-ahead ring)."""
+    t = int(options.loader_threads)
+    return set_pipeline(plan, t, options.window if t else 0)
 
 
 def groups_of(ctx: RunContext, tier: str) -> np.ndarray:
@@ -109,7 +118,8 @@ def check_capacity(need_per_group: np.ndarray, cap: float, src: str, what: str) 
 def copies_executor(ctx: RunContext, plan: Plan, options, need_bytes: int, *, shared_local: bool) -> Executor:
     """The planned executor for a plan of local copies (staging, local, pls): one own tier of ``options.tier``
     sized for ``need_bytes`` (in ``capacity_sizes`` units: page-aligned slots for memory), shared by the node's
-    ranks (``shared_local``: staging's node-local directory) or the rank's own, and ``options``' loader."""
+    ranks (``shared_local``: staging's node-local directory) or the rank's own; the loader is the plan's
+    (``copies_pipeline``)."""
     from .planned import PlannedExecutor
 
     code = TIER_CODES[options.tier]
@@ -124,9 +134,7 @@ def copies_executor(ctx: RunContext, plan: Plan, options, need_bytes: int, *, sh
                                 f"{fmt_bytes(slots * stride)} in rank {ctx.rank}'s memory, {fmt_bytes(cap)} "
                                 f"available; pass --local-capacity BYTES or use --tier local")
         need = slots * stride
-    # inline (no loader threads) the trainer reads each step into one batch buffer: no read-ahead ring
-    return PlannedExecutor(ctx, plan, capacity_bytes={code: need}, threads=options.loader_threads,
-                           window=options.window if options.loader_threads else 0, capacity_flag="--local-capacity",
+    return PlannedExecutor(ctx, plan, capacity_bytes={code: need}, capacity_flag="--local-capacity",
                            shared_local=shared_local and options.tier == "local")
 
 

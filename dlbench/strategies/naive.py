@@ -94,4 +94,4 @@ class Naive(Strategy):
         # one request per sample, with no own tier, no read-ahead and no fill thread
         from .planned import PlannedExecutor
 
-        return PlannedExecutor(ctx, plan, capacity_bytes={}, threads=0, window=0, fill_thread=False)
+        return PlannedExecutor(ctx, plan, capacity_bytes={}, fill_thread=False)

@@ -84,17 +84,17 @@ def peak_holdings(plan: Plan, rank: int, sample_nbytes) -> dict[int, int]:
 
 class PlannedExecutor(Executor):
     """Executes ``plan`` for ``ctx.rank`` (module doc). ``capacity_bytes``: {tier code: bytes this rank's
-    tier may hold}; ``threads``: loader threads (0: inline, synchronous); ``window``: steps read ahead
-    (ring depth = window + 1); ``arena``: the memory tier is a byte arena (``ArenaTier``: samples take their own
+    tier may hold}; the loader is the plan's: ``plan.reader_threads()`` loader threads (0: inline,
+    synchronous), ``plan.window`` steps read ahead (ring depth = window + 1); ``arena``: the memory tier is a byte arena (``ArenaTier``: samples take their own
     bytes), else page-aligned slots of the largest row (``MemoryTier``)."""
 
-    def __init__(self, ctx: RunContext, plan: Plan, *, capacity_bytes: dict[int, float], threads: int = 0,
-                 window: int = 1, capacity_flag: str = "--cache-capacity", fill_thread: bool = True,
+    def __init__(self, ctx: RunContext, plan: Plan, *, capacity_bytes: dict[int, float],
+                 capacity_flag: str = "--cache-capacity", fill_thread: bool = True,
                  arena: bool = False, shared_local: bool = False):
         self.ctx, self.plan = ctx, plan
         self.shared_local = bool(shared_local)   # one local store per node, shared by its ranks (staging)
         self.arena = bool(arena)
-        self.threads, self.window = int(threads), max(0, int(window))
+        self.threads, self.window = plan.reader_threads(), max(0, int(plan.window))
         self.jpeg = ctx.workload.format.decodes
         self._reader = ctx.reader_factory()     # the loader's first reader (opened once: the counters see opens)
         self.max_row = int(self._reader.max_row_nbytes)

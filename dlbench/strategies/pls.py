@@ -28,7 +28,7 @@ from ..plan.shuffles import pls_plan
 from . import register
 from .base import Executor, RunContext, Semantics, Strategy
 from .local import shard_capacity_check, shard_executor
-from .localcopy import TIER_CODES, LocalCopyOptions, check_delivery_order, set_pipeline
+from .localcopy import TIER_CODES, LocalCopyOptions, check_delivery_order, copies_pipeline
 
 PLS = Semantics("yes (globally)", "no", "per-rank subsets mix slowly")
 
@@ -56,7 +56,7 @@ class Pls(Strategy):
                         drop_last=options.drop_last, tier=TIER_CODES[options.tier])
         check_delivery_order(plan)
         shard_capacity_check(ctx, plan, options, f"pls (the node's shards of (1+Q)·F/W samples, Q={q})")
-        return set_pipeline(plan, options.loader_threads)
+        return copies_pipeline(plan, options)
 
     def executor(self, ctx: RunContext, plan: Plan, options: PlsOptions) -> Executor:
         return shard_executor(ctx, plan, options)

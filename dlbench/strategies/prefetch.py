@@ -34,6 +34,7 @@ from ..plan import SHARED, Plan
 from ..timeline import PHASE_ID, Timeline
 from . import register
 from .base import Batch, Executor, PlanContext, RunContext, Strategy
+from .localcopy import set_pipeline
 from .naive import GLOBAL_SHUFFLE, shared_tier_plan
 
 
@@ -279,9 +280,7 @@ class Prefetch(Strategy):
                                 {"prefetch_window_batches": options.num_workers * options.prefetch_factor},
                                 streams=max(1, options.num_workers), drop_last_batch=options.drop_last_batch)
         # num_workers processes read ahead (0: the DataLoader reads in the trainer, synchronously)
-        w = int(options.num_workers)
-        plan.pipeline, plan.loader_threads = ("prefetch", w) if w else ("sync", 1)
-        return plan
+        return set_pipeline(plan, options.num_workers, options.num_workers * options.prefetch_factor)
 
     def executor(self, ctx: RunContext, plan: Plan, options: PrefetchOptions) -> Executor:
         return DataLoaderExecutor(ctx, plan, options)
