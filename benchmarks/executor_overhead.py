@@ -47,11 +47,12 @@ def make_ctx(samples: int, batch: int):
     from types import SimpleNamespace
 
     from dlbench.comm import SerialComm
+    from dlbench.data.registry import get_format
     from dlbench.strategies import RunContext
     from dlbench.timeline import Timeline
 
     wl = SimpleNamespace(name="copy", layout="hdf5_per_sample", decoded_nbytes=ROW, sample_nbytes=ROW,
-                         format=SimpleNamespace(decodes=False))
+                         format=get_format("hdf5_per_sample"))
     sizes = np.full(samples, ROW, np.int64)
     return RunContext(workload=wl, n_samples=samples, sample_nbytes=sizes, world_size=1, rank=0,
                       node_map=np.zeros(1, np.int64), seed=0, epochs=1, local_batch=batch, comm=SerialComm(),

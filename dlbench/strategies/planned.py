@@ -95,18 +95,19 @@ class PlannedExecutor(Executor):
         self.shared_local = bool(shared_local)   # one local store per node, shared by its ranks (staging)
         self.arena = bool(arena)
         self.threads, self.window = plan.reader_threads(), max(0, int(plan.window))
-        self.jpeg = ctx.workload.format.decodes
+        self.decode = ctx.workload.format.decoder(ctx.workload)   # the format's decode step, or None
         self._reader = ctx.reader_factory()     # the loader's first reader (opened once: the counters see opens)
         self.max_row = int(self._reader.max_row_nbytes)
-        self.row_nbytes = ctx.workload.decoded_nbytes if self.jpeg else self.max_row
+        self.row_nbytes = self.max_row if self.decode is None else ctx.workload.decoded_nbytes
         self.capacity = dict(capacity_bytes)
         self.capacity_flag = capacity_flag
         self.root: Path | None = None
         self.stores = Stores({})
         rows = int(plan.meta.get("max_step_samples", plan.local_batch))
         self.ring = Ring(self.window + 1, rows, self.row_nbytes)
-        # JPEG: the stored bytes (what tiers hold and peers send) in a ring of their own, decoded into ``ring``
-        self.raw_ring = Ring(self.window + 1, rows, self.max_row) if self.jpeg else None
+        # a decoding format: the stored bytes (what tiers hold and peers send) in a ring of their own, decoded
+        # into ``ring``
+        self.raw_ring = None if self.decode is None else Ring(self.window + 1, rows, self.max_row)
         self.loader: Loader | None = None
         self.peers: PeerPush | None = None
         self.stage_s = 0.0
@@ -157,7 +158,8 @@ class PlannedExecutor(Executor):
         ctx, plan = self.ctx, self.plan
         self._open_stores()
         tl = ctx.timeline
-        self.loader = Loader(ctx, self.stores, self.ring, self.threads, self.raw_ring, tl, first_reader=self._reader)
+        self.loader = Loader(ctx, self.stores, self.ring, self.threads, self.raw_ring, tl, decode=self.decode,
+                             first_reader=self._reader)
         self._reader = None
         self.peers = PeerPush(ctx, self.stores, self.max_row, tl)
         if self.fill_thread and (self.plan_keeps_or_evicts()):
@@ -189,8 +191,8 @@ class PlannedExecutor(Executor):
         D = ring.depth
         base = self._gstep            # the fill thread's job number of this epoch's step 0
         peers.begin(view)
-        recv_ring = self.raw_ring if self.jpeg else ring
-        reader0 = loader.readers[0]
+        raw_ring, decode = self.raw_ring, self.decode
+        recv_ring = ring if raw_ring is None else raw_ring
         posted = 0                    # steps whose peer receives are posted
 
         def post_recvs_upto(limit: int, block: bool) -> None:
@@ -242,14 +244,14 @@ class PlannedExecutor(Executor):
                     loader.fill(view, t)
                 if peer_io:
                     post_recvs_upto(t + 1, block=True)
-                    if self.jpeg:   # received bytes are stored JPEGs: decode them into the batch rows
-                        raw_t, out_t = self.raw_ring[t], ring[t]
-                        peers.wait_recvs(view, t, lambda j, n, a=raw_t, b=out_t: reader0.decode_into(a[j], n, b[j]))
+                    if decode is not None:   # received bytes are stored rows: decode them into the batch rows
+                        raw_t, out_t = raw_ring[t], ring[t]
+                        peers.wait_recvs(view, t, lambda j, n, a=raw_t, b=out_t: decode(a[j], n, b[j]))
                     else:
                         peers.wait_recvs(view, t)
                 b0, b1 = bounds[t], bounds[t + 1]
                 buf = ring[t]
-                kept_rows = self.raw_ring[t] if self.jpeg else buf
+                kept_rows = buf if raw_ring is None else raw_ring[t]
                 yield Batch(buf, ids[b0:b1], b1 - b0)
                 # after the trainer's step: fills and evictions (fill thread, or here), the buffer back to the
                 # loader, sends and receives

@@ -329,12 +329,15 @@ class Loader(EpochStage, ClosingStage):
     buffer is free (``release(t)``), read, and count the step done; ``wait(t)`` blocks until it is."""
 
     def __init__(self, ctx, stores: Stores, ring: Ring, threads: int, raw_ring: Ring | None, timeline, *,
-                 wait_for_samples: bool = True, first_reader=None):
+                 decode=None, wait_for_samples: bool = True, first_reader=None):
         self.ctx, self.stores, self.ring, self.threads = ctx, stores, ring, int(threads)
         self.wait_for_samples = wait_for_samples
         self.fills_async = False          # a fill thread stores the plan's keeps (PlannedExecutor)
-        self.raw_ring = raw_ring          # JPEG: stored bytes land here, decoded rows in ``ring``
-        self.jpeg = raw_ring is not None
+        # a format with a decode step (``Format.decoder``: JPEG, TFRecord): stored bytes land in ``raw_ring``,
+        # ``decode(raw, n, out)`` writes the decoded rows into ``ring``
+        if (raw_ring is None) != (decode is None):
+            raise ValueError("Loader: a decode step needs a raw ring for the stored bytes, and a raw ring a decode step")
+        self.raw_ring, self.decode = raw_ring, decode
         self.cond = threading.Condition()
         n = max(1, self.threads)
         # ``first_reader``: one the caller opened already (each open of the shared tier is an I/O the counters
@@ -349,7 +352,7 @@ class Loader(EpochStage, ClosingStage):
         self.shared_reads = self.shared_bytes = 0       # shared-tier requests (a run counts once) and bytes
         self.run_requests = 0                           # requests that read a run of >= 2 samples
         # runs of consecutive samples as one request when every reader can (one shared HDF5 file)
-        self.run_reads = (not self.jpeg) and all(getattr(r, "supports_runs", False) for r in self.readers)
+        self.run_reads = decode is None and all(getattr(r, "supports_runs", False) for r in self.readers)
         self._threads: list[threading.Thread] = []
         self._error: BaseException | None = None
         self._stop = False
@@ -373,8 +376,8 @@ class Loader(EpochStage, ClosingStage):
             tl.add(PHASE_ID["read"], t0, t1, view.epoch, t, n, SHARED)
             return m
         out = self.ring[t][j]
-        raw = self.raw_ring[t][j] if self.jpeg else None
-        dst = raw if self.jpeg else out
+        decode = self.decode
+        dst = out if decode is None else self.raw_ring[t][j]
         if code == SHARED:
             t0 = clock()
             n = self.readers[k].read_into(sid, dst)
@@ -400,8 +403,8 @@ class Loader(EpochStage, ClosingStage):
                                    f"{t}, but does not hold it") from None
             t1 = clock()
         tl.add(PHASE_ID["read"], t0, t1, view.epoch, t, n, code)
-        if self.jpeg:
-            self.readers[k].decode_into(raw, n, out)
+        if decode is not None:
+            decode(dst, n, out)
             tl.add(PHASE_ID["decode"], t1, clock(), view.epoch, t, 0, code)
         return 1
 
@@ -433,8 +436,8 @@ class Loader(EpochStage, ClosingStage):
                           np.searchsorted(view.local, view.bounds).tolist())
         ids, src, run_len, local, lb = view.lists
         # the hot path (naive's every access): a single-sample shared-tier read straight into the step's row,
-        # locals only; everything else (own tiers, runs, JPEG decoding) through ``_read``
-        fast = not self.jpeg
+        # locals only; everything else (own tiers, runs, decoding) through ``_read``
+        fast = self.decode is None
         # own tiers read directly (no pin: nothing else stores or evicts while the trainer reads inline)
         own = self.stores.by_code if (fast and not self.fills_async and self.wait_for_samples) else {}
         out = self.ring[t]
@@ -763,7 +766,7 @@ class PeerPush(EpochStage):
         self.timeline.add(PHASE_ID["exchange"], t0, clock(), view.epoch, t, 0, PEER)
 
     def wait_recvs(self, view: EpochView, t: int, decode=None) -> None:
-        """Complete step t's receives; ``decode(j, n)``: JPEG rows decoded from the received bytes."""
+        """Complete step t's receives; ``decode(j, n)``: rows decoded from the received bytes (the format's decode step)."""
         item = self.recvs.pop(t, None)
         if item is None:
             return
