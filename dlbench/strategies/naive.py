@@ -54,6 +54,7 @@ def sync_read_epoch(ctx: RunContext, plan: Plan, e: int, rows, read_into, tier: 
     ep = plan.epoch(e)
     ids_all = ep.rank_samples(ctx.rank)
     bounds = ep.bounds[ctx.rank].tolist()
+    assert ctx.timeline is not None
     add, clock = ctx.timeline.add, ctx.clock
     READ, DECODE = PHASE_ID["read"], PHASE_ID["decode"]
     for s in range(len(bounds) - 1):

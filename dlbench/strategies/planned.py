@@ -29,16 +29,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import RunError
 from ..plan import LOCAL, MEMORY, NO_TIER, Plan
-from ..storage import ArenaTier, MemoryTier
+from ..storage import ArenaTier, LocalTier, MemoryTier
 from ..timeline import PHASE_ID, Timeline
 from .base import Batch, Executor, RunContext
 from .localcopy import open_local_tier, peer_stop, remove_local_tier
 from .stages import EpochView, Exchange, Filler, Loader, PeerPush, Ring, SampleStore, Stager, Stores
+
+if TYPE_CHECKING:
+    from ..data.formats import SampleReader
 
 
 def peak_holdings(plan: Plan, rank: int, sample_nbytes) -> dict[int, int]:
@@ -96,8 +100,10 @@ class PlannedExecutor(Executor):
         self.arena = bool(arena)
         self.threads, self.window = plan.reader_threads(), max(0, int(plan.window))
         self.decode = ctx.workload.format.decoder(ctx.workload)   # the format's decode step, or None
-        self._reader = ctx.reader_factory()     # the loader's first reader (opened once: the counters see opens)
-        self.max_row = int(self._reader.max_row_nbytes)
+        assert ctx.reader_factory is not None and ctx.timeline is not None, "a run's context: reader and timeline"
+        reader = ctx.reader_factory()     # the loader's first reader (opened once: the counters see opens)
+        self._reader: SampleReader | None = reader
+        self.max_row = int(reader.max_row_nbytes)
         self.row_nbytes = self.max_row if self.decode is None else ctx.workload.decoded_nbytes
         self.capacity = dict(capacity_bytes)
         self.capacity_flag = capacity_flag
@@ -125,6 +131,7 @@ class PlannedExecutor(Executor):
     def _open_stores(self) -> None:
         ctx = self.ctx
         stores = {}
+        tier: ArenaTier | MemoryTier | LocalTier
         for code, cap in self.capacity.items():
             if cap <= 0:
                 continue
@@ -158,6 +165,7 @@ class PlannedExecutor(Executor):
         ctx, plan = self.ctx, self.plan
         self._open_stores()
         tl = ctx.timeline
+        assert tl is not None
         self.loader = Loader(ctx, self.stores, self.ring, self.threads, self.raw_ring, tl, decode=self.decode,
                              first_reader=self._reader)
         self._reader = None
@@ -180,12 +188,15 @@ class PlannedExecutor(Executor):
     # ---- epochs ------------------------------------------------------------------------------------
     def epoch(self, e: int) -> Iterator[Batch]:
         ctx = self.ctx
-        view = EpochView(self.plan, e, ctx.rank, runs=self.loader.run_reads)
+        loader, peers, ring, filler = self.loader, self.peers, self.ring, self.filler
+        tl, clock = ctx.timeline, ctx.clock
+        if loader is None or peers is None or tl is None:
+            raise RunError("PlannedExecutor.epoch before start()")
+        view = EpochView(self.plan, e, ctx.rank, runs=loader.run_reads)
         tr = view.plan_epoch.transfers
         if tr is not None and len(tr) and self.exchange is None:   # background transfers (pls's exchange)
             self.exchange = Exchange(ctx, self.stores, ctx.timeline)
         exchange = self.exchange
-        loader, peers, ring, filler = self.loader, self.peers, self.ring, self.filler
         if exchange is not None:
             exchange.begin(view)
         D = ring.depth
@@ -226,7 +237,6 @@ class PlannedExecutor(Executor):
             post_sends(0, D - 1)
         if self.threads:
             loader.begin(view)
-        tl, clock = ctx.timeline, ctx.clock
         STAGE = PHASE_ID["stage"]
         keep, ids, bounds = view.keep, view.ids, view.bounds.tolist()
         any_keep = bool((keep != NO_TIER).any())
@@ -244,7 +254,7 @@ class PlannedExecutor(Executor):
                     loader.fill(view, t)
                 if peer_io:
                     post_recvs_upto(t + 1, block=True)
-                    if decode is not None:   # received bytes are stored rows: decode them into the batch rows
+                    if decode is not None and raw_ring is not None:   # received stored rows: decode into the batch
                         raw_t, out_t = raw_ring[t], ring[t]
                         peers.wait_recvs(view, t, lambda j, n, a=raw_t, b=out_t: decode(a[j], n, b[j]))
                     else:
@@ -354,6 +364,7 @@ class PlannedExecutor(Executor):
             try:
                 if self.shared_local and LOCAL in self.stores.by_code:
                     if done and not self._barrier_passed:
+                        assert self.ctx.comm is not None
                         self.ctx.comm.barrier()
                         self._barrier_passed = True
                     for code, st in self.stores.by_code.items():

@@ -26,7 +26,7 @@ from ..errors import ConfigError
 from ..plan import Plan
 from ..plan.shuffles import pls_plan
 from . import register
-from .base import Executor, RunContext, Semantics, Strategy
+from .base import Executor, PlanContext, RunContext, Semantics, Strategy
 from .local import shard_capacity_check, shard_executor
 from .localcopy import TIER_CODES, LocalCopyOptions, check_delivery_order, copies_pipeline
 
@@ -47,7 +47,7 @@ class Pls(Strategy):
     semantics = PLS
     Options = PlsOptions
 
-    def plan(self, ctx: RunContext, options: PlsOptions) -> Plan:
+    def plan(self, ctx: PlanContext, options: PlsOptions) -> Plan:
         q = options.exchange_fraction
         if not 0.0 <= q <= 1.0:
             raise ConfigError(f"--exchange-fraction={q}: must be from 0 to 1")

@@ -27,6 +27,7 @@ declares the lifecycle of ``stage.py`` (``Stage.stats``, ``EpochStage.begin/fini
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections import deque
@@ -83,7 +84,8 @@ class SampleStore(ClosingStage):
 
     def put_many(self, items) -> int:
         """``put`` for several (sid, row) pairs; a tier with ``put_many`` stores the new ones in one go."""
-        new, extra = [], {}
+        new: list = []
+        extra: dict[int, int] = {}
         with self.cond:          # references to samples held already (or twice in ``items``): counted now
             for sid, row in items:
                 if sid in self.refs:
@@ -338,6 +340,7 @@ class Loader(EpochStage, ClosingStage):
         if (raw_ring is None) != (decode is None):
             raise ValueError("Loader: a decode step needs a raw ring for the stored bytes, and a raw ring a decode step")
         self.raw_ring, self.decode = raw_ring, decode
+        self.read_ring: Ring = ring if raw_ring is None else raw_ring   # where the stored bytes land
         self.cond = threading.Condition()
         n = max(1, self.threads)
         # ``first_reader``: one the caller opened already (each open of the shared tier is an I/O the counters
@@ -377,7 +380,7 @@ class Loader(EpochStage, ClosingStage):
             return m
         out = self.ring[t][j]
         decode = self.decode
-        dst = out if decode is None else self.raw_ring[t][j]
+        dst = self.read_ring[t][j]
         if code == SHARED:
             t0 = clock()
             n = self.readers[k].read_into(sid, dst)
@@ -410,6 +413,10 @@ class Loader(EpochStage, ClosingStage):
 
     def _stopping(self) -> bool:
         return self._stop
+
+    def _step_free(self, t: int) -> bool:
+        """May a loader thread read into step t's buffer (or is the loader stopping)?"""
+        return t < self._free_upto or self._stop
 
     def fail(self, exc: BaseException) -> None:
         """Another stage failed (the fill thread): record its error for the trainer's next ``wait``/``fill``
@@ -504,7 +511,7 @@ class Loader(EpochStage, ClosingStage):
                 t = int(step_of[col])
                 if t >= self._free_upto:
                     with cond:
-                        cond.wait_for(lambda t=t: t < self._free_upto or self._stop)
+                        cond.wait_for(functools.partial(self._step_free, t))
                     if self._stop:
                         return
                 m = self._read(k, view, col)
@@ -1035,7 +1042,7 @@ class Exchange(EpochStage):
         self.sizes = np.broadcast_to(np.asarray(ctx.sample_nbytes, dtype=np.int64), (ctx.n_samples,))
         self.row = max(int(self.sizes.max()) if len(self.sizes) else 1, 1)
         self.sendrows = self.recvrows = aligned_rows(0, self.row)
-        self._rows = None
+        self._rows: tuple | None = None
         self._pending: tuple | None = None
         self.bytes_sent = self.bytes_received = self.messages = self.samples_received = 0
         self.steps = 0

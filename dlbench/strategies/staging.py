@@ -22,7 +22,7 @@ from ..config import opt
 from ..plan import Plan
 from ..plan.shuffles import staging_plan, staging_subset_plan
 from . import register
-from .base import Executor, RunContext, Semantics, Strategy
+from .base import Executor, PlanContext, RunContext, Semantics, Strategy
 from .localcopy import (
     TIER_CODES,
     LocalCopyOptions,
@@ -57,7 +57,7 @@ class Staging(Strategy):
     semantics = GLOBAL_SHUFFLE
     Options = StagingOptions
 
-    def plan(self, ctx: RunContext, options: StagingOptions) -> Plan:
+    def plan(self, ctx: PlanContext, options: StagingOptions) -> Plan:
         sizes = capacity_sizes(ctx, options.tier)
         cap, src = capacity_per_group(ctx, options)
         groups = groups_of(ctx, options.tier)
