@@ -304,6 +304,11 @@ class PlannedExecutor(Executor):
             self.done = True
 
     # ---- figures and cleanup -----------------------------------------------------------------------
+    def local_copies_dir(self) -> Path | None:
+        """This node's directory under the run's node-local directory (``node<k>``: its ranks' copies), once
+        a local tier is open."""
+        return None if self.root is None else self.root / f"node{int(self.ctx.node_map[self.ctx.rank])}"
+
     def extra_timelines(self) -> list:
         out = list(self.loader.timelines) if (self.loader is not None and self.threads) else []
         return out + ([self.filler.tl] if self.filler is not None else [])
