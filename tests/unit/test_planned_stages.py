@@ -286,3 +286,20 @@ def test_peer_messages_cut_per_pair_and_byte_cap():
     assert _messages(g, n, 1 << 20) == ([0, 3, 5, 6], [3, 5, 6, 7])        # every group whole
     assert _messages(g, n, 8) == ([0, 2, 3, 4, 5, 6], [2, 3, 4, 5, 6, 7])  # 12 B and 10 B groups cut
     assert _messages(g, n, 0) == (list(range(7)), list(range(1, 8)))        # one sample each
+
+
+@pytest.mark.parametrize("name,opts", [("local", {"loader_threads": 3, "window": 4}), ("local", {}),
+                                       ("clairvoyant", {"loader_threads": 2}), ("naive", {})])
+def test_simulator_costs_the_loader_the_plan_records(name, opts):
+    """Issue 16: ``dlbench simulate`` costs ``Plan.reader_threads()`` (the field the executor runs), and the
+    planner records the options' threads and window on the plan it builds."""
+    from dlbench.simulate import SimWorkload, build_plan, load_profile, simulate
+
+    wl, prof = SimWorkload("t", 64, 4, "normal", 2e5, 2e4), load_profile("hdmlp-thesis")
+    plan = build_plan(name, wl=wl, nodes=2, ranks_per_node=1, epochs=1, seed=0, profile=prof, sizes=wl.sizes(0),
+                      options=opts)
+    assert plan.reader_threads() == opts.get("loader_threads", 0)
+    if opts.get("loader_threads"):
+        assert plan.window == opts.get("window", 2)
+    r = simulate([(name, name, opts)], wl=wl, profile=prof, nodes=2, ranks_per_node=1, epochs=1)[name]
+    assert r["plan_loader_threads_per_rank"] == (float(plan.reader_threads()) if plan.reader_threads() else None)
