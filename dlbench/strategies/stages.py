@@ -380,7 +380,7 @@ class Loader(EpochStage, ClosingStage):
             return m
         out = self.ring[t][j]
         decode = self.decode
-        dst = self.read_ring[t][j]
+        dst = out if decode is None else self.read_ring[t][j]
         if code == SHARED:
             t0 = clock()
             n = self.readers[k].read_into(sid, dst)
