@@ -47,11 +47,12 @@ def make_ctx(samples: int, batch: int):
     from types import SimpleNamespace
 
     from dlbench.comm import SerialComm
+    from dlbench.data.registry import get_format
     from dlbench.strategies import RunContext
     from dlbench.timeline import Timeline
 
     wl = SimpleNamespace(name="copy", layout="hdf5_per_sample", decoded_nbytes=ROW, sample_nbytes=ROW,
-                         format=SimpleNamespace(decodes=False))
+                         format=get_format("hdf5_per_sample"))
     sizes = np.full(samples, ROW, np.int64)
     return RunContext(workload=wl, n_samples=samples, sample_nbytes=sizes, world_size=1, rank=0,
                       node_map=np.zeros(1, np.int64), seed=0, epochs=1, local_batch=batch, comm=SerialComm(),
@@ -61,6 +62,7 @@ def make_ctx(samples: int, batch: int):
 def one(variant: str, samples: int, batch: int) -> float:
     from dlbench.plan import SHARED
     from dlbench.storage import aligned_rows
+    from dlbench.strategies.localcopy import set_pipeline
     from dlbench.strategies.naive import shared_tier_plan, sync_read_epoch
     from dlbench.strategies.planned import PlannedExecutor
 
@@ -75,7 +77,7 @@ def one(variant: str, samples: int, batch: int) -> float:
         reader.close()
     else:
         threads = {"planned inline": 0, "planned 1 thread": 1, "planned 2 threads": 2}[variant]
-        ex = PlannedExecutor(ctx, plan, capacity_bytes={}, threads=threads, window=2 if threads else 0,
+        ex = PlannedExecutor(ctx, set_pipeline(plan, threads, 2 if threads else 0), capacity_bytes={},
                              fill_thread=False)
         ex.start()
         t0 = time.perf_counter_ns()

@@ -1,7 +1,8 @@
 """Format registry: one entry per on-disk layout, looked up by name (a miss lists the valid names).
 
 Each entry says what the rest of dlbench may ask about a layout without comparing its name:
-``decodes`` (rows are encoded bytes that need ``reader.decode_into`` before the trainer sees them),
+``decodes`` (rows are encoded bytes that need the format's decode step, ``Format.decoder(workload)``, before the
+trainer sees them),
 ``samples_per_file`` (``"one"``, ``"all"`` or ``"block"``), ``reads_by_offset`` (a sample is a byte
 range of a file that pread can fetch) and ``reader`` (``module:Class`` of its reader, imported
 lazily so h5py/Pillow load only when used). Adding a layout is one ``register(Format(...))`` line
@@ -34,6 +35,18 @@ class Format:
     def reader_class(self):
         mod, cls = self.reader.split(":")
         return getattr(importlib.import_module(f"dlbench.data.{mod}"), cls)
+
+    def decoder(self, workload):
+        """The format's decode step for ``workload``: ``decode(raw, nbytes, out)`` turns a stored row
+        (``raw[:nbytes]``) into the decoded row the trainer sees, written into ``out`` (returns the decoded
+        bytes, or None: the whole ``workload.decoded_nbytes``); None when rows are delivered as stored
+        (``decodes`` false). Asked once per executor/verifier, called per sample: the module's
+        ``decoder(workload)`` (the workload's decoded shape bound), else its ``decode_into``."""
+        if not self.decodes:
+            return None
+        drv = self.driver()
+        bind = getattr(drv, "decoder", None)
+        return bind(workload) if bind is not None else drv.decode_into
 
     def driver(self):
         """The format module (``module``), imported on first use (docs/formats.md lists its functions)."""

@@ -90,7 +90,8 @@ def owner_sources(rows: np.ndarray, bounds: np.ndarray, owner: np.ndarray, *, fi
 
 def lbann_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
                mode: str, sample_nbytes=1, drop_last: bool = False, drop_last_batch: bool = False,
-               pipeline: str = "sync", loader_threads: int | None = None) -> Plan:
+               pipeline: str = "sync", loader_threads: int | None = None,
+                window: int = 0) -> Plan:
     """LBANN's data store: every rank owns about F/W samples in memory and sends them to the ranks whose
     batch needs them; training follows the exact global shuffle.
 
@@ -147,7 +148,7 @@ def lbann_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_
             "cache_peak_bytes": peak_bytes.astype(np.int64).tolist()}
     return Plan(strategy="lbann", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, prologue=prologue, meta=meta,
-                pipeline=pipeline, loader_threads=loader_threads)
+                pipeline=pipeline, loader_threads=loader_threads, window=window)
 
 
 __all__ = ["Accesses", "access_table", "global_rows", "owner_sources", "lbann_plan"]

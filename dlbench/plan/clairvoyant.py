@@ -91,7 +91,7 @@ TABLE_BUDGET_BYTES = 512 << 20   # the frequency pass handles this many bytes of
 
 def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
                      sample_nbytes, memory_bytes: float, local_bytes: float = 0.0, drop_last: bool = False,
-                     drop_last_batch: bool = False, pipeline: str = "prefetch", loader_threads: int | None = 2,
+                     drop_last_batch: bool = False, pipeline: str = "prefetch", loader_threads: int | None = 2, window: int = 2,
                      table_budget_bytes: int = TABLE_BUDGET_BYTES, tie_break: str = "first-access") -> Plan:
     """The clairvoyant plan (module doc). ``memory_bytes``: bytes each rank's memory tier holds (inf: all);
     ``local_bytes``: bytes each rank may store in the node-local disk tier (0: none). The frequency pass runs
@@ -190,7 +190,7 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
             "cached_accesses_share_per_rank": [round(float(x), 6) for x in share]}
     return Plan(strategy="clairvoyant", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, meta=meta, pipeline=pipeline,
-                loader_threads=loader_threads)
+                loader_threads=loader_threads, window=window)
 
 
 __all__ = ["TIE_BREAKS", "access_frequencies", "assign_tiers", "clairvoyant_plan"]

@@ -60,7 +60,8 @@ def memory_stream(seed: int, e: int, in_memory: np.ndarray, length: int) -> np.n
 
 def deepio_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
                 capacity: float, sample_nbytes, mode: str, drop_last: bool = False, pipeline: str = "sync",
-                loader_threads: int | None = None) -> Plan:
+                loader_threads: int | None = None,
+                window: int = 0) -> Plan:
     """The DeepIO plan (module doc). ``capacity``: bytes each rank holds in memory; ``sample_nbytes``: the
     bytes of each sample (or one size for all)."""
     if mode not in MODES:
@@ -108,7 +109,7 @@ def deepio_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local
     build = build_ordered if mode == "ordered" else build_opportunistic
     return Plan(strategy="deepio", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, prologue=prologue, meta=meta,
-                pipeline=pipeline, loader_threads=loader_threads)
+                pipeline=pipeline, loader_threads=loader_threads, window=window)
 
 
 __all__ = ["MODES", "partitions", "memory_stream", "deepio_plan"]

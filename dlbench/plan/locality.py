@@ -119,7 +119,8 @@ def first_reads_kept(rows: np.ndarray, bounds: np.ndarray, capacity: float, F: i
 
 def locality_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
                   capacity: float, sample_nbytes, drop_last: bool = False, pipeline: str = "sync",
-                  loader_threads: int | None = None) -> Plan:
+                  loader_threads: int | None = None,
+                window: int = 0) -> Plan:
     """The locality-aware plan (module doc). ``capacity``: bytes each rank's memory cache holds;
     ``sample_nbytes``: the bytes of each sample (or one size for all)."""
     W, F = int(world_size), int(n_samples)
@@ -146,7 +147,7 @@ def locality_plan(*, n_samples: int, world_size: int, node_map, epochs: int, loc
             "samples_cached": int((owner >= 0).sum())}
     return Plan(strategy="locality", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, meta=meta, pipeline=pipeline,
-                loader_threads=loader_threads)
+                loader_threads=loader_threads, window=window)
 
 
 __all__ = ["rebalance_batch", "rebalanced_epoch", "global_batch", "first_reads_kept", "locality_plan"]

@@ -13,7 +13,8 @@ Typed parts (no untyped side dicts):
 - ``Prologue``: moves before epoch 0 (staging, preloads), row by row: reads of the shared tier into a rank's
   own tier, and peer moves (who sends which sample to whom, e.g. staging's distribution between nodes);
 - ``Plan.pipeline``: how the executor fetches (``sync``: one request at a time, in the trainer; ``prefetch``:
-  loader threads read ahead in access order) and ``Plan.loader_threads``.
+  loader threads read ahead in access order), ``Plan.loader_threads`` and ``Plan.window`` (steps read ahead):
+  set by the planner, read by the executor and by ``dlbench simulate`` (``Plan.reader_threads``).
 
 Possession rule (checked by ``check_possession``): within a step, deliveries come first, then keeps, then
 transfers land (and moved samples leave the sender), then evictions. An own-tier access or a peer's send at
@@ -229,7 +230,7 @@ class Plan:
     def __init__(self, *, strategy: str, n_samples: int, world_size: int, node_map: np.ndarray,
                  epochs: int, local_batch: int, seed: int, build_epoch: Callable[[int], EpochPlan],
                  prologue: Prologue | None = None, meta: dict | None = None, cache_epochs: int = 2,
-                 pipeline: str = "sync", loader_threads: int | None = None):
+                 pipeline: str = "sync", loader_threads: int | None = None, window: int = 0):
         if pipeline not in PIPELINES:
             raise ValueError(f"pipeline {pipeline!r}: one of {PIPELINES}")
         self.strategy = strategy
@@ -243,9 +244,15 @@ class Plan:
         self.meta = dict(meta or {})
         self.pipeline = pipeline                  # sync | prefetch (module doc)
         self.loader_threads = loader_threads      # per rank; None: the system profile's staging threads
+        self.window = int(window)                 # steps the executor reads ahead (ring depth - 1; peer receives)
         self._build = build_epoch
         self._cache: dict[int, EpochPlan] = {}
         self._cache_epochs = cache_epochs
+
+    def reader_threads(self) -> int:
+        """Loader threads per rank the executor runs and the simulator costs: ``loader_threads`` (at least 1)
+        for a ``prefetch`` pipeline, 0 for ``sync`` (the trainer reads each step itself)."""
+        return max(1, int(self.loader_threads or 1)) if self.pipeline == "prefetch" else 0
 
     @property
     def nodes(self) -> int:

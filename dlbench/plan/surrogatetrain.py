@@ -586,7 +586,8 @@ def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: in
                         buffer_samples: int | None = None, buffer_bytes: int | None = None, sample_nbytes=None,
                         align: int = 1, reorder: bool = True, remap: bool = True, balance: bool = True,
                         chunking: bool = True, eviction: str = "lookahead", pipeline: str = "sync",
-                        loader_threads: int | None = None) -> Plan:
+                        loader_threads: int | None = None,
+                window: int = 0) -> Plan:
     """SurrogateTrain's plan (module doc). The buffer of each rank: ``buffer_bytes`` with the samples' sizes
     ``sample_nbytes`` (each rounded up to ``align`` bytes, as the executor's arena stores them), or
     ``buffer_samples`` (every sample counts 1, no placement)."""
@@ -658,7 +659,7 @@ def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: in
     if E <= 32:
         meta["transition_costs"] = cost.tolist()
     return Plan(strategy="surrogatetrain", n_samples=F, world_size=W, node_map=node_map, epochs=E, local_batch=b,
-                seed=seed, build_epoch=eng.build, meta=meta, pipeline=pipeline, loader_threads=loader_threads)
+                seed=seed, build_epoch=eng.build, meta=meta, pipeline=pipeline, loader_threads=loader_threads, window=window)
 
 
 def exact_vs_heuristic(E: int, F: int, C: int, seed: int = 0) -> dict:

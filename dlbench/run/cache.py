@@ -75,9 +75,9 @@ class CacheControl:
         if self.leader:
             paths: list[str] = ([str(self.data_dir / p) for p in self.manifest.paths]
                                 if self.data_dir is not None else [])
-            root = getattr(executor, "root", None)      # localcopy/planned: the run's node-local directory
-            if root is not None:
-                paths += self.pc.files_under(Path(root) / f"node{self.comm.node}")
+            local = executor.local_copies_dir()     # the node's local copies (staging, local, pls, caches)
+            if local is not None:
+                paths += self.pc.files_under(local)
             got = self.pc.evict(paths)
         self.comm.barrier()
         t1 = clock()

@@ -5,7 +5,7 @@ across ranks, every sample as often as the plan says."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,11 +27,8 @@ class Verifier:
         self.workload, self.seed, self.ctx = workload, seed, ctx
         self.expected_row = expected_row
         self.count = 0
-        self.jpeg = workload.format.decodes
-        if self.jpeg:
-            if ctx.reader_factory is None:
-                raise RunError(f"--verify: layout {workload.layout} decodes its rows, and the run gave no reader")
-            self.reader: Any = ctx.reader_factory()   # a decoding reader: decode_into (not on SampleReader)
+        self.decode = workload.format.decoder(workload)   # the format's decode step, or None
+        if self.decode is not None:
             self.tmp = np.empty(workload.decoded_nbytes, dtype=np.uint8)
         self.seen: list[np.ndarray] = []
 
@@ -43,8 +40,8 @@ class Verifier:
                            f"{got[:8].tolist()}... differ from the plan's {want[:8].tolist()}...")
         for j, i in enumerate(got.tolist()):
             exp = self.expected_row(self.workload, self.seed, i)
-            if self.jpeg:
-                n = self.reader.decode_into(exp, len(exp), self.tmp)
+            if self.decode is not None:
+                n = self.decode(exp, len(exp), self.tmp)
                 exp = self.tmp if n is None else self.tmp[:n]   # rows of varying size (tfrecord) say how long
             row = batch.rows[j, :len(exp)]
             if len(exp) > batch.rows.shape[1] or not np.array_equal(row, exp):

@@ -395,7 +395,7 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
         policy = policy_of(name, plan)
         threads = None
         if policy == "prefetch":
-            threads = float(loader_threads) / ranks_per_node if loader_threads else float(plan.loader_threads or 1)
+            threads = float(loader_threads) / ranks_per_node if loader_threads else float(plan.reader_threads())
         c = model.cost(plan, sizes, policy, threads_per_rank=threads,
                        fill_to_capacity=bool(mo.get("prologue_fill_to_capacity", False)),
                        tier_fill=bool(mo.get("fill_by_tier_threads", False)),

@@ -147,6 +147,11 @@ class Executor:
         files: their stop markers), or None."""
         return None
 
+    def local_copies_dir(self) -> Path | None:
+        """The directory of this node's node-local copies written during the run (``--cache drop`` evicts
+        their pages with the dataset's before every epoch), or None: the executor keeps none on disk."""
+        return None
+
 
 class Strategy:
     name: ClassVar[str] = ""

@@ -130,7 +130,8 @@ def planned_executor(ctx: RunContext, plan: Plan, options, *, local_bytes: float
     """The cache family's executor: a memory tier holding this rank's planned cache — a byte arena of the
     plan's bytes for the rank (``arena_bytes``), or with ``slots`` page-aligned slots of the largest sample
     for its peak samples (at least ``min_samples``) —, a node-local tier of ``local_bytes`` (the same on
-    every rank: opening it is collective), the options' loader threads, window and fill thread.
+    every rank: opening it is collective), the plan's loader threads and window (``pipeline_of``), the
+    options' fill thread.
     ``executor``: a ``PlannedExecutor`` subclass."""
     if slots:
         peak = cache_peak_samples(plan)
@@ -138,14 +139,14 @@ def planned_executor(ctx: RunContext, plan: Plan, options, *, local_bytes: float
     else:
         mem = float(arena_bytes(ctx, plan))
     cap = {MEMORY: mem, LOCAL: float(local_bytes)}
-    return executor(ctx, plan, capacity_bytes=cap, threads=options.loader_threads, window=options.window,
-                    capacity_flag="--cache-capacity", fill_thread=options.fill_thread, arena=not slots)
+    return executor(ctx, plan, capacity_bytes=cap, capacity_flag="--cache-capacity", fill_thread=options.fill_thread, arena=not slots)
 
 
 def pipeline_of(options) -> dict:
     """Plan keywords for the loader the executor will run (what ``dlbench simulate`` costs): loader threads
-    reading ahead, or the trainer reading synchronously (``localcopy.set_pipeline`` for built plans)."""
-    return pipeline_for(options.loader_threads)
+    reading ``window`` steps ahead, or the trainer reading synchronously (the window then: the steps whose
+    peer receives are posted ahead) (``localcopy.set_pipeline`` for built plans)."""
+    return pipeline_for(options.loader_threads, options.window)
 
 
 __all__ = ["CacheOptions", "slot_bytes", "memory_capacity_per_rank", "capacity_samples", "check_cache_capacity",

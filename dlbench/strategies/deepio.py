@@ -14,7 +14,7 @@ from ..config import opt
 from ..plan import Plan
 from ..plan.deepio import deepio_plan
 from . import register
-from .base import Executor, RunContext, Semantics, Strategy
+from .base import Executor, PlanContext, RunContext, Semantics, Strategy
 from .cache import CacheOptions, check_cache_capacity, need_bytes, pipeline_of, planned_executor
 
 DEEPIO = Semantics("yes (ordered); no unless memory holds the dataset (opportunistic)",
@@ -39,7 +39,7 @@ class Deepio(Strategy):
     semantics = DEEPIO
     Options = DeepioOptions
 
-    def plan(self, ctx: RunContext, options: DeepioOptions) -> Plan:
+    def plan(self, ctx: PlanContext, options: DeepioOptions) -> Plan:
         cap = need_bytes(ctx, options, f"deepio {options.mode}")
         plan = deepio_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                            epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, capacity=cap,

@@ -12,7 +12,7 @@ from ..config import opt
 from ..plan import Plan
 from ..plan.caches import lbann_plan
 from . import register
-from .base import Executor, RunContext, Strategy
+from .base import Executor, PlanContext, RunContext, Strategy
 from .cache import CacheOptions, check_cache_capacity, pipeline_of, planned_executor
 from .naive import GLOBAL_SHUFFLE
 
@@ -35,7 +35,7 @@ class Lbann(Strategy):
     semantics = GLOBAL_SHUFFLE
     Options = LbannOptions
 
-    def plan(self, ctx: RunContext, options: LbannOptions) -> Plan:
+    def plan(self, ctx: PlanContext, options: LbannOptions) -> Plan:
         plan = lbann_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                           epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, mode=options.mode,
                           sample_nbytes=ctx.sample_nbytes, drop_last=options.drop_last, **pipeline_of(options))

@@ -12,7 +12,7 @@ import numpy as np
 from ..plan import Plan
 from ..plan.shuffles import local_plan, storage_bytes_per_rank
 from . import register
-from .base import Executor, RunContext, Semantics, Strategy
+from .base import Executor, PlanContext, RunContext, Semantics, Strategy
 from .localcopy import (
     TIER_CODES,
     LocalCopyOptions,
@@ -20,8 +20,8 @@ from .localcopy import (
     capacity_sizes,
     check_capacity,
     copies_executor,
+    copies_pipeline,
     groups_of,
-    set_pipeline,
 )
 
 LOCAL_SHUFFLE = Semantics("no (per-rank subsets)", "no", "yes")
@@ -38,7 +38,7 @@ def shard_executor(ctx: RunContext, plan: Plan, options) -> Executor:
     return copies_executor(ctx, plan, options, int(plan.meta["storage_bytes_per_rank"][ctx.rank]), shared_local=False)
 
 
-def shard_capacity_check(ctx: RunContext, plan: Plan, options, what: str) -> None:
+def shard_capacity_check(ctx: PlanContext, plan: Plan, options, what: str) -> None:
     """Per-rank peak storage from the plan, summed per storage group, against the capacity."""
     per_rank = storage_bytes_per_rank(plan, capacity_sizes(ctx, options.tier))
     groups = groups_of(ctx, options.tier)
@@ -57,12 +57,12 @@ class Local(Strategy):
     semantics = LOCAL_SHUFFLE
     Options = LocalOptions
 
-    def plan(self, ctx: RunContext, options: LocalOptions) -> Plan:
+    def plan(self, ctx: PlanContext, options: LocalOptions) -> Plan:
         plan = local_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                           epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed,
                           drop_last=options.drop_last, tier=TIER_CODES[options.tier])
         shard_capacity_check(ctx, plan, options, "local shuffling (the node's shards of F/W samples)")
-        return set_pipeline(plan, options.loader_threads)
+        return copies_pipeline(plan, options)
 
     def executor(self, ctx: RunContext, plan: Plan, options: LocalOptions) -> Executor:
         return shard_executor(ctx, plan, options)

@@ -12,8 +12,8 @@ once and removed with its last reference.
 Recording (``stages.Stager``, ``stages.Exchange``, ``stages.Loader``). Prologue (epoch −1): one ``read`` per
 sample from the shared tier (tier SHARED), ``exchange`` intervals of the plan's peer rows between nodes (tier
 PEER, bytes received), and one ``stage`` interval over the whole prologue (bytes written); ``mark_epoch(-1,
-...)``. Epochs: one ``read`` per sample from the store (tier LOCAL or MEMORY) and, for JPEG workloads, a
-``decode``; pls adds ``exchange`` intervals for posting and completing each step's transfers.
+...)``. Epochs: one ``read`` per sample from the store (tier LOCAL or MEMORY) and, for a format with a decode
+step (``Format.decoder``), a ``decode``; pls adds ``exchange`` intervals for posting and completing each step's transfers.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ..config import opt
 from ..errors import CapacityError, RunError
 from ..plan import LOCAL, MEMORY, Plan
 from ..storage import PAGE, LocalTier, check_local_dir
-from .base import Executor, RunContext
+from .base import Executor, PlanContext, RunContext
 
 TIER_CODES = {"local": LOCAL, "memory": MEMORY}
 
@@ -49,27 +49,36 @@ class LocalCopyOptions:
     window: int = opt(2, help="steps the loader threads read ahead", min=0, max=1024)
 
 
-def pipeline_for(threads: int) -> dict:
-    """Plan keywords (``pipeline``, ``loader_threads``) for the loader an executor runs (what ``dlbench
-    simulate`` costs): ``threads`` loader threads per rank reading ahead, or 0: the trainer reads
-    synchronously. The one rule (``cache.pipeline_of`` for options, ``set_pipeline`` for built plans)."""
+def pipeline_for(threads: int, window: int) -> dict:
+    """Plan keywords (``pipeline``, ``loader_threads``, ``window``) for the loader the executor runs and
+    ``dlbench simulate`` costs (``Plan.reader_threads``): ``threads`` loader threads per rank reading up to
+    ``window`` steps ahead, or 0: the trainer reads synchronously. The one rule (``cache.pipeline_of`` for
+    options, ``set_pipeline`` for built plans); the executors take the loader from the plan only."""
     t = int(threads)
-    return {"pipeline": "prefetch" if t > 0 else "sync", "loader_threads": t if t > 0 else 1}
+    return {"pipeline": "prefetch" if t > 0 else "sync", "loader_threads": t if t > 0 else 1,
+            "window": max(0, int(window))}
 
 
-def set_pipeline(plan: Plan, threads: int) -> Plan:
-    """Record ``pipeline_for(threads)`` on a built plan."""
-    kw = pipeline_for(threads)
-    plan.pipeline, plan.loader_threads = kw["pipeline"], kw["loader_threads"]
+def set_pipeline(plan: Plan, threads: int, window: int) -> Plan:
+    """Record ``pipeline_for(threads, window)`` on a plan the planner built."""
+    kw = pipeline_for(threads, window)
+    plan.pipeline, plan.loader_threads, plan.window = kw["pipeline"], kw["loader_threads"], kw["window"]
     return plan
 
 
-def groups_of(ctx: RunContext, tier: str) -> np.ndarray:
+def copies_pipeline(plan: Plan, options) -> Plan:
+    """staging, local, pls: ``options``' loader threads on ``plan``, reading ``options.window`` steps ahead
+    (none inline: the trainer reads each step into one batch buffer, no read-ahead ring)."""
+    t = int(options.loader_threads)
+    return set_pipeline(plan, t, options.window if t else 0)
+
+
+def groups_of(ctx: PlanContext | RunContext, tier: str) -> np.ndarray:
     """Storage group of every rank: its node for a node-local directory, itself for process memory."""
     return np.asarray(ctx.node_map, dtype=np.int64) if tier == "local" else np.arange(ctx.world_size)
 
 
-def capacity_per_group(ctx: RunContext, options) -> tuple[float, str]:
+def capacity_per_group(ctx: PlanContext | RunContext, options) -> tuple[float, str]:
     """(bytes a storage group may hold, where that figure comes from)."""
     if options.local_capacity:
         return float(options.local_capacity), "--local-capacity"
@@ -85,7 +94,7 @@ def capacity_per_group(ctx: RunContext, options) -> tuple[float, str]:
     return cap / ranks_on_node, f"system profile {name}'s memory tier / {ranks_on_node} ranks on the node"
 
 
-def capacity_sizes(ctx: RunContext, tier: str) -> np.ndarray:
+def capacity_sizes(ctx: PlanContext | RunContext, tier: str) -> np.ndarray:
     """Bytes a sample takes in the tier: its size on disk (local), a page-aligned slot of the largest row
     (memory: MemoryTier's slots)."""
     sizes = np.broadcast_to(np.asarray(ctx.sample_nbytes, dtype=np.int64), (ctx.n_samples,))
@@ -109,7 +118,8 @@ def check_capacity(need_per_group: np.ndarray, cap: float, src: str, what: str) 
 def copies_executor(ctx: RunContext, plan: Plan, options, need_bytes: int, *, shared_local: bool) -> Executor:
     """The planned executor for a plan of local copies (staging, local, pls): one own tier of ``options.tier``
     sized for ``need_bytes`` (in ``capacity_sizes`` units: page-aligned slots for memory), shared by the node's
-    ranks (``shared_local``: staging's node-local directory) or the rank's own, and ``options``' loader."""
+    ranks (``shared_local``: staging's node-local directory) or the rank's own; the loader is the plan's
+    (``copies_pipeline``)."""
     from .planned import PlannedExecutor
 
     code = TIER_CODES[options.tier]
@@ -124,9 +134,7 @@ def copies_executor(ctx: RunContext, plan: Plan, options, need_bytes: int, *, sh
                                 f"{fmt_bytes(slots * stride)} in rank {ctx.rank}'s memory, {fmt_bytes(cap)} "
                                 f"available; pass --local-capacity BYTES or use --tier local")
         need = slots * stride
-    # inline (no loader threads) the trainer reads each step into one batch buffer: no read-ahead ring
-    return PlannedExecutor(ctx, plan, capacity_bytes={code: need}, threads=options.loader_threads,
-                           window=options.window if options.loader_threads else 0, capacity_flag="--local-capacity",
+    return PlannedExecutor(ctx, plan, capacity_bytes={code: need}, capacity_flag="--local-capacity",
                            shared_local=shared_local and options.tier == "local")
 
 
@@ -139,6 +147,7 @@ def open_local_tier(ctx: RunContext, need_per_node: int, cap: int, *, private: b
     ``node<k>`` (shared by the node's ranks) and marks this rank an owner of the run directory (undone by
     ``remove_local_tier``)."""
     comm = ctx.comm
+    assert comm is not None, "a run's context: the comm"
     tag = comm.bcast(f"{os.getpid()}-{time.time_ns()}" if comm.rank == 0 else None)
     base = Path(ctx.local_dir) if ctx.local_dir is not None else Path("dlbench-local")
     stale = remove_stale_run_dirs(base)  # copies of runs killed before they could clean up
@@ -243,7 +252,7 @@ def live_owners(root: Path) -> list[str]:
     import socket
 
     host = socket.gethostname()
-    out = []
+    out: list[str] = []
     try:
         markers = list(root.glob(".owner-*"))
     except OSError:
@@ -298,7 +307,8 @@ def live_peers(root: Path, *, stopping: bool = True) -> list[int]:
     ``stopping=False``: only those not already stopping (no ``.stop-`` marker)."""
     import socket
 
-    host, me, out = socket.gethostname(), os.getpid(), []
+    host, me = socket.gethostname(), os.getpid()
+    out: list[int] = []
     try:
         names = os.listdir(root)
     except OSError:

@@ -54,6 +54,7 @@ def sync_read_epoch(ctx: RunContext, plan: Plan, e: int, rows, read_into, tier: 
     ep = plan.epoch(e)
     ids_all = ep.rank_samples(ctx.rank)
     bounds = ep.bounds[ctx.rank].tolist()
+    assert ctx.timeline is not None
     add, clock = ctx.timeline.add, ctx.clock
     READ, DECODE = PHASE_ID["read"], PHASE_ID["decode"]
     for s in range(len(bounds) - 1):
@@ -95,4 +96,4 @@ class Naive(Strategy):
         # one request per sample, with no own tier, no read-ahead and no fill thread
         from .planned import PlannedExecutor
 
-        return PlannedExecutor(ctx, plan, capacity_bytes={}, threads=0, window=0, fill_thread=False)
+        return PlannedExecutor(ctx, plan, capacity_bytes={}, fill_thread=False)

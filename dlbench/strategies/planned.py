@@ -29,16 +29,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import RunError
 from ..plan import LOCAL, MEMORY, NO_TIER, Plan
-from ..storage import ArenaTier, MemoryTier
+from ..storage import ArenaTier, LocalTier, MemoryTier
 from ..timeline import PHASE_ID, Timeline
 from .base import Batch, Executor, RunContext
 from .localcopy import open_local_tier, peer_stop, remove_local_tier
 from .stages import EpochView, Exchange, Filler, Loader, PeerPush, Ring, SampleStore, Stager, Stores
+
+if TYPE_CHECKING:
+    from ..data.formats import SampleReader
 
 
 def peak_holdings(plan: Plan, rank: int, sample_nbytes) -> dict[int, int]:
@@ -84,29 +88,32 @@ def peak_holdings(plan: Plan, rank: int, sample_nbytes) -> dict[int, int]:
 
 class PlannedExecutor(Executor):
     """Executes ``plan`` for ``ctx.rank`` (module doc). ``capacity_bytes``: {tier code: bytes this rank's
-    tier may hold}; ``threads``: loader threads (0: inline, synchronous); ``window``: steps read ahead
-    (ring depth = window + 1); ``arena``: the memory tier is a byte arena (``ArenaTier``: samples take their own
+    tier may hold}; the loader is the plan's: ``plan.reader_threads()`` loader threads (0: inline,
+    synchronous), ``plan.window`` steps read ahead (ring depth = window + 1); ``arena``: the memory tier is a byte arena (``ArenaTier``: samples take their own
     bytes), else page-aligned slots of the largest row (``MemoryTier``)."""
 
-    def __init__(self, ctx: RunContext, plan: Plan, *, capacity_bytes: dict[int, float], threads: int = 0,
-                 window: int = 1, capacity_flag: str = "--cache-capacity", fill_thread: bool = True,
+    def __init__(self, ctx: RunContext, plan: Plan, *, capacity_bytes: dict[int, float],
+                 capacity_flag: str = "--cache-capacity", fill_thread: bool = True,
                  arena: bool = False, shared_local: bool = False):
         self.ctx, self.plan = ctx, plan
         self.shared_local = bool(shared_local)   # one local store per node, shared by its ranks (staging)
         self.arena = bool(arena)
-        self.threads, self.window = int(threads), max(0, int(window))
-        self.jpeg = ctx.workload.format.decodes
-        self._reader = ctx.reader_factory()     # the loader's first reader (opened once: the counters see opens)
-        self.max_row = int(self._reader.max_row_nbytes)
-        self.row_nbytes = ctx.workload.decoded_nbytes if self.jpeg else self.max_row
+        self.threads, self.window = plan.reader_threads(), max(0, int(plan.window))
+        self.decode = ctx.workload.format.decoder(ctx.workload)   # the format's decode step, or None
+        assert ctx.reader_factory is not None and ctx.timeline is not None, "a run's context: reader and timeline"
+        reader = ctx.reader_factory()     # the loader's first reader (opened once: the counters see opens)
+        self._reader: SampleReader | None = reader
+        self.max_row = int(reader.max_row_nbytes)
+        self.row_nbytes = self.max_row if self.decode is None else ctx.workload.decoded_nbytes
         self.capacity = dict(capacity_bytes)
         self.capacity_flag = capacity_flag
         self.root: Path | None = None
         self.stores = Stores({})
         rows = int(plan.meta.get("max_step_samples", plan.local_batch))
         self.ring = Ring(self.window + 1, rows, self.row_nbytes)
-        # JPEG: the stored bytes (what tiers hold and peers send) in a ring of their own, decoded into ``ring``
-        self.raw_ring = Ring(self.window + 1, rows, self.max_row) if self.jpeg else None
+        # a decoding format: the stored bytes (what tiers hold and peers send) in a ring of their own, decoded
+        # into ``ring``
+        self.raw_ring = None if self.decode is None else Ring(self.window + 1, rows, self.max_row)
         self.loader: Loader | None = None
         self.peers: PeerPush | None = None
         self.stage_s = 0.0
@@ -124,6 +131,7 @@ class PlannedExecutor(Executor):
     def _open_stores(self) -> None:
         ctx = self.ctx
         stores = {}
+        tier: ArenaTier | MemoryTier | LocalTier
         for code, cap in self.capacity.items():
             if cap <= 0:
                 continue
@@ -157,7 +165,9 @@ class PlannedExecutor(Executor):
         ctx, plan = self.ctx, self.plan
         self._open_stores()
         tl = ctx.timeline
-        self.loader = Loader(ctx, self.stores, self.ring, self.threads, self.raw_ring, tl, first_reader=self._reader)
+        assert tl is not None
+        self.loader = Loader(ctx, self.stores, self.ring, self.threads, self.raw_ring, tl, decode=self.decode,
+                             first_reader=self._reader)
         self._reader = None
         self.peers = PeerPush(ctx, self.stores, self.max_row, tl)
         if self.fill_thread and (self.plan_keeps_or_evicts()):
@@ -178,19 +188,22 @@ class PlannedExecutor(Executor):
     # ---- epochs ------------------------------------------------------------------------------------
     def epoch(self, e: int) -> Iterator[Batch]:
         ctx = self.ctx
-        view = EpochView(self.plan, e, ctx.rank, runs=self.loader.run_reads)
+        loader, peers, ring, filler = self.loader, self.peers, self.ring, self.filler
+        tl, clock = ctx.timeline, ctx.clock
+        if loader is None or peers is None or tl is None:
+            raise RunError("PlannedExecutor.epoch before start()")
+        view = EpochView(self.plan, e, ctx.rank, runs=loader.run_reads)
         tr = view.plan_epoch.transfers
         if tr is not None and len(tr) and self.exchange is None:   # background transfers (pls's exchange)
             self.exchange = Exchange(ctx, self.stores, ctx.timeline)
         exchange = self.exchange
-        loader, peers, ring, filler = self.loader, self.peers, self.ring, self.filler
         if exchange is not None:
             exchange.begin(view)
         D = ring.depth
         base = self._gstep            # the fill thread's job number of this epoch's step 0
         peers.begin(view)
-        recv_ring = self.raw_ring if self.jpeg else ring
-        reader0 = loader.readers[0]
+        raw_ring, decode = self.raw_ring, self.decode
+        recv_ring = ring if raw_ring is None else raw_ring
         posted = 0                    # steps whose peer receives are posted
 
         def post_recvs_upto(limit: int, block: bool) -> None:
@@ -224,7 +237,6 @@ class PlannedExecutor(Executor):
             post_sends(0, D - 1)
         if self.threads:
             loader.begin(view)
-        tl, clock = ctx.timeline, ctx.clock
         STAGE = PHASE_ID["stage"]
         keep, ids, bounds = view.keep, view.ids, view.bounds.tolist()
         any_keep = bool((keep != NO_TIER).any())
@@ -242,14 +254,14 @@ class PlannedExecutor(Executor):
                     loader.fill(view, t)
                 if peer_io:
                     post_recvs_upto(t + 1, block=True)
-                    if self.jpeg:   # received bytes are stored JPEGs: decode them into the batch rows
-                        raw_t, out_t = self.raw_ring[t], ring[t]
-                        peers.wait_recvs(view, t, lambda j, n, a=raw_t, b=out_t: reader0.decode_into(a[j], n, b[j]))
+                    if decode is not None and raw_ring is not None:   # received stored rows: decode into the batch
+                        raw_t, out_t = raw_ring[t], ring[t]
+                        peers.wait_recvs(view, t, lambda j, n, a=raw_t, b=out_t: decode(a[j], n, b[j]))
                     else:
                         peers.wait_recvs(view, t)
                 b0, b1 = bounds[t], bounds[t + 1]
                 buf = ring[t]
-                kept_rows = self.raw_ring[t] if self.jpeg else buf
+                kept_rows = buf if raw_ring is None else raw_ring[t]
                 yield Batch(buf, ids[b0:b1], b1 - b0)
                 # after the trainer's step: fills and evictions (fill thread, or here), the buffer back to the
                 # loader, sends and receives
@@ -292,6 +304,11 @@ class PlannedExecutor(Executor):
             self.done = True
 
     # ---- figures and cleanup -----------------------------------------------------------------------
+    def local_copies_dir(self) -> Path | None:
+        """This node's directory under the run's node-local directory (``node<k>``: its ranks' copies), once
+        a local tier is open."""
+        return None if self.root is None else self.root / f"node{int(self.ctx.node_map[self.ctx.rank])}"
+
     def extra_timelines(self) -> list:
         out = list(self.loader.timelines) if (self.loader is not None and self.threads) else []
         return out + ([self.filler.tl] if self.filler is not None else [])
@@ -352,6 +369,7 @@ class PlannedExecutor(Executor):
             try:
                 if self.shared_local and LOCAL in self.stores.by_code:
                     if done and not self._barrier_passed:
+                        assert self.ctx.comm is not None
                         self.ctx.comm.barrier()
                         self._barrier_passed = True
                     for code, st in self.stores.by_code.items():

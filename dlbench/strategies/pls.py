@@ -26,9 +26,9 @@ from ..errors import ConfigError
 from ..plan import Plan
 from ..plan.shuffles import pls_plan
 from . import register
-from .base import Executor, RunContext, Semantics, Strategy
+from .base import Executor, PlanContext, RunContext, Semantics, Strategy
 from .local import shard_capacity_check, shard_executor
-from .localcopy import TIER_CODES, LocalCopyOptions, check_delivery_order, set_pipeline
+from .localcopy import TIER_CODES, LocalCopyOptions, check_delivery_order, copies_pipeline
 
 PLS = Semantics("yes (globally)", "no", "per-rank subsets mix slowly")
 
@@ -52,7 +52,7 @@ class Pls(Strategy):
     def run_label(self, options: dict) -> str:
         return f"pls Q={options.get('exchange_fraction')}"
 
-    def plan(self, ctx: RunContext, options: PlsOptions) -> Plan:
+    def plan(self, ctx: PlanContext, options: PlsOptions) -> Plan:
         q = options.exchange_fraction
         if not 0.0 <= q <= 1.0:
             raise ConfigError(f"--exchange-fraction={q}: must be from 0 to 1")
@@ -61,7 +61,7 @@ class Pls(Strategy):
                         drop_last=options.drop_last, tier=TIER_CODES[options.tier])
         check_delivery_order(plan)
         shard_capacity_check(ctx, plan, options, f"pls (the node's shards of (1+Q)·F/W samples, Q={q})")
-        return set_pipeline(plan, options.loader_threads)
+        return copies_pipeline(plan, options)
 
     def executor(self, ctx: RunContext, plan: Plan, options: PlsOptions) -> Executor:
         return shard_executor(ctx, plan, options)

@@ -34,6 +34,7 @@ from ..plan import SHARED, Plan
 from ..timeline import PHASE_ID, Timeline
 from . import register
 from .base import Batch, Executor, PlanContext, RunContext, Strategy
+from .localcopy import set_pipeline
 from .naive import GLOBAL_SHUFFLE, shared_tier_plan
 
 
@@ -61,8 +62,8 @@ class _StepDataset:
     """Map-style dataset whose index is a whole step (a list of sample ids): one fetch = one batch,
     so IPC is per batch, not per sample."""
 
-    def __init__(self, reader_factory, jpeg: bool, out_nbytes: int, max_raw: int, local_batch: int, ring: int):
-        self.reader_factory, self.jpeg = reader_factory, jpeg
+    def __init__(self, reader_factory, decode, out_nbytes: int, max_raw: int, local_batch: int, ring: int):
+        self.reader_factory, self.decode = reader_factory, decode   # decode: the format's step (None: rows as read)
         self.out_nbytes, self.max_raw = out_nbytes, max_raw
         self.local_batch, self.ring_size = local_batch, ring
         self._pid, self._reader, self._raw, self._ring, self._next = None, None, None, None, 0
@@ -73,7 +74,7 @@ class _StepDataset:
             self._reader = self.reader_factory()
             self._pid = os.getpid()
             self._ring = [_shared_rows(self.local_batch, self.out_nbytes) for _ in range(self.ring_size)]
-            if self.jpeg:
+            if self.decode is not None:
                 from ..storage import aligned_empty
 
                 self._raw = aligned_empty(self.max_raw)
@@ -90,8 +91,9 @@ class _StepDataset:
         times = np.empty((n, 4), dtype=np.int64)  # read start, read end (= decode start), decode end, bytes
         clock = perf_counter_ns
         read_into = reader.read_into
-        if self.jpeg:
-            raw, decode = self._raw, reader.decode_into
+        decode = self.decode
+        if decode is not None:
+            raw = self._raw
             for j, i in enumerate(ids):
                 t0 = clock()
                 nb = read_into(i, raw)
@@ -155,11 +157,11 @@ class DataLoaderExecutor(Executor):
             raise ConfigError("strategy prefetch needs torch: pip install torch") from None
         self.ctx, self.plan, self.options = ctx, plan, options
         wl = ctx.workload
-        jpeg = wl.format.decodes
+        self.decode = decode = wl.format.decoder(wl)   # the format's decode step, or None
         probe = ctx.reader_factory()
         max_raw = probe.max_row_nbytes
         probe.close()
-        out_nbytes = wl.decoded_nbytes if jpeg else max_raw
+        out_nbytes = max_raw if decode is None else wl.decoded_nbytes
 
         class PlanDistributedSampler(DistributedSampler):
             """DistributedSampler with dlbench's permutation: the rank's row of the plan, which
@@ -180,7 +182,7 @@ class DataLoaderExecutor(Executor):
             kw = {"prefetch_factor": options.prefetch_factor, "persistent_workers": options.persistent_workers}
         pin = options.pin_memory and torch.cuda.is_available()
         ring = options.prefetch_factor + 2
-        self.loader = DataLoader(_StepDataset(ctx.reader_factory, jpeg, out_nbytes, max_raw,
+        self.loader = DataLoader(_StepDataset(ctx.reader_factory, decode, out_nbytes, max_raw,
                                               plan.local_batch, ring),
                                  sampler=batches, batch_size=None, collate_fn=_identity,
                                  num_workers=options.num_workers, pin_memory=pin, **kw)
@@ -193,17 +195,17 @@ class DataLoaderExecutor(Executor):
     def epoch(self, e: int) -> Iterator[Batch]:
         self.sampler.set_epoch(e)
         READ, DECODE = PHASE_ID["read"], PHASE_ID["decode"]
-        jpeg = self.ctx.workload.format.decodes
+        decodes = self.decode is not None
         io, counters = self.worker_io, self.ctx.io_counters
         try:
-            yield from self._epoch(e, READ, DECODE, jpeg, io, counters)
+            yield from self._epoch(e, READ, DECODE, decodes, io, counters)
         except Exception as exc:
             root = worker_root_error(exc)
             if root is exc:
                 raise
             raise root from None
 
-    def _epoch(self, e, READ, DECODE, jpeg, io, counters) -> Iterator[Batch]:
+    def _epoch(self, e, READ, DECODE, decodes, io, counters) -> Iterator[Batch]:
         for s, (rows, ids, times, w, wio, snap) in enumerate(self.loader):
             if wio is not None:
                 io[wio[0]] = wio[1:]
@@ -212,7 +214,7 @@ class DataLoaderExecutor(Executor):
             add = self.worker_timelines[w].add
             for t0, t1, t2, nb in times.tolist():
                 add(READ, t0, t1, e, s, nb, SHARED)
-                if jpeg:
+                if decodes:
                     add(DECODE, t1, t2, e, s, 0, SHARED)
             yield Batch(rows.numpy(), ids, len(ids))
 
@@ -279,9 +281,7 @@ class Prefetch(Strategy):
                                 {"prefetch_window_batches": options.num_workers * options.prefetch_factor},
                                 streams=max(1, options.num_workers), drop_last_batch=options.drop_last_batch)
         # num_workers processes read ahead (0: the DataLoader reads in the trainer, synchronously)
-        w = int(options.num_workers)
-        plan.pipeline, plan.loader_threads = ("prefetch", w) if w else ("sync", 1)
-        return plan
+        return set_pipeline(plan, options.num_workers, options.num_workers * options.prefetch_factor)
 
     def executor(self, ctx: RunContext, plan: Plan, options: PrefetchOptions) -> Executor:
         return DataLoaderExecutor(ctx, plan, options)

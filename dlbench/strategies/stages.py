@@ -27,6 +27,7 @@ declares the lifecycle of ``stage.py`` (``Stage.stats``, ``EpochStage.begin/fini
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections import deque
@@ -83,7 +84,8 @@ class SampleStore(ClosingStage):
 
     def put_many(self, items) -> int:
         """``put`` for several (sid, row) pairs; a tier with ``put_many`` stores the new ones in one go."""
-        new, extra = [], {}
+        new: list = []
+        extra: dict[int, int] = {}
         with self.cond:          # references to samples held already (or twice in ``items``): counted now
             for sid, row in items:
                 if sid in self.refs:
@@ -329,12 +331,16 @@ class Loader(EpochStage, ClosingStage):
     buffer is free (``release(t)``), read, and count the step done; ``wait(t)`` blocks until it is."""
 
     def __init__(self, ctx, stores: Stores, ring: Ring, threads: int, raw_ring: Ring | None, timeline, *,
-                 wait_for_samples: bool = True, first_reader=None):
+                 decode=None, wait_for_samples: bool = True, first_reader=None):
         self.ctx, self.stores, self.ring, self.threads = ctx, stores, ring, int(threads)
         self.wait_for_samples = wait_for_samples
         self.fills_async = False          # a fill thread stores the plan's keeps (PlannedExecutor)
-        self.raw_ring = raw_ring          # JPEG: stored bytes land here, decoded rows in ``ring``
-        self.jpeg = raw_ring is not None
+        # a format with a decode step (``Format.decoder``: JPEG, TFRecord): stored bytes land in ``raw_ring``,
+        # ``decode(raw, n, out)`` writes the decoded rows into ``ring``
+        if (raw_ring is None) != (decode is None):
+            raise ValueError("Loader: a decode step needs a raw ring for the stored bytes, and a raw ring a decode step")
+        self.raw_ring, self.decode = raw_ring, decode
+        self.read_ring: Ring = ring if raw_ring is None else raw_ring   # where the stored bytes land
         self.cond = threading.Condition()
         n = max(1, self.threads)
         # ``first_reader``: one the caller opened already (each open of the shared tier is an I/O the counters
@@ -349,7 +355,7 @@ class Loader(EpochStage, ClosingStage):
         self.shared_reads = self.shared_bytes = 0       # shared-tier requests (a run counts once) and bytes
         self.run_requests = 0                           # requests that read a run of >= 2 samples
         # runs of consecutive samples as one request when every reader can (one shared HDF5 file)
-        self.run_reads = (not self.jpeg) and all(getattr(r, "supports_runs", False) for r in self.readers)
+        self.run_reads = decode is None and all(getattr(r, "supports_runs", False) for r in self.readers)
         self._threads: list[threading.Thread] = []
         self._error: BaseException | None = None
         self._stop = False
@@ -373,8 +379,8 @@ class Loader(EpochStage, ClosingStage):
             tl.add(PHASE_ID["read"], t0, t1, view.epoch, t, n, SHARED)
             return m
         out = self.ring[t][j]
-        raw = self.raw_ring[t][j] if self.jpeg else None
-        dst = raw if self.jpeg else out
+        decode = self.decode
+        dst = out if decode is None else self.read_ring[t][j]
         if code == SHARED:
             t0 = clock()
             n = self.readers[k].read_into(sid, dst)
@@ -400,13 +406,17 @@ class Loader(EpochStage, ClosingStage):
                                    f"{t}, but does not hold it") from None
             t1 = clock()
         tl.add(PHASE_ID["read"], t0, t1, view.epoch, t, n, code)
-        if self.jpeg:
-            self.readers[k].decode_into(raw, n, out)
+        if decode is not None:
+            decode(dst, n, out)
             tl.add(PHASE_ID["decode"], t1, clock(), view.epoch, t, 0, code)
         return 1
 
     def _stopping(self) -> bool:
         return self._stop
+
+    def _step_free(self, t: int) -> bool:
+        """May a loader thread read into step t's buffer (or is the loader stopping)?"""
+        return t < self._free_upto or self._stop
 
     def fail(self, exc: BaseException) -> None:
         """Another stage failed (the fill thread): record its error for the trainer's next ``wait``/``fill``
@@ -433,8 +443,8 @@ class Loader(EpochStage, ClosingStage):
                           np.searchsorted(view.local, view.bounds).tolist())
         ids, src, run_len, local, lb = view.lists
         # the hot path (naive's every access): a single-sample shared-tier read straight into the step's row,
-        # locals only; everything else (own tiers, runs, JPEG decoding) through ``_read``
-        fast = not self.jpeg
+        # locals only; everything else (own tiers, runs, decoding) through ``_read``
+        fast = self.decode is None
         # own tiers read directly (no pin: nothing else stores or evicts while the trainer reads inline)
         own = self.stores.by_code if (fast and not self.fills_async and self.wait_for_samples) else {}
         out = self.ring[t]
@@ -501,7 +511,7 @@ class Loader(EpochStage, ClosingStage):
                 t = int(step_of[col])
                 if t >= self._free_upto:
                     with cond:
-                        cond.wait_for(lambda t=t: t < self._free_upto or self._stop)
+                        cond.wait_for(functools.partial(self._step_free, t))
                     if self._stop:
                         return
                 m = self._read(k, view, col)
@@ -763,7 +773,7 @@ class PeerPush(EpochStage):
         self.timeline.add(PHASE_ID["exchange"], t0, clock(), view.epoch, t, 0, PEER)
 
     def wait_recvs(self, view: EpochView, t: int, decode=None) -> None:
-        """Complete step t's receives; ``decode(j, n)``: JPEG rows decoded from the received bytes."""
+        """Complete step t's receives; ``decode(j, n)``: rows decoded from the received bytes (the format's decode step)."""
         item = self.recvs.pop(t, None)
         if item is None:
             return
@@ -1032,7 +1042,7 @@ class Exchange(EpochStage):
         self.sizes = np.broadcast_to(np.asarray(ctx.sample_nbytes, dtype=np.int64), (ctx.n_samples,))
         self.row = max(int(self.sizes.max()) if len(self.sizes) else 1, 1)
         self.sendrows = self.recvrows = aligned_rows(0, self.row)
-        self._rows = None
+        self._rows: tuple | None = None
         self._pending: tuple | None = None
         self.bytes_sent = self.bytes_received = self.messages = self.samples_received = 0
         self.steps = 0

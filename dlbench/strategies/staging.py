@@ -22,7 +22,7 @@ from ..config import opt
 from ..plan import Plan
 from ..plan.shuffles import staging_plan, staging_subset_plan
 from . import register
-from .base import Executor, RunContext, Semantics, Strategy
+from .base import Executor, PlanContext, RunContext, Semantics, Strategy
 from .localcopy import (
     TIER_CODES,
     LocalCopyOptions,
@@ -30,8 +30,8 @@ from .localcopy import (
     capacity_sizes,
     check_capacity,
     copies_executor,
+    copies_pipeline,
     groups_of,
-    set_pipeline,
 )
 from .naive import GLOBAL_SHUFFLE
 
@@ -68,7 +68,7 @@ class Staging(Strategy):
         # its reference simulator)
         return {"if_too_big": "redraw"} if rules.prologue == "series" else {}
 
-    def plan(self, ctx: RunContext, options: StagingOptions) -> Plan:
+    def plan(self, ctx: PlanContext, options: StagingOptions) -> Plan:
         sizes = capacity_sizes(ctx, options.tier)
         cap, src = capacity_per_group(ctx, options)
         groups = groups_of(ctx, options.tier)
@@ -80,7 +80,7 @@ class Staging(Strategy):
             plan = staging_plan(node_map=ctx.node_map, sample_nbytes=sizes, tiers=[(code, cap)], groups=groups,
                                 **common)
             plan.meta.update(capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=total)
-            return set_pipeline(plan, options.loader_threads)
+            return copies_pipeline(plan, options)
         if options.if_too_big == "error":
             check_capacity(np.array([total]), cap, src, "staging the whole dataset")
         beyond = "redraw" if options.if_too_big == "redraw" else "shared"
@@ -92,7 +92,7 @@ class Staging(Strategy):
         check_capacity(np.array(need), cap, src, "staging a per-node subset (F/N samples)")   # planner's invariant
         plan.meta.update(capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=max(need),
                          semantics=(REDRAW if beyond == "redraw" else SUBSET).as_dict())
-        return set_pipeline(plan, options.loader_threads)
+        return copies_pipeline(plan, options)
 
     def executor(self, ctx: RunContext, plan: Plan, options: StagingOptions) -> Executor:
         # one store per storage group (a node's directory, or a rank's memory): the group's samples

@@ -29,7 +29,7 @@ from ..plan import MEMORY, Plan
 from ..plan.surrogatetrain import BestFit, surrogatetrain_plan
 from ..storage import ARENA_ALIGN, ArenaTier
 from . import register
-from .base import Executor, RunContext, Semantics, Strategy
+from .base import Executor, PlanContext, RunContext, Semantics, Strategy
 from .cache import CacheOptions, check_cache_capacity, memory_capacity_per_rank, pipeline_of, planned_executor
 from .planned import PlannedExecutor
 from .stages import SampleStore, Stores
@@ -58,7 +58,7 @@ def _aligned(sizes) -> np.ndarray:
     return -(-a // ARENA_ALIGN) * ARENA_ALIGN
 
 
-def buffer_bytes(ctx: RunContext, options: SurrogateTrainOptions) -> tuple[int, str]:
+def buffer_bytes(ctx: PlanContext, options: SurrogateTrainOptions) -> tuple[int, str]:
     """(bytes of one rank's buffer, where that figure comes from)."""
     F, W = ctx.n_samples, ctx.world_size
     if options.buffer_fraction and options.cache_capacity:
@@ -184,7 +184,7 @@ class SurrogateTrain(Strategy):
         s += f" threads={options['loader_threads']}" if options.get("loader_threads") else ""
         return s
 
-    def plan(self, ctx: RunContext, options: SurrogateTrainOptions) -> Plan:
+    def plan(self, ctx: PlanContext, options: SurrogateTrainOptions) -> Plan:
         cap, src = buffer_bytes(ctx, options)
         # runs of consecutive ids are one request only in one shared HDF5 file: elsewhere the plan says one
         # request per sample, as the executor reads them (the simulator costs what runs)

@@ -101,6 +101,27 @@ def _planned(ctx, local_bytes):
     return PlannedExecutor(ctx, plan, capacity_bytes={MEMORY: 0.0, LOCAL: float(local_bytes)})
 
 
+@pytest.mark.parametrize("name", ["naive", "clairvoyant", "surrogatetrain", "local", "staging"])
+def test_executor_takes_the_loader_from_the_plan_not_the_options(tmp_path, name):
+    """Issue 16 (one source of truth for the loader pipeline): the executor runs the loader threads and window
+    the plan records (what ``dlbench simulate`` costs, ``Plan.reader_threads``), not the options'."""
+    from dlbench import strategies
+    from dlbench.strategies.localcopy import set_pipeline
+
+    ctx = _local_ctx(tmp_path, world=1)
+    st = strategies.get(name)
+    extra = {"cache_capacity": 1 << 24} if name in ("clairvoyant", "surrogatetrain") else {}
+    opts = strategies.parse_options(st, {**({"loader_threads": 0} if name != "naive" else {}), **extra}, where=name)
+    plan = set_pipeline(st.plan(ctx, opts), 3, 5)
+    ex = st.executor(ctx, plan, opts)
+    try:
+        assert (ex.threads, ex.window, ex.ring.depth) == (3, 5, 6) == (plan.reader_threads(), plan.window, 6)
+        sync = set_pipeline(st.plan(ctx, opts), 0, 1)
+        assert sync.reader_threads() == 0
+    finally:
+        ex.close()
+
+
 def test_planned_local_tier_checks_the_node_need_not_one_ranks(monkeypatch, tmp_path):
     """Regression (fix-exec 3): the planned executor checked the free space of the node-local disk for one
     rank's cache although every rank of the node writes its own cache there."""
@@ -210,9 +231,9 @@ def test_near_copies_pipeline_rule_and_executor_builder_are_one(tmp_path, thread
     from dlbench.strategies.surrogatetrain import SurrogateTrainExecutor
 
     ctx = _local_ctx(tmp_path, world=1)
-    plan = set_pipeline(_planned(ctx, 0).plan, threads)
-    assert {"pipeline": plan.pipeline, "loader_threads": plan.loader_threads} == pipeline_of(
-        SimpleNamespace(loader_threads=threads))
+    plan = set_pipeline(_planned(ctx, 0).plan, threads, 2)
+    assert {"pipeline": plan.pipeline, "loader_threads": plan.loader_threads, "window": plan.window} == pipeline_of(
+        SimpleNamespace(loader_threads=threads, window=2))
     for name, local in (("clairvoyant", 1 << 20), ("surrogatetrain", 0)):
         st = strategies.get(name)
         opts = strategies.parse_options(st, {"loader_threads": threads, "cache_capacity": 1 << 24,
@@ -265,3 +286,20 @@ def test_peer_messages_cut_per_pair_and_byte_cap():
     assert _messages(g, n, 1 << 20) == ([0, 3, 5, 6], [3, 5, 6, 7])        # every group whole
     assert _messages(g, n, 8) == ([0, 2, 3, 4, 5, 6], [2, 3, 4, 5, 6, 7])  # 12 B and 10 B groups cut
     assert _messages(g, n, 0) == (list(range(7)), list(range(1, 8)))        # one sample each
+
+
+@pytest.mark.parametrize("name,opts", [("local", {"loader_threads": 3, "window": 4}), ("local", {}),
+                                       ("clairvoyant", {"loader_threads": 2}), ("naive", {})])
+def test_simulator_costs_the_loader_the_plan_records(name, opts):
+    """Issue 16: ``dlbench simulate`` costs ``Plan.reader_threads()`` (the field the executor runs), and the
+    planner records the options' threads and window on the plan it builds."""
+    from dlbench.simulate import SimWorkload, build_plan, load_profile, simulate
+
+    wl, prof = SimWorkload("t", 64, 4, "normal", 2e5, 2e4), load_profile("hdmlp-thesis")
+    plan = build_plan(name, wl=wl, nodes=2, ranks_per_node=1, epochs=1, seed=0, profile=prof, sizes=wl.sizes(0),
+                      options=opts)
+    assert plan.reader_threads() == opts.get("loader_threads", 0)
+    if opts.get("loader_threads"):
+        assert plan.window == opts.get("window", 2)
+    r = simulate([(name, name, opts)], wl=wl, profile=prof, nodes=2, ranks_per_node=1, epochs=1)[name]
+    assert r["plan_loader_threads_per_rank"] == (float(plan.reader_threads()) if plan.reader_threads() else None)
