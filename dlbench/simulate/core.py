@@ -40,7 +40,7 @@ MODEL_OPTIONS = {
 LOWERBOUND = "lowerbound"   # not a strategy: everything in memory at t = 0 (costed on naive's plan)
 # the study table's name of a row labelled with a strategy's name: ``Strategy.display``; the lower bound's here.
 # prefetch's "StagingPool (prefetch)" waits for its ``display`` line in strategies/prefetch.py (another helper's file)
-DISPLAY = {LOWERBOUND: "Lower Bound", "prefetch": "StagingPool (prefetch)"}
+DISPLAY = {LOWERBOUND: "Lower Bound"}   # the lower bound is no strategy (naive's plan at zero I/O cost)
 
 
 def display_name(label: str) -> str:

@@ -272,6 +272,7 @@ def worker_root_error(exc: BaseException) -> BaseException:
 @register
 class Prefetch(Strategy):
     name = "prefetch"
+    display = "StagingPool (prefetch)"   # the HDMLP thesis' name of a prefetching loader
     summary = "a real torch DataLoader (DistributedSampler order) with worker processes prefetching batches"
     semantics = GLOBAL_SHUFFLE
     Options = PrefetchOptions

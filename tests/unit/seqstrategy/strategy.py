@@ -33,4 +33,4 @@ class Sequential(Strategy):
     def executor(self, ctx: RunContext, plan, options: SequentialOptions) -> Executor:
         from dlbench.strategies.planned import PlannedExecutor
 
-        return PlannedExecutor(ctx, plan, capacity_bytes={}, threads=0, window=0, fill_thread=False)
+        return PlannedExecutor(ctx, plan, capacity_bytes={}, fill_thread=False)   # the loader: the plan's (sync)
