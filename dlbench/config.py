@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +52,13 @@ _MISSING = dataclasses.MISSING
 
 
 def opt(default: Any = _MISSING, *, help: str = "", unit: str = "", min: float | None = None,
-        max: float | None = None, choices: tuple | None = None, factory: Any = _MISSING,
+        max: float | None = None, choices: tuple | Callable[[], tuple] | None = None, factory: Any = _MISSING,
         flag: str | None = None) -> Any:
     """A dataclass field with the metadata that validation, help and ``list -v`` read. ``flag``: the field's
     command-line flag when it is not ``--<name>``: a strategy option whose name another strategy uses with
-    another meaning is the strategy's own (lbann's ``mode`` is ``--lbann-mode``; the key stays ``mode``)."""
+    another meaning is the strategy's own (lbann's ``mode`` is ``--lbann-mode``; the key stays ``mode``).
+    ``choices``: a tuple, or a function returning one, asked at each check (a registry's names: a format
+    registered after the import is accepted)."""
     if flag is not None and not (flag.startswith("--") and flag[2:].replace("-", "").isalnum()):
         raise ValueError(f"opt(flag={flag!r}): a flag is --words-with-dashes")
     meta = {"help": help, "unit": unit, "min": min, "max": max, "choices": choices, "flag": flag}
@@ -80,7 +82,7 @@ def describe_fields(cls) -> list[dict]:
             "name": f.name, "type": _type_name(hints[f.name]), "default": default,
             "unit": f.metadata.get("unit", ""), "help": f.metadata.get("help", ""),
             "min": f.metadata.get("min"), "max": f.metadata.get("max"),
-            "choices": f.metadata.get("choices"), "flag": field_flag(f),
+            "choices": _choices(f.metadata), "flag": field_flag(f),
         })
     return out
 
@@ -206,10 +208,15 @@ def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "", prefix
     return cls(**kwargs)
 
 
+def _choices(meta: Mapping[str, Any]) -> tuple | None:
+    c = meta.get("choices")
+    return tuple(c()) if callable(c) else c
+
+
 def check_bounds(name: str, value: Any, meta: Mapping[str, Any], where: str = "") -> None:
     """Raise ConfigError when ``value`` is outside the field's min/max/choices."""
     unit = f" {meta.get('unit')}" if meta.get("unit") else ""
-    lo, hi, choices = meta.get("min"), meta.get("max"), meta.get("choices")
+    lo, hi, choices = meta.get("min"), meta.get("max"), _choices(meta)
     vals = value if isinstance(value, tuple) else (value,)
     for v in vals:
         if v is None:

@@ -130,7 +130,7 @@ class Preset:
 class WorkloadSpec:
     name: str = opt(help="workload name")
     description: str = opt("", help="one line")
-    layout: str = opt(help="file layout", choices=LAYOUTS)
+    layout: str = opt(help="file layout", choices=format_names)   # asked per check: formats registered later count
     arrays: tuple[ArraySpec, ...] = opt((), help="the arrays of one sample (HDF5 layouts)")
     samples: int = opt(help="training samples of the real dataset", min=1, max=MAX_SAMPLES)
     batch_size: int = opt(help="local batch size per rank of the reference", min=1, max=MAX_BATCH)

@@ -26,15 +26,16 @@ class Format:
     decodes: bool
     samples_per_file: str  # "one" | "all" | "block"
     reads_by_offset: bool
-    reader: str  # "module:Class", relative to dlbench.data
+    reader: str  # "module:Class": a module under dlbench.data, or a dotted module path (``module`` below)
     help: str = ""
-    module: str = ""  # the format module under dlbench.data owning write/read/content/verify (docs/formats.md)
+    module: str = ""  # the format module owning write/read/content/verify (docs/formats.md): a name under
+    # dlbench.data (the built-ins: "fmt_npz") or a dotted path to a module anywhere ("mypkg.fmt_raw")
     record_sizes: bool = False  # accepts a workload's record_size (data array length drawn per file)
     reads_runs: bool = False  # a run of consecutive samples is one request (aggregated chunked loading, plan chunk)
 
     def reader_class(self):
         mod, cls = self.reader.split(":")
-        return getattr(importlib.import_module(f"dlbench.data.{mod}"), cls)
+        return getattr(_module(mod), cls)
 
     def decoder(self, workload):
         """The format's decode step for ``workload``: ``decode(raw, nbytes, out)`` turns a stored row
@@ -55,8 +56,9 @@ class Format:
 
 @cache
 def _module(name: str):
-    """The format module, imported once (``driver`` is asked per sample by content and decode paths)."""
-    return importlib.import_module(f"dlbench.data.{name}")
+    """The format module, imported once (``driver`` is asked per sample by content and decode paths): a bare
+    name is a module of dlbench.data, a dotted path is imported as it is (a format outside the package)."""
+    return importlib.import_module(name if "." in name else f"dlbench.data.{name}")
 
 
 FORMATS: dict[str, Format] = {}
