@@ -50,6 +50,12 @@ def mean_sample_nbytes(workload) -> int:
     return int(workload.jpeg.size.mean_bytes)
 
 
+def size_distribution(workload) -> tuple[str, float, float, float, float]:
+    """The files' size distribution (kind, mean, std, min, max bytes) for ``dlbench simulate``."""
+    d = workload.jpeg.size
+    return d.kind, d.mean_bytes, d.std_bytes, d.min_bytes, d.max_bytes
+
+
 def decoded_row_nbytes(workload) -> int:
     """Workload.decoded_nbytes: the decoded image (``jpeg.decoded_shape`` uint8)."""
     return int(np.prod(workload.jpeg.decoded_shape))

@@ -124,10 +124,10 @@ def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None
         st = step_time_s
     else:
         st = wl.choose_step_time(accelerator).scaled(b) if (accelerator or default_step) else None
-    if wl.layout == "jpeg_folders":
-        d = wl.jpeg.size
-        return SimWorkload(wl.name, wl.samples, b, d.kind, d.mean_bytes, d.std_bytes, d.min_bytes, d.max_bytes, st,
-                           layout=wl.layout)
+    dist = getattr(wl.format.driver(), "size_distribution", None)   # a format whose files' sizes are drawn
+    if dist is not None:
+        kind, mean, std, lo, hi = dist(wl)
+        return SimWorkload(wl.name, wl.samples, b, kind, mean, std, lo, hi, st, layout=wl.layout)
     rs = getattr(wl, "record_size", None)
     if rs is not None:   # npy/npz with record sizes: the data array's distribution plus the fixed (label) arrays
         extra = wl.sample_nbytes - int(rs.mean_bytes)
