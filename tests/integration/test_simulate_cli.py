@@ -69,10 +69,16 @@ runs: [{label: N, strategy: naive}, {label: P, strategy: prefetch, options: {num
     assert "Traceback" not in r.output
 
 
-def test_thesis_rules_refuse_pls_exchange(cli, tmp_path):
-    r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "cosmoflow", "--scale", "tiny", "--nodes", "2",
-             "--strategies", "pls", "--rules", "thesis", "--out", tmp_path])
-    assert r.exit_code == 2 and "exchange" in r.output and "Traceback" not in r.output
+def test_thesis_rules_cost_pls_exchange(cli, tmp_path):
+    """pls's exchange is costed under the thesis rules too (it was refused; tests/unit/test_simulate_pls_thesis.py
+    checks the figures): the CLI runs it and a larger Q costs more."""
+    out = {}
+    for q in ("0", "1"):
+        r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "cosmoflow", "--scale", "tiny", "--nodes", "2",
+                 "--strategies", "pls", "--pls-q", q, "--rules", "thesis", "--out", tmp_path / q])
+        assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+        out[q] = r.output
+    assert out["0"] != out["1"]
 
 
 def test_simulate_accelerator_uses_measured_step_time_like_run(cli, tmp_path):
