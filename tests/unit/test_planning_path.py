@@ -1,6 +1,8 @@
 """One planning path: simulate costs exactly Strategy.plan, every built-in plan keeps the possession rule,
 and the typed plan parts behave (regression tests for the review of wave 1's simulate/run split)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -48,7 +50,7 @@ def test_every_strategy_can_be_simulated(name):
 
 def test_simulate_staging_too_big_takes_the_subset_plan_as_run_does():
     """regression: run fell back to a per-node subset for staging, simulate refused"""
-    tiny_local = PROF.__class__(**{**PROF.__dict__, "tiers": tuple(t for t in PROF.tiers if t.kind == "local")})
+    tiny_local = dataclasses.replace(PROF, tiers=tuple(t for t in PROF.tiers if t.kind == "local"))
     wl = SimWorkload("big", 400, 4, "fixed", 1e9)
     r = simulate(["staging"], wl=wl, profile=tiny_local, nodes=4, epochs=1)
     assert "no longer a global shuffle" in r["staging"]["plan_warning"]
