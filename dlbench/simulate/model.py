@@ -71,6 +71,9 @@ priced by the vectorised costing: the ``thesis-window`` event costing keeps the 
   parse; the emulated PFS runs the real read inside the modelled interval, so the longer of the two counts);
 - loader worker start: a DataLoader without persistent workers starts them every epoch; its first read
   begins ``worker_start_s`` after the epoch's start;
+- DataLoader hand-off: a prefetch loader with worker processes (with or without persistent workers) costs
+  the trainer ``loader_batch_s`` per step (in series, counted as stall) and the worker
+  ``loader_worker_batch_s`` per batch on top of its reads;
 - wake-up latency: a training step (the workload's step time) and a PFS request are blocking waits, which
   on a loaded host end ``wake_latency(wait)`` late (the sleep a benchmark step is, an accelerator's
   synchronisation, a read the emulated PFS holds or a file system answers); reads of a local or memory
