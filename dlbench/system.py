@@ -14,6 +14,9 @@ bytes, the unit in each key's name)::
     page_cache_bytes: 2.0e10         # (optional) what a node's page cache holds (tiers' cached_bandwidth)
     worker_start_s: 0.07             # (optional) a loader worker process's start, paid every epoch by a
                                      # DataLoader without persistent_workers
+    loader_batch_s: 6.0e-4           # (optional) a DataLoader batch's hand-off from a worker: the trainer's
+                                     # time in next() per batch (unpickle, shared-memory fd, map)
+    loader_worker_batch_s: 5.0e-4    # (optional) and the worker's own time per batch on top of its reads
     wake_latency:                    # (optional) how late a blocking wait ends on this host: a training
       - {wait_s: 0.001, late_s: 1.0e-4}   # step or a PFS request ends late_s(its length) after its end
       - {wait_s: 0.01, late_s: 5.0e-4}
@@ -207,6 +210,14 @@ class SystemProfile:
                                                   "delivered (torch DataLoader, 1 worker; optional): paid every "
                                                   "epoch by a prefetch loader without persistent_workers",
                                        unit="s", min=0)
+    loader_batch_s: float | None = opt(None, help="a DataLoader batch's hand-off from its worker process: the "
+                                                  "trainer's time blocked in next() per batch with the worker "
+                                                  "ahead (calibrate-storage; optional): added to every step of "
+                                                  "a prefetch loader with worker processes", unit="s", min=0)
+    loader_worker_batch_s: float | None = opt(None, help="a DataLoader worker's own time per batch on top of its "
+                                                         "reads (pickling, the socket; calibrate-storage; "
+                                                         "optional): added to the worker's reading", unit="s",
+                                              min=0)
     pfs: PfsSpec | None = opt(help="the shared (parallel) file system; null: not modelled (no run-time "
                                    "throttling; cannot be simulated)")
     staging: StagingSpec = opt(help="the staging buffer (tier 0)")
@@ -401,6 +412,11 @@ def validate(profile: SystemProfile, where: str = "") -> SystemProfile:
         if profile.pfs.cached_mb_per_s is not None:
             _check_rate("pfs.cached_mb_per_s", profile.pfs.cached_mb_per_s, w)
     _check_seconds("worker_start_s", profile.worker_start_s, w)
+    for key in ("loader_batch_s", "loader_worker_batch_s"):   # 0 allowed: a hand-off too small to measure
+        v = getattr(profile, key)
+        if v is not None and not (np.isfinite(v) and 0 <= v <= MAX_LATENCY_S):
+            raise ConfigError(f"{key}={v:g}{w}: must be a finite number of seconds, >= 0 and at most "
+                              f"{MAX_LATENCY_S:g}")
     for i, q in enumerate(profile.wake_latency):
         if i and q.wait_s <= profile.wake_latency[i - 1].wait_s:
             raise ConfigError(f"wake_latency[{i}].wait_s={q.wait_s:g}{w}: wait_s must increase strictly (previous "

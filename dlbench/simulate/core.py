@@ -236,6 +236,15 @@ def _restarts_workers(strategy: str, options: dict | None) -> bool:
             and int(getattr(o, "num_workers", 0)) > 0)
 
 
+def _dataloader_workers(strategy: str, options: dict | None) -> bool:
+    """Whether the strategy's loader hands batches from worker processes to the trainer: a DataLoader
+    (options with ``persistent_workers``) with ``num_workers`` > 0."""
+    from .. import strategies
+
+    o = strategies.parse_options(strategies.get(strategy), dict(options or {}), where=f"options of {strategy}")
+    return hasattr(o, "persistent_workers") and int(getattr(o, "num_workers", 0)) > 0
+
+
 def peers_as_shared(plan: Plan) -> Plan:
     """``plan`` with every PEER access read from the shared FS instead (model option
     ``peer_reads_from_shared``); tiers, keeps, fills and the prologue unchanged."""
@@ -399,7 +408,8 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
         c = model.cost(plan, sizes, policy, threads_per_rank=threads,
                        fill_to_capacity=bool(mo.get("prologue_fill_to_capacity", False)),
                        tier_fill=bool(mo.get("fill_by_tier_threads", False)),
-                       worker_restart=policy == "prefetch" and _restarts_workers(name, o))
+                       worker_restart=policy == "prefetch" and _restarts_workers(name, o),
+                       loader_handoff=policy == "prefetch" and _dataloader_workers(name, o))
         c.strategy = name
         out[label] = summarize(c, workload=wl.name, profile=profile, plan=plan, sizes=sizes,
                                extra={"label": label, "plan_order": plan.meta.get("order", ""),

@@ -71,6 +71,9 @@ priced by the vectorised costing: the ``thesis-window`` event costing keeps the 
   parse; the emulated PFS runs the real read inside the modelled interval, so the longer of the two counts);
 - loader worker start: a DataLoader without persistent workers starts them every epoch; its first read
   begins ``worker_start_s`` after the epoch's start;
+- DataLoader hand-off: a prefetch loader with worker processes (with or without persistent workers) costs
+  the trainer ``loader_batch_s`` per step (in series, counted as stall) and the worker
+  ``loader_worker_batch_s`` per batch on top of its reads;
 - wake-up latency: a training step (the workload's step time) and a PFS request are blocking waits, which
   on a loaded host end ``wake_latency(wait)`` late (the sleep a benchmark step is, an accelerator's
   synchronisation, a read the emulated PFS holds or a file system answers); reads of a local or memory
@@ -275,12 +278,16 @@ class Model:
 
     # ----- one epoch ---------------------------------------------------------------------------------
     def cost(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None = None,
-             fill_to_capacity: bool = False, tier_fill: bool = False, worker_restart: bool = False) -> Costing:
+             fill_to_capacity: bool = False, tier_fill: bool = False, worker_restart: bool = False,
+             loader_handoff: bool = False) -> Costing:
         """``threads_per_rank``: loader threads of a prefetching plan (default: the profile's p_0 over the
         node's ranks). ``fill_to_capacity``: see ``_prologue_series``; ``tier_fill``: cache fills read
         ahead by the tiers' threads (``events.cost_events``; thesis-window rule only). ``worker_restart``:
         the loader's worker processes start anew every epoch (a DataLoader without persistent_workers): its
-        first read starts the profile's ``worker_start_s`` after the epoch's start."""
+        first read starts the profile's ``worker_start_s`` after the epoch's start. ``loader_handoff``: the
+        loader hands every batch from a worker process to the trainer (a DataLoader with workers): each
+        step costs the trainer the profile's ``loader_batch_s`` (exposed, counted as stall) and the worker
+        ``loader_worker_batch_s`` on top of the batch's reads (spread over its samples)."""
         if policy not in POLICIES:
             raise ConfigError(f"policy {policy!r}: choose one of {', '.join(POLICIES)}")
         sizes = np.asarray(sizes, dtype=np.float64)
@@ -302,6 +309,9 @@ class Model:
         w_spb = self.p.staging_write_s_per_byte()
         has_floor = self.p.pfs is not None and (self.p.pfs.open_s is not None or self.p.pfs.cached_mb_per_s)
         start_s = float(self.p.worker_start_s or 0.0) if worker_restart and policy == "prefetch" else 0.0
+        handoff = loader_handoff and policy == "prefetch"
+        hand_t = float(self.p.loader_batch_s or 0.0) if handoff else 0.0
+        hand_w = float(self.p.loader_worker_batch_s or 0.0) / plan.local_batch if handoff else 0.0
         z = np.zeros(W)
         compute = z.copy()
         stall = z.copy()
@@ -356,6 +366,8 @@ class Model:
                     avail = None
                 else:
                     cost = np.maximum(fetch, write) if self.write_overlap else fetch + write
+                    if hand_w:   # the worker's own time per batch (pickling, the socket), spread over its samples
+                        cost = cost + np.where(valid, hand_w, 0.0)
                     avail = _thread_avail(cost, threads_per_rank) + start_s
             Cb = seg.sum(per)                                            # (W, steps)
             Cc = seg.sum(comp)
@@ -367,6 +379,11 @@ class Model:
                 M = seg.max(term)                                        # relative to epoch start
             else:
                 M = np.full((W, steps), -np.inf)
+            if hand_t:   # the trainer takes every batch from the worker: in series with its step (after M:
+                # the samples' offsets within a step stay those of its compute)
+                h = np.where(seg.sum(valid.astype(np.float64)) > 0, hand_t, 0.0)
+                Cb = Cb + h
+                stall += h.sum(axis=1)
             # exchange (pls): bytes sent per step; a step lasts at least its exchange
             xs = np.zeros((W, steps))
             xio = 0.0
@@ -412,6 +429,9 @@ class Model:
             notes.append("local tier read at its page-cache curve (every node's files on it fit page_cache_bytes)")
         if start_s:
             notes.append(f"loader workers restart every epoch: first read {start_s:.3f} s after the epoch's start")
+        if hand_t or hand_w:
+            notes.append(f"DataLoader hand-off per batch: trainer {hand_t * 1e3:.3f} ms, worker "
+                         f"{hand_w * plan.local_batch * 1e3:.3f} ms")
         if policy == "prefetch":
             notes.append("prefetch: staging-buffer capacity not enforced (producers never wait for space)")
         if self.write_overlap and policy == "prefetch":

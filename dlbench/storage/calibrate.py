@@ -36,6 +36,12 @@ The mechanisms the model needs beyond bandwidths (issue 19; each optional in a p
   then removes them (unlink); a line through the two per-file times gives the fixed part and the rate.
 - **loader worker start** ``worker_start_s``: a torch DataLoader with one worker process (fork), the time
   from ``iter()`` to the first sample (skipped without torch).
+- **loader hand-off** ``loader_batch_s`` and ``loader_worker_batch_s``: dlbench's own prefetch dataset
+  (``strategies.prefetch._StepDataset``) over an in-memory reader (no I/O), batches of 8 x ``request_bytes``,
+  a 1-worker DataLoader: the trainer's time blocked in ``next()`` per batch while the worker is ahead (a 10 ms
+  sleep per step: unpickling the batch, receiving the shared-memory descriptor, mapping it) and the worker's
+  extra time per batch (the loader's period per batch with no step, less the same ``__getitem__`` in the
+  trainer's process: pickling, the socket, the worker loop). Skipped without torch.
 - **page cache** ``page_cache_bytes``: MemAvailable of /proc/meminfo.
 - **wake-up latency** ``wake_latency``: how late ``time.sleep(d)`` returns, mean, for d = 0.5, 2, 10 and 50
   ms, every rank at once (a loaded host resumes a waiting thread late: a training step's wait ends late).
@@ -295,6 +301,71 @@ def _worker_start(repeat: int) -> list | None:
     return out
 
 
+HANDOFF_BATCH = 8
+
+
+class _MemReader:
+    """An in-memory reader with the executor's ``read_into`` (no I/O): the hand-off is what is left."""
+
+    def __init__(self, nbytes: int):
+        self.buf = np.random.default_rng(0).integers(0, 255, (HANDOFF_BATCH, nbytes), dtype=np.uint8)
+        self.max_row_nbytes = nbytes
+
+    def read_into(self, i, out):
+        out[:] = self.buf[i % HANDOFF_BATCH]
+        return self.max_row_nbytes
+
+    def close(self):
+        pass
+
+
+def _loader_handoff(repeat: int, nbytes: int, steps: int = 30, step_s: float = 0.01) -> dict | None:
+    """Per batch of ``HANDOFF_BATCH`` x ``nbytes``, ``repeat`` times, through dlbench's prefetch dataset and a
+    1-worker DataLoader: ``trainer_s`` (mean time blocked in ``next()`` while the worker is ahead: a
+    ``step_s`` sleep per step) and ``worker_s`` (the loader's period per batch with no step, less the
+    dataset's own time per batch in this process). None without torch."""
+    try:
+        import torch.utils.data as tud
+
+        from ..strategies.prefetch import _identity, _StepDataset
+    except ImportError:
+        return None
+
+    def dataset():
+        return _StepDataset(lambda: _MemReader(nbytes), None, nbytes, nbytes, HANDOFF_BATCH, 4)
+
+    idx = [list(range(HANDOFF_BATCH)) for _ in range(steps + 1)]
+    trainer, worker = [], []
+    for _ in range(repeat):
+        ds = dataset()
+        ds[idx[0]]
+        a = time.perf_counter()
+        for ids in idx[1:]:
+            ds[ids]
+        bare = (time.perf_counter() - a) / steps
+        for sleep in (True, False):
+            dl = tud.DataLoader(dataset(), sampler=idx, batch_size=None, collate_fn=_identity, num_workers=1,
+                                prefetch_factor=2, multiprocessing_context="fork")
+            it = iter(dl)
+            next(it)                    # the worker has started
+            time.sleep(0.05)            # and is ahead
+            blocked = 0.0
+            a = time.perf_counter()
+            for _ in range(steps):
+                b = time.perf_counter()
+                next(it)
+                blocked += time.perf_counter() - b
+                if sleep:
+                    time.sleep(step_s)
+            period = (time.perf_counter() - a) / steps
+            del it, dl
+            if sleep:
+                trainer.append(blocked / steps)
+            else:
+                worker.append(max(period - bare, 0.0))
+    return {"batch": HANDOFF_BATCH, "sample_bytes": int(nbytes), "trainer_s": trainer, "worker_s": worker}
+
+
 WAKE_WAITS_S = (0.0005, 0.002, 0.01, 0.05)
 
 
@@ -523,6 +594,14 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
     raw["worker_start_s"] = ws
     if echo and comm.rank == 0 and wmed:
         echo(f"  loader worker start (fork to first sample): {wmed * 1e3:,.1f} ms")
+    # --- loader hand-off (DataLoader worker -> trainer, per batch) ---
+    ho = _loader_handoff(repeat, request_bytes)
+    raw["loader_handoff"] = ho
+    ho_t = comm.allreduce(_median(ho["trainer_s"]), "max") if ho else None
+    ho_w = comm.allreduce(_median(ho["worker_s"]), "max") if ho else None
+    if echo and comm.rank == 0 and ho:
+        echo(f"  loader hand-off per batch of {HANDOFF_BATCH} x {request_bytes:,} B: trainer {ho_t * 1e3:,.3f} ms, "
+             f"worker {ho_w * 1e3:,.3f} ms")
     # --- network ---
     net = _pingpong(comm)
     raw["network_mb_per_s"] = net
@@ -560,6 +639,9 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
         profile["pfs"]["cached_mb_per_s"] = round(cached, 3)
     if wmed:
         profile["worker_start_s"] = round(wmed, 5)
+    if ho:
+        profile["loader_batch_s"] = round(ho_t, 7)
+        profile["loader_worker_batch_s"] = round(ho_w, 7)
     profile["wake_latency"] = [{"wait_s": d, "late_s": round(max(v["mean_s"], 0.0), 7)} for d, v in wk.items()]
     if xr and xr["mb_per_s"] > 0:
         profile["exchange_mb_per_s"] = round(xr["mb_per_s"], 3)

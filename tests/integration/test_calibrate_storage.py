@@ -42,6 +42,11 @@ def test_calibrated_profile_loads_and_simulates(cf, tmp_path, cli):
     assert p.pfs.cached_mb_per_s and p.pfs.cached_mb_per_s > 0
     assert p.worker_start_s and p.worker_start_s > 0 and len(cal["worker_start_s"]) == 2
     assert p.page_cache_bytes and p.page_cache_bytes > 0
+    # the DataLoader hand-off, per batch, measured through the prefetch dataset: on record per repeat
+    ho = cal["loader_handoff"]
+    assert len(ho["trainer_s"]) == 2 and len(ho["worker_s"]) == 2 and ho["batch"] == 8
+    assert p.loader_batch_s == pytest.approx(statistics.median(ho["trainer_s"]), rel=1e-3, abs=1e-7)
+    assert p.loader_batch_s > 0 and p.loader_worker_batch_s is not None and p.loader_worker_batch_s >= 0
     r = cli(["simulate", "--system", str(out), "--workload", "cosmoflow", "--nodes", "4", "--strategies", "naive",
              "--accelerator", "a100", "--out", str(tmp_path / "sim")])
     assert r.exit_code == 0, r.output

@@ -182,3 +182,37 @@ def test_page_cache_counts_a_nodes_own_files():
     assert any("page-cache" in n for n in fit["model_notes"])
     assert not any("page-cache" in n for n in no["model_notes"])
     assert fit["epoch_time_s"][1] < no["epoch_time_s"][1] / 2
+
+
+def test_dataloader_hands_every_batch_from_its_worker_to_the_trainer():
+    """prefetch with DataLoader workers (1 rank, 400 samples of 1 MB in 50 batches of 8; a read 1 ms, a step
+    10 ms = 1.25 ms per sample: the model hands a step's samples to its compute one by one). By hand: without
+    the hand-off, sample 0 is read by 1 ms and the 50 steps follow back to back: 1 + 50 x 10 = 501 ms. The
+    trainer's share (loader_batch_s = 2 ms) adds to every step: 1 + 50 x 12 = 601 ms, 0.1 s more stall. The
+    worker's share (loader_worker_batch_s = 6 ms, 0.75 ms per sample) makes sample i ready at 1.75 (i + 1) ms,
+    slower than the steps: step k (samples 8k..8k+7, the j-th needed 1.25 j after its start) starts at
+    max over j of 1.75 (8k + j + 1) - 1.25 j = 14 k + 5.25 ms; the last (k = 49) at 691.25, ends at 701.25 ms.
+    Both: steps of 12 ms still wait for the worker: 691.25 + 12 = 703.25 ms. num_workers 0 (the trainer
+    reads) pays neither."""
+    rows = [("p", "prefetch", {"num_workers": 1}), ("pp", "prefetch", {"num_workers": 1, "persistent_workers": True}),
+            ("p0", "prefetch", {"num_workers": 0})]
+    plain = simulate(rows, wl=WL, profile=_profile(), nodes=1, epochs=1)
+    trainer = simulate(rows, wl=WL, profile=_profile(loader_batch_s=0.002), nodes=1, epochs=1)
+    worker = simulate(rows[:1], wl=WL, profile=_profile(loader_worker_batch_s=0.006), nodes=1, epochs=1)["p"]
+    both = simulate(rows[:1], wl=WL, profile=_profile(loader_batch_s=0.002, loader_worker_batch_s=0.006),
+                    nodes=1, epochs=1)["p"]
+    assert plain["p"]["epoch_time_s"][0] == pytest.approx(0.501, rel=1e-9)
+    for label in ("p", "pp"):
+        assert trainer[label]["epoch_time_s"][0] == pytest.approx(0.601, rel=1e-9)
+        assert trainer[label]["phase_time_s"]["stall"] == pytest.approx(plain[label]["phase_time_s"]["stall"] + 0.1, rel=1e-9)
+    assert trainer["p0"]["epoch_time_s"][0] == pytest.approx(plain["p0"]["epoch_time_s"][0], rel=1e-12)
+    assert worker["epoch_time_s"][0] == pytest.approx(0.70125, rel=1e-9)
+    assert both["epoch_time_s"][0] == pytest.approx(0.70325, rel=1e-9)
+
+
+@pytest.mark.parametrize("key,val", [("loader_batch_s", -1e-3), ("loader_batch_s", float("nan")),
+                                     ("loader_worker_batch_s", float("inf"))])
+def test_loader_handoff_figures_are_validated_and_zero_is_allowed(key, val):
+    with pytest.raises(ConfigError, match=key):
+        _profile(**{key: val})
+    assert getattr(_profile(**{key: 0.0}), key) == 0.0
