@@ -632,23 +632,34 @@ class _PlainWindow(_Window):
                 cm[flat], pm[flat], sm[flat] = comp, pfs, s
                 cm, pm, sm = cm.reshape(W, n), pm.reshape(W, n), sm.reshape(W, n)
             self.mats[e] = (cm, pm, rel, self.steps_loaded, sm)
-        cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-        if window:
-            xl = [None] * len(s)
+        # the lists are extended in place (the loops hold references to a rank's lists across a load); while
+        # every access is a window-rule PFS read X is not kept (all None): filled in when that ends
+        e0 = np.asarray(self.end, dtype=np.int64)
+        SS = self.step_start
+        for r, v in enumerate((rel[:, 1:] + e0[:, None]).tolist()):
+            SS[r] += v
+        self.end = (e0 + counts).tolist()
+        n = int(counts.max()) if W else 0
+        if len(s) == W * n:      # every rank has n accesses: its row as a list
+            S = self.S
+            for r, v in enumerate(s.reshape(W, n).tolist()):
+                S[r] += v
         else:
-            self.all_window = False
+            cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+            sl = s.tolist()
+            for r in range(W):
+                self.S[r] += sl[cuts[r]:cuts[r + 1]]
+        if not window:
+            if self.all_window:     # X from here on: None for every access kept so far
+                self.all_window = False
+                for r in range(W):
+                    self.X[r] += [None] * (int(e0[r]) - self.base[r])
             x = np.where(kind == KIND_FILL, -cost, cost).astype(object)
             x[kind == KIND_WINDOW] = None
             xl = x.tolist()
-        cols_l = [s.tolist(), xl]
-        rel_l = rel.tolist()
-        for r in range(W):
-            a, b = cuts[r], cuts[r + 1]
-            for dst, xs in zip((self.S, self.X), cols_l):
-                dst[r].extend(xs[a:b])
-            e0 = self.end[r]
-            self.step_start[r].extend(e0 + v for v in rel_l[r][1:])
-            self.end[r] = e0 + b - a
+            cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+            for r in range(W):
+                self.X[r] += xl[cuts[r]:cuts[r + 1]]
         self.epoch_steps.append(steps)
         self.epoch_first.add(self.steps_loaded)
         self.step_epoch.extend([e] * steps)
@@ -966,6 +977,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 ends = ends_a.tolist()
             else:
                 ends = [B] * W
+                all_w = win.all_window      # X is not kept while every access is a window-rule PFS read
                 for r in range(W):
                     nd = node_of[r]
                     own = log[nd]
@@ -980,7 +992,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                             wait += a_ - e
                             e = a_
                             if e > lmax:
-                                x = Xr[f]
+                                x = None if all_w else Xr[f]
                                 if x is None or x < 0.0:      # a PFS read
                                     lmax = e
                         e += comp_const if comp_const is not None else Sr[f] * comp_spb
