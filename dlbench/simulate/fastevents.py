@@ -90,13 +90,20 @@ class _Window:
         at = np.take_along_axis(C, np.clip(ep.bounds, 0, n), axis=1)
         rel = at - at[:, :1]
         counts = valid.sum(axis=1)
-        kp = ep.keep[valid] if ep.keep is not None else np.full(int(counts.sum()), NO_TIER, np.uint8)
+        if counts.sum() == W * n:       # every entry valid: the arrays flattened as they are (rank-major)
+            def pick(x):
+                return x.reshape(-1)
+        else:
+            def pick(x):
+                return x[valid]
+        kp = pick(ep.keep) if ep.keep is not None else np.full(int(counts.sum()), NO_TIER, np.uint8)
+        src = pick(ep.source)
         if with_chunk:   # the PFS requests: a chunk's covered columns (chunk == 0) are not requests
-            req = ep.source[valid] == SHARED
+            req = src == SHARED
             if ep.chunk is not None:
-                req &= ep.chunk[valid] != 0
-            return ids[valid], ep.source[valid], kp, counts, rel, ep.steps, req
-        return ids[valid], ep.source[valid], kp, counts, rel, ep.steps
+                req &= pick(ep.chunk) != 0
+            return pick(ids), src, kp, counts, rel, ep.steps, req
+        return pick(ids), src, kp, counts, rel, ep.steps
 
     def load(self) -> bool:
         """Append the next epoch; False when every epoch is loaded."""
@@ -588,18 +595,20 @@ class _PlainWindow(_Window):
         ids, src, kp, counts, rel, steps, req = self.epoch_arrays(plan, e, self.sizes, with_chunk=True)
         W = self.W
         s = self.sizes[ids].astype(np.float64)
-        src = src.astype(np.int64)
         pfs = src == SHARED
         fill = (kp != NO_TIER) & pfs
         comp = np.full(len(s), self.comp_const) if self.comp_const is not None else s * self.comp_spb
-        wr = s * self.w_spb
         rix = np.repeat(np.arange(W), counts)
         NT = len(TIER_NAMES)
         window = self.fixed_pfs_spb is None and bool(pfs.all()) and not fill.any()
+        wr = s * self.w_spb if self.ondemand or not window else None
+        n = int(counts.max()) if W else 0
+        rows = len(s) == W * n      # every rank has n accesses: (W, n) views of the accesses
         if window:      # every access a window-rule PFS read: nothing static but its write
             static = None
             self.bytes[:, SHARED] += np.bincount(rix, weights=s, minlength=W)
         else:
+            src = src.astype(np.int64)
             if self.fixed_pfs_spb is not None:     # gamma: nodes: every PFS read at a fixed rate, logged
                 kind = np.where(pfs, KIND_FILL, KIND_FIXED)
                 fetch = np.where(pfs, s * np.where(fill, self.fill_spb, self.fixed_pfs_spb) + self.lat, 0.0)
@@ -617,17 +626,17 @@ class _PlainWindow(_Window):
             self.fetch += np.bincount(rix * NT + src, weights=np.where(static, fetch, 0.0),
                                       minlength=W * NT).reshape(W, NT)
         self.compute += np.bincount(rix, weights=comp, minlength=W)
-        self.requests += np.bincount(rix, weights=req, minlength=W)
+        self.requests += np.count_nonzero(req.reshape(W, n), axis=1) if rows else \
+            np.bincount(rix, weights=req, minlength=W)
         self.samples += counts
         if self.ondemand:   # stall = fetch + write: the window reads' fetches are added by the loop
             self.stall += np.bincount(rix, weights=wr if static is None else np.where(static, io, wr), minlength=W)
         else:
-            n = int(counts.max()) if W else 0
-            first = np.concatenate([[0], np.cumsum(counts)[:-1]])
-            flat = np.arange(len(s)) - first[rix] + rix * n     # (rank, column) in a (W, n) matrix
-            if len(s) == W * n:        # every rank has n accesses: the rows as they are
+            if rows:
                 cm, pm, sm = comp.reshape(W, n), pfs.reshape(W, n), s.reshape(W, n)
             else:
+                first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+                flat = np.arange(len(s)) - first[rix] + rix * n     # (rank, column) in a (W, n) matrix
                 cm, pm, sm = np.zeros(W * n), np.zeros(W * n, bool), np.zeros(W * n)
                 cm[flat], pm[flat], sm[flat] = comp, pfs, s
                 cm, pm, sm = cm.reshape(W, n), pm.reshape(W, n), sm.reshape(W, n)
@@ -639,8 +648,7 @@ class _PlainWindow(_Window):
         for r, v in enumerate((rel[:, 1:] + e0[:, None]).tolist()):
             SS[r] += v
         self.end = (e0 + counts).tolist()
-        n = int(counts.max()) if W else 0
-        if len(s) == W * n:      # every rank has n accesses: its row as a list
+        if rows:
             S = self.S
             for r, v in enumerate(s.reshape(W, n).tolist()):
                 S[r] += v
