@@ -34,6 +34,7 @@ linearly along a chain: a γ change crosses many logged starts.) With tier fills
 from __future__ import annotations
 
 import dataclasses
+import sys
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from itertools import accumulate
@@ -688,6 +689,10 @@ class _PlainWindow(_Window):
 
 
 VEC_MIN_RANKS = 32   # consumption vectorised across ranks from this many ranks (a per-rank loop below)
+# sum() of floats adds them one by one in order before CPython 3.12 (from 3.12 it compensates the rounding): the
+# loader-thread scheduling then takes the buffer's running sums with sum(); otherwise with accumulate
+SEQ_SUM = sys.version_info < (3, 12)
+SCHED_MARGIN = 8     # accesses below a rank's previous count where the scheduling's running sum starts
 
 
 def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
@@ -812,6 +817,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
         counter = [0] * W
         nxt = [0] * W
         held = [0.0] * W
+        last_n = [0] * W        # each rank's count of accesses scheduled at its previous step
         AV = [array("d") for _ in range(W)]     # avail, per rank, aligned with the window's lists
         vec = W >= VEC_MIN_RANKS and grouped
         while True:
@@ -849,24 +855,54 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 # how many accesses the rank schedules: all of this step's, then while the buffer has room
                 # (the reference's running sum, hr + s <= cap; acc[i + 1] is that sum after access i)
                 lo_i = must - f0 if must > f0 else 0
-                L = lo_i + lb + lb // 2 + 8
-                while True:
+                if SEQ_SUM:
+                    # the running sum after k accesses is sum(Sr[f0:f0 + k], hr) (sum() adds the floats in
+                    # order); it only grows, so: from a guess at or below the answer (the rank's previous count
+                    # less a margin; backed off while past it), one access at a time while hr + s <= cap
+                    k = last_n[r] - SCHED_MARGIN
+                    if k < lo_i:
+                        k = lo_i
                     n_acc = len(Sr)
-                    m = min(L, n_acc - f0)
-                    acc = list(accumulate(Sr[f0:f0 + m], initial=hr))
-                    n = bisect_right(acc, cap, 1) - 1
-                    if n < lo_i:
-                        n = lo_i
-                    if n < m:
+                    if k > n_acc - f0:
+                        k = n_acc - f0
+                    hr = sum(Sr[f0:f0 + k], hr)
+                    while hr > cap and k > lo_i:
+                        k = k - 2 * SCHED_MARGIN if k - 2 * SCHED_MARGIN > lo_i else lo_i
+                        hr = sum(Sr[f0:f0 + k], held[r])
+                    f = f0 + k
+                    while True:
+                        if f >= n_acc:
+                            if win.load():      # False once every epoch is loaded
+                                n_acc = len(Sr)
+                                continue
+                            break
+                        x = hr + Sr[f]
+                        if x > cap:
+                            break
+                        hr = x
+                        f += 1
+                    n = f - f0
+                    last_n[r] = n
+                    held[r] = hr
+                else:
+                    L = lo_i + lb + lb // 2 + 8
+                    while True:
+                        n_acc = len(Sr)
+                        m = min(L, n_acc - f0)
+                        acc = list(accumulate(Sr[f0:f0 + m], initial=hr))
+                        n = bisect_right(acc, cap, 1) - 1
+                        if n < lo_i:
+                            n = lo_i
+                        if n < m:
+                            break
+                        if f0 + m < n_acc:
+                            L *= 2
+                            continue
+                        if win.load():      # False once every epoch is loaded
+                            continue
+                        n = m
                         break
-                    if f0 + m < n_acc:
-                        L *= 2
-                        continue
-                    if win.load():      # False once every epoch is loaded
-                        continue
-                    n = m
-                    break
-                held[r] = acc[n]
+                    held[r] = acc[n]
                 nxt[r] = f0 + n + bs
                 if not n:
                     continue
