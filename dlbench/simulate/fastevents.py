@@ -942,7 +942,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                             ev = ch
                         else:
                             ev[q0::p_thr] = ch
-                    AV[r].extend(ev)
+                    AV[r].fromlist(ev)
                     fsh[r] += fs
                     log[nd] = lmax
                     insort(slog, lmax)
@@ -983,7 +983,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     fr[t_] = st
                     if lp > lmax:      # starts only grow along a thread: its last PFS read is its latest
                         lmax = lp
-                AV[r].extend(ev)
+                AV[r].fromlist(ev)
                 fsh[r] += fs
                 if lmax != own:
                     log[nd] = lmax
