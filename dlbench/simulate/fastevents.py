@@ -999,17 +999,25 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 if b0 > a0:
                     av2 = np.frombuffer(b"".join([AV[r][sst[r][j] - base[r]:sst[r][j + 1] - base[r]]
                                                   for r in range(W)]), dtype=np.float64).reshape(W, b0 - a0)
+                    # columns contiguous; where a rank waits (a_ > e) a_ - e > 0 is added and e becomes a_,
+                    # elsewhere a_ - e <= 0: + max(a_ - e, 0.0) adds 0.0 and max(e, a_) is e (the same floats)
+                    avT = np.ascontiguousarray(av2.T)
+                    cmT = np.ascontiguousarray(cm[:, a0:b0].T)
+                    pmT = np.ascontiguousarray(pm[:, a0:b0].T)
                     e = ends_a
                     wait = np.zeros(W)
                     lg = np.full(W, -np.inf)
+                    d = np.empty(W)
                     for c in range(b0 - a0):
-                        a_ = av2[:, c]
+                        a_ = avT[c]
                         w = a_ > e
                         if w.any():
-                            wait += np.where(w, a_ - e, 0.0)
-                            e = np.where(w, a_, e)
-                            lg = np.where(w & pm[:, a0 + c] & (e > lg), e, lg)
-                        e = e + cm[:, a0 + c]
+                            np.subtract(a_, e, out=d)
+                            np.maximum(d, 0.0, out=d)
+                            wait += d
+                            np.maximum(e, a_, out=e)
+                            lg = np.where(w & pmT[c] & (e > lg), e, lg)
+                        e += cmT[c]
                     ends_a = e
                     lgn = np.maximum.reduceat(lg, node_starts)
                     for nd in np.nonzero(lgn > np.asarray(log))[0].tolist():
