@@ -858,7 +858,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 if SEQ_SUM:
                     # the running sum after k accesses is sum(Sr[f0:f0 + k], hr) (sum() adds the floats in
                     # order); it only grows, so: from a guess at or below the answer (the rank's previous count
-                    # less a margin; backed off while past it), one access at a time while hr + s <= cap
+                    # less a margin; the step's own accesses if past it), then window by window
                     k = last_n[r] - SCHED_MARGIN
                     if k < lo_i:
                         k = lo_i
@@ -866,21 +866,25 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     if k > n_acc - f0:
                         k = n_acc - f0
                     hr = sum(Sr[f0:f0 + k], hr)
-                    while hr > cap and k > lo_i:
-                        k = k - 2 * SCHED_MARGIN if k - 2 * SCHED_MARGIN > lo_i else lo_i
+                    if hr > cap and k > lo_i:     # guessed past the answer: from this step's own accesses
+                        k = lo_i
                         hr = sum(Sr[f0:f0 + k], held[r])
                     f = f0 + k
-                    while True:
+                    L = 2 * SCHED_MARGIN
+                    while True:     # the next L running sums (L doubling while all fit: a buffer larger than
+                        # what is loaded); admitted while <= cap
+                        acc = list(accumulate(Sr[f:f + L], initial=hr))
+                        c = bisect_right(acc, cap, 1) - 1
+                        hr = acc[c]
+                        f += c
+                        if c < len(acc) - 1:
+                            break
+                        L *= 2
                         if f >= n_acc:
                             if win.load():      # False once every epoch is loaded
                                 n_acc = len(Sr)
                                 continue
                             break
-                        x = hr + Sr[f]
-                        if x > cap:
-                            break
-                        hr = x
-                        f += 1
                     n = f - f0
                     last_n[r] = n
                     held[r] = hr
