@@ -17,6 +17,9 @@ figures to compare; one run each): part 1, both engines equal everywhere; at 256
 accesses): naive 45.2 s CPU (was 55.9 before the window-read loops), prefetch 79.3 s CPU (was 90.7); peak memory
 1.25 GB. What is left is about 0.4 µs (sync) to 0.7 µs (loader threads) per access, in Python: the loader chains
 (~45 % of prefetch's time), loading epochs into lists (~27 %), per-(rank, step) scheduling (~18 %), consumption.
+Later (branch fastpf, load 1-1.5, one run each): prefetch 64.2-66.4 s CPU after exact cuts to loading, scheduling
+and consumption (1,024 x 3 costing 1.50 -> 1.16 s CPU); naive 42.1 s; the chains' γ bisections grow with the epochs (0.19 per
+access over 3 epochs, 0.65 over 24), so 90 epochs gain less than 3 (docs/evidence/issue-19.md).
 """
 
 from __future__ import annotations

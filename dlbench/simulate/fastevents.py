@@ -34,6 +34,7 @@ linearly along a chain: a γ change crosses many logged starts.) With tier fills
 from __future__ import annotations
 
 import dataclasses
+import sys
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from itertools import accumulate
@@ -90,13 +91,20 @@ class _Window:
         at = np.take_along_axis(C, np.clip(ep.bounds, 0, n), axis=1)
         rel = at - at[:, :1]
         counts = valid.sum(axis=1)
-        kp = ep.keep[valid] if ep.keep is not None else np.full(int(counts.sum()), NO_TIER, np.uint8)
+        if counts.sum() == W * n:       # every entry valid: the arrays flattened as they are (rank-major)
+            def pick(x):
+                return x.reshape(-1)
+        else:
+            def pick(x):
+                return x[valid]
+        kp = pick(ep.keep) if ep.keep is not None else np.full(int(counts.sum()), NO_TIER, np.uint8)
+        src = pick(ep.source)
         if with_chunk:   # the PFS requests: a chunk's covered columns (chunk == 0) are not requests
-            req = ep.source[valid] == SHARED
+            req = src == SHARED
             if ep.chunk is not None:
-                req &= ep.chunk[valid] != 0
-            return ids[valid], ep.source[valid], kp, counts, rel, ep.steps, req
-        return ids[valid], ep.source[valid], kp, counts, rel, ep.steps
+                req &= pick(ep.chunk) != 0
+            return pick(ids), src, kp, counts, rel, ep.steps, req
+        return pick(ids), src, kp, counts, rel, ep.steps
 
     def load(self) -> bool:
         """Append the next epoch; False when every epoch is loaded."""
@@ -588,18 +596,20 @@ class _PlainWindow(_Window):
         ids, src, kp, counts, rel, steps, req = self.epoch_arrays(plan, e, self.sizes, with_chunk=True)
         W = self.W
         s = self.sizes[ids].astype(np.float64)
-        src = src.astype(np.int64)
         pfs = src == SHARED
         fill = (kp != NO_TIER) & pfs
         comp = np.full(len(s), self.comp_const) if self.comp_const is not None else s * self.comp_spb
-        wr = s * self.w_spb
         rix = np.repeat(np.arange(W), counts)
         NT = len(TIER_NAMES)
         window = self.fixed_pfs_spb is None and bool(pfs.all()) and not fill.any()
+        wr = s * self.w_spb if self.ondemand or not window else None
+        n = int(counts.max()) if W else 0
+        rows = len(s) == W * n      # every rank has n accesses: (W, n) views of the accesses
         if window:      # every access a window-rule PFS read: nothing static but its write
             static = None
             self.bytes[:, SHARED] += np.bincount(rix, weights=s, minlength=W)
         else:
+            src = src.astype(np.int64)
             if self.fixed_pfs_spb is not None:     # gamma: nodes: every PFS read at a fixed rate, logged
                 kind = np.where(pfs, KIND_FILL, KIND_FIXED)
                 fetch = np.where(pfs, s * np.where(fill, self.fill_spb, self.fixed_pfs_spb) + self.lat, 0.0)
@@ -617,38 +627,48 @@ class _PlainWindow(_Window):
             self.fetch += np.bincount(rix * NT + src, weights=np.where(static, fetch, 0.0),
                                       minlength=W * NT).reshape(W, NT)
         self.compute += np.bincount(rix, weights=comp, minlength=W)
-        self.requests += np.bincount(rix, weights=req, minlength=W)
+        self.requests += np.count_nonzero(req.reshape(W, n), axis=1) if rows else \
+            np.bincount(rix, weights=req, minlength=W)
         self.samples += counts
         if self.ondemand:   # stall = fetch + write: the window reads' fetches are added by the loop
             self.stall += np.bincount(rix, weights=wr if static is None else np.where(static, io, wr), minlength=W)
         else:
-            n = int(counts.max()) if W else 0
-            first = np.concatenate([[0], np.cumsum(counts)[:-1]])
-            flat = np.arange(len(s)) - first[rix] + rix * n     # (rank, column) in a (W, n) matrix
-            if len(s) == W * n:        # every rank has n accesses: the rows as they are
+            if rows:
                 cm, pm, sm = comp.reshape(W, n), pfs.reshape(W, n), s.reshape(W, n)
             else:
+                first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+                flat = np.arange(len(s)) - first[rix] + rix * n     # (rank, column) in a (W, n) matrix
                 cm, pm, sm = np.zeros(W * n), np.zeros(W * n, bool), np.zeros(W * n)
                 cm[flat], pm[flat], sm[flat] = comp, pfs, s
                 cm, pm, sm = cm.reshape(W, n), pm.reshape(W, n), sm.reshape(W, n)
             self.mats[e] = (cm, pm, rel, self.steps_loaded, sm)
-        cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-        if window:
-            xl = [None] * len(s)
+        # the lists are extended in place (the loops hold references to a rank's lists across a load); while
+        # every access is a window-rule PFS read X is not kept (all None): filled in when that ends
+        e0 = np.asarray(self.end, dtype=np.int64)
+        SS = self.step_start
+        for r, v in enumerate((rel[:, 1:] + e0[:, None]).tolist()):
+            SS[r] += v
+        self.end = (e0 + counts).tolist()
+        if rows:
+            S = self.S
+            for r, v in enumerate(s.reshape(W, n).tolist()):
+                S[r] += v
         else:
-            self.all_window = False
+            cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+            sl = s.tolist()
+            for r in range(W):
+                self.S[r] += sl[cuts[r]:cuts[r + 1]]
+        if not window:
+            if self.all_window:     # X from here on: None for every access kept so far
+                self.all_window = False
+                for r in range(W):
+                    self.X[r] += [None] * (int(e0[r]) - self.base[r])
             x = np.where(kind == KIND_FILL, -cost, cost).astype(object)
             x[kind == KIND_WINDOW] = None
             xl = x.tolist()
-        cols_l = [s.tolist(), xl]
-        rel_l = rel.tolist()
-        for r in range(W):
-            a, b = cuts[r], cuts[r + 1]
-            for dst, xs in zip((self.S, self.X), cols_l):
-                dst[r].extend(xs[a:b])
-            e0 = self.end[r]
-            self.step_start[r].extend(e0 + v for v in rel_l[r][1:])
-            self.end[r] = e0 + b - a
+            cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+            for r in range(W):
+                self.X[r] += xl[cuts[r]:cuts[r + 1]]
         self.epoch_steps.append(steps)
         self.epoch_first.add(self.steps_loaded)
         self.step_epoch.extend([e] * steps)
@@ -669,6 +689,10 @@ class _PlainWindow(_Window):
 
 
 VEC_MIN_RANKS = 32   # consumption vectorised across ranks from this many ranks (a per-rank loop below)
+# sum() of floats adds them one by one in order before CPython 3.12 (from 3.12 it compensates the rounding): the
+# loader-thread scheduling then takes the buffer's running sums with sum(); otherwise with accumulate
+SEQ_SUM = sys.version_info < (3, 12)
+SCHED_MARGIN = 8     # accesses below a rank's previous count where the scheduling's running sum starts
 
 
 def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
@@ -793,6 +817,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
         counter = [0] * W
         nxt = [0] * W
         held = [0.0] * W
+        last_n = [0] * W        # each rank's count of accesses scheduled at its previous step
         AV = [array("d") for _ in range(W)]     # avail, per rank, aligned with the window's lists
         vec = W >= VEC_MIN_RANKS and grouped
         while True:
@@ -830,24 +855,58 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 # how many accesses the rank schedules: all of this step's, then while the buffer has room
                 # (the reference's running sum, hr + s <= cap; acc[i + 1] is that sum after access i)
                 lo_i = must - f0 if must > f0 else 0
-                L = lo_i + lb + lb // 2 + 8
-                while True:
+                if SEQ_SUM:
+                    # the running sum after k accesses is sum(Sr[f0:f0 + k], hr) (sum() adds the floats in
+                    # order); it only grows, so: from a guess at or below the answer (the rank's previous count
+                    # less a margin; the step's own accesses if past it), then window by window
+                    k = last_n[r] - SCHED_MARGIN
+                    if k < lo_i:
+                        k = lo_i
                     n_acc = len(Sr)
-                    m = min(L, n_acc - f0)
-                    acc = list(accumulate(Sr[f0:f0 + m], initial=hr))
-                    n = bisect_right(acc, cap, 1) - 1
-                    if n < lo_i:
-                        n = lo_i
-                    if n < m:
-                        break
-                    if f0 + m < n_acc:
+                    if k > n_acc - f0:
+                        k = n_acc - f0
+                    hr = sum(Sr[f0:f0 + k], hr)
+                    if hr > cap and k > lo_i:     # guessed past the answer: from this step's own accesses
+                        k = lo_i
+                        hr = sum(Sr[f0:f0 + k], held[r])
+                    f = f0 + k
+                    L = 2 * SCHED_MARGIN
+                    while True:     # the next L running sums (L doubling while all fit: a buffer larger than
+                        # what is loaded); admitted while <= cap
+                        acc = list(accumulate(Sr[f:f + L], initial=hr))
+                        c = bisect_right(acc, cap, 1) - 1
+                        hr = acc[c]
+                        f += c
+                        if c < len(acc) - 1:
+                            break
                         L *= 2
-                        continue
-                    if win.load():      # False once every epoch is loaded
-                        continue
-                    n = m
-                    break
-                held[r] = acc[n]
+                        if f >= n_acc:
+                            if win.load():      # False once every epoch is loaded
+                                n_acc = len(Sr)
+                                continue
+                            break
+                    n = f - f0
+                    last_n[r] = n
+                    held[r] = hr
+                else:
+                    L = lo_i + lb + lb // 2 + 8
+                    while True:
+                        n_acc = len(Sr)
+                        m = min(L, n_acc - f0)
+                        acc = list(accumulate(Sr[f0:f0 + m], initial=hr))
+                        n = bisect_right(acc, cap, 1) - 1
+                        if n < lo_i:
+                            n = lo_i
+                        if n < m:
+                            break
+                        if f0 + m < n_acc:
+                            L *= 2
+                            continue
+                        if win.load():      # False once every epoch is loaded
+                            continue
+                        n = m
+                        break
+                    held[r] = acc[n]
                 nxt[r] = f0 + n + bs
                 if not n:
                     continue
@@ -887,7 +946,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                             ev = ch
                         else:
                             ev[q0::p_thr] = ch
-                    AV[r].extend(ev)
+                    AV[r].fromlist(ev)
                     fsh[r] += fs
                     log[nd] = lmax
                     insort(slog, lmax)
@@ -928,7 +987,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     fr[t_] = st
                     if lp > lmax:      # starts only grow along a thread: its last PFS read is its latest
                         lmax = lp
-                AV[r].extend(ev)
+                AV[r].fromlist(ev)
                 fsh[r] += fs
                 if lmax != own:
                     log[nd] = lmax
@@ -944,17 +1003,25 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 if b0 > a0:
                     av2 = np.frombuffer(b"".join([AV[r][sst[r][j] - base[r]:sst[r][j + 1] - base[r]]
                                                   for r in range(W)]), dtype=np.float64).reshape(W, b0 - a0)
+                    # columns contiguous; where a rank waits (a_ > e) a_ - e > 0 is added and e becomes a_,
+                    # elsewhere a_ - e <= 0: + max(a_ - e, 0.0) adds 0.0 and max(e, a_) is e (the same floats)
+                    avT = np.ascontiguousarray(av2.T)
+                    cmT = np.ascontiguousarray(cm[:, a0:b0].T)
+                    pmT = np.ascontiguousarray(pm[:, a0:b0].T)
                     e = ends_a
                     wait = np.zeros(W)
                     lg = np.full(W, -np.inf)
+                    d = np.empty(W)
                     for c in range(b0 - a0):
-                        a_ = av2[:, c]
+                        a_ = avT[c]
                         w = a_ > e
                         if w.any():
-                            wait += np.where(w, a_ - e, 0.0)
-                            e = np.where(w, a_, e)
-                            lg = np.where(w & pm[:, a0 + c] & (e > lg), e, lg)
-                        e = e + cm[:, a0 + c]
+                            np.subtract(a_, e, out=d)
+                            np.maximum(d, 0.0, out=d)
+                            wait += d
+                            np.maximum(e, a_, out=e)
+                            lg = np.where(w & pmT[c] & (e > lg), e, lg)
+                        e += cmT[c]
                     ends_a = e
                     lgn = np.maximum.reduceat(lg, node_starts)
                     for nd in np.nonzero(lgn > np.asarray(log))[0].tolist():
@@ -966,6 +1033,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                 ends = ends_a.tolist()
             else:
                 ends = [B] * W
+                all_w = win.all_window      # X is not kept while every access is a window-rule PFS read
                 for r in range(W):
                     nd = node_of[r]
                     own = log[nd]
@@ -980,7 +1048,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                             wait += a_ - e
                             e = a_
                             if e > lmax:
-                                x = Xr[f]
+                                x = None if all_w else Xr[f]
                                 if x is None or x < 0.0:      # a PFS read
                                     lmax = e
                         e += comp_const if comp_const is not None else Sr[f] * comp_spb

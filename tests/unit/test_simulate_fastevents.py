@@ -106,6 +106,21 @@ def test_buffer_reads_ahead_across_epochs_and_window_is_trimmed():
     _assert_same(ref, new)
 
 
+@pytest.mark.parametrize("seq_sum", [True, False], ids=["sum-scheduling", "accumulate-scheduling"])
+@pytest.mark.parametrize("vec_min_ranks", [1, 10**9], ids=["vector-consumption", "loop-consumption"])
+def test_buffer_binds_with_widely_spread_sizes(vec_min_ranks, seq_sum, monkeypatch):
+    """Samples of 1-400 MB (lognormal, mean 100 MB) against the 1 GB staging buffer, local batch 8: a step
+    sometimes exceeds the buffer (its accesses are scheduled regardless) and the count a rank schedules per step
+    swings by more than the scheduling's guess margin, so its running sum restarts from the step's own accesses
+    (``SCHED_MARGIN``) as well as stepping forward. Both scheduling paths (``SEQ_SUM``: the one for CPython
+    before 3.12 and the accumulate one after)."""
+    monkeypatch.setattr(fastevents, "VEC_MIN_RANKS", vec_min_ranks)
+    monkeypatch.setattr(fastevents, "SEQ_SUM", seq_sum)
+    wl = SimWorkload("spread", 480, 8, "lognormal", 1e8, 8e7, 1e6, 4e8)
+    ref, new = _both("prefetch", {"num_workers": 2}, wl, 4, 1, 3)
+    _assert_same(ref, new)
+
+
 def test_worlds_past_the_reference_limit_are_costed():
     """The reference refuses more than events.MAX_RANKS ranks; the model (fast path) costs them."""
     wl = SimWorkload("f", 1200, 1, "fixed", 1e6)
