@@ -105,7 +105,7 @@ def phases_per_epoch(summary: dict) -> dict:
 
 def modelled(setup, strategy: str, options: dict, system: str | None = None) -> dict:
     """``system``: cost with this profile instead of the runs' (``--sim-system``)."""
-    from dlbench.simulate import SimWorkload, build_plan, load_profile, simulate
+    from dlbench.simulate import SimWorkload, load_profile, simulate
 
     name, nbytes, samples, batch, step, run_system, nodes, rpn, epochs, seed = setup
     system = system or run_system
@@ -113,14 +113,11 @@ def modelled(setup, strategy: str, options: dict, system: str | None = None) -> 
     s = simulate([("x", strategy, dict(options))], wl=wl, profile=load_profile(system), nodes=nodes,
                  ranks_per_node=rpn, epochs=epochs, seed=seed)["x"]
     ep = s["epoch_time_s"]
-    t = s["bytes_by_tier"]       # accesses' bytes, summed over ranks over all epochs (as a run's)
-    # a run counts background moves (pls's exchange: the plan's transfers) as peer bytes received too
-    sizes = wl.sizes(seed)
-    plan = build_plan("naive" if strategy == "lowerbound" else strategy, wl=wl, nodes=nodes, ranks_per_node=rpn,
-                      epochs=epochs, seed=seed, profile=load_profile(system), sizes=sizes, options=dict(options))
-    moved = sum(float(sizes[e.transfers.sample].sum()) for e in plan if e.transfers is not None)
+    # accesses' bytes, summed over ranks over all epochs, with background moves (pls's exchange) under peer: as a
+    # run's (one definition, metrics.GLOSSARY)
+    t = s["bytes_by_tier"]
     return {"epoch0_s": ep[0], "epoch_s": sum(ep[1:]) / len(ep[1:]) if len(ep) > 1 else ep[0],
-            "bytes": (round(t["shared"]), round(t["memory"] + t["local"]), round(t["peer"] + moved)),
+            "bytes": (round(t["shared"]), round(t["memory"] + t["local"]), round(t["peer"])),
             "notes": s.get("model_notes") or [], "phases": phases_per_epoch(s)}
 
 
