@@ -196,16 +196,17 @@ def _smooth_image(rng: np.random.Generator, w: int, h: int) -> np.ndarray:
     bicubically to the next scale and perturbed there (see ``_OCTAVES``)."""
     from PIL import Image
 
-    cur = None
+    cur: np.ndarray | None = None
     for cell, amp in _OCTAVES:
         gw, gh = max(2, -(-w // cell) + 1), max(2, -(-h // cell) + 1)
         noise = rng.integers(-128, 128, size=(gh, gw, 3), dtype=np.int16)
         if cur is None:
             cur = (noise + 128).astype(np.uint8)
         else:
-            up = np.asarray(Image.fromarray(cur, "RGB").resize((gw, gh), Image.BICUBIC), dtype=np.int16)
+            up = np.asarray(Image.fromarray(cur, "RGB").resize((gw, gh), Image.Resampling.BICUBIC), dtype=np.int16)
             cur = np.clip(up + (noise * amp).astype(np.int16), 0, 255).astype(np.uint8)
-    return np.asarray(Image.fromarray(cur, "RGB").resize((w, h), Image.BICUBIC))
+    assert cur is not None   # _OCTAVES is not empty
+    return np.asarray(Image.fromarray(cur, "RGB").resize((w, h), Image.Resampling.BICUBIC))
 
 
 def _encode(img: np.ndarray) -> bytes:
@@ -352,7 +353,7 @@ def _pad(enc: bytes, target: int, fill, sample_id: int) -> bytes:
     pad = target - len(enc)
     if pad < _ID_SEG:
         raise ValueError(f"jpeg target {target} B leaves {pad} B for the id segment ({_ID_SEG} needed)")
-    segs = []
+    segs: list[bytes] = []
     pos = 0
     while pad > 0:
         seg = min(pad, _COM_MAX)

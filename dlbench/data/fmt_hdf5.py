@@ -276,7 +276,7 @@ class _OpenFile:
 
                 raise ConfigError(f"--cache direct: {os.fsdecode(path)}'s datasets are not contiguous and unfiltered, "
                                   f"so they are read through libhdf5, which cannot use O_DIRECT here")
-            self.read_row = self._read_row_direct   # the buffered read_row stays free of any mode test
+            self.read_row = self._read_row_direct  # type: ignore[method-assign]  # the buffered read_row stays free of any mode test
 
     def _read_row_direct(self, j: int, out: np.ndarray, reader) -> None:
         """``read_row`` through O_DIRECT (``pagecache.pread_direct``: aligned span, bounce buffer)."""
@@ -477,7 +477,7 @@ class BlockReader(_ArraysMixin, SampleReader):
         e = self._iov_cache.get(id(rows))
         lists = e[1] if e is not None and e[0] is rows else None
         if lists is None:
-            lists = [[memoryview(rows[k, s:s + n]) for k in range(rows.shape[0])]
+            lists = [[memoryview(rows[k, s:s + n]) for k in range(rows.shape[0])]  # type: ignore[arg-type]  # numpy declares __buffer__ for Python >= 3.12 only
                      for s, n in zip(self._starts, self._nbytes)]
             if len(self._iov_cache) > 64:
                 self._iov_cache.clear()
@@ -688,6 +688,7 @@ class _Writer:
         """Samples first..first+count-1, stored at row ``first - base`` of each dataset."""
         from .generate import _write_all
 
+        assert self.filler is not None, "a writer made with the files it writes"
         written = 0
         for s0, b in self.chunks(first, count):
             bufs = self.filler.get(s0, b)

@@ -188,7 +188,7 @@ class JpegReader(SampleReader):
             from ..storage.pagecache import DirectBuffer
 
             self._bounce = DirectBuffer(self.max_row_nbytes)
-            self.read_into = self._read_into_direct   # the buffered read_into stays free of any mode test
+            self.read_into = self._read_into_direct  # type: ignore[method-assign]  # the buffered read_into stays free of any mode test
 
     def _read_into_direct(self, i: int, out: np.ndarray) -> int:
         """``read_into`` through O_DIRECT (the file's aligned span into the bounce buffer, then copied)."""
@@ -236,10 +236,10 @@ def decode_jpeg_into(raw: np.ndarray, nbytes: int, out: np.ndarray, decoded_shap
     from PIL import Image
 
     h, w = int(decoded_shape[0]), int(decoded_shape[1])
-    with Image.open(io.BytesIO(memoryview(raw)[:nbytes])) as img:
+    with Image.open(io.BytesIO(memoryview(raw)[:nbytes])) as img:  # type: ignore[arg-type]  # numpy declares __buffer__ for Python >= 3.12 only
         img = img.convert("RGB")
         if img.size != (w, h):
-            img = img.resize((w, h), Image.BILINEAR)
+            img = img.resize((w, h), Image.Resampling.BILINEAR)
         arr = np.asarray(img)
     out.reshape(-1)[:arr.size] = arr.reshape(-1)
 

@@ -110,7 +110,7 @@ def sample_shapes(spec: dict, seed: int, f: int, rec: np.ndarray | None = None) 
     """The shape of each array of one sample of file ``f``."""
     if rec is None and spec.get("record_size"):
         rec = record_nbytes(spec, seed, n_files(spec))
-    out = []
+    out: list[tuple[int, ...]] = []
     for a in spec["arrays"]:
         if rec is not None and a["role"] == "data":
             out.append((int(rec[f]) // np.dtype(a["dtype"]).itemsize,))

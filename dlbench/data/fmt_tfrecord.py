@@ -42,9 +42,11 @@ import math
 import os
 import struct
 from collections import OrderedDict
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from time import perf_counter_ns
+from typing import Any
 
 import numpy as np
 
@@ -500,6 +502,8 @@ def _check(path: Path, m, f: int, deep: bool, limit: int = 5, image: bytes | Non
     p = stride - FRAMING
     crcf = _crc32c()
     want_hdr = header(p)
+    read: Callable[[int, Any, int], int]
+    done: Callable[[int], None]
     if image is not None:
         from ..storage.backend import MemoryBackend
 
@@ -654,7 +658,7 @@ class TFDataReader(_Base):
         if self.counters is not None:
             self.counters.open()
         # read buffers are reused from exhausted streams (a fresh one per file would page-fault on every use)
-        buf = self._bufs.pop() if self._bufs else memoryview(aligned_empty(self._bufsize)).cast("B")
+        buf = self._bufs.pop() if self._bufs else memoryview(aligned_empty(self._bufsize)).cast("B")  # type: ignore[arg-type]  # numpy declares __buffer__ for Python >= 3.12 only
         st = self._streams[f] = _Stream(fd, j * self._stride[f], buf, j)
         return st
 

@@ -89,7 +89,7 @@ class MemoryReader(SampleReader):
         self.max_row_nbytes = int(self._sizes.max()) if self.n else 0
         self.decoded_nbytes = self.max_row_nbytes
         if hasattr(drv, "decoder"):   # the decode step bound to the workload (jpeg: its decoded shape)
-            self.decode_into = drv.decoder(workload)
+            self.decode_into = drv.decoder(workload)  # type: ignore[method-assign]  # the format's decode step, bound once
             self.decoded_nbytes = int(workload.decoded_nbytes)
 
     @property

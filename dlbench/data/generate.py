@@ -275,7 +275,7 @@ class GenerateLock:
             if same:
                 break
             os.close(fd)
-        self.fd = fd
+        self.fd: int | None = fd
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, since {stamp}\n".encode(), 0)
@@ -390,7 +390,7 @@ class _FileWriter:
 
 def _write_all(fd, buf: np.ndarray, offset: int) -> int:
     """``buf`` at ``offset`` of ``fd``: a descriptor, or a storage backend's write handle (its ``pwrite``)."""
-    mv = memoryview(buf).cast("B")
+    mv = memoryview(buf).cast("B")  # type: ignore[arg-type]  # numpy declares __buffer__ for Python >= 3.12 only
     total = len(mv)
     done = 0
     pwrite = (lambda b, off: _pwrite(fd, b, off)) if isinstance(fd, int) else fd.pwrite
@@ -484,7 +484,7 @@ def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: 
     if seed < 0 or seed >= 1 << 63:
         raise ConfigError(f"--seed={seed}: must be an integer from 0 to 2**63-1")
     t0 = time.perf_counter()
-    prep = None
+    prep: tuple[str, str, Any] | None = None   # ("ok", manifest, complete) | ("error", class, message)
     lock = None
     if comm.rank == 0:
         try:

@@ -39,7 +39,7 @@ MANIFEST_NAME = "dlbench-manifest.json"
 class FileEntry(NamedTuple):
     path: str      # relative to the data dir
     first: int     # first sample in the file
-    count: int     # samples in the file
+    count: int     # type: ignore[assignment]  # samples in the file (the field shadows tuple.count)
     nbytes: int    # file size in bytes
 
 

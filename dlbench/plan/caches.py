@@ -15,6 +15,7 @@ Common tools:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -102,7 +103,7 @@ def lbann_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_
     W, F = int(world_size), int(n_samples)
     if mode not in ("preload", "dynamic"):
         raise ValueError(f"lbann mode {mode!r}")
-    state = {"e": 0, "owner": np.full(F, -1, np.int64)}
+    state: dict[str, Any] = {"e": 0, "owner": np.full(F, -1, np.int64)}
     prologue = None
     if mode == "preload":
         own = (np.arange(F, dtype=np.int64) * W) // F

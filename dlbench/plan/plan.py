@@ -279,7 +279,12 @@ class Plan:
 
         q = copy.copy(self)
         q._cache = {}
-        q._build = lambda e, build=self._build: fn(build(e))
+        build = self._build
+
+        def mapped(e: int) -> EpochPlan:
+            return fn(build(e))
+
+        q._build = mapped
         return q
 
     def summary(self) -> dict:

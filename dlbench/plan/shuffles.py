@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -156,7 +157,7 @@ def pls_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_ba
     pro = Prologue(rank=np.repeat(np.arange(W, dtype=np.int64), n), sample=base.reshape(-1).copy(),
                    src=np.full(W * n, SHARED, np.uint8), dst=np.full(W * n, tier, np.uint8),
                    peer=np.full(W * n, -1, np.int64))
-    state = {"e": 0, "shard": base}
+    state: dict[str, Any] = {"e": 0, "shard": base}
 
     def exchange(e: int, rows: np.ndarray):
         """Who sends what to whom during epoch e (rows: the shuffled shards of epoch e)."""
@@ -234,17 +235,19 @@ def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=Non
     staged = np.ones(n_samples, dtype=bool)                 # staged[i]: sample i is in its group's store
     staged_b = np.zeros(G)
     pools = []                                              # per group: its staged ids (sorted)
-    sizes = None
+    sizes: np.ndarray | None = None
+    cap = 0.0   # read only where sizes (given with capacity)
     if capacity is not None:
         if sample_nbytes is None:
             raise ConfigError("staging_subset_plan: capacity needs sample_nbytes")
         sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.float64), (n_samples,))
+        cap = float(capacity)
     ranks, samples = [], []
     for g, mem in enumerate(members):
         uniq = np.unique(subsets[g])
         if sizes is not None:
             # the longest prefix that fits (stop at the first that does not), as clairvoyant.assign_tiers
-            k = int(np.searchsorted(np.cumsum(sizes[uniq]), float(capacity), side="right"))
+            k = int(np.searchsorted(np.cumsum(sizes[uniq]), cap, side="right"))
             staged[uniq[k:]] = False
             uniq = uniq[:k]
             staged_b[g] = float(sizes[uniq].sum())
@@ -285,6 +288,7 @@ def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=Non
             "warning": "staging: the dataset does not fit in node-local storage; each node trains on its "
                        "local subset, so the order is no longer a global shuffle"}
     if partial or (redraw and sizes is not None):
+        assert sizes is not None   # partial: some sample beyond a node's capacity, which needs sizes
         subset_b = np.array([float(sizes[np.unique(subsets[g])].sum()) for g in range(G)])
         frac = float(staged_b.sum() / subset_b.sum())
         meta["staged_fraction"] = frac

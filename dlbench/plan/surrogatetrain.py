@@ -60,6 +60,7 @@ from __future__ import annotations
 import itertools
 import math
 from bisect import bisect_left, insort
+from typing import Any
 
 import numpy as np
 
@@ -148,7 +149,8 @@ def _improve(cost: np.ndarray, path: list[int]) -> list[int]:
         R = np.concatenate(([0], np.cumsum(bwd)))
         d2 = (c[P[Ri - 1], P[Rj]] + c[P[Ri], P[Rj + 1]] - fwd[Ri - 1] - fwd[Rj]
               + (R[Rj] - R[Ri]) - (F[Rj] - F[Ri]))
-        best_d, best_move = 0, None
+        best_d = 0
+        best_move: tuple[Any, ...] | None = None   # ("2opt", i, j) | ("or", k, i, q)
         if len(d2):
             m = int(np.argmin(d2))
             if d2[m] < best_d:
@@ -181,7 +183,8 @@ def order_heuristic(cost: np.ndarray) -> list[int]:
     E = cost.shape[0]
     if E <= 1:
         return list(range(E))
-    best, best_c = None, None
+    best: list[int] = []   # E >= 2: set by the first start
+    best_c: int | None = None
     for s in range(E):
         p = _improve(cost, _nearest_neighbour(cost, s))
         c = path_cost(cost, p)
@@ -294,6 +297,13 @@ class _Step:
     """One global step's result: accesses in (rank, column) order, evictions before it, chunk lengths."""
 
     __slots__ = ("rank", "sample", "source", "keep", "chunk", "ev_rank", "ev_sample")
+    rank: np.ndarray        # (n,) int64, sorted
+    sample: np.ndarray      # (n,) int64
+    source: np.ndarray      # (n,) uint8 tier codes
+    keep: np.ndarray        # (n,) uint8 tier codes
+    chunk: np.ndarray | None   # (n,) chunk lengths (None: chunking off)
+    ev_rank: np.ndarray     # (m,) int64
+    ev_sample: np.ndarray   # (m,) int64
 
 
 def _rank_local_index(ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -331,7 +341,7 @@ class _Engine:
         self.peak = np.zeros(self.W, np.int64)
         self.raw_held = np.zeros(self.W, np.int64)
         self.peak_raw = np.zeros(self.W, np.int64)
-        self.alloc = [BestFit(self.cap) for _ in range(self.W)] if self.place else None
+        self.alloc: list[BestFit] = [BestFit(self.cap) for _ in range(self.W)] if self.place else []
         self.offset = np.full(self.F, -1, np.int64)
         self.skips = 0
         self.e = 0                 # next epoch to build
@@ -563,7 +573,7 @@ def _assemble(e: int, steps: list[_Step], W: int, nxt: _Step | None) -> EpochPla
         src[st.rank, col] = st.source
         keep[st.rank, col] = st.keep
         if chunk is not None:
-            chunk[st.rank, col] = st.chunk
+            chunk[st.rank, col] = st.chunk  # type: ignore[assignment]  # one engine: every step chunked when the first is
     ev_r, ev_s, ev_x = [], [], []
     for s in range(1, S):
         st = steps[s]
@@ -606,6 +616,7 @@ def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: in
         uniform = bool(F) and bool((size == size[0]).all())
         C = min(int(cap * W // max(float(size.mean()), 1.0)), F) if F else 0
     else:
+        assert buffer_samples is not None   # exactly one of the two is given (checked above)
         raw, size, cap, uniform = None, np.ones(F, np.int64), int(buffer_samples), True
         C = min(cap * W, F)
     if cap < 0 or F < 1 or W < 1 or b < 1 or E < 1:

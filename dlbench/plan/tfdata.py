@@ -25,6 +25,7 @@ its random draws. Cost: the shuffle buffer is one Python step per sample (≈ 0.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -97,7 +98,7 @@ def tfdata_plan(*, strategy: str, first: np.ndarray, count: np.ndarray, n_sample
     shard = len(first) >= world_size
 
     def build(e: int) -> EpochPlan:
-        kw = dict(first=first, count=count, epoch=e, seed=seed, streams=streams, local_batch=local_batch,
+        kw: dict[str, Any] = dict(first=first, count=count, epoch=e, seed=seed, streams=streams, local_batch=local_batch,
                   shuffle_buffer=shuffle_buffer, file_shuffle=file_shuffle)
         if shard:
             rows = [rank_order(world_size=world_size, rank=r, **kw) for r in range(world_size)]

@@ -43,7 +43,8 @@ def _bad_read_call(fd: int, buffers, offset: int) -> int:
     raise AssertionError("unreachable")
 
 
-preadv: Callable[[int, Any, int], int] = {"preadv": os.preadv, "readv": _lseek_readv}.get(READ_CALL, _bad_read_call)
+_READ_CALLS: dict[str, Callable[[int, Any, int], int]] = {"preadv": os.preadv, "readv": _lseek_readv}
+preadv: Callable[[int, Any, int], int] = _READ_CALLS.get(READ_CALL, _bad_read_call)
 
 
 def aligned_empty(shape, dtype=np.uint8, align: int = PAGE) -> np.ndarray:

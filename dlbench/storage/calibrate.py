@@ -597,8 +597,10 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
     # --- loader hand-off (DataLoader worker -> trainer, per batch) ---
     ho = _loader_handoff(repeat, request_bytes)
     raw["loader_handoff"] = ho
-    ho_t = comm.allreduce(_median(ho["trainer_s"]), "max") if ho else None
-    ho_w = comm.allreduce(_median(ho["worker_s"]), "max") if ho else None
+    ho_t = ho_w = 0.0   # read only where ho (the hand-off was measured)
+    if ho:
+        ho_t = comm.allreduce(_median(ho["trainer_s"]), "max")
+        ho_w = comm.allreduce(_median(ho["worker_s"]), "max")
     if echo and comm.rank == 0 and ho:
         echo(f"  loader hand-off per batch of {HANDOFF_BATCH} x {request_bytes:,} B: trainer {ho_t * 1e3:,.3f} ms, "
              f"worker {ho_w * 1e3:,.3f} ms")

@@ -39,8 +39,8 @@ class IOCounters:
     def __init__(self, cls: str, n_files: int = 0):
         self.cls = cls
         self.c = [0] * N
-        self.last = [0] * int(n_files) if n_files else {}
-        self.token = None  # set when a worker process ships this object's snapshots
+        self.last: list[int] | dict[int, int] = [0] * int(n_files) if n_files else {}
+        self.token: tuple[int, str] | None = None  # set when a worker process ships this object's snapshots
         self.last_dt = 0   # the last read's time (``add_read_time`` lengthens it)
 
     def open(self, n: int = 1) -> None:
@@ -53,7 +53,7 @@ class IOCounters:
         c[_BYTES] += nbytes
         c[_B0 + bisect_left(BUCKET_EDGES, nbytes)] += 1
         last = self.last
-        lb = last[f] if type(last) is list else last.get(f, 0)
+        lb = last[f] if type(last) is list else last.get(f, 0)  # type: ignore[union-attr]  # not a list: the dict
         if offset > lb:
             c[_SEQ] += 1
             if offset == lb + 1:

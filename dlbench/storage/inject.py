@@ -127,7 +127,7 @@ class FaultInjectingReader:
         return getattr(self.inner, name)
 
     def _fails(self, i: int, attempt: int) -> bool:
-        k = int(self._times[i])
+        k = int(self._times[i])  # type: ignore[index]  # called only when p > 0, where _times is set
         key = np.array([self.seed, self.rank, i, k, attempt], dtype=np.int64).tobytes()
         return zlib.crc32(key) < self.limit
 
@@ -141,7 +141,7 @@ class FaultInjectingReader:
             where = _where(self.where, i)
             raise RunError(f"--inject fail-read={self.p:g}: reading sample {i} ({where}) failed "
                            f"{MAX_ATTEMPTS} times in a row (injected fault); no retry left")
-        self._times[i] += 1
+        self._times[i] += 1  # type: ignore[index]  # only when p > 0, where _times is set
 
     def _slow_down(self, t0: int) -> None:
         """The slow rank's wait: (FACTOR−1)× the read's own time, added to the read time of the reader's

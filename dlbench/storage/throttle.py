@@ -487,7 +487,7 @@ class ThrottledReader:
         self._inner = reader.read_into
         self._counters = getattr(reader, "counters", None)
         if self._counters is not None:
-            self.read_into = self._counted_read_into
+            self.read_into = self._counted_read_into  # type: ignore[method-assign]  # chosen once here: no per-read test
 
     def read_into(self, i, out) -> int:
         return self._read(self._inner, i, out)
@@ -498,7 +498,7 @@ class ThrottledReader:
         th = self.throttle
         w0 = th.waited_s
         n = self._read(self._inner, i, out)
-        self._counters.add_read_time(int((th.waited_s - w0) * 1e9))
+        self._counters.add_read_time(int((th.waited_s - w0) * 1e9))  # type: ignore[union-attr]  # bound only when not None
         return n
 
     def read_run_into(self, first, count, rows, row0=0) -> int:

@@ -25,11 +25,15 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from time import perf_counter_ns
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import CapacityError, ConfigError
 from . import PAGE, aligned_empty, aligned_rows, flat_span, preadv
+
+if TYPE_CHECKING:
+    from .counters import IOCounters
 
 TIER_NAMES = ("shared", "local", "memory")
 
@@ -118,7 +122,7 @@ class LocalTier:
         self.direct = bool(direct)
         if direct:   # O_DIRECT reads; the buffered read_into stays free of any mode test
             self._bounce = threading.local()
-            self.read_into = self._read_into_direct
+            self.read_into = self._read_into_direct  # type: ignore[method-assign]  # chosen once here: no per-read test
 
     def path_of(self, sample_id: int) -> str:
         return f"{self._dirs}{int(sample_id)}.row"
@@ -194,7 +198,7 @@ class LocalTier:
                 n = os.fstat(fd).st_size
             if n > out.nbytes:
                 raise ValueError(f"buffer of {out.nbytes} bytes too small for sample {sid} ({n} bytes)")
-            view = memoryview(out).cast("B")
+            view = memoryview(out).cast("B")  # type: ignore[arg-type]  # numpy declares __buffer__ for Python >= 3.12 only
             off = 0
             io = self.io_counters
             while off < n:
@@ -274,6 +278,14 @@ class LocalTier:
 class _RowTier:
     """What ``MemoryTier`` and ``ArenaTier`` share on top of their own ``reserve``/``view``: storing a row,
     copying one out, and counting a step's copies (``read_rows_into``)."""
+
+    counters: TierCounters
+    io_counters: IOCounters | None   # Darshan-style, class "memory" (None: not counted)
+
+    if TYPE_CHECKING:   # each subclass defines them
+        def reserve(self, sample_id: int, nbytes: int) -> np.ndarray: ...
+
+        def view(self, sample_id: int) -> np.ndarray: ...
 
     def put(self, sample_id: int, row) -> int:
         src = np.frombuffer(memoryview(row).cast("B"), dtype=np.uint8)

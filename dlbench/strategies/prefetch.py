@@ -25,6 +25,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from time import perf_counter_ns
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -36,6 +37,9 @@ from . import register
 from .base import Batch, Executor, PlanContext, RunContext, Strategy
 from .localcopy import set_pipeline
 from .naive import GLOBAL_SHUFFLE, shared_tier_plan
+
+if TYPE_CHECKING:
+    from torch.utils.data import Dataset
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,6 +159,7 @@ class DataLoaderExecutor(Executor):
             from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
         except ImportError:  # pragma: no cover - torch is a core dependency
             raise ConfigError("strategy prefetch needs torch: pip install torch") from None
+        assert ctx.reader_factory is not None and ctx.timeline is not None, "a run's context: reader and timeline"
         self.ctx, self.plan, self.options = ctx, plan, options
         wl = ctx.workload
         self.decode = decode = wl.format.decoder(wl)   # the format's decode step, or None
@@ -174,18 +179,20 @@ class DataLoaderExecutor(Executor):
             def __len__(inner):
                 return int(plan.epoch(inner.epoch).counts()[inner.rank])
 
-        self.sampler = PlanDistributedSampler(range(plan.n_samples), num_replicas=plan.world_size,
+        # DistributedSampler only takes len() of its dataset; torch's stubs ask for a Dataset
+        self.sampler = PlanDistributedSampler(cast("Dataset[int]", range(plan.n_samples)), num_replicas=plan.world_size,
                                               rank=ctx.rank, shuffle=False, drop_last=options.drop_last)
         batches = BatchSampler(self.sampler, batch_size=plan.local_batch, drop_last=False)
-        kw = {}
+        kw: dict[str, Any] = {}
         if options.num_workers > 0:
             kw = {"prefetch_factor": options.prefetch_factor, "persistent_workers": options.persistent_workers}
         pin = options.pin_memory and torch.cuda.is_available()
         ring = options.prefetch_factor + 2
-        self.loader = DataLoader(_StepDataset(ctx.reader_factory, decode, out_nbytes, max_raw,
-                                              plan.local_batch, ring),
-                                 sampler=batches, batch_size=None, collate_fn=_identity,
-                                 num_workers=options.num_workers, pin_memory=pin, **kw)
+        # a map-style dataset by duck typing (__getitem__/__len__), as DataLoader takes it
+        dataset = cast("Dataset[Any]", _StepDataset(ctx.reader_factory, decode, out_nbytes, max_raw,
+                                                    plan.local_batch, ring))
+        self.loader: DataLoader[Any] = DataLoader(dataset, sampler=batches, batch_size=None, collate_fn=_identity,
+                                                  num_workers=options.num_workers, pin_memory=pin, **kw)
         self.worker_io: dict[int, tuple] = {}  # worker pid -> (rchar, read_bytes, read retries) since it started
         # the workers' intervals are filed in the trainer under thread w+1 (spilling with the trainer's)
         self.worker_timelines = [ctx.timeline] + [

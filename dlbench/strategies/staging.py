@@ -15,6 +15,7 @@ instead."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,7 @@ class Staging(Strategy):
         groups = groups_of(ctx, options.tier)
         total = float(sizes.sum())
         code = TIER_CODES[options.tier]
-        common = dict(n_samples=ctx.n_samples, world_size=ctx.world_size, epochs=ctx.epochs,
+        common: dict[str, Any] = dict(n_samples=ctx.n_samples, world_size=ctx.world_size, epochs=ctx.epochs,
                       local_batch=ctx.local_batch, seed=ctx.seed, drop_last=options.drop_last)
         if total <= cap:
             plan = staging_plan(node_map=ctx.node_map, sample_nbytes=sizes, tiers=[(code, cap)], groups=groups,
