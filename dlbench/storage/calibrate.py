@@ -52,7 +52,8 @@ The mechanisms the model needs beyond bandwidths (issue 19; each optional in a p
   measured through ``strategies.stages.Exchange`` itself with the local file tier: two ranks each hold files of
   ``request_bytes``; a transfers plan moves 8 of them each way per step; per step the stage posts (reads the
   sent files into rows, Isend/Irecv), a sleep of the step's length (10 ms), then completes (wait, write the
-  received samples as files, delete the sent ones). The mean of post + complete per step, less the bytes
+  received samples as files, delete the sent ones), while a loader thread reads the next step's 8 samples
+  from the same tier as in a run. The mean of post + complete per step, less the bytes
   sent at ``exchange_mb_per_s``, over the samples a rank sends and receives in it (16): the per-sample cost
   beyond the bytes.
 
@@ -424,7 +425,8 @@ def _exchange_stage_cost(comm, nbytes: int, local_dir, parts: int = 8, steps: in
     """pls's exchange through ``strategies.stages.Exchange`` with the local file tier, between rank 0 and a
     peer (another node's rank when there is one): each holds ``parts * steps`` files of ``nbytes``; a moving
     transfers plan sends ``parts`` of them each way per step; per step ``post``, a ``step_s`` sleep (the
-    step: no MPI call), ``complete``. Returns the per-step times of post + complete (sleep left out) as
+    step: no MPI call), ``complete``. As in a run, a loader thread reads the next step's ``parts`` samples
+    from the same tier (files not exchanged) from each step's start, beside the stage's work. Returns the per-step times of post + complete (sleep left out) as
     ``mean_s``/``median_s``, with ``samples_per_step`` (sent + received by one rank); None with one rank."""
     if comm.size < 2:
         return None
@@ -452,22 +454,37 @@ def _exchange_stage_cost(comm, nbytes: int, local_dir, parts: int = 8, steps: in
         sid = np.zeros((W, steps), np.int64)
         ep = EpochPlan(epoch=0, sample_ids=sid, source=np.full(sid.shape, LOCAL, np.uint8),
                        bounds=np.tile(np.arange(steps + 1), (W, 1)), transfers=tr)
-        plan = Plan(strategy="calibrate", n_samples=2 * n, world_size=W, node_map=np.arange(W), epochs=1,
+        plan = Plan(strategy="calibrate", n_samples=2 * n + parts, world_size=W, node_map=np.arange(W), epochs=1,
                     local_batch=1, seed=0, build_epoch=lambda e: ep)
         tier = LocalTier(local_dir, me, 4 * n * max(nbytes, 4096), check_free=False,
                          subdir=f"dlbench-calibrate-xchg-r{me}")
         store = SampleStore(tier, LOCAL)
+        go, stop = threading.Semaphore(0), threading.Event()
+        own = list(range(2 * n, 2 * n + parts))      # the loader's samples: held, never exchanged
+        buf = aligned_empty(max(nbytes, 4096))
+
+        def loader() -> None:
+            while True:
+                go.acquire()
+                if stop.is_set():
+                    return
+                for s in own:
+                    store.read_into(s, buf)
+
+        th = threading.Thread(target=loader, daemon=True)
         try:
             data = np.ones(nbytes, np.uint8)
-            for s in (ids if me == 0 else ids + n).tolist():
+            for s in (ids if me == 0 else ids + n).tolist() + own:
                 store.put(s, data)
-            ctx = SimpleNamespace(comm=comm, rank=me, sample_nbytes=nbytes, n_samples=2 * n,
+            th.start()
+            ctx = SimpleNamespace(comm=comm, rank=me, sample_nbytes=nbytes, n_samples=2 * n + parts,
                                   clock=time.perf_counter_ns, workload=SimpleNamespace(name="calibrate"))
             ex = Exchange(ctx, Stores({LOCAL: store}), Timeline(8 * steps + 16, me))
             view = EpochView(plan, 0, me)
             ex.begin(view)
             for s in range(steps):
                 a = time.perf_counter()
+                go.release()             # the loader reads the next step's samples meanwhile
                 ex.post(view, s)
                 a1 = time.perf_counter()
                 time.sleep(step_s)       # the step: no MPI call
@@ -476,6 +493,10 @@ def _exchange_stage_cost(comm, nbytes: int, local_dir, parts: int = 8, steps: in
                 times.append((a1 - a) + (time.perf_counter() - a2))
             ex.finish(view)
         finally:
+            stop.set()
+            go.release()
+            if th.is_alive():
+                th.join()
             store.close()
             tier.close()
             for d in (tier.dir, tier.dir.parent):
