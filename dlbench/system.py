@@ -11,6 +11,10 @@ bytes, the unit in each key's name)::
     network_mb_per_s: 10000          # b_c: one node's link to a peer
     exchange_mb_per_s: 800           # (optional) a rank's send rate in pls's exchange of sample-sized messages
                                      # both ways at once; without it b_c
+    exchange_sample_s: 0.0002        # (optional) pls's exchange through its stage with the local file tier:
+                                     # seconds per sample a rank sends or receives beyond the bytes at
+                                     # exchange_mb_per_s (file read, file write/rename/unlink, the two ranks'
+                                     # MPI calls); replaces the tier's file_write_s/write/read pieces there
     page_cache_bytes: 2.0e10         # (optional) what a node's page cache holds (tiers' cached_bandwidth)
     worker_start_s: 0.07             # (optional) a loader worker process's start, paid every epoch by a
                                      # DataLoader without persistent_workers
@@ -198,6 +202,12 @@ class SystemProfile:
     exchange_mb_per_s: float | None = opt(None, help="one rank's send rate in a bidirectional exchange of "
                                                      "sample-sized messages (pls's pattern; calibrate-storage "
                                                      "under MPI; optional: without it b_c)", unit="MB/s", min=0)
+    exchange_sample_s: float | None = opt(None, help="pls's exchange through its stage with the local file tier "
+                                                     "(calibrate-storage under MPI with --local-dir): seconds per "
+                                                     "sample a rank sends or receives beyond the bytes at "
+                                                     "exchange_mb_per_s; the model's local-tier exchange cost in "
+                                                     "the series rule (optional: without it the tier's file "
+                                                     "pieces)", unit="s", min=0)
     wake_latency: tuple[WakePoint, ...] = opt((), help="how late a blocking wait of a given length ends on this "
                                                        "host (scheduler wake-up, time slices lost to other "
                                                        "processes; calibrate-storage, all ranks at once; "
@@ -427,6 +437,10 @@ def validate(profile: SystemProfile, where: str = "") -> SystemProfile:
                                   f"to {MAX_LATENCY_S:g}")
     if profile.exchange_mb_per_s is not None:
         _check_rate("exchange_mb_per_s", profile.exchange_mb_per_s, w)
+    xq = profile.exchange_sample_s
+    if xq is not None and not (np.isfinite(xq) and 0 <= xq <= MAX_LATENCY_S):
+        raise ConfigError(f"exchange_sample_s={xq:g}{w}: must be a finite number of seconds from 0 to "
+                          f"{MAX_LATENCY_S:g}")
     pc = profile.page_cache_bytes
     if pc is not None and not (np.isfinite(pc) and pc > 0):
         raise ConfigError(f"page_cache_bytes={pc:g}{w}: must be a finite number of bytes > 0")

@@ -60,7 +60,11 @@ messages only inside MPI calls), so the step lasts its own time + sent bytes / t
 ``exchange_mb_per_s`` (measured with sample-sized messages both ways; b_c without it); ``overlap`` (thesis):
 the transfer overlaps the step, which lasts at least the transfer. With a local (file) tier the trainer also
 reads the samples it sends from their files before posting and writes the ones it receives as files after
-the step, in series with the step (``_exchange_tier_io_s``). All of it is reported as ``exchange``.
+the step, in series with the step (``_exchange_tier_io_s``). With ``series``, a local tier and the profile's
+``exchange_sample_s`` (measured through the ``Exchange`` stage itself: file reads, Isend/Irecv, the wait,
+file writes and unlinks on two ranks), each sample a rank sends or receives in a step costs
+``exchange_sample_s`` on top of its sent bytes / ``exchange_mb_per_s``, instead of the tier's file
+read/write pieces (which that figure contains). All of it is reported as ``exchange``.
 
 Measured mechanisms (optional profile figures, ``dlbench calibrate-storage``; docs/evidence/issue-19-real-vs-sim.md;
 priced by the vectorised costing: the ``thesis-window`` event costing keeps the reference simulator's prices):
@@ -393,7 +397,15 @@ class Model:
                 st = np.minimum(tr.step, steps - 1)
                 np.add.at(xb, (tr.src, st), sizes[tr.sample])
                 xs = xb / self.p.exchange_bytes_per_s
-                tio = self._exchange_tier_io_s(tr, st, sizes, W, steps, local_cached)
+                xq = self.p.exchange_sample_s
+                if self.rules.exchange == "series" and tr.tier == LOCAL and xq is not None:
+                    # measured through the stage: per sample sent or received, beyond the bytes
+                    cnt = np.zeros((W, steps))
+                    np.add.at(cnt, (tr.src, st), 1.0)
+                    np.add.at(cnt, (tr.dst, st), 1.0)
+                    tio = cnt * xq
+                else:
+                    tio = self._exchange_tier_io_s(tr, st, sizes, W, steps, local_cached)
                 if self.rules.exchange == "series":   # the transfer moves inside the MPI wait: adds to the step
                     tio = xs if tio is None else tio + xs
                     xs = np.zeros((W, steps))

@@ -48,6 +48,14 @@ The mechanisms the model needs beyond bandwidths (issue 19; each optional in a p
 - **exchange** ``exchange_mb_per_s`` (under MPI): pls's pattern, 8 messages of ``request_bytes`` each way
   between two ranks through dlbench's comm layer, posted together, a 2 ms sleep (the step), then waited for;
   one rank's send rate over the posting and waiting time.
+- **exchange through the stage** ``exchange_sample_s`` (under MPI, with ``--local-dir``): pls's per-step sequence
+  measured through ``strategies.stages.Exchange`` itself with the local file tier: two ranks each hold files of
+  ``request_bytes``; a transfers plan moves 8 of them each way per step; per step the stage posts (reads the
+  sent files into rows, Isend/Irecv), a sleep of the step's length (10 ms), then completes (wait, write the
+  received samples as files, delete the sent ones), while a loader thread reads the next step's 8 samples
+  from the same tier as in a run. The mean of post + complete per step, less the bytes
+  sent at ``exchange_mb_per_s``, over the samples a rank sends and receives in it (16): the per-sample cost
+  beyond the bytes.
 
 Capacities: the memory tier is half of MemTotal, the local tier the free space of ``--local-dir`` (statvfs).
 A time budget (``--budget-s``) is split over the points; the total is printed at the end.
@@ -412,6 +420,96 @@ def _pingpong(comm, nbytes: int = 16 << 20, reps: int = 5) -> float | None:
     return float(comm.bcast(rate, 0))
 
 
+def _exchange_stage_cost(comm, nbytes: int, local_dir, parts: int = 8, steps: int = 30,
+                         step_s: float = 0.01) -> dict | None:
+    """pls's exchange through ``strategies.stages.Exchange`` with the local file tier, between rank 0 and a
+    peer (another node's rank when there is one): each holds ``parts * steps`` files of ``nbytes``; a moving
+    transfers plan sends ``parts`` of them each way per step; per step ``post``, a ``step_s`` sleep (the
+    step: no MPI call), ``complete``. As in a run, a loader thread reads the next step's ``parts`` samples
+    from the same tier (files not exchanged) from each step's start, beside the stage's work. Returns the per-step times of post + complete (sleep left out) as
+    ``mean_s``/``median_s``, with ``samples_per_step`` (sent + received by one rank); None with one rank."""
+    if comm.size < 2:
+        return None
+    from types import SimpleNamespace
+
+    from ..plan import LOCAL
+    from ..plan.plan import EpochPlan, Plan, Transfers
+    from ..strategies.stages import EpochView, Exchange, SampleStore, Stores
+    from ..timeline import Timeline
+    from .tiers import LocalTier
+
+    nm = comm.node_map
+    other = [r for r in range(comm.size) if nm[r] != nm[0]]
+    peer = other[0] if other else 1
+    me = comm.rank
+    times: list = []
+    if me in (0, peer):
+        n = parts * steps
+        step = np.repeat(np.arange(steps, dtype=np.int64), parts)
+        ids = np.arange(n, dtype=np.int64)
+        tr = Transfers.make(np.concatenate([step, step]), np.concatenate([np.zeros(n, np.int64), np.full(n, peer)]),
+                            np.concatenate([np.full(n, peer), np.zeros(n, np.int64)]),
+                            np.concatenate([ids, ids + n]), tier=LOCAL, move=True)
+        W = comm.size
+        sid = np.zeros((W, steps), np.int64)
+        ep = EpochPlan(epoch=0, sample_ids=sid, source=np.full(sid.shape, LOCAL, np.uint8),
+                       bounds=np.tile(np.arange(steps + 1), (W, 1)), transfers=tr)
+        plan = Plan(strategy="calibrate", n_samples=2 * n + parts, world_size=W, node_map=np.arange(W), epochs=1,
+                    local_batch=1, seed=0, build_epoch=lambda e: ep)
+        tier = LocalTier(local_dir, me, 4 * n * max(nbytes, 4096), check_free=False,
+                         subdir=f"dlbench-calibrate-xchg-r{me}")
+        store = SampleStore(tier, LOCAL)
+        go, stop = threading.Semaphore(0), threading.Event()
+        own = list(range(2 * n, 2 * n + parts))      # the loader's samples: held, never exchanged
+        buf = aligned_empty(max(nbytes, 4096))
+
+        def loader() -> None:
+            while True:
+                go.acquire()
+                if stop.is_set():
+                    return
+                for s in own:
+                    store.read_into(s, buf)
+
+        th = threading.Thread(target=loader, daemon=True)
+        try:
+            data = np.ones(nbytes, np.uint8)
+            for s in (ids if me == 0 else ids + n).tolist() + own:
+                store.put(s, data)
+            th.start()
+            ctx = SimpleNamespace(comm=comm, rank=me, sample_nbytes=nbytes, n_samples=2 * n + parts,
+                                  clock=time.perf_counter_ns, workload=SimpleNamespace(name="calibrate"))
+            ex = Exchange(ctx, Stores({LOCAL: store}), Timeline(8 * steps + 16, me))
+            view = EpochView(plan, 0, me)
+            ex.begin(view)
+            for s in range(steps):
+                a = time.perf_counter()
+                go.release()             # the loader reads the next step's samples meanwhile
+                ex.post(view, s)
+                a1 = time.perf_counter()
+                time.sleep(step_s)       # the step: no MPI call
+                a2 = time.perf_counter()
+                ex.complete(view, s)
+                times.append((a1 - a) + (time.perf_counter() - a2))
+            ex.finish(view)
+        finally:
+            stop.set()
+            go.release()
+            if th.is_alive():
+                th.join()
+            store.close()
+            tier.close()
+            for d in (tier.dir, tier.dir.parent):
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+    mean = float(np.mean(times)) if times else 0.0
+    return comm.bcast({"parts": parts, "sample_bytes": nbytes, "steps": len(times), "step_s": step_s,
+                       "samples_per_step": 2 * parts, "mean_s": mean, "median_s": _median(times)}
+                      if me == 0 else None, 0)
+
+
 def _exchange_rate(comm, nbytes: int, parts: int = 8, slice_s: float = 1.0, step_s: float = 0.002) -> dict | None:
     """pls's exchange pattern between rank 0 and a peer (another node's rank when there is one): each
     posts ``irecv_parts`` and ``isend_parts`` of ``parts`` messages of ``nbytes`` (dlbench's comm layer, one
@@ -612,6 +710,16 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
     if echo and comm.rank == 0 and xr:
         echo(f"  network: ping-pong {net:,.1f} MB/s; exchange of {xr['parts']} x {request_bytes:,} B each way "
              f"{xr['mb_per_s']:,.1f} MB/s per rank")
+    xs = _exchange_stage_cost(comm, request_bytes, local_dir) if (have_local and xr and xr["mb_per_s"] > 0) else None
+    raw["exchange_stage"] = xs
+    x_sample = None
+    if xs and xr:
+        beyond = xs["mean_s"] - xs["parts"] * request_bytes / (xr["mb_per_s"] * MB)
+        x_sample = max(beyond, 0.0) / xs["samples_per_step"]
+        if echo and comm.rank == 0:
+            echo(f"  exchange through the stage (local tier, {xs['parts']} x {request_bytes:,} B each way per step): "
+                 f"{xs['mean_s'] * 1e3:,.3f} ms per step -> {x_sample * 1e6:,.1f} us per sample sent or received "
+                 f"beyond the bytes")
     raw["elapsed_s"] = time.perf_counter() - t_start
 
     def curve(d, key):
@@ -647,6 +755,8 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
     profile["wake_latency"] = [{"wait_s": d, "late_s": round(max(v["mean_s"], 0.0), 7)} for d, v in wk.items()]
     if xr and xr["mb_per_s"] > 0:
         profile["exchange_mb_per_s"] = round(xr["mb_per_s"], 3)
+    if x_sample is not None:
+        profile["exchange_sample_s"] = round(x_sample, 7)
     avail = _meminfo("MemAvailable:")
     if avail:
         profile["page_cache_bytes"] = float(avail)

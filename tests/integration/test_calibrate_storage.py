@@ -65,8 +65,10 @@ def test_two_ranks_measure_the_network(cf, tmp_path, run_mpi):
     import yaml
 
     out = tmp_path / "mpi.yaml"
-    r = run_mpi(["calibrate-storage", "--data-dir", cf, "-o", out, "--budget-s", "2", "--max-threads", "1",
-                 "--repeat", "1"])
+    loc = tmp_path / "loc"
+    loc.mkdir()
+    r = run_mpi(["calibrate-storage", "--data-dir", cf, "--local-dir", loc, "-o", out, "--budget-s", "2",
+                 "--max-threads", "1", "--repeat", "1"])
     assert r.returncode == 0, r.stderr
     d = yaml.safe_load(out.read_text())
     assert d["calibration"]["ranks"] == 2 and d["calibration"]["network_mb_per_s"] > 0
@@ -74,3 +76,9 @@ def test_two_ranks_measure_the_network(cf, tmp_path, run_mpi):
     assert [a["clients"] for a in d["pfs"]["aggregate"]] == [2]
     x = d["calibration"]["exchange"]                        # pls's exchange pattern, measured between the ranks
     assert x["exchanges"] >= 5 and d["exchange_mb_per_s"] == pytest.approx(x["mb_per_s"], rel=1e-3)
+    # the same exchange through the Exchange stage with the local file tier: per sample beyond the bytes
+    xs = d["calibration"]["exchange_stage"]
+    assert xs["steps"] == 30 and xs["parts"] == 8 and xs["samples_per_step"] == 16 and xs["mean_s"] > 0
+    beyond = max(xs["mean_s"] - xs["parts"] * xs["sample_bytes"] / (x["mb_per_s"] * 1e6), 0.0) / 16
+    assert d["exchange_sample_s"] == pytest.approx(beyond, rel=1e-3, abs=1e-7)
+    assert not any(loc.rglob("*"))                           # the stage's files and folders removed

@@ -106,7 +106,22 @@ def test_pls_received_samples_cost_a_file_write_each():
     assert r["pls"]["phase_time_s"]["exchange"] == pytest.approx(2 * 1.2, rel=1e-6)
 
 
-@pytest.mark.parametrize("key,val", [("worker_start_s", 0.0), ("worker_start_s", float("nan")),
+def test_pls_exchange_measured_through_the_stage_replaces_the_file_pieces():
+    """pls Q = 0.5 on the disk tier, rule series, exchange_mb_per_s = 200, exchange_sample_s = 1 ms: each rank
+    sends 100 x 1 MB and receives 100 per epoch: 100 MB / 200 MB/s (0.5 s) + 200 samples x 1 ms (0.2 s) =
+    0.7 s per epoch, whatever the disk's file pieces (file_write_s 5 ms would add 0.5 s of writes alone, the
+    reads at r(1) = 100 MB/s 1 s); without exchange_sample_s those pieces count (old profiles)."""
+    rows = [("pls", "pls", {"exchange_fraction": 0.5})]
+    disk = {"file_write_s": 5e-3, "cached_write_mb_per_s": 1e3}
+    r = simulate(rows, wl=WL, profile=_profile(disk=disk, exchange_mb_per_s=200, exchange_sample_s=1e-3),
+                 nodes=2, epochs=2)["pls"]
+    old = simulate(rows, wl=WL, profile=_profile(disk=disk, exchange_mb_per_s=200), nodes=2, epochs=2)["pls"]
+    assert r["phase_time_s"]["exchange"] == pytest.approx(2 * 0.7, rel=1e-6)
+    assert old["phase_time_s"]["exchange"] == pytest.approx(2 * (0.5 + 1.0 + 100 * (5e-3 + 1e-3)), rel=1e-6)
+
+
+@pytest.mark.parametrize("key,val", [("worker_start_s", 0.0), ("exchange_sample_s", -1e-3),
+                                     ("exchange_sample_s", float("nan")), ("worker_start_s", float("nan")),
                                      ("page_cache_bytes", -1.0), ("exchange_mb_per_s", float("inf")),
                                      ("pfs.open_s", -1e-3), ("pfs.cached_mb_per_s", 0.0),
                                      ("disk.file_write_s", float("inf")), ("disk.cached_write_mb_per_s", 0.0)])
