@@ -281,20 +281,39 @@ def _prologue_bytes(plan: Plan | None, sizes: np.ndarray | None) -> np.ndarray:
     return out
 
 
-def _transfer_bytes(plan: Plan | None, sizes: np.ndarray | None) -> np.ndarray:
+def _transfer_bytes(plan: Plan | None, sizes: np.ndarray | None,
+                    known: dict[int, float] | None = None) -> np.ndarray:
     """Bytes background transfers move between ranks over the epochs (pls's exchange), as the PEER tier's
-    entry of a by-tier vector (what a run's ``exchange`` intervals count under ``bytes_by_tier``)."""
+    entry of a by-tier vector (what a run's ``exchange`` intervals count under ``bytes_by_tier``). ``known``:
+    epoch -> its transfer bytes, as noted while the costing built the epoch (``_noting_transfers``); only
+    the epochs missing there are built again."""
     out = np.zeros(len(TIER_NAMES))
     if plan is not None and sizes is not None:
-        out[TIER_NAMES.index("peer")] = sum(ep.transfer_bytes(sizes) for ep in plan)
+        known = known or {}
+        out[TIER_NAMES.index("peer")] = sum(known[e] if e in known else plan.epoch(e).transfer_bytes(sizes)
+                                            for e in range(plan.epochs))
     return out
 
 
+def _noting_transfers(plan: Plan, sizes: np.ndarray) -> tuple[Plan, dict[int, float]]:
+    """``plan`` with each epoch's transfer bytes noted (epoch -> bytes) as the epoch is built, so that the
+    summary need not build every epoch a second time after the costing (``summarize``'s ``transfer_bytes``)."""
+    noted: dict[int, float] = {}
+
+    def note(ep: EpochPlan) -> EpochPlan:
+        noted[int(ep.epoch)] = ep.transfer_bytes(sizes)
+        return ep
+
+    return plan.map_epochs(note), noted
+
+
 def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict | None = None,
-              plan: Plan | None = None, sizes: np.ndarray | None = None) -> dict:
+              plan: Plan | None = None, sizes: np.ndarray | None = None,
+              transfer_bytes: dict[int, float] | None = None) -> dict:
     """run.json's summary for a modelled run (``simulated: true``): the same function and the same
     definitions as a measured run's (``metrics.summary_from_arrays``, ``metrics.GLOSSARY``), fed with the
-    model's per-rank phase times, plus the modelled breakdown (PFS, peer, local, compute, stall)."""
+    model's per-rank phase times, plus the modelled breakdown (PFS, peer, local, compute, stall).
+    ``transfer_bytes``: epoch -> background-transfer bytes already noted while costing (``simulate``)."""
     from ..metrics import summary_from_arrays
 
     W = c.ranks
@@ -322,7 +341,7 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
     out = summary_from_arrays(
         T, P, read_b, c.samples, np.full(W, float(c.prologue_s)), workload=workload, strategy=c.strategy,
         eps=list(range(c.epochs)), ranks=W, nodes=c.nodes, tier_names=TIER_NAMES,
-        bytes_by_tier=np.array([float(c.bytes_by_tier[n].sum()) for n in TIER_NAMES]) + _transfer_bytes(plan, sizes),
+        bytes_by_tier=np.array([float(c.bytes_by_tier[n].sum()) for n in TIER_NAMES]) + _transfer_bytes(plan, sizes, transfer_bytes),
         prologue_bytes_by_tier=_prologue_bytes(plan, sizes), prologue_phase_time_s=pro_phase,
         read_requests=requests, simulated=True)
     out["modelled_breakdown"] = {
@@ -401,6 +420,7 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
             plan = fastevents.trainer_reads_shared(plan, model)
         if mo.get("cache_on_local_tier"):
             plan = fastevents.cache_on_local_tier(plan, model)
+        plan, noted = _noting_transfers(plan, sizes)
         policy = policy_of(name, plan)
         threads = None
         if policy == "prefetch":
@@ -411,7 +431,7 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
                        worker_restart=policy == "prefetch" and _restarts_workers(name, o),
                        loader_handoff=policy == "prefetch" and _dataloader_workers(name, o))
         c.strategy = name
-        out[label] = summarize(c, workload=wl.name, profile=profile, plan=plan, sizes=sizes,
+        out[label] = summarize(c, workload=wl.name, profile=profile, plan=plan, sizes=sizes, transfer_bytes=noted,
                                extra={"label": label, "plan_order": plan.meta.get("order", ""),
                                       "plan_pipeline": plan.pipeline, "plan_loader_threads_per_rank": threads,
                                       "options": o or {}, "model_options": mo,

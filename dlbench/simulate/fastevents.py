@@ -71,6 +71,7 @@ class _Window:
         self.steps_loaded = 0
         self.model = model              # set: background transfers costed (generic loop)
         self.xch: dict = {}             # global step -> (network s, local-tier file s) per rank, pls
+        self.requests = np.zeros(W)     # PFS requests per rank of the loaded epochs (a chunk's covered columns not)
 
     @staticmethod
     def epoch_arrays(plan: Plan, e: int, sizes: np.ndarray, with_chunk: bool = False, transfers_ok: bool = False):
@@ -111,8 +112,9 @@ class _Window:
         plan = self.plan
         if self.next_epoch >= plan.epochs:
             return False
-        ids, src, kp, counts, rel, steps = self.epoch_arrays(plan, self.next_epoch, self.sizes,
-                                                             transfers_ok=self.model is not None)
+        ids, src, kp, counts, rel, steps, req = self.epoch_arrays(plan, self.next_epoch, self.sizes, with_chunk=True,
+                                                                  transfers_ok=self.model is not None)
+        self.requests += np.bincount(np.repeat(np.arange(self.W), counts), weights=req, minlength=self.W)
         if self.model is not None:
             ex = exchange_per_step(self.model, plan.epoch(self.next_epoch), self.sizes, self.W)
             if ex is not None:
@@ -508,8 +510,10 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
     fetch_by = {n: fetch_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
     bytes_t = np.asarray(bytes_l, dtype=np.float64).reshape(W, len(TIER_NAMES))
     bytes_by = {n: bytes_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
-    return (epoch_times, np.asarray(compute, dtype=np.float64), np.asarray(stall, dtype=np.float64),
-            np.asarray(barrier, dtype=np.float64), fetch_by, bytes_by, np.asarray(samples, dtype=np.float64))
+    out = (epoch_times, np.asarray(compute, dtype=np.float64), np.asarray(stall, dtype=np.float64),
+           np.asarray(barrier, dtype=np.float64), fetch_by, bytes_by, np.asarray(samples, dtype=np.float64))
+    # the PFS requests, counted while loading, where every epoch was loaded (else the summary counts them)
+    return out + (win.requests.copy(),) if win.next_epoch >= plan.epochs else out
 
 
 def trainer_reads_shared(plan: Plan, model) -> Plan:
