@@ -491,18 +491,30 @@ class ArenaTier(_RowTier):
             else:
                 if at is not None:
                     raise ValueError(f"sample {sid}: {nbytes} bytes exceed the {at[1]} stored for it")
-                off = -(-self._top // ARENA_ALIGN) * ARENA_ALIGN
-                if off + nbytes > self.capacity_bytes:
-                    raise CapacityError(
-                        f"{self.flag}={self.capacity_bytes}: memory tier full: storing sample {sid} needs "
-                        f"{nbytes} more bytes, {max(self.capacity_bytes - off, 0)} available ({len(self._at)} "
-                        f"samples, {self.used_bytes} bytes of rows)")
-                self._top = off + nbytes
+                off = self._place(sid, nbytes)
                 self.used_bytes += nbytes
             self._at[sid] = (off, nbytes)
         self.counters.writes += 1
         self.counters.write_bytes += nbytes
         return self.flat[off:off + nbytes]
+
+    def _place(self, sid: int, nbytes: int) -> int:
+        """The offset of a new sample's ``nbytes`` (under the lock): the next aligned byte past the newest."""
+        off = -(-self._top // ARENA_ALIGN) * ARENA_ALIGN
+        if off + nbytes > self.capacity_bytes:
+            raise CapacityError(
+                f"{self.flag}={self.capacity_bytes}: memory tier full: storing sample {sid} needs "
+                f"{nbytes} more bytes, {max(self.capacity_bytes - off, 0)} available ({len(self._at)} "
+                f"samples, {self.used_bytes} bytes of rows)")
+        self._top = off + nbytes
+        return off
+
+    def _unplace(self, off: int, nbytes: int) -> None:
+        """A deleted sample's bytes (under the lock): free when it was the newest, or the arena is empty."""
+        if not self._at:                # empty: the whole arena is free again
+            self._top = 0
+        elif off + nbytes == self._top:      # the newest sample: its bytes are free again
+            self._top = off
 
     def read_rows_into(self, sample_ids: list, rows: np.ndarray, js: list, clock) -> list:
         """``MemoryTier.read_rows_into``: several samples, ``sample_ids[i]`` into ``rows[js[i]]``, each copy
@@ -535,10 +547,7 @@ class ArenaTier(_RowTier):
         with self._lock:
             off, n = self._at.pop(sid)
             self.used_bytes -= n
-            if not self._at:                # empty: the whole arena is free again
-                self._top = 0
-            elif off + n == self._top:      # the newest sample: its bytes are free again
-                self._top = off
+            self._unplace(off, n)
         self.counters.deletes += 1
 
     def stats(self) -> dict:

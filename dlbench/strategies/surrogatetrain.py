@@ -90,36 +90,18 @@ class BestFitArenaTier(ArenaTier):
         super().__init__(capacity_bytes, row_nbytes, **kw)
         self._alloc = BestFit(self.capacity_bytes)
 
-    def reserve(self, sample_id: int, nbytes: int) -> np.ndarray:
-        sid, nbytes = int(sample_id), int(nbytes)
-        with self._lock:
-            at = self._at.get(sid)
-            if at is not None and at[1] >= nbytes:
-                off = at[0]
-                self.used_bytes += nbytes - at[1]
-            else:
-                if at is not None:
-                    raise ValueError(f"sample {sid}: {nbytes} bytes exceed the {at[1]} stored for it")
-                off = self._alloc.take(-(-nbytes // ARENA_ALIGN) * ARENA_ALIGN)
-                if off < 0:
-                    raise CapacityError(
-                        f"{self.flag}={self.capacity_bytes}: memory tier full: storing sample {sid} needs "
-                        f"{nbytes} bytes in one free extent ({len(self._at)} samples, {self.used_bytes} bytes of "
-                        f"rows); the plan placed it elsewhere: the executor stored or dropped samples out of "
-                        f"the plan's order")
-                self.used_bytes += nbytes
-            self._at[sid] = (off, nbytes)
-        self.counters.writes += 1
-        self.counters.write_bytes += nbytes
-        return self.flat[off:off + nbytes]
+    def _place(self, sid: int, nbytes: int) -> int:
+        off = self._alloc.take(-(-nbytes // ARENA_ALIGN) * ARENA_ALIGN)
+        if off < 0:
+            raise CapacityError(
+                f"{self.flag}={self.capacity_bytes}: memory tier full: storing sample {sid} needs "
+                f"{nbytes} bytes in one free extent ({len(self._at)} samples, {self.used_bytes} bytes of "
+                f"rows); the plan placed it elsewhere: the executor stored or dropped samples out of "
+                f"the plan's order")
+        return off
 
-    def delete(self, sample_id: int) -> None:
-        sid = int(sample_id)
-        with self._lock:
-            off, n = self._at.pop(sid)
-            self.used_bytes -= n
-            self._alloc.free(off, -(-n // ARENA_ALIGN) * ARENA_ALIGN)
-        self.counters.deletes += 1
+    def _unplace(self, off: int, nbytes: int) -> None:
+        self._alloc.free(off, -(-nbytes // ARENA_ALIGN) * ARENA_ALIGN)
 
 
 class SurrogateTrainExecutor(PlannedExecutor):
