@@ -395,13 +395,16 @@ def _wake_latency(comm, slice_s: float) -> dict:
     return out
 
 
+def _peer_of_rank0(comm) -> int:
+    """The rank rank 0 measures the network with: another node's first rank when there is one, else rank 1."""
+    nm = comm.node_map
+    return next((r for r in range(comm.size) if nm[r] != nm[0]), 1)
+
+
 def _pingpong(comm, nbytes: int = 16 << 20, reps: int = 5) -> float | None:
     if comm.size < 2:
         return None
-    nm = comm.node_map
-    me = comm.rank
-    other = [r for r in range(comm.size) if nm[r] != nm[0]]
-    peer = other[0] if other else 1
+    me, peer = comm.rank, _peer_of_rank0(comm)
     buf = aligned_empty(nbytes)
     best = None
     if me in (0, peer):
@@ -438,10 +441,7 @@ def _exchange_stage_cost(comm, nbytes: int, local_dir, parts: int = 8, steps: in
     from ..timeline import Timeline
     from .tiers import LocalTier
 
-    nm = comm.node_map
-    other = [r for r in range(comm.size) if nm[r] != nm[0]]
-    peer = other[0] if other else 1
-    me = comm.rank
+    me, peer = comm.rank, _peer_of_rank0(comm)
     times: list = []
     if me in (0, peer):
         n = parts * steps
@@ -518,10 +518,7 @@ def _exchange_rate(comm, nbytes: int, parts: int = 8, slice_s: float = 1.0, step
     exchange: an epoch sums its exchanges, tail included); None with one rank."""
     if comm.size < 2:
         return None
-    nm = comm.node_map
-    other = [r for r in range(comm.size) if nm[r] != nm[0]]
-    peer = other[0] if other else 1
-    me = comm.rank
+    me, peer = comm.rank, _peer_of_rank0(comm)
     times: list = []
     if me in (0, peer):
         dst = peer if me == 0 else 0
