@@ -216,11 +216,7 @@ def _file_write_cost(d: Path, nbytes: int, slice_s: float, batch: int = 16) -> d
                 times[size].append((time.perf_counter() - a) / batch)
     finally:
         tier.clear()
-        for x in (tier.dir, tier.dir.parent):
-            try:
-                x.rmdir()
-            except OSError:
-                pass
+        _remove_tier_dirs(tier)
     return {size: {"rounds": len(v), "files_per_round": batch, "per_file_s": float(np.mean(v)),
                    "median_s": _median(v), "min_s": min(v), "max_s": max(v)} for size, v in times.items()}
 
@@ -395,6 +391,15 @@ def _wake_latency(comm, slice_s: float) -> dict:
     return out
 
 
+def _remove_tier_dirs(tier) -> None:
+    """A measured LocalTier's (empty) directory and its parent, where nothing else was left in them."""
+    for d in (tier.dir, tier.dir.parent):
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+
+
 def _peer_of_rank0(comm) -> int:
     """The rank rank 0 measures the network with: another node's first rank when there is one, else rank 1."""
     nm = comm.node_map
@@ -499,11 +504,7 @@ def _exchange_stage_cost(comm, nbytes: int, local_dir, parts: int = 8, steps: in
                 th.join()
             store.close()
             tier.close()
-            for d in (tier.dir, tier.dir.parent):
-                try:
-                    d.rmdir()
-                except OSError:
-                    pass
+            _remove_tier_dirs(tier)
     mean = float(np.mean(times)) if times else 0.0
     return comm.bcast({"parts": parts, "sample_bytes": nbytes, "steps": len(times), "step_s": step_s,
                        "samples_per_step": 2 * parts, "mean_s": mean, "median_s": _median(times)}
