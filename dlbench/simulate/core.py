@@ -226,23 +226,15 @@ def build_plan(strategy: str, *, wl: SimWorkload, nodes: int, ranks_per_node: in
     return st.plan(ctx, opts)
 
 
-def _restarts_workers(strategy: str, options: dict | None) -> bool:
-    """Whether the strategy's loader starts new worker processes every epoch: its options have
-    ``persistent_workers`` (PyTorch's DataLoader), off, with ``num_workers`` > 0."""
+def _loader_workers(strategy: str, options: dict | None) -> tuple[bool, bool]:
+    """(hands batches from worker processes, starts new workers every epoch) of the strategy's loader: a
+    DataLoader (options with ``persistent_workers``) with ``num_workers`` > 0; new workers every epoch without
+    ``persistent_workers``."""
     from .. import strategies
 
     o = strategies.parse_options(strategies.get(strategy), dict(options or {}), where=f"options of {strategy}")
-    return (hasattr(o, "persistent_workers") and not o.persistent_workers
-            and int(getattr(o, "num_workers", 0)) > 0)
-
-
-def _dataloader_workers(strategy: str, options: dict | None) -> bool:
-    """Whether the strategy's loader hands batches from worker processes to the trainer: a DataLoader
-    (options with ``persistent_workers``) with ``num_workers`` > 0."""
-    from .. import strategies
-
-    o = strategies.parse_options(strategies.get(strategy), dict(options or {}), where=f"options of {strategy}")
-    return hasattr(o, "persistent_workers") and int(getattr(o, "num_workers", 0)) > 0
+    workers = hasattr(o, "persistent_workers") and int(getattr(o, "num_workers", 0)) > 0
+    return workers, workers and not o.persistent_workers
 
 
 def peers_as_shared(plan: Plan) -> Plan:
@@ -423,13 +415,14 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
         plan, noted = _noting_transfers(plan, sizes)
         policy = policy_of(name, plan)
         threads = None
+        handoff = restarts = False
         if policy == "prefetch":
             threads = float(loader_threads) / ranks_per_node if loader_threads else float(plan.reader_threads())
+            handoff, restarts = _loader_workers(name, o)
         c = model.cost(plan, sizes, policy, threads_per_rank=threads,
                        fill_to_capacity=bool(mo.get("prologue_fill_to_capacity", False)),
                        tier_fill=bool(mo.get("fill_by_tier_threads", False)),
-                       worker_restart=policy == "prefetch" and _restarts_workers(name, o),
-                       loader_handoff=policy == "prefetch" and _dataloader_workers(name, o))
+                       worker_restart=restarts, loader_handoff=handoff)
         c.strategy = name
         out[label] = summarize(c, workload=wl.name, profile=profile, plan=plan, sizes=sizes, transfer_bytes=noted,
                                extra={"label": label, "plan_order": plan.meta.get("order", ""),
