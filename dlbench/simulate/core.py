@@ -98,9 +98,9 @@ class SimWorkload:
 
 def sample_sizes(kind: str, n: int, mean: float, std: float, seed: int, lo: float = 1.0,
                  hi: float = float("inf")) -> np.ndarray:
-    """Seeded per-sample sizes in bytes (float64), clipped to [lo, hi]."""
+    """Seeded per-sample sizes in whole bytes (float64 holding integers), clipped to [lo, hi] (rounded in)."""
     if kind == "fixed" or std == 0:
-        return np.full(n, float(mean))
+        return np.full(n, float(max(1, round(mean))))
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), 0x5153])))
     if kind == "normal":
         x = rng.normal(mean, std, n)
@@ -109,7 +109,7 @@ def sample_sizes(kind: str, n: int, mean: float, std: float, seed: int, lo: floa
         x = rng.lognormal(np.log(mean) - sig2 / 2, np.sqrt(sig2), n)
     else:
         raise unknown_choice("size distribution", kind, ("fixed", "normal", "lognormal"))
-    return np.clip(x, lo, hi)
+    return np.clip(np.rint(x), max(1.0, np.ceil(lo)), np.floor(hi))
 
 
 def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None = None,

@@ -34,10 +34,9 @@ linearly along a chain: a γ change crosses many logged starts.) With tier fills
 from __future__ import annotations
 
 import dataclasses
-import sys
+import math
 from array import array
-from bisect import bisect_left, bisect_right, insort
-from itertools import accumulate
+from bisect import bisect_left, insort
 from typing import NamedTuple
 
 import numpy as np
@@ -168,6 +167,33 @@ class _Setup(NamedTuple):
     fixed_gamma: int | None   # γ = nodes under ``gamma: nodes``; None under the window rule
     comp_const: float | None  # compute per sample when the model has a step time, else None (bytes-bound)
     cap: float             # a rank's share of the node's staging buffer
+
+
+class _Block(NamedTuple):
+    """An epoch's accesses for the loader threads' buffer: rank r's byte prefix sums as integers,
+    ``Q[rowoff[r] + c] - rowbig[r]`` = the bytes of its first c accesses of the epoch (c = 0 .. its count), rows
+    offset by ``big`` (> a row's bytes + 1) so that one ``searchsorted`` over ``Q`` answers every rank; past a
+    rank's count its row holds its bytes + 1. ``A``: each rank's bytes before the epoch, ``E0``/``END``: its
+    absolute access indices at the epoch's start and end."""
+    Q: np.ndarray
+    A: np.ndarray
+    E0: np.ndarray
+    END: np.ndarray
+    rowtot: np.ndarray
+    big: int
+    rowoff: np.ndarray
+    rowbig: np.ndarray
+
+
+def _whole_bytes(sizes: np.ndarray, cap: float, local_batch: int) -> bool:
+    """The reference's buffer sums (held + s <= cap, held -= a step's bytes) are exact in float64: whole
+    bytes, the sums below 2**53 (held stays below the cap plus a step's bytes). Then the plain loop takes them
+    as integer prefix sums; otherwise the generic loop runs (the same answers, slower)."""
+    if not len(sizes):
+        return True
+    mx = float(sizes.max())
+    return bool(float(sizes.min()) >= 0 and math.isfinite(cap) and cap + 2 * local_batch * mx < 2.0 ** 53
+                and np.array_equal(np.floor(sizes), sizes))
 
 
 def _setup(model, plan: Plan) -> _Setup:
@@ -572,12 +598,16 @@ class _PlainWindow(_Window):
     fill at γ = nodes, an own-tier or peer read; every PFS read too under ``gamma: nodes``); and, per rank,
     the sums over accesses that do not depend on time (compute, samples, bytes and fixed fetch time by tier,
     the sync policy's fixed stall). Per epoch the padded (W, n) compute and PFS flags for the vectorised
-    consumption."""
+    consumption and, for the loader threads' buffer, the accesses' byte prefix sums as integers (``_Block``).
+    The sizes are kept per rank in ``array('d')`` (loaded and trimmed as bytes, no float object per access
+    until the chains read it)."""
 
     def __init__(self, plan, sizes, comp_const, comp_spb, *, ondemand, series, w_spb, lat, fixed_spb, fill_spb,
                  fixed_pfs_spb):
         super().__init__(plan, sizes, comp_const, comp_spb)
         W = plan.world_size
+        self.S = [array("d") for _ in range(W)]
+        self.ptot = np.zeros(W, np.int64)      # bytes of each rank's loaded accesses (the next block's A)
         self.ondemand, self.series, self.w_spb, self.lat = ondemand, series, w_spb, lat
         self.fixed_spb, self.fill_spb, self.fixed_pfs_spb = np.asarray(fixed_spb), fill_spb, fixed_pfs_spb
         self.X: list[list] = [[] for _ in range(W)]    # per access: None, -cost or cost (``X_*`` below)
@@ -587,7 +617,7 @@ class _PlainWindow(_Window):
         self.bytes = np.zeros((W, len(TIER_NAMES)))
         self.fetch = np.zeros((W, len(TIER_NAMES)))
         self.stall = np.zeros(W)
-        self.mats: dict = {}     # epoch -> (comp (W, n), pfs (W, n), rel (W, steps + 1), first global step)
+        self.mats: dict = {}     # epoch -> (comp (W, n), pfs (W, n), rel (W, steps + 1), first global step, _Block)
         self.step_epoch: list[int] = []    # the epoch of every loaded global step
         self._cut_step = 0                 # the global step the last trim kept from
         self.all_window = True             # every access loaded so far is a window-rule PFS read
@@ -645,7 +675,7 @@ class _PlainWindow(_Window):
                 cm, pm, sm = np.zeros(W * n), np.zeros(W * n, bool), np.zeros(W * n)
                 cm[flat], pm[flat], sm[flat] = comp, pfs, s
                 cm, pm, sm = cm.reshape(W, n), pm.reshape(W, n), sm.reshape(W, n)
-            self.mats[e] = (cm, pm, rel, self.steps_loaded, sm)
+            self.mats[e] = (cm, pm, rel, self.steps_loaded, self._block(sm, counts))
         # the lists are extended in place (the loops hold references to a rank's lists across a load); while
         # every access is a window-rule PFS read X is not kept (all None): filled in when that ends
         e0 = np.asarray(self.end, dtype=np.int64)
@@ -653,15 +683,11 @@ class _PlainWindow(_Window):
         for r, v in enumerate((rel[:, 1:] + e0[:, None]).tolist()):
             SS[r] += v
         self.end = (e0 + counts).tolist()
-        if rows:
-            S = self.S
-            for r, v in enumerate(s.reshape(W, n).tolist()):
-                S[r] += v
-        else:
-            cuts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-            sl = s.tolist()
-            for r in range(W):
-                self.S[r] += sl[cuts[r]:cuts[r + 1]]
+        S = self.S
+        sb = s.tobytes()        # rank-major: rank r's accesses are bytes 8 cuts[r] .. 8 cuts[r + 1]
+        cuts = (np.concatenate([[0], np.cumsum(counts)]) * 8).tolist()
+        for r in range(W):
+            S[r].frombytes(sb[cuts[r]:cuts[r + 1]])
         if not window:
             if self.all_window:     # X from here on: None for every access kept so far
                 self.all_window = False
@@ -680,6 +706,53 @@ class _PlainWindow(_Window):
         self.next_epoch += 1
         return True
 
+    def _block(self, sm: np.ndarray, counts: np.ndarray) -> _Block:
+        """The epoch's ``_Block`` from its (W, n) sizes (zero past a rank's count) and per-rank counts."""
+        W, n = sm.shape
+        P = np.zeros((W, n + 1), np.int64)
+        np.cumsum(sm.astype(np.int64), axis=1, out=P[:, 1:])      # whole bytes: exact
+        rowtot = P[:, -1].copy()
+        big = int(rowtot.max(initial=0)) + 2
+        if (W + 1) * big >= 2 ** 62:
+            raise ConfigError(f"simulate: an epoch of {int(rowtot.sum()):,} bytes is past what the thesis-window "
+                              f"costing's buffer search counts in 64-bit integers (2**62 bytes)")
+        ragged = np.arange(n + 1)[None, :] > counts[:, None]
+        if ragged.any():    # past a rank's count: above every target of its row, below the next row's
+            P[ragged] = np.broadcast_to(rowtot[:, None] + 1, P.shape)[ragged]
+        rows = np.arange(W, dtype=np.int64)
+        A = self.ptot.copy()
+        self.ptot += rowtot
+        E0 = np.asarray(self.end, dtype=np.int64)
+        return _Block((P + (rows * big)[:, None]).reshape(-1), A, E0, E0 + counts, rowtot, big, rows * (n + 1),
+                      rows * big)
+
+    def admit(self, FB: np.ndarray, T: np.ndarray) -> np.ndarray:
+        """For every rank r, the largest absolute index a with P_r(a) <= T[r] (P_r(a): the bytes of its first
+        a accesses) where that lies at or past the start of loaded block (epoch) ``FB[r]``, else an index
+        before that start. The search starts in block FB[r] and moves on while a whole block fits (loading
+        epochs as needed; ``FB`` is updated: T only grows from step to step, so the next search starts there)."""
+        out = np.empty(self.W, np.int64)
+        todo = np.arange(self.W)
+        last = self.plan.epochs - 1
+        while len(todo):
+            fb = FB[todo]
+            e = int(fb.min())
+            while e >= self.next_epoch and self.load():
+                pass
+            here = fb == e
+            rows = todo[here]
+            b = self.mats[e][4]
+            t = np.clip(T[rows] - b.A[rows], -1, b.rowtot[rows]) + b.rowbig[rows]
+            col = np.searchsorted(b.Q, t, "right") - 1 - b.rowoff[rows]
+            more = col >= b.END[rows] - b.E0[rows]      # the whole block fits: a lies further on
+            if e >= last:
+                more[:] = False
+            done = ~more
+            out[rows[done]] = b.E0[rows[done]] + col[done]
+            FB[rows[more]] = e + 1
+            todo = np.concatenate([todo[~here], rows[more]])
+        return out
+
     def trim(self, keep_from: list) -> None:
         for r in range(self.W):
             k = keep_from[r] - self.base[r]
@@ -693,20 +766,20 @@ class _PlainWindow(_Window):
 
 
 VEC_MIN_RANKS = 32   # consumption vectorised across ranks from this many ranks (a per-rank loop below)
-# sum() of floats adds them one by one in order before CPython 3.12 (from 3.12 it compensates the rounding): the
-# loader-thread scheduling then takes the buffer's running sums with sum(); otherwise with accumulate
-SEQ_SUM = sys.version_info < (3, 12)
-SCHED_MARGIN = 8     # accesses below a rank's previous count where the scheduling's running sum starts
 
 
 def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank: float | None,
                 t0: float, tier_fill: bool = False):
     """``events.cost_events`` (same arguments, same results) for any world size; see the module doc."""
     tr0 = plan.epoch(0).transfers if plan.epochs else None
+    setup = _setup(model, plan)
     if (policy == "prefetch" and (tier_fill or plan.meta.get("shared_reads_in_trainer"))) or \
-            (tr0 is not None and len(tr0)):      # background transfers (pls): the generic loop costs them
+            (tr0 is not None and len(tr0)) or \
+            (policy != "ondemand" and not _whole_bytes(sizes, setup.cap, plan.local_batch)):
+        # background transfers (pls), tier fills, the trainer's own reads, a buffer counted in fractional
+        # bytes: the generic loop costs them
         return _cost_events_generic(model, plan, sizes, policy, threads_per_rank, t0, tier_fill)
-    W, node_of, nodes, K, fixed_spb, w_spb, series, lat, pfs_spb, fixed_gamma, comp_const, cap = _setup(model, plan)
+    W, node_of, nodes, K, fixed_spb, w_spb, series, lat, pfs_spb, fixed_gamma, comp_const, cap = setup
     ondemand = policy == "ondemand"
     win = _PlainWindow(plan, sizes, comp_const, model.compute_s_per_byte, ondemand=ondemand, series=series,
                        w_spb=w_spb, lat=lat, fixed_spb=fixed_spb, fill_spb=pfs_spb[nodes],
@@ -724,7 +797,6 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     B = t0
     step_end: list[float] = []
     S, X, base, sst = win.S, win.X, win.base, win.step_start
-    lb = max(1, plan.local_batch)
     comp_spb = win.comp_spb
     node_arr = np.asarray(plan.node_map, dtype=np.int64)
     node_starts = np.searchsorted(node_arr, np.arange(nodes)) if nodes else np.zeros(0, np.int64)
@@ -819,11 +891,11 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
         p_thr = max(1, int(round(threads_per_rank or 1)))
         free = [[t0] * p_thr for _ in range(W)]
         counter = [0] * W
-        nxt = [0] * W
-        held = [0.0] * W
-        last_n = [0] * W        # each rank's count of accesses scheduled at its previous step
         AV = [array("d") for _ in range(W)]     # avail, per rank, aligned with the window's lists
         vec = W >= VEC_MIN_RANKS and grouped
+        capi = math.floor(cap)      # held + s <= cap in whole bytes
+        F0 = np.zeros(W, np.int64)  # each rank's next access to schedule (absolute index)
+        FB = np.zeros(W, np.int64)  # the block (epoch) its buffer search starts in
         while True:
             j += 1
             win.ensure_step(j)
@@ -837,83 +909,25 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
                     if k > 0:
                         del AV[r][:k]
                 win.trim(cut)
-            # the previous step's samples leave the buffer: held -= their bytes, summed in order (the
-            # reference's sum(); a row's np.cumsum adds in the same order) for all ranks when the step has
-            # the same columns on every rank
-            sub = None
-            if j > 0:
-                cmp_, pmp, relp, j0p, smp = win.mats[win.step_epoch[j - 1]]
-                ap, bp = relp[:, j - 1 - j0p], relp[:, j - j0p]
-                if vec and (ap == ap[0]).all() and (bp == bp[0]).all() and bp[0] > ap[0]:
-                    held = (np.asarray(held) - np.cumsum(smp[:, ap[0]:bp[0]], axis=1)[:, -1]).tolist()
-                else:
-                    sub = j
+            # how many accesses each rank schedules: all of this step's, then while the buffer has room. The
+            # buffer holds the rank's accesses from this step's first on (the previous steps' have left it):
+            # the reference admits access a while P(a + 1) - P(step start) <= cap (P: the bytes of the first
+            # a accesses, exact in whole bytes), so up to the largest a with P(a) <= P(step start) + cap
+            blk = win.mats[win.step_epoch[j]]
+            kk = j - blk[3]
+            bk = blk[4]
+            T = bk.Q[bk.rowoff + blk[2][:, kk]] - bk.rowbig + bk.A + capi
+            end = np.maximum(np.maximum(win.admit(FB, T), bk.E0 + blk[2][:, kk + 1]), F0)
+            F0l = F0.tolist()
+            Nl = (end - F0).tolist()
+            F0 = end
             for r in range(W):
-                bs = base[r]
-                Sr = S[r]
-                if sub is not None:
-                    held[r] -= sum(Sr[sst[r][j - 1] - bs:sst[r][j] - bs])
-                must = sst[r][j + 1] - bs
-                f0 = nxt[r] - bs
-                hr = held[r]
-                # how many accesses the rank schedules: all of this step's, then while the buffer has room
-                # (the reference's running sum, hr + s <= cap; acc[i + 1] is that sum after access i)
-                lo_i = must - f0 if must > f0 else 0
-                if SEQ_SUM:
-                    # the running sum after k accesses is sum(Sr[f0:f0 + k], hr) (sum() adds the floats in
-                    # order); it only grows, so: from a guess at or below the answer (the rank's previous count
-                    # less a margin; the step's own accesses if past it), then window by window
-                    k = last_n[r] - SCHED_MARGIN
-                    if k < lo_i:
-                        k = lo_i
-                    n_acc = len(Sr)
-                    if k > n_acc - f0:
-                        k = n_acc - f0
-                    hr = sum(Sr[f0:f0 + k], hr)
-                    if hr > cap and k > lo_i:     # guessed past the answer: from this step's own accesses
-                        k = lo_i
-                        hr = sum(Sr[f0:f0 + k], held[r])
-                    f = f0 + k
-                    L = 2 * SCHED_MARGIN
-                    while True:     # the next L running sums (L doubling while all fit: a buffer larger than
-                        # what is loaded); admitted while <= cap
-                        acc = list(accumulate(Sr[f:f + L], initial=hr))
-                        c = bisect_right(acc, cap, 1) - 1
-                        hr = acc[c]
-                        f += c
-                        if c < len(acc) - 1:
-                            break
-                        L *= 2
-                        if f >= n_acc:
-                            if win.load():      # False once every epoch is loaded
-                                n_acc = len(Sr)
-                                continue
-                            break
-                    n = f - f0
-                    last_n[r] = n
-                    held[r] = hr
-                else:
-                    L = lo_i + lb + lb // 2 + 8
-                    while True:
-                        n_acc = len(Sr)
-                        m = min(L, n_acc - f0)
-                        acc = list(accumulate(Sr[f0:f0 + m], initial=hr))
-                        n = bisect_right(acc, cap, 1) - 1
-                        if n < lo_i:
-                            n = lo_i
-                        if n < m:
-                            break
-                        if f0 + m < n_acc:
-                            L *= 2
-                            continue
-                        if win.load():      # False once every epoch is loaded
-                            continue
-                        n = m
-                        break
-                    held[r] = acc[n]
-                nxt[r] = f0 + n + bs
+                n = Nl[r]
                 if not n:
                     continue
+                bs = base[r]
+                Sr = S[r]
+                f0 = F0l[r] - bs
                 nd = node_of[r]
                 own = log[nd]
                 lmax = own

@@ -106,19 +106,35 @@ def test_buffer_reads_ahead_across_epochs_and_window_is_trimmed():
     _assert_same(ref, new)
 
 
-@pytest.mark.parametrize("seq_sum", [True, False], ids=["sum-scheduling", "accumulate-scheduling"])
 @pytest.mark.parametrize("vec_min_ranks", [1, 10**9], ids=["vector-consumption", "loop-consumption"])
-def test_buffer_binds_with_widely_spread_sizes(vec_min_ranks, seq_sum, monkeypatch):
+def test_buffer_binds_with_widely_spread_sizes(vec_min_ranks, monkeypatch):
     """Samples of 1-400 MB (lognormal, mean 100 MB) against the 1 GB staging buffer, local batch 8: a step
     sometimes exceeds the buffer (its accesses are scheduled regardless) and the count a rank schedules per step
-    swings by more than the scheduling's guess margin, so its running sum restarts from the step's own accesses
-    (``SCHED_MARGIN``) as well as stepping forward. Both scheduling paths (``SEQ_SUM``: the one for CPython
-    before 3.12 and the accumulate one after)."""
+    swings widely (the buffer search, ``_PlainWindow.admit``, lands before, inside and past the step)."""
     monkeypatch.setattr(fastevents, "VEC_MIN_RANKS", vec_min_ranks)
-    monkeypatch.setattr(fastevents, "SEQ_SUM", seq_sum)
     wl = SimWorkload("spread", 480, 8, "lognormal", 1e8, 8e7, 1e6, 4e8)
     ref, new = _both("prefetch", {"num_workers": 2}, wl, 4, 1, 3)
     _assert_same(ref, new)
+
+
+def test_plain_loop_schedules_whole_bytes_generic_loop_fractional(monkeypatch):
+    """Drawn sizes are whole bytes: the plain loop costs prefetch (the generic loop is not called); sizes with
+    fractions of a byte (the buffer's float sums are then not exact as integers) go to the generic loop, with the
+    reference's answers either way."""
+    wl = SimWorkload("spread", 600, 5, "lognormal", 2e8, 1e8, 1e6, 6e8)
+    sizes = wl.sizes(0)
+    assert np.array_equal(sizes, np.rint(sizes))
+    m = Model(PROF, rules="thesis")
+    calls = []
+    real = fastevents._cost_events_generic
+    monkeypatch.setattr(fastevents, "_cost_events_generic", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for sz, generic in ((sizes, False), (sizes + 0.25, True)):
+        plan = build_plan("prefetch", wl=wl, nodes=4, ranks_per_node=1, epochs=3, seed=0, profile=PROF, sizes=sz,
+                          options={"num_workers": 2})
+        calls.clear()
+        _assert_same(events.cost_events(m, plan, sz, "prefetch", 2.0, 0.5),
+                     fastevents.cost_events(m, plan, sz, "prefetch", 2.0, 0.5))
+        assert bool(calls) == generic
 
 
 def test_worlds_past_the_reference_limit_are_costed():
