@@ -177,26 +177,39 @@ class Model:
         t = next((t for t in p.tiers if t.kind == "local"), None)
         if t is None or not t.cached_bandwidth or p.page_cache_bytes is None:
             return False
-        cap, N = float(p.page_cache_bytes), len(sizes)
+        cap = float(p.page_cache_bytes)
+        fits = float(sizes.sum()) <= cap
+
+        def over(node: np.ndarray, sample: np.ndarray) -> bool:
+            """Whether some node's distinct samples exceed the page cache. Without duplicates first (one
+            bincount: when that fits, the distinct ones do); the exact count only for a node over it, one node
+            at a time, stopping at the first over."""
+            bound = np.bincount(node, weights=sizes[sample], minlength=plan.nodes)
+            for nd in np.nonzero(bound > cap)[0].tolist():
+                if float(sizes[np.unique(sample[node == nd])].sum()) > cap:
+                    return True
+            return False
+
         pro = plan.prologue
         staged = pro.dst == LOCAL if len(pro.sample) else np.zeros(0, dtype=bool)
-        used = [e for e in range(plan.epochs) if (plan.epoch(e).source == LOCAL).any()]
-        if not staged.any() and not used:
-            return False
-        if float(sizes.sum()) <= cap:
-            return True
-        if staged.any():   # the rows name the receiving rank (staging's all-gather: peer rows to every node)
-            k = np.unique(plan.node_map[pro.rank[staged]].astype(np.int64) * N + pro.sample[staged])
-            if np.bincount(k // N, weights=sizes[k % N], minlength=plan.nodes).max() > cap:
+        used = bool(staged.any())
+        if used:    # the rows name the receiving rank (staging's all-gather: peer rows to every node)
+            if fits:
+                return True
+            if over(plan.node_map[pro.rank[staged]].astype(np.int64), pro.sample[staged]):
                 return False
         rank_node = plan.node_map.astype(np.int64)
-        for e in used:
+        for e in range(plan.epochs):     # each epoch built once (the costing builds it again)
             ep = plan.epoch(e)
             m = (ep.source == LOCAL) & (ep.sample_ids >= 0)
-            k = np.unique(rank_node[np.nonzero(m)[0]] * N + ep.sample_ids[m])
-            if np.bincount(k // N, weights=sizes[k % N], minlength=plan.nodes).max() > cap:
+            if not m.any():
+                continue
+            used = True
+            if fits:
+                return True
+            if over(rank_node[np.nonzero(m)[0]], ep.sample_ids[m]):
                 return False
-        return True
+        return used
 
     # ----- prologue ----------------------------------------------------------------------------------
     def prologue_s(self, plan: Plan, sizes: np.ndarray, fill_to_capacity: bool = False) -> float:

@@ -231,3 +231,20 @@ def test_loader_handoff_figures_are_validated_and_zero_is_allowed(key, val):
     with pytest.raises(ConfigError, match=key):
         _profile(**{key: val})
     assert getattr(_profile(**{key: 0.0}), key) == 0.0
+
+
+@pytest.mark.parametrize("page_cache,cached", [(2.5e8, True), (1.5e8, True), (0.8e8, False)],
+                         ids=["bound-fits", "distinct-fit", "distinct-over"])
+def test_page_cache_counts_a_samples_file_once(page_cache, cached):
+    """A node's files are its distinct samples: here each rank reads its 100 samples of 1 MB twice an epoch
+    from the local tier (200 MB read, 100 MB of files). 250 MB: the reads' bytes fit (no dedup needed); 150 MB:
+    they do not, the distinct files do; 80 MB: the files do not."""
+    from dlbench.plan import LOCAL, global_shuffle_plan
+    from dlbench.simulate import Model
+
+    plan = global_shuffle_plan(strategy="twice", n_samples=400, world_size=2, node_map=np.array([0, 1]), epochs=2,
+                               local_batch=8, seed=0, tier=LOCAL)
+    plan = plan.map_epochs(lambda ep: dataclasses.replace(ep, sample_ids=np.tile(ep.sample_ids[:, :100], 2)))
+    disk = {"cached_bandwidth": [{"threads": 1, "mb_per_s": 8000}]}
+    m = Model(_profile(disk=disk, page_cache_bytes=page_cache), step_time_s=0.01)
+    assert m.local_tier_cached(plan, np.full(400, 1e6)) is cached
