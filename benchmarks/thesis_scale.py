@@ -20,6 +20,11 @@ accesses): naive 45.2 s CPU (was 55.9 before the window-read loops), prefetch 79
 Later (branch fastpf, load 1-1.5, one run each): prefetch 64.2-66.4 s CPU after exact cuts to loading, scheduling
 and consumption (1,024 x 3 costing 1.50 -> 1.16 s CPU); naive 42.1 s; the chains' γ bisections grow with the epochs (0.19 per
 access over 3 epochs, 0.65 over 24), so 90 epochs gain less than 3 (docs/evidence/issue-19.md).
+Then (2026-11-25 evening, quiet machine, load < 0.3): the staging buffer's admissions for all ranks at once from
+integer byte prefix sums (one searchsorted per step instead of a running sum per rank and step) and the sizes kept
+as array('d') per rank (no float object per access at load): prefetch 67.7 -> 53.1 / 50.8 s CPU, naive 34.9 s
+CPU; part 1 equal everywhere (256 nodes: reference 27.1 / 28.7 s, fast 0.9 / 1.1 s CPU). The chains' bisections are
+now ~55 % of prefetch's time.
 """
 
 from __future__ import annotations

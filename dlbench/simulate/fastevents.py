@@ -13,6 +13,11 @@ with the world.
   arithmetic: each access's kind (a window-rule PFS read, a cache fill at γ = nodes, a fixed-rate own-tier or
   peer read), its write s/β and a fixed-rate access's whole cost; the per-rank sums of compute, samples,
   bytes and fixed fetch time. The Python loop is left with the start-time chain and γ.
+- The staging buffer (a loader thread admits access a while the bytes held, from the step's first access on,
+  stay within the rank's share of it): the reference's float sums of whole-byte sizes below 2**53 are exact,
+  so the same admissions come from integer byte prefix sums per epoch (``_Block``), for every rank at once:
+  one ``searchsorted`` per step (``_PlainWindow.admit``). Sizes with fractions of a byte take the generic
+  loop below (``_whole_bytes``); ``simulate`` draws whole bytes.
 - Consumption (a rank waits for each of the step's samples, a wait on a PFS read logs it) is a loop over
   the step's columns vectorised across ranks from ``VEC_MIN_RANKS`` ranks (same operations per element).
 - Memory: the reference flattens every rank's accesses over all epochs into Python lists up front (and a
@@ -20,15 +25,15 @@ with the world.
   loader thread reads ahead across epochs up to the staging buffer) and dropped once consumed.
 
 The reference's scheduling order is sequential across ranks within a step (a rank's γ depends on the reads
-the ranks before it scheduled), so each access is still a few Python operations (0.4-0.7 µs here): the cost is
+the ranks before it scheduled), so each access is still a few Python operations (0.3-0.45 µs here): the cost is
 linear in the accesses (steps x ranks x local batch) and no longer grows with the node count per access.
 When every loaded access is a window-rule PFS read (naive, prefetch) the loops are cut to that case: the
 node's own entry leaves the sorted log while its rank schedules (γ = nodes - bisect_left), no per-access kind
 test. (A fixed-point iteration over all ranks of a step at once was tried: exact at convergence, but at 1,024
 nodes it needs tens to a hundred rounds per step and is slower than this loop; so was stepping γ's index
 linearly along a chain: a γ change crosses many logged starts.) With tier fills (``fill_by_tier_threads``),
-``shared_reads_in_trainer`` or background transfers (pls) the reference's loop runs as is, with γ by bisection
-(``_cost_events_generic``).
+``shared_reads_in_trainer``, background transfers (pls) or sizes with fractions of a byte (prefetch) the
+reference's loop runs as is, with γ by bisection (``_cost_events_generic``).
 """
 
 from __future__ import annotations
