@@ -13,10 +13,12 @@
 - Atomic and resumable: every file is written to ``<name>.part`` and renamed when complete; the shared
   file is ``<name>.part`` until all chunks are done, and the chunks done are recorded in
   ``.dlbench-tmp/<name>.done`` (one byte per chunk) so an interrupted run resumes. A re-run skips a file
-  only when it has its final name, the planned size **and** the checksum recorded when it was written (read
-  back from the page cache right after the write, appended to ``.dlbench-tmp/sum-<rank>``, kept in the
-  manifest's ``sum64`` list at the end): a file with flipped bytes, or one with no record, is written
-  again. The manifest is written first with ``complete: false`` and rewritten with ``complete: true`` at
+  only when it has its final name, the planned size **and** the checksum recorded when it was written (of
+  the bytes written, where the format wrote every byte of the file once through ``_write_all``; else read
+  back from the page cache right after the write; appended to ``.dlbench-tmp/sum-<rank>``, flushed at least
+  every ``REC_FLUSH_S``, kept in the manifest's ``sum64`` list at the end): a file with flipped bytes, or
+  one with no record (also one whose record a killed process had not flushed), is written again; with no
+  record at all (a new dataset) no file is looked up. The manifest is written first with ``complete: false`` and rewritten with ``complete: true`` at
   the end.
 - Disk full (or any OSError while writing): the rank removes its temporary file, every rank stops, the
   manifest stays ``complete: false`` (with the checksums of the files completed so far in ``sum64``), and
@@ -78,10 +80,11 @@ def _versions() -> dict:
             "hdf5": h5py.version.hdf5_version, "pillow": PIL.__version__}
 
 
+REC_FLUSH_S = 0.5     # the done records of an interrupted generation reach the file at least this often
 SUM_BLOCK = 1 << 20   # reused read buffer (first touch of 8 MiB alone cost ~8 ms a run)
 
 
-def file_checksum(path: Path, buf: bytearray | None = None) -> int:
+def file_checksum(path: str | Path, buf: bytearray | None = None) -> int:
     """``sum64`` of the whole file: the sum, modulo 2**64, of its little-endian 64-bit words (the last word
     zero-padded), plus its length. Any change of one word changes it; several changes cancel only by a
     2**-64 chance unless chosen to. Chosen over zlib.crc32 for speed: NumPy sums at 12-26 GB/s here
@@ -121,6 +124,38 @@ def sum64(data) -> int:
         tail = bytes(mv[n - n % 8:]) + bytes(-n % 8)
         total += int(np.frombuffer(tail, dtype="<u8")[0])
     return (total + n) % (1 << 64)
+
+
+def _piece_words(mv: memoryview, offset: int) -> int:
+    """The piece ``mv`` of a file at byte ``offset``: its share of ``file_checksum``'s word sum (each byte
+    weighed by its position in its 64-bit word; the rest of a word it touches counts as zero)."""
+    n = len(mv)
+    r = offset % 8
+    k = min(n, (8 - r) % 8)
+    total = int.from_bytes(bytes(r) + bytes(mv[:k]), "little") if k else 0
+    w = (n - k) // 8
+    if w:
+        total += int(np.frombuffer(mv, dtype="<u8", count=w, offset=k).sum(dtype=np.uint64))
+    t = (n - k) % 8
+    if t:
+        total += int.from_bytes(bytes(mv[n - t:]), "little")
+    return total % (1 << 64)
+
+
+_PIECES: dict = {}    # write handle -> [(offset, length, words)] of what ``_write_all`` wrote to it
+
+
+def _pieces_sum(pieces: list, size: int) -> int | None:
+    """``file_checksum`` of a file of ``size`` bytes written as ``pieces`` (from the bytes in memory, no
+    read-back), or None unless the pieces cover [0, size) exactly, once each (anything else: read it back)."""
+    end = 0
+    total = 0
+    for off, n, words in sorted(pieces):
+        if off != end:
+            return None
+        end += n
+        total += words
+    return (total + size) % (1 << 64) if end == size else None
 
 
 def _recorded_sums(data_dir: Path, m: Manifest) -> dict[int, int]:
@@ -354,6 +389,7 @@ class _Writer:
         rel = self.m.paths[f]
         part = rel + ".part"
         fd = st.open(part, write=True)
+        pieces = _PIECES[fd] = []
         try:
             n = self.files.write_file(fd, f)
             if self.fsync and isinstance(fd, int):
@@ -362,8 +398,13 @@ class _Writer:
             st.close(fd)
             st.remove(part)
             raise
+        finally:
+            del _PIECES[fd]
         st.close(fd)
-        self.last_sum = st.checksum(part, self.sum_buf)
+        # the checksum of the bytes written, where the format wrote the whole file through _write_all (each byte
+        # once); else read back
+        s = _pieces_sum(pieces, int(self.m.nbytes[f]))
+        self.last_sum = s if s is not None else st.checksum(part, self.sum_buf)
         if self.write_extra is not None:   # in place before the data file takes its final name
             try:
                 self.write_extra(self.d, self.m, f, st)
@@ -399,6 +440,9 @@ def _write_all(fd, buf: np.ndarray, offset: int) -> int:
         if n <= 0:
             raise OSError(errno.EIO, "short write")
         done += n
+    pieces = _PIECES.get(fd) if _PIECES else None
+    if pieces is not None:
+        pieces.append((offset, total, _piece_words(mv, offset)))
     return total
 
 
@@ -415,6 +459,9 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
     complete = {}
     sums = _recorded_sums(d, m)
     for f in mine:
+        if not sums:    # nothing recorded (a new dataset): every file is written, none looked up
+            complete[f] = False
+            continue
         try:
             complete[f] = st.size(m.paths[f]) == m.nbytes[f]
         except FileNotFoundError:
@@ -426,6 +473,7 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
         if complete[f] and extra_ok is not None:
             complete[f] = extra_ok(d, m, f, st)
     rec = open(d / TMP_DIR / f"sum-{comm.rank}", "a")
+    flushed = time.monotonic()
     try:
         writer.start([f for f in mine if not complete[f]])
         for f in mine:
@@ -436,7 +484,10 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
                 prog.bytes += writer.write_file(f)
                 prog.files += 1
                 rec.write(f"{f} {writer.last_sum}\n")
-                rec.flush()
+                now = time.monotonic()
+                if now - flushed >= REC_FLUSH_S:     # a record lost in a crash only costs its file's rewrite
+                    rec.flush()
+                    flushed = now
             prog.flush()
     finally:
         rec.close()

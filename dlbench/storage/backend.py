@@ -62,7 +62,7 @@ class Backend(Protocol):
 
 
 def _check_rel(rel: str) -> str:
-    if rel.startswith("/") or ".." in Path(rel).parts:
+    if rel.startswith("/") or (".." in rel and ".." in Path(rel).parts):
         raise ValueError(f"storage path {rel!r}: must be relative to the dataset root, without '..'")
     return rel
 
@@ -76,6 +76,7 @@ class PosixBackend:
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
+        self._prefix = os.path.join(str(self.root), "")     # "root/": a key's path as one string join
         self.pread_into = _preadv_into
         # the readers' calls are the system calls themselves: no wrapper on the per-sample path
         self.open_read = os.open
@@ -95,9 +96,13 @@ class PosixBackend:
     def path(self, rel: str) -> Path:
         return self.root / _check_rel(rel)
 
+    def _str(self, rel: str) -> str:
+        """``path`` as a string (the per-file calls of generate and verify: no Path object each)."""
+        return self._prefix + _check_rel(rel)
+
     def open(self, rel: str, write: bool = False, truncate: bool = True) -> int:
         flags = (os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else 0)) if write else os.O_RDONLY
-        return os.open(self.path(rel), flags, 0o644)
+        return os.open(self._str(rel), flags, 0o644)
 
     def mkdir(self, rel: str) -> None:
         self.path(rel).mkdir(parents=True, exist_ok=True)
@@ -113,13 +118,13 @@ class PosixBackend:
     def checksum(self, rel: str, buf: bytearray | None = None) -> int:
         from ..data.generate import file_checksum
 
-        return file_checksum(self.path(rel), buf)
+        return file_checksum(self._str(rel), buf)
 
     def pwrite(self, handle: int, buf, offset: int) -> int:
         return os.pwrite(handle, buf, offset)
 
     def size(self, rel: str) -> int:
-        return os.stat(self.path(rel)).st_size
+        return os.stat(self._str(rel)).st_size
 
     def exists(self, rel: str) -> bool:
         return self.path(rel).is_file()
@@ -137,7 +142,7 @@ class PosixBackend:
         self.path(rel).unlink(missing_ok=True)
 
     def rename(self, src: str, dst: str) -> None:
-        os.replace(self.path(src), self.path(dst))
+        os.replace(self._str(src), self._str(dst))
 
     def file_image(self, rel: str) -> bytes:
         return self.path(rel).read_bytes()

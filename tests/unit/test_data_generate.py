@@ -221,3 +221,37 @@ def test_cleanup_failed_keeps_checksum_records_rerun_writes_only_missing(tmp_pat
     assert (res.files_written, res.files_skipped) == (14, 10)
     assert {p: (d / p).stat().st_mtime_ns for p in done} == done  # not written again
     assert verify(d, content=True) == []
+
+
+def test_checksum_of_written_pieces_equals_the_file_read_back(tmp_path):
+    """The checksum generate records from the bytes it wrote (``_PIECES``: pieces at any offset, any length)
+    equals ``file_checksum`` of the file read back; pieces that leave a gap or overlap give None (read back)."""
+    rng = np.random.default_rng(3)
+    for size in (1, 7, 8, 9, 100, 4099):
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        cuts = sorted({0, size, *rng.integers(0, size + 1, 4).tolist()})
+        pieces = [(a, b - a, G._piece_words(memoryview(data)[a:b], a)) for a, b in zip(cuts, cuts[1:])]
+        p = tmp_path / f"f{size}"
+        p.write_bytes(data)
+        assert G._pieces_sum(pieces[::-1], size) == G.file_checksum(p) == G.sum64(data)
+        if len(pieces) > 1:
+            assert G._pieces_sum(pieces[1:], size) is None                   # a gap at the start
+            assert G._pieces_sum(pieces + pieces[:1], size) is None          # a byte written twice
+        assert G._pieces_sum(pieces, size + 1) is None                        # short of the file's size
+
+
+@pytest.mark.parametrize("name,read_back", [("cosmoflow", False), ("ptychonn", False), ("imagenet", False),
+                                            ("unet3d", True)])
+def test_recorded_checksums_are_the_files(tmp_path, name, read_back, monkeypatch):
+    """Every file's recorded sum64 is its bytes' (``verify --checksum`` reads them back); the formats that write
+    every byte through ``_write_all`` are summed in memory (no read-back of the .part file), NPZ (zipfile writes
+    to the descriptor itself) is read back."""
+    reads = []
+    real = G.file_checksum
+    monkeypatch.setattr(G, "file_checksum", lambda path, buf=None: reads.append(path) or real(path, buf))
+    wl = W.load(name, scale="tiny", samples=12)
+    res = G.generate(wl, tmp_path / "d", seed=1, progress=False)
+    assert bool([r for r in reads if str(r).endswith(".part")]) == read_back
+    for rel, want in zip(res.manifest.paths, res.manifest.sum64):
+        assert real(tmp_path / "d" / rel) == want
+    assert verify(tmp_path / "d", checksum=True) == []
