@@ -168,25 +168,30 @@ def _uniform(key: int, idx: np.ndarray, lane: int) -> np.ndarray:
     return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
 
 
+def size_draw(wid: int, seed: int, idx: np.ndarray, kind: str, mean: float, std: float,
+              lanes: tuple[int, int]) -> np.ndarray:
+    """Sizes (float64, before a caller's rounding and clipping) of the items ``idx`` from a fixed, normal or
+    lognormal distribution of the given mean and sd: Box-Muller over two counter lanes, a pure function of
+    (workload id, seed, lanes, index). Each caller has its own lanes (JPEG files 1, 2; npy records 11, 12)."""
+    if kind == "fixed" or std == 0:
+        return np.full(idx.shape, float(mean))
+    key = ((wid << 32) ^ (int(seed) & 0xFFFFFFFFFFFFFFFF)) & 0xFFFFFFFFFFFFFFFF
+    u1, u2 = (_uniform(key ^ ((lane * 0x632BE59BD9B4E019) & 0xFFFFFFFFFFFFFFFF), idx, 0) for lane in lanes)
+    z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)  # Box-Muller
+    if kind == "normal":
+        return mean + std * z
+    s2 = math.log(1.0 + (std / mean) ** 2)
+    return np.exp(math.log(mean) - s2 / 2.0 + math.sqrt(s2) * z)
+
+
 def jpeg_sizes(workload: Workload, seed: int, idx: np.ndarray | None = None) -> np.ndarray:
     """Target file size (bytes, int64) of each sample in ``idx`` (default: all samples): the workload's
     ``jpeg.size`` distribution (fixed, normal, or lognormal with the given mean and sd), clipped to
     [min_bytes, max_bytes]. Sample i's size depends only on (workload, seed, i)."""
     dist = workload.jpeg.size  # type: ignore[union-attr]
     idx = np.arange(workload.samples, dtype=np.int64) if idx is None else np.asarray(idx, dtype=np.int64)
-    key = (workload_id(workload.name) << 32) ^ (int(seed) & 0xFFFFFFFFFFFFFFFF)
-    key &= 0xFFFFFFFFFFFFFFFF
-    if dist.kind == "fixed" or dist.std_bytes == 0:
-        sizes = np.full(idx.shape, float(dist.mean_bytes))
-    else:
-        u1, u2 = _uniform(key, idx, 1), _uniform(key, idx, 2)
-        z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)  # Box-Muller
-        if dist.kind == "normal":
-            sizes = dist.mean_bytes + dist.std_bytes * z
-        else:
-            s2 = math.log(1.0 + (dist.std_bytes / dist.mean_bytes) ** 2)
-            mu = math.log(dist.mean_bytes) - s2 / 2.0
-            sizes = np.exp(mu + math.sqrt(s2) * z)
+    sizes = size_draw(workload_id(workload.name), seed, idx, dist.kind, float(dist.mean_bytes),
+                      float(dist.std_bytes), (1, 2))
     lo = max(float(dist.min_bytes), 1024.0)
     return np.clip(np.rint(sizes), lo, max(lo, float(dist.max_bytes))).astype(np.int64)
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import functools
 import io
-import math
 import os
 from collections import OrderedDict
 from functools import lru_cache
@@ -60,12 +59,6 @@ def check_spec(spec, where: str) -> None:
                           f"{len(spec.arrays)} ({', '.join(a.name for a in spec.arrays) or 'none'})")
 
 
-def _uniform(key: int, idx: np.ndarray, lane: int) -> np.ndarray:
-    from .content import _uniform as u
-
-    return u(key ^ ((lane * 0x632BE59BD9B4E019) & 0xFFFFFFFFFFFFFFFF), idx, 0)
-
-
 def record_nbytes(spec: dict, seed: int, n_files: int) -> np.ndarray | None:
     """Per file, the bytes of one sample's data array drawn from ``spec["record_size"]`` (None: fixed
     shapes). Whole elements, at least one; a pure function of (workload name, seed, file index)."""
@@ -85,18 +78,9 @@ def record_nbytes(spec: dict, seed: int, n_files: int) -> np.ndarray | None:
 @lru_cache(maxsize=16)
 def _record_nbytes(wid: int, kind: str, mean: float, std: float, lo: float, hi: float, item: int, seed: int,
                    n_files: int) -> np.ndarray:
-    idx = np.arange(n_files, dtype=np.int64)
-    key = ((wid << 32) ^ (seed & 0xFFFFFFFFFFFFFFFF)) & 0xFFFFFFFFFFFFFFFF
-    if kind == "fixed" or std == 0:
-        sizes = np.full(n_files, mean)
-    else:
-        u1, u2 = _uniform(key, idx, 11), _uniform(key, idx, 12)
-        z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)  # Box-Muller
-        if kind == "normal":
-            sizes = mean + std * z
-        else:
-            s2 = math.log(1.0 + (std / mean) ** 2)
-            sizes = np.exp(math.log(mean) - s2 / 2.0 + math.sqrt(s2) * z)
+    from .content import size_draw
+
+    sizes = size_draw(wid, seed, np.arange(n_files, dtype=np.int64), kind, mean, std, (11, 12))
     out = np.maximum(1, np.floor(np.clip(sizes, lo, hi) / item)).astype(np.int64) * item
     out.flags.writeable = False     # shared by every caller (cached)
     return out
