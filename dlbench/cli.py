@@ -13,6 +13,7 @@ import click
 
 from . import __version__
 from .config import MAX_BATCH, MAX_EPOCHS, MAX_NODES, MAX_RANKS_PER_NODE, MAX_SEED, MAX_THREADS, check_counts
+from .data.registry import read_via_help
 from .errors import ConfigError, DlbenchError, Interrupted
 
 
@@ -417,9 +418,8 @@ class StrategyFlagsCommand(click.Command):
                    "before every epoch, one rank per node); direct (O_DIRECT reads where the layout is read by "
                    "offset). The summary gives requested vs device bytes per epoch and a cold/warm verdict")
 @click.option("--read-via", type=click.Choice(["auto", "library", "pread"]), default="auto", show_default=True,
-              help="how samples are read: library (the format's own: np.load for npy/npz, H5Dread for HDF5), "
-                   "pread (byte ranges at offsets parsed once per file: npy, npz, hdf5_shared, hdf5_blocks, "
-                   "jpeg_folders), auto (HDF5 shared/blocks and JPEG: pread; npy/npz and hdf5_per_sample: library)")
+              help="how samples are read: library (the format's own reader), pread (byte ranges at offsets), "
+                   "auto (the layout's default). Per layout: " + read_via_help())
 @click.option("--dlio-config", type=click.Path(dir_okay=False), default=None,
               help="a DLIO workload YAML (its dataset, reader, train, checkpoint and metric.au); DLIO's Hydra "
                    "overrides follow as arguments: ++workload.dataset.num_files_train=16")

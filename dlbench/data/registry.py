@@ -32,6 +32,7 @@ class Format:
     # dlbench.data (the built-ins: "fmt_npz") or a dotted path to a module anywhere ("mypkg.fmt_raw")
     record_sizes: bool = False  # accepts a workload's record_size (data array length drawn per file)
     reads_runs: bool = False  # a run of consecutive samples is one request (aggregated chunked loading, plan chunk)
+    read_via: str = ""  # what --read-via auto/library/pread mean for it (the CLI's help lists every format's)
 
     def reader_class(self):
         mod, cls = self.reader.split(":")
@@ -87,22 +88,34 @@ def names() -> tuple[str, ...]:
     return tuple(FORMATS)
 
 
+def read_via_help() -> str:
+    """Every registered format's ``read_via``, for ``--read-via``'s help."""
+    return " ".join(f"{f.name}: {f.read_via}." for f in FORMATS.values() if f.read_via)
+
+
 register(Format("hdf5_per_sample", decodes=False, samples_per_file="one", reads_by_offset=False,
-                reader="fmt_hdf5:PerSampleReader", module="fmt_hdf5", help="one HDF5 file per sample"))
+                reader="fmt_hdf5:PerSampleReader", module="fmt_hdf5", help="one HDF5 file per sample",
+                read_via="auto = library (H5Dread; pread refused)"))
 register(Format("hdf5_shared", decodes=False, samples_per_file="all", reads_by_offset=True,
-                reader="fmt_hdf5:BlockReader", module="fmt_hdf5", reads_runs=True, help="one HDF5 file holding every sample"))
+                reader="fmt_hdf5:BlockReader", module="fmt_hdf5", reads_runs=True, help="one HDF5 file holding every sample",
+                read_via="auto = pread at the datasets' offsets; library = H5Dread hyperslabs"))
 register(Format("hdf5_blocks", decodes=False, samples_per_file="block", reads_by_offset=True,
                 reader="fmt_hdf5:BlockReader", module="fmt_hdf5",
-                help="HDF5 files of samples_per_file samples each"))
+                help="HDF5 files of samples_per_file samples each",
+                read_via="auto = pread at the datasets' offsets; library = H5Dread hyperslabs"))
 register(Format("jpeg_folders", decodes=True, samples_per_file="one", reads_by_offset=False,
                 reader="fmt_jpeg:JpegReader", module="fmt_jpeg",
-                help="one JPEG per sample in class folders (ImageNet style)"))
+                help="one JPEG per sample in class folders (ImageNet style)",
+                read_via="auto = pread of the whole file (library refused)"))
 register(Format("npy", decodes=False, samples_per_file="block", reads_by_offset=True,
                 reader="fmt_npy:NpyLoadReader", module="fmt_npy", record_sizes=True,
-                help="NumPy .npy files (np.save) of samples_per_file samples; read with np.load or by offset"))
+                help="NumPy .npy files (np.save) of samples_per_file samples; read with np.load or by offset",
+                read_via="auto = library (np.load); pread = rows at offsets parsed once per file"))
 register(Format("npz", decodes=False, samples_per_file="block", reads_by_offset=True,
                 reader="fmt_npz:NpzLoadReader", module="fmt_npz", record_sizes=True,
-                help="NumPy .npz files (np.savez, stored members, DLIO keys x/y); read with np.load or by offset"))
+                help="NumPy .npz files (np.savez, stored members, DLIO keys x/y); read with np.load or by offset",
+                read_via="auto = library (np.load); pread = members' rows at offsets parsed once per file"))
 register(Format("tfrecord", decodes=True, samples_per_file="block", reads_by_offset=True,
                 reader="fmt_tfrecord:open_reader", module="fmt_tfrecord", record_sizes=True,
-                help="TFRecord files of tf.train.Example records (DLIO's tfrecord), index files beside"))
+                help="TFRecord files of tf.train.Example records (DLIO's tfrecord), index files beside",
+                read_via="auto only (the workload's tfrecord.read: indexed or tfdata)"))

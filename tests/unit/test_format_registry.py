@@ -36,3 +36,16 @@ def test_reader_classes_resolve():
 def test_register_twice_refused():
     with pytest.raises(ValueError):
         registry.register(registry.get_format("jpeg_folders"))
+
+
+def test_read_via_help_comes_from_every_format():
+    """``--read-via``'s help says, for every registered layout, what auto/library/pread mean (from the
+    registry: a new format's line appears without editing the CLI)."""
+    from click.testing import CliRunner
+
+    from dlbench.cli import main
+
+    assert all(f.read_via for f in registry.FORMATS.values())
+    out = " ".join(CliRunner().invoke(main, ["run", "--help"]).output.split())
+    for f in registry.FORMATS.values():
+        assert f"{f.name}: {f.read_via}." in out
