@@ -1,5 +1,6 @@
-"""What the checksum check costs: generation with the read-back checksum, and a re-run that finds every file
-complete (before issue 12 it trusted the size alone; now it reads each skipped file and checks its sum64).
+"""What the checksum check costs: generation (recording each file's sum64: of the bytes written, or read back where a
+format writes outside ``_write_all``), and a re-run that finds every file complete (before issue 12 it trusted the
+size alone; now it reads each skipped file and checks its sum64).
 
     PYTHONPATH=. python benchmarks/generate_resume.py [--dir /tmp/...] [--repeats 3]
 
