@@ -18,17 +18,9 @@ import argparse
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
-
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+from _bench import best_of
 
 
 def main() -> None:
@@ -100,12 +92,12 @@ def main() -> None:
         rows = []
         for _ in range(3):   # interleaved rounds
             rows.append({
-                "bare open+preadv+close": _best(bare, a.repeat),
-                "PosixBackend open_read+preadv+close": _best(backend_calls, a.repeat),
-                "PosixBackend open_read+pread_into+close": _best(backend_pread_into, a.repeat),
-                "MemoryBackend open_read+preadv+close": _best(lambda: backend_calls(mem, mkeys), a.repeat),
-                "bare preadv at offsets (open file)": _best(bare_offsets, a.repeat),
-                "PosixBackend preadv at offsets": _best(backend_offsets, a.repeat),
+                "bare open+preadv+close": best_of(bare, a.repeat),
+                "PosixBackend open_read+preadv+close": best_of(backend_calls, a.repeat),
+                "PosixBackend open_read+pread_into+close": best_of(backend_pread_into, a.repeat),
+                "MemoryBackend open_read+preadv+close": best_of(lambda: backend_calls(mem, mkeys), a.repeat),
+                "bare preadv at offsets (open file)": best_of(bare_offsets, a.repeat),
+                "PosixBackend preadv at offsets": best_of(backend_offsets, a.repeat),
             })
         os.close(fd)
         print(f"{n} files of {a.nbytes} B in the page cache; us per sample, best of {a.repeat} per round, 3 rounds "
