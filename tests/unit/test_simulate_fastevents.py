@@ -5,6 +5,7 @@ sizes, the staging buffer binding across epochs, tier fills); and worlds past th
 
 import numpy as np
 import pytest
+from simcheck import assert_same_costing
 
 from dlbench.errors import ConfigError
 from dlbench.plan import MEMORY, NO_TIER, PEER
@@ -29,14 +30,7 @@ def _both(strategy, opts, wl, nodes, rpn, epochs, rules="thesis", tier_fill=Fals
 
 
 def _assert_same(ref, new):
-    names = ("epoch_times", "compute", "stall", "barrier", "fetch_s_by_tier", "bytes_by_tier", "samples")
-    for name, a, b in zip(names, ref, new):
-        if isinstance(a, dict):
-            assert a.keys() == b.keys()
-            for k in a:
-                np.testing.assert_allclose(b[k], a[k], rtol=1e-9, atol=0, err_msg=f"{name}.{k}")
-        else:
-            np.testing.assert_allclose(b, a, rtol=1e-9, atol=0, err_msg=name)
+    assert_same_costing(ref, new)
     assert ref[0].sum() > 0
 
 

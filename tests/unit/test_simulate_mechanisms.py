@@ -7,30 +7,11 @@ import dataclasses
 
 import numpy as np
 import pytest
+from simcheck import small_profile
 
 from dlbench.errors import ConfigError
 from dlbench.simulate import SimWorkload, simulate
 from dlbench.system import ThreadPoint, from_dict
-
-
-def _profile(**over):
-    d = {"name": "mech", "network_mb_per_s": 1e7,
-         "pfs": {"client_link_mb_per_s": 1e3, "aggregate": [{"clients": 1, "mb_per_s": 1e3}]},
-         "staging": {"capacity_bytes": 1e10, "threads": 2, "write_mb_per_s": 1e7,
-                     "bandwidth": [{"threads": 1, "mb_per_s": 1e7}]},
-         "tiers": [{"name": "ram", "kind": "memory", "capacity_bytes": 1e10, "threads": 2,
-                    "bandwidth": [{"threads": 1, "mb_per_s": 1e7}]},
-                   {"name": "disk", "kind": "local", "capacity_bytes": 1e11, "threads": 2,
-                    "bandwidth": [{"threads": 1, "mb_per_s": 100}, {"threads": 2, "mb_per_s": 200}]}]}
-    for k, v in over.items():
-        if k == "disk":
-            d["tiers"][1].update(v)
-        elif k == "pfs":
-            d["pfs"].update(v)
-        else:
-            d[k] = v
-    return from_dict(d)
-
 
 WL = SimWorkload("f", 400, 8, "fixed", 1e6, step_time_s=0.01)
 
@@ -40,10 +21,10 @@ def test_local_tier_read_from_the_page_cache_when_the_nodes_files_fit():
     1 GB at the cached curve's r(2)/2 = 5 GB/s (0.2 ms per sample: 25 steps x (10 ms + 8 x 0.2 ms)), with
     100 MB (or no cached curve: old profiles) at r(2)/2 = 100 MB/s (10 ms per sample)."""
     cached = {"cached_bandwidth": [{"threads": 1, "mb_per_s": 8000}, {"threads": 2, "mb_per_s": 10000}]}
-    old = simulate([("s", "staging", {})], wl=WL, profile=_profile(), nodes=2, epochs=2)["s"]
-    fits = simulate([("s", "staging", {})], wl=WL, profile=_profile(disk=cached, page_cache_bytes=1e9),
+    old = simulate([("s", "staging", {})], wl=WL, profile=small_profile(), nodes=2, epochs=2)["s"]
+    fits = simulate([("s", "staging", {})], wl=WL, profile=small_profile(disk=cached, page_cache_bytes=1e9),
                     nodes=2, epochs=2)["s"]
-    small = simulate([("s", "staging", {})], wl=WL, profile=_profile(disk=cached, page_cache_bytes=1e8),
+    small = simulate([("s", "staging", {})], wl=WL, profile=small_profile(disk=cached, page_cache_bytes=1e8),
                      nodes=2, epochs=2)["s"]
     steps = 400 // 2 // 8
     assert fits["epoch_time_s"][1] == pytest.approx(steps * (0.01 + 8 * 0.2e-3), rel=1e-3)
@@ -55,10 +36,10 @@ def test_local_tier_read_from_the_page_cache_when_the_nodes_files_fit():
 def test_pfs_read_lasts_at_least_the_format_readers_own_time():
     """naive reads 1 MB from a PFS at 1 GB/s (1 ms): with the reader's open_s = 3 ms + 1 MB / 1 GB/s (4 ms)
     above it, a step of 8 samples pays 8 x 4 ms; below it (0.1 ms + 1 MB / 10 GB/s), the PFS's 1 ms stands."""
-    base = simulate(["naive"], wl=WL, profile=_profile(), nodes=1, epochs=1)["naive"]["epoch_time_s"][0]
-    slow = simulate(["naive"], wl=WL, profile=_profile(pfs={"open_s": 3e-3, "cached_mb_per_s": 1e3}), nodes=1,
+    base = simulate(["naive"], wl=WL, profile=small_profile(), nodes=1, epochs=1)["naive"]["epoch_time_s"][0]
+    slow = simulate(["naive"], wl=WL, profile=small_profile(pfs={"open_s": 3e-3, "cached_mb_per_s": 1e3}), nodes=1,
                     epochs=1)["naive"]["epoch_time_s"][0]
-    fast = simulate(["naive"], wl=WL, profile=_profile(pfs={"open_s": 1e-4, "cached_mb_per_s": 1e4}), nodes=1,
+    fast = simulate(["naive"], wl=WL, profile=small_profile(pfs={"open_s": 1e-4, "cached_mb_per_s": 1e4}), nodes=1,
                     epochs=1)["naive"]["epoch_time_s"][0]
     assert base == pytest.approx(400 * (1e-3 + 0.01 / 8), rel=1e-3)
     assert slow == pytest.approx(400 * (4e-3 + 0.01 / 8), rel=1e-3)
@@ -69,10 +50,10 @@ def test_dataloader_without_persistent_workers_pays_the_worker_start_every_epoch
     """prefetch (1 worker, 1 MB at 1 GB/s = 1 ms per sample, compute 1.25 ms per sample: compute-bound): each
     epoch's first read starts worker_start_s = 0.2 s late, so every epoch lasts ~0.2 s longer; with
     persistent_workers (or num_workers 0, or no figure) nothing changes."""
-    prof = _profile(worker_start_s=0.2)
+    prof = small_profile(worker_start_s=0.2)
     rows = [("p", "prefetch", {"num_workers": 1}), ("pp", "prefetch", {"num_workers": 1, "persistent_workers": True})]
     r = simulate(rows, wl=WL, profile=prof, nodes=1, epochs=2)
-    plain = simulate(rows[:1], wl=WL, profile=_profile(), nodes=1, epochs=2)["p"]
+    plain = simulate(rows[:1], wl=WL, profile=small_profile(), nodes=1, epochs=2)["p"]
     for e in range(2):
         assert r["p"]["epoch_time_s"][e] == pytest.approx(plain["epoch_time_s"][e] + 0.2, abs=2e-3)
         assert r["pp"]["epoch_time_s"][e] == pytest.approx(plain["epoch_time_s"][e], rel=1e-9)
@@ -84,9 +65,9 @@ def test_pls_exchange_rule_series_adds_the_transfer_at_the_measured_exchange_rat
     = 400 MB/s: 0.25 s); overlap: the 0.4 MB sent per step at 400 MB/s (1 ms... 4 ms a step of 4 samples)
     hides under the 10 ms step."""
     rows = [("pls", "pls", {"exchange_fraction": 0.5, "tier": "memory"}), ("loc", "local", {"tier": "memory"})]
-    r_b = simulate(rows, wl=WL, profile=_profile(network_mb_per_s=400), nodes=2, epochs=2)
-    r_x = simulate(rows, wl=WL, profile=_profile(network_mb_per_s=400, exchange_mb_per_s=200), nodes=2, epochs=2)
-    r_o = simulate(rows, wl=WL, profile=_profile(network_mb_per_s=400, rules={"exchange": "overlap"}), nodes=2,
+    r_b = simulate(rows, wl=WL, profile=small_profile(network_mb_per_s=400), nodes=2, epochs=2)
+    r_x = simulate(rows, wl=WL, profile=small_profile(network_mb_per_s=400, exchange_mb_per_s=200), nodes=2, epochs=2)
+    r_o = simulate(rows, wl=WL, profile=small_profile(network_mb_per_s=400, rules={"exchange": "overlap"}), nodes=2,
                    epochs=2)
     for e in range(2):
         loc = r_b["loc"]["epoch_time_s"][e]
@@ -100,7 +81,7 @@ def test_pls_received_samples_cost_a_file_write_each():
     """With file_write_s = 1 ms and cached_write_mb_per_s = 1000 on the disk (rules exchange: overlap, b_c
     fast): pls Q = 0.5 reads its 100 sent samples at r(1) = 100 MB/s (1 s) and writes the 100 received at
     1 ms + 1 ms each (0.2 s): 1.2 s per epoch."""
-    prof = _profile(disk={"file_write_s": 1e-3, "cached_write_mb_per_s": 1e3}, rules={"exchange": "overlap"})
+    prof = small_profile(disk={"file_write_s": 1e-3, "cached_write_mb_per_s": 1e3}, rules={"exchange": "overlap"})
     r = simulate([("pls", "pls", {"exchange_fraction": 0.5}), ("loc", "local", {})], wl=WL, profile=prof,
                  nodes=2, epochs=2)
     assert r["pls"]["phase_time_s"]["exchange"] == pytest.approx(2 * 1.2, rel=1e-6)
@@ -113,9 +94,9 @@ def test_pls_exchange_measured_through_the_stage_replaces_the_file_pieces():
     reads at r(1) = 100 MB/s 1 s); without exchange_sample_s those pieces count (old profiles)."""
     rows = [("pls", "pls", {"exchange_fraction": 0.5})]
     disk = {"file_write_s": 5e-3, "cached_write_mb_per_s": 1e3}
-    r = simulate(rows, wl=WL, profile=_profile(disk=disk, exchange_mb_per_s=200, exchange_sample_s=1e-3),
+    r = simulate(rows, wl=WL, profile=small_profile(disk=disk, exchange_mb_per_s=200, exchange_sample_s=1e-3),
                  nodes=2, epochs=2)["pls"]
-    old = simulate(rows, wl=WL, profile=_profile(disk=disk, exchange_mb_per_s=200), nodes=2, epochs=2)["pls"]
+    old = simulate(rows, wl=WL, profile=small_profile(disk=disk, exchange_mb_per_s=200), nodes=2, epochs=2)["pls"]
     assert r["phase_time_s"]["exchange"] == pytest.approx(2 * 0.7, rel=1e-6)
     assert old["phase_time_s"]["exchange"] == pytest.approx(2 * (0.5 + 1.0 + 100 * (5e-3 + 1e-3)), rel=1e-6)
 
@@ -132,13 +113,13 @@ def test_measured_figures_are_validated(key, val):
     else:
         kw = {key: val}
     with pytest.raises(ConfigError, match=key.split(".")[-1]):
-        _profile(**kw)
+        small_profile(**kw)
 
 
 def test_cached_curve_is_validated_and_old_profiles_load():
     with pytest.raises(ConfigError, match="cached_bandwidth"):
-        _profile(disk={"cached_bandwidth": [{"threads": 2, "mb_per_s": 10}, {"threads": 1, "mb_per_s": 10}]})
-    p = _profile()
+        small_profile(disk={"cached_bandwidth": [{"threads": 2, "mb_per_s": 10}, {"threads": 1, "mb_per_s": 10}]})
+    p = small_profile()
     assert p.worker_start_s is None and p.pfs.open_s is None and not p.tiers[1].cached_bandwidth
     disk = dataclasses.replace(p.tiers[1], cached_bandwidth=(ThreadPoint(threads=1, mb_per_s=5),))
     assert p.tier_aggregate(disk, 1, cached=True) == 5e6
@@ -168,22 +149,22 @@ def test_a_step_ends_late_by_the_hosts_wake_up_latency():
     10 ms (0.2 ms at 2 ms: 0.6 ms at 6 ms between them) every step lasts 11 ms."""
     rows = [("l", "local", {"tier": "memory"})]
     pts = [{"wait_s": 0.002, "late_s": 2e-4}, {"wait_s": 0.01, "late_s": 1e-3}]
-    plain = simulate(rows, wl=WL, profile=_profile(), nodes=2, epochs=2)["l"]
-    late = simulate(rows, wl=WL, profile=_profile(wake_latency=pts), nodes=2, epochs=2)["l"]
+    plain = simulate(rows, wl=WL, profile=small_profile(), nodes=2, epochs=2)["l"]
+    late = simulate(rows, wl=WL, profile=small_profile(wake_latency=pts), nodes=2, epochs=2)["l"]
     assert plain["epoch_time_s"][1] == pytest.approx(25 * 0.01, rel=1e-3)
     assert late["epoch_time_s"][1] == pytest.approx(25 * 0.011, rel=1e-3)
-    assert _profile(wake_latency=pts).wake_late_s(0.006) == pytest.approx(6e-4)
+    assert small_profile(wake_latency=pts).wake_late_s(0.006) == pytest.approx(6e-4)
     with pytest.raises(ConfigError, match="wake_latency"):
-        _profile(wake_latency=pts[::-1])
+        small_profile(wake_latency=pts[::-1])
     with pytest.raises(ConfigError, match="late_s"):
-        _profile(wake_latency=[{"wait_s": 0.01, "late_s": float("nan")}])
+        small_profile(wake_latency=[{"wait_s": 0.01, "late_s": float("nan")}])
 
 
 def test_a_pfs_request_ends_late_by_the_wake_up_latency_of_its_length():
     """naive: 1 MB at 1 GB/s = 1 ms per PFS request; wake_latency 0.5 ms at 1 ms: 1.5 ms per request (the
     2 ms point is the step's: 10 ms steps end 0.5 ms late too, flat past the last point)."""
     pts = [{"wait_s": 0.001, "late_s": 5e-4}, {"wait_s": 0.002, "late_s": 5e-4}]
-    t = simulate(["naive"], wl=WL, profile=_profile(wake_latency=pts), nodes=1, epochs=1)["naive"]["epoch_time_s"][0]
+    t = simulate(["naive"], wl=WL, profile=small_profile(wake_latency=pts), nodes=1, epochs=1)["naive"]["epoch_time_s"][0]
     assert t == pytest.approx(400 * 1.5e-3 + 50 * 0.0105, rel=1e-3)
 
 
@@ -192,8 +173,8 @@ def test_page_cache_counts_a_nodes_own_files():
     files though not the dataset; 150 MB does not."""
     cached = {"cached_bandwidth": [{"threads": 1, "mb_per_s": 8000}, {"threads": 2, "mb_per_s": 10000}]}
     rows = [("l", "local", {})]
-    fit = simulate(rows, wl=WL, profile=_profile(disk=cached, page_cache_bytes=3e8), nodes=2, epochs=2)["l"]
-    no = simulate(rows, wl=WL, profile=_profile(disk=cached, page_cache_bytes=1.5e8), nodes=2, epochs=2)["l"]
+    fit = simulate(rows, wl=WL, profile=small_profile(disk=cached, page_cache_bytes=3e8), nodes=2, epochs=2)["l"]
+    no = simulate(rows, wl=WL, profile=small_profile(disk=cached, page_cache_bytes=1.5e8), nodes=2, epochs=2)["l"]
     assert any("page-cache" in n for n in fit["model_notes"])
     assert not any("page-cache" in n for n in no["model_notes"])
     assert fit["epoch_time_s"][1] < no["epoch_time_s"][1] / 2
@@ -211,10 +192,10 @@ def test_dataloader_hands_every_batch_from_its_worker_to_the_trainer():
     reads) pays neither."""
     rows = [("p", "prefetch", {"num_workers": 1}), ("pp", "prefetch", {"num_workers": 1, "persistent_workers": True}),
             ("p0", "prefetch", {"num_workers": 0})]
-    plain = simulate(rows, wl=WL, profile=_profile(), nodes=1, epochs=1)
-    trainer = simulate(rows, wl=WL, profile=_profile(loader_batch_s=0.002), nodes=1, epochs=1)
-    worker = simulate(rows[:1], wl=WL, profile=_profile(loader_worker_batch_s=0.006), nodes=1, epochs=1)["p"]
-    both = simulate(rows[:1], wl=WL, profile=_profile(loader_batch_s=0.002, loader_worker_batch_s=0.006),
+    plain = simulate(rows, wl=WL, profile=small_profile(), nodes=1, epochs=1)
+    trainer = simulate(rows, wl=WL, profile=small_profile(loader_batch_s=0.002), nodes=1, epochs=1)
+    worker = simulate(rows[:1], wl=WL, profile=small_profile(loader_worker_batch_s=0.006), nodes=1, epochs=1)["p"]
+    both = simulate(rows[:1], wl=WL, profile=small_profile(loader_batch_s=0.002, loader_worker_batch_s=0.006),
                     nodes=1, epochs=1)["p"]
     assert plain["p"]["epoch_time_s"][0] == pytest.approx(0.501, rel=1e-9)
     for label in ("p", "pp"):
@@ -229,8 +210,8 @@ def test_dataloader_hands_every_batch_from_its_worker_to_the_trainer():
                                      ("loader_worker_batch_s", float("inf"))])
 def test_loader_handoff_figures_are_validated_and_zero_is_allowed(key, val):
     with pytest.raises(ConfigError, match=key):
-        _profile(**{key: val})
-    assert getattr(_profile(**{key: 0.0}), key) == 0.0
+        small_profile(**{key: val})
+    assert getattr(small_profile(**{key: 0.0}), key) == 0.0
 
 
 @pytest.mark.parametrize("page_cache,cached", [(2.5e8, True), (1.5e8, True), (0.8e8, False)],
@@ -246,5 +227,5 @@ def test_page_cache_counts_a_samples_file_once(page_cache, cached):
                                local_batch=8, seed=0, tier=LOCAL)
     plan = plan.map_epochs(lambda ep: dataclasses.replace(ep, sample_ids=np.tile(ep.sample_ids[:, :100], 2)))
     disk = {"cached_bandwidth": [{"threads": 1, "mb_per_s": 8000}]}
-    m = Model(_profile(disk=disk, page_cache_bytes=page_cache), step_time_s=0.01)
+    m = Model(small_profile(disk=disk, page_cache_bytes=page_cache), step_time_s=0.01)
     assert m.local_tier_cached(plan, np.full(400, 1e6)) is cached

@@ -2,6 +2,7 @@ import math
 
 import numpy as np
 import pytest
+from simcheck import small_profile
 
 from dlbench.plan import global_shuffle_plan
 from dlbench.simulate import Model, SimWorkload, load_profile, simulate
@@ -137,16 +138,9 @@ def test_pfs_latency_is_paid_per_request():
 
 
 def _pls_profile():
-    return from_dict({
-        "name": "xio", "network_mb_per_s": 1e7,   # a network so fast that bytes / b_c is negligible
-        "pfs": {"client_link_mb_per_s": 1e3, "aggregate": [{"clients": 1, "mb_per_s": 1e3}]},
-        "staging": {"capacity_bytes": 1e10, "threads": 2, "write_mb_per_s": 1e7,
-                    "bandwidth": [{"threads": 1, "mb_per_s": 1e7}]},
-        "tiers": [{"name": "ram", "kind": "memory", "capacity_bytes": 1e10, "threads": 2,
-                   "bandwidth": [{"threads": 1, "mb_per_s": 1e7}]},
-                  {"name": "disk", "kind": "local", "capacity_bytes": 1e11, "threads": 2,
-                   "bandwidth": [{"threads": 1, "mb_per_s": 500}, {"threads": 2, "mb_per_s": 800}]}],
-        "rules": {"exchange": "overlap"}})   # the file costs alone (the MPI transfer: test_pls_exchange_rule_*)
+    # a network so fast that bytes / b_c is negligible; the file costs alone (the MPI transfer: test_pls_exchange_rule_*)
+    return small_profile(name="xio", disk={"bandwidth": [{"threads": 1, "mb_per_s": 500}, {"threads": 2, "mb_per_s": 800}]},
+                         rules={"exchange": "overlap"})
 
 
 def test_pls_exchange_costs_the_local_tier_files_in_series():

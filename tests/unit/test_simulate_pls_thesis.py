@@ -4,6 +4,7 @@ trainer pays the exchange's local-tier files after the step's samples)."""
 
 import numpy as np
 import pytest
+from simcheck import assert_same_costing
 
 from dlbench.plan import LOCAL
 from dlbench.simulate import Model, SimWorkload, events, fastevents, load_profile, simulate
@@ -25,12 +26,7 @@ def test_engines_agree(opts, nodes, rpn):
     thr = float(plan.loader_threads or 1) if pol == "prefetch" else None
     ref = events.cost_events(m, plan, sizes, pol, thr, 0.5)
     new = fastevents.cost_events(m, plan, sizes, pol, thr, 0.5)
-    for a, b in zip(ref, new):
-        if isinstance(a, dict):
-            for k in a:
-                np.testing.assert_allclose(b[k], a[k], rtol=1e-9, atol=0)
-        else:
-            np.testing.assert_allclose(b, a, rtol=1e-9, atol=0)
+    assert_same_costing(ref, new)
 
 
 def test_sync_steps_by_hand():

@@ -4,8 +4,8 @@ no node's memory holds is read by the trainer when it gets there, in series with
 ``cache_on_local_tier`` (its Locality-aware policy caches on the SSD): both engines agree, hand computations,
 refusal outside the thesis-window rule."""
 
-import numpy as np
 import pytest
+from simcheck import assert_same_costing
 
 from dlbench.errors import ConfigError
 from dlbench.plan import LOCAL, MEMORY, PEER
@@ -38,13 +38,7 @@ def _both(wl, nodes, rpn, epochs, cache, rules="thesis", threads=2):
 ])
 def test_engines_agree(wl, nodes, rpn, epochs, cache, rules):
     ref, new = _both(wl, nodes, rpn, epochs, cache, rules)
-    names = ("epoch_times", "compute", "stall", "barrier", "fetch_s_by_tier", "bytes_by_tier", "samples")
-    for name, a, b in zip(names, ref, new):
-        if isinstance(a, dict):
-            for k in a:
-                np.testing.assert_allclose(b[k], a[k], rtol=1e-9, atol=0, err_msg=f"{name}.{k}")
-        else:
-            np.testing.assert_allclose(b, a, rtol=1e-9, atol=0, err_msg=name)
+    assert_same_costing(ref, new)
     assert ref[5]["shared"].sum() > 0 and ref[5]["memory"].sum() > 0      # misses and hits both
 
 
@@ -102,12 +96,7 @@ def test_cache_on_local_tier_moves_holdings_and_engines_agree():
     sizes = DRAWN.sizes(0)
     ref = events.cost_events(m, loc, sizes, "prefetch", 2.0, 0.3)
     new = fastevents.cost_events(m, loc, sizes, "prefetch", 2.0, 0.3)
-    for a, b in zip(ref, new):
-        if isinstance(a, dict):
-            for k in a:
-                np.testing.assert_allclose(b[k], a[k], rtol=1e-9, atol=0)
-        else:
-            np.testing.assert_allclose(b, a, rtol=1e-9, atol=0)
+    assert_same_costing(ref, new)
     assert ref[5]["local"].sum() > 0 and ref[5]["memory"].sum() == 0
     # the SSD (86 MB/s at 2 threads) is slower than RAM: the loader's fetch seconds grow
     mem = fastevents.cost_events(m, plan, sizes, "prefetch", 2.0, 0.3)
