@@ -51,3 +51,17 @@ def cli():
         return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False, **kw)
 
     return _run
+
+
+@pytest.fixture(scope="module")
+def hep(tmp_path_factory):
+    """A tiny hep_cnn dataset (HDF5 blocks), generated once per test module."""
+    from click.testing import CliRunner
+
+    from dlbench.cli import main
+
+    d = tmp_path_factory.mktemp("hep") / "hep"
+    r = CliRunner().invoke(main, ["generate", "--workload", "hep_cnn", "--scale", "tiny", "--data-dir", str(d),
+                                  "--no-progress"])
+    assert r.exit_code == 0, r.output
+    return d

@@ -2,21 +2,6 @@
 
 import json
 
-import pytest
-
-
-@pytest.fixture(scope="module")
-def hep(tmp_path_factory):
-    from click.testing import CliRunner
-
-    from dlbench.cli import main
-
-    d = tmp_path_factory.mktemp("d") / "hep"
-    r = CliRunner().invoke(main, ["generate", "--workload", "hep_cnn", "--scale", "tiny", "--data-dir", str(d),
-                                  "--no-progress"])
-    assert r.exit_code == 0, r.output
-    return d
-
 
 def _run(cli, hep, tmp_path, *args):
     return cli(["run", "--workload", "hep_cnn", "--data-dir", hep, "--epochs", 1, "--compute-time", 0,

@@ -34,19 +34,6 @@ STRATEGIES = {
 DATA_REGION_START = 2048   # a tiny hep_cnn block file: HDF5 metadata below, the datasets' data from here on
 
 
-@pytest.fixture(scope="module")
-def hep(tmp_path_factory):
-    from click.testing import CliRunner
-
-    from dlbench.cli import main
-
-    d = tmp_path_factory.mktemp("tracer") / "hep"
-    r = CliRunner().invoke(main, ["generate", "--workload", "hep_cnn", "--scale", "tiny", "--data-dir", str(d),
-                                  "--no-progress"])
-    assert r.exit_code == 0, r.output
-    return d
-
-
 def _mpiexec():
     exe = mpiexec()
     if exe is None:

@@ -21,19 +21,6 @@ def sequential():
     strategies._REGISTRY.pop("sequential")
 
 
-@pytest.fixture(scope="module")
-def hep(tmp_path_factory):
-    from click.testing import CliRunner
-
-    from dlbench.cli import main
-
-    d = tmp_path_factory.mktemp("seq") / "hep"
-    r = CliRunner().invoke(main, ["generate", "--workload", "hep_cnn", "--scale", "tiny", "--data-dir", str(d),
-                                  "--no-progress"])
-    assert r.exit_code == 0, r.output
-    return d
-
-
 def _run(cli, hep, out, *extra):
     r = cli(["run", "--workload", "hep_cnn", "--scale", "tiny", "--data-dir", hep, "-s", "sequential", "-e", "2", "--compute-time", "0.001", "--system",
              "laptop-pfs", "--verify", "--no-progress", "-o", out, *extra])
