@@ -247,6 +247,56 @@ def libraries() -> dict:
     return out
 
 
+# Libraries that, loaded into a benchmark's process, make its I/O figures lie: fsync/fdatasync/sync_file_range
+# turned into no-ops (libeatmydata, nosync) or the page-cache hints dropped. Matched on the file name.
+DEFEATING_LIBRARIES = {
+    "libeatmydata": "makes fsync/fdatasync/msync no-ops (durability not measured)",
+    "eatmydata": "makes fsync/fdatasync/msync no-ops (durability not measured)",
+    "libnosync": "makes fsync no-ops (durability not measured)",
+    "nosync": "makes fsync no-ops (durability not measured)",
+    "libfakefsync": "makes fsync no-ops (durability not measured)",
+    "libnocache": "changes page-cache behaviour (posix_fadvise/open intercepted)",
+    "nocache": "changes page-cache behaviour (posix_fadvise/open intercepted)",
+}
+
+
+def preloaded_libraries(environ=None, maps: str | None = None) -> dict:
+    """What is loaded into this process that a benchmark must know of: ``ld_preload`` (``$LD_PRELOAD``'s
+    entries), ``ld_so_preload`` (``/etc/ld.so.preload``'s), and ``defeating``: every mapped shared object
+    (``/proc/self/maps``) or preload whose name matches ``DEFEATING_LIBRARIES``, as ``{path: why}``. ``maps``
+    (the text of a maps file) and ``environ`` are for tests."""
+    env = os.environ if environ is None else environ
+    pre = [x for x in re.split(r"[:\s]+", env.get("LD_PRELOAD", "")) if x]
+    try:
+        etc = [x for x in Path("/etc/ld.so.preload").read_text().split() if x] if environ is None else []
+    except OSError:
+        etc = []
+    if maps is None:
+        try:
+            maps = Path("/proc/self/maps").read_text()
+        except OSError:
+            maps = ""
+    objs = set(pre) | set(etc)
+    for line in maps.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and ".so" in parts[5]:
+            objs.add(parts[5].strip())
+    defeating = {}
+    for obj in sorted(objs):
+        base = os.path.basename(obj).split(".so")[0]
+        why = DEFEATING_LIBRARIES.get(base)
+        if why:
+            defeating[obj] = why
+    return {"ld_preload": pre, "ld_so_preload": etc, "defeating": defeating}
+
+
+def defeating_warning(pre: dict | None) -> str | None:
+    """One line for the summary when a cache- or fsync-defeating library is loaded, else None."""
+    if not pre or not pre.get("defeating"):
+        return None
+    return "loaded into the process: " + "; ".join(f"{p} ({why})" for p, why in pre["defeating"].items())
+
+
 # ---- machine and file systems --------------------------------------------------------------------
 def cpu_model(path="/proc/cpuinfo") -> str | None:
     try:
@@ -343,6 +393,7 @@ def collect(config: dict | None) -> dict:
         "cpu_model": cpu_model(), "mem_total_bytes": meminfo("MemTotal") or None,
         "filesystems": dirs, "launcher": launcher(), "scheduler": allocation(),
         "ranks_per_node_source": config.get("ranks_per_node_source"),
+        "preloaded": preloaded_libraries(),
     }
 
 

@@ -56,6 +56,73 @@ def evict_file(path: str | os.PathLike) -> int:
         os.close(fd)
 
 
+def resident_pages(path: str | os.PathLike) -> tuple[int, int]:
+    """``(resident, total)`` pages of ``path`` in the page cache, by ``mincore(2)`` over a read-only shared
+    mapping (what ``fincore``/``vmtouch`` report; mapping a file reads nothing); ``(0, 0)`` for an empty file.
+    Linux only; raises OSError where mmap or mincore fails."""
+    import ctypes
+    import mmap
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return 0, 0
+        npages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        libc = _libc()
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            err = ctypes.get_errno()
+            raise OSError(err, f"mmap: {os.strerror(err)}", str(path))
+    finally:
+        os.close(fd)
+    try:
+        vec = (ctypes.c_ubyte * npages)()
+        if libc.mincore(addr, size, vec) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"mincore: {os.strerror(err)}", str(path))
+        return int((np.frombuffer(vec, dtype=np.uint8) & 1).sum()), npages
+    finally:
+        libc.munmap(addr, size)
+
+
+def resident_bytes(paths) -> tuple[int, int]:
+    """``(resident_bytes, total_bytes)`` of the page-cache residency of ``paths`` (pages × page size, each
+    file's last page counted whole): the check behind ``--cache drop``'s eviction and cold checkpoint
+    restores. Files that vanished count as 0 / 0."""
+    import mmap
+
+    res = tot = 0
+    for p in paths:
+        try:
+            r, t = resident_pages(p)
+        except FileNotFoundError:
+            continue
+        res += r
+        tot += t
+    return res * mmap.PAGESIZE, tot * mmap.PAGESIZE
+
+
+_LIBC = None
+
+
+def _libc():
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+        import ctypes.util
+
+        _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        _LIBC.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        _LIBC.mincore.restype = ctypes.c_int
+        _LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                               ctypes.c_long]
+        _LIBC.mmap.restype = ctypes.c_void_p
+        _LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        _LIBC.munmap.restype = ctypes.c_int
+    return _LIBC
+
+
 def files_under(root: str | os.PathLike) -> list[str]:
     """Every regular file under ``root`` (recursive; [] when it does not exist)."""
     out: list[str] = []
