@@ -81,7 +81,7 @@ def resident_pages(path: str | os.PathLike) -> tuple[int, int]:
         if libc.mincore(addr, size, vec) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"mincore: {os.strerror(err)}", str(path))
-        return int((np.frombuffer(vec, dtype=np.uint8) & 1).sum()), npages
+        return int((np.frombuffer(bytes(vec), dtype=np.uint8) & 1).sum()), npages
     finally:
         libc.munmap(addr, size)
 
