@@ -394,6 +394,9 @@ class StrategyFlagsCommand(click.Command):
 @click.option("--device", default="auto", show_default=True, help="torch compute device: auto|cpu|cuda")
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
               help="torch compute: fp32; bf16 (autocast, CPU or CUDA); fp16 (CUDA: autocast + gradient scaler)")
+@click.option("--overlap", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+              help="torch compute: copy the next batch to the device on a side stream while the step computes "
+                   "(auto: on with CUDA and one rank); off: synchronous copy, then the step")
 @click.option("--model", default=None, help="another model for the workload (e.g. deepcam_resnet50): torch compute "
                                             "trains it, sleep compute uses its measured step time")
 @click.option("--barrier/--no-barrier", default=False, show_default=True, help="emulated allreduce barrier after every step (sleep compute)")
@@ -429,7 +432,7 @@ class StrategyFlagsCommand(click.Command):
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
         compute_stdev, compute_profile, device, precision, model, barrier, checkpoint_every, ranks_per_node, verify,
         dry_run, progress, system, local_dir, inject, cache, read_via="auto", dlio_config=None,
-        allow_unsupported=False, dlio_overrides=(), **strategy_opts):
+        allow_unsupported=False, dlio_overrides=(), overlap="auto", **strategy_opts):
     """Run the measured epoch loop for one strategy (serially, or under mpiexec/srun)."""
     import json
 
@@ -460,7 +463,7 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
                     compute_profile=compute_profile, device=device, precision=precision, model=model, barrier=barrier,
                     checkpoint_every=checkpoint_every, verify=verify, ranks_per_node=ranks_per_node,
                     dry_run=dry_run, system=system, local_dir=local_dir, inject=tuple(inject), cache=cache,
-                    read_via=read_via)
+                    read_via=read_via, overlap=overlap)
     from .storage.inject import parse as parse_injection
 
     parse_injection(inject)  # a bad --inject: one line before any MPI work

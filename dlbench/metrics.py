@@ -449,6 +449,11 @@ GLOSSARY = {
     "first_step": "included in all figures; first_step_stall_s shows step 0's stall per epoch",
     "epoch_attribution": "intervals count toward the epoch they are tagged with",
     "simulated": "true: every number above is the performance model's, from the same plan a run executes",
+    "transfer_exposed": "the part of the host-to-device copy (and input conversion) the compute waited for: "
+                        "after the previous step's compute ended (all of it with --overlap off); counts against "
+                        "AU",
+    "transfer_overlapped": "the rest of the host-to-device copy: hidden behind the previous step's compute on "
+                           "the device; reported, not counted against AU",
 }
 
 

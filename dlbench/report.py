@@ -194,6 +194,11 @@ def render_summary(run: dict) -> str:
     elif comp.get("mode") == "torch":
         key.append(("compute: torch (s/step, median)", f"{_f(comp.get('step_time_s_median'), '{:.4g}')}  "
                     f"{comp.get('model', '?')} on {comp.get('device', '?')}, {comp.get('precision', 'fp32')}"))
+        ps = s.get("phase_share") or {}
+        if "transfer_exposed" in ps:
+            key.append(("host-to-device exposed / overlapped (share of epoch)",
+                        f"{_f(ps.get('transfer_exposed'), '{:.1%}')} / {_f(ps.get('transfer_overlapped'), '{:.1%}')}"
+                        f"  (--overlap {comp.get('overlap', 'off')})"))
     if s.get("plan_time_s"):
         key.append(("plan build per epoch (s), outside epoch time",
                     ", ".join(_f(x, "{:.4f}") for x in s["plan_time_s"])))
@@ -345,7 +350,7 @@ def render_io_counters(ioc: dict | None) -> str:
 COMPARE_COLUMNS = ("workload", "strategy", "run", "compute", "ranks", "epoch_time_s", "exposed_io_share",
                    "e2e_exposed_io_share", "read_share", "au", "read_MB_per_s", "samples_per_s", "simulated", "run_dir",
                    "cache", "device_share", "cache_verdict", "read_latency_tier", "read_p50_s", "read_p95_s",
-                   "read_p99_s", "read_max_s")
+                   "read_p99_s", "read_max_s", "transfer_exposed_share", "transfer_overlapped_share")
 
 
 def compare_rows(run_dirs: Sequence) -> list[dict]:
@@ -369,6 +374,9 @@ def compare_rows(run_dirs: Sequence) -> list[dict]:
             "simulated": bool(r.get("simulated") or s.get("simulated")), "run_dir": r.get("run_dir"),
             "status": r.get("status", "ok"),
             **_cache_and_latency(s),
+            # host-to-device copies (torch compute): waited for by the compute / hidden behind it
+            "transfer_exposed_share": (s.get("phase_share") or {}).get("transfer_exposed"),
+            "transfer_overlapped_share": (s.get("phase_share") or {}).get("transfer_overlapped"),
         })
     return rows
 
@@ -459,10 +467,19 @@ def compare(run_dirs: Sequence, fmt: str = "table") -> str:
     tab = [(r["workload"], r["run"], r["compute"], r["ranks"], _f(r["epoch_time_s"]), _f(r["exposed_io_share"], "{:.1%}"),
             _f(r["e2e_exposed_io_share"], "{:.1%}"), _f(r["read_share"], "{:.1%}"), _f(r["au"], "{:.1%}"), _f(r["read_MB_per_s"], "{:.1f}"),
             _f(r["samples_per_s"], "{:.1f}"), "yes" if r["simulated"] else "no",
-            r["status"], _cache_label(r), _latency_label(r)) for r in rows]
+            r["status"], _cache_label(r), _latency_label(r), _h2d_label(r)) for r in rows]
     return _table(["workload", "run", "compute", "ranks", "epoch (s)", "exposed I/O", "e2e exposed", "read",
                    "AU", "MB/s",
-                   "samples/s", "simulated", "status", "cache (device/req)", "read P50/P95/P99/max ms"], tab, align_left=3)
+                   "samples/s", "simulated", "status", "cache (device/req)", "read P50/P95/P99/max ms",
+                   "H2D exposed/overlapped"], tab, align_left=3)
+
+
+def _h2d_label(r: dict) -> str:
+    """compare's host-to-device column: exposed / overlapped share of the epoch (torch compute), else "-"."""
+    e, o = r.get("transfer_exposed_share"), r.get("transfer_overlapped_share")
+    if e is None and o is None:
+        return "-"
+    return f"{_f(e, '{:.1%}')}/{_f(o, '{:.1%}')}"
 
 
 def _cache_label(r: dict) -> str:

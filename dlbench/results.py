@@ -84,6 +84,7 @@ PHASE_DESCRIPTION = {
     "exchange": "Exchange Between Ranks", "stage": "Stage To Local Tier", "compute": "Compute Step",
     "checkpoint": "Checkpoint", "stall": "Wait For Next Batch", "barrier": "Barrier",
     "plan": "Build Epoch Plan", "verify": "Verify Batch", "evict": "Evict From Page Cache",
+    "transfer_exposed": "Host To Device Waited For", "transfer_overlapped": "Host To Device Overlapped",
 }
 PACKAGES = ("dlbench", "numpy", "h5py", "torch", "mpi4py", "mpich", "click", "pyyaml", "pillow", "darshan")
 

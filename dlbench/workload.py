@@ -106,6 +106,8 @@ class MeasuredStepTime:
     step_time_s: float = opt(help="seconds per training step (median)", unit="s", min=0, max=MAX_STEP_TIME_S)
     batch_size: int = opt(help="local batch size it was measured at", min=1, max=MAX_BATCH)
     source: str = opt(help="how, where and with what it was measured")
+    precision: str = opt("fp32", help="training precision of the step (--precision picks the entry)",
+                         choices=("fp32", "bf16", "fp16"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -235,22 +237,25 @@ class Workload:
         """The workload's reference model (``model.name``, else the workload name)."""
         return self.model.name if self.model is not None and self.model.name else self.name
 
-    def choose_step_time(self, accelerator: str | None = None, model: str | None = None) -> StepTimeChoice:
+    def choose_step_time(self, accelerator: str | None = None, model: str | None = None,
+                         precision: str = "fp32") -> StepTimeChoice:
         """The step time sleep compute uses, and why.
 
         ``accelerator`` given: the published figure for it, else a measured one for it. Not given (the
         default): the published a100 figure, else another published one (h100, v100), else a measured
         entry (a100, h100, v100 in that order). Published figures are for the workload's reference model: with
-        ``model`` naming another variant only measured entries of that model qualify. No match: ConfigError
-        naming what exists and what to pass instead."""
+        ``model`` naming another variant only measured entries of that model qualify. ``precision`` other than
+        fp32: only measured entries of that precision qualify (published figures are the references' own
+        runs). No match: ConfigError naming what exists and what to pass instead."""
         from .compute.models import _ALIASES, model_name_for  # no torch import
 
         ref = _ALIASES.get(self.model_name(), self.model_name())
         chosen = model_name_for(self, model) if model else ref   # an unknown --model: one line
         variant = chosen if chosen != ref else None
         want = ref if variant is None else variant
-        published = {} if variant else dict(self.compute)
-        measured = {m.accelerator: m for m in self.measured if _ALIASES.get(m.model, m.model or ref) == want}
+        published = {} if variant or precision != "fp32" else dict(self.compute)
+        measured = {m.accelerator: m for m in self.measured if _ALIASES.get(m.model, m.model or ref) == want
+                    and m.precision == precision}
         order = (accelerator,) if accelerator else ACCELERATORS_BY_PREFERENCE
         for kind, table in (("published", published), ("measured", measured)):
             for acc in order:
@@ -263,7 +268,8 @@ class Workload:
                     return StepTimeChoice(acc, kind, float(st.step_time_s), int(st.batch_size), st.source,
                                           want, why)
         have = [f"{a} published" for a in sorted(published)] + [f"{a} measured" for a in sorted(measured)]
-        what = f"workload {self.name}" + (f" model {variant}" if variant else "")
+        what = f"workload {self.name}" + (f" model {variant}" if variant else "") + (
+            f" in {precision}" if precision != "fp32" else "")
         head = (f"--accelerator={accelerator}: {what} has no step time for it" if accelerator
                 else f"{what} has no step time (neither published nor measured)")
         raise ConfigError(f"{head} (known: {', '.join(have) or 'none'}); pass --compute-time SECONDS or "
@@ -371,10 +377,10 @@ def _check_spec(spec: WorkloadSpec, where: str) -> None:
 
             if m.model not in MODELS:
                 raise unknown_choice(f"model in measured of {where}", m.model, MODELS)
-        key = (m.accelerator, m.model or "")
+        key = (m.accelerator, m.model or "", m.precision)
         if key in seen:
             raise ConfigError(f"workload {spec.name} ({where}): measured has two entries for accelerator "
-                              f"{m.accelerator}" + (f" model {m.model}" if m.model else ""))
+                              f"{m.accelerator}" + (f" model {m.model}" if m.model else "") + f" {m.precision}")
         seen.add(key)
     for name, pre in spec.presets.items():
         if name not in SCALES:

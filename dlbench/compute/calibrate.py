@@ -70,6 +70,7 @@ def calibrate(workload, batch_size: int | None = None, steps: int = 10, warmup: 
         t0 = time.perf_counter()
         for s in range(warmup + steps):
             tc.step(batch, ids, batch_size, None, 0, s)
+        tc.drain()   # --overlap: the last steps still on the device
         wall = time.perf_counter() - t0
         times = tc.step_times_s[warmup:]
         transfer = tc.transfer_times_s[warmup:]
@@ -99,6 +100,8 @@ def calibrate(workload, batch_size: int | None = None, steps: int = 10, warmup: 
             "step_time_min_s": float(min(times)),
             "step_time_max_s": float(max(times)),
             "transfer_time_s": float(statistics.median(transfer)),
+            "transfer_exposed_time_s": float(statistics.median(tc.transfer_exposed_times_s[warmup:])),
+            "overlap": tc.overlap,
             "wall_time_s": float(wall),
             "step_times_s": [float(t) for t in times],
             "note": "step_time_s = median of forward+loss+backward+optimizer (synchronized), warm-up excluded; "
@@ -197,4 +200,6 @@ def format_profile(profile: dict) -> str:
             f"  step time: median {profile['step_time_s']:.4f} s, stdev {profile['step_time_stdev_s']:.4f} s, "
             f"min {profile['step_time_min_s']:.4f} s, max {profile['step_time_max_s']:.4f} s "
             f"over {profile['steps']} steps ({profile['warmup']} warm-up excluded)\n"
-            f"  transfer (host->device + conversion): median {profile['transfer_time_s']:.4f} s/step")
+            f"  transfer (host->device + conversion): median {profile['transfer_time_s']:.4f} s/step"
+            + (f", exposed {profile['transfer_exposed_time_s']:.4f} s/step (--overlap {profile.get('overlap')})"
+               if "transfer_exposed_time_s" in profile else ""))

@@ -119,6 +119,23 @@ def split_rows(batch: np.ndarray, fields: tuple[Field, ...], n: int) -> dict[str
     return out
 
 
+def split_rows_tensor(rows, fields: tuple[Field, ...], n: int) -> dict:
+    """``split_rows`` for a (rows, row_nbytes) uint8 torch tensor (the batch after its host-to-device copy):
+    views shaped (n, *shape) in the stored dtype, made contiguous only where a field is not aligned to its
+    item size. Runs on the tensor's device (the conversion after an overlapped copy)."""
+    from .torch_step import _torch_dtype
+
+    rows = rows[:n]
+    out = {}
+    for f in fields:
+        cols = rows[:, f.offset:f.offset + f.nbytes]
+        isz = f.dtype.itemsize
+        if isz > 1 and (cols.storage_offset() % isz or cols.stride(0) % isz):
+            cols = cols.contiguous()
+        out[f.name] = cols.view(_torch_dtype(f.dtype)).reshape((n, *f.shape))
+    return out
+
+
 # ----- the models ---------------------------------------------------------------------------------------------
 
 def _nn():
@@ -491,8 +508,8 @@ def make_task(workload, model: str | None = None, *, meta: bool = False) -> Task
 
     ctx = torch.device("meta") if meta else nullcontext()
 
-    def from_np(a):
-        return torch.from_numpy(a)
+    def from_np(a):   # a stored array (host) or, under --overlap, a device view of the copied batch
+        return torch.from_numpy(a) if isinstance(a, np.ndarray) else a
 
     if name == "ptychonn":
         if len(data.shape) != 3 or data.shape[2] != 1:

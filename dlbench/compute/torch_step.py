@@ -28,6 +28,24 @@ from .models import count_parameters, make_task, row_fields, split_rows
 
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "bf16", "fp16")
+OVERLAPS = ("auto", "on", "off")
+GRAD_BUCKETS = ("auto", "flat", "plain")
+RING_SLOTS = 3          # pinned host slots and steps in flight under --overlap on
+
+
+def resolve_overlap(overlap: str, dev, world: int = 1) -> str:
+    """``--overlap``: auto is on with CUDA and one rank, off otherwise; on with more than one rank is refused
+    (the allreduce is timed on the host between synchronizes: nothing would overlap)."""
+    if overlap not in OVERLAPS:
+        raise unknown_choice("overlap", overlap, OVERLAPS)
+    if overlap == "auto":
+        return "on" if dev.type == "cuda" and world == 1 else "off"
+    if overlap == "on" and world > 1:
+        raise ConfigError(f"--overlap on: runs one rank's steps with overlapped copies; this run has {world} "
+                          f"ranks (their gradient allreduce is synchronous); use --overlap off or auto")
+    return overlap
+
+
 CONV2D_MODELS = ("ptychonn", "deepcam", "deepcam_resnet50", "resnet50", "hep_cnn")  # channels-last helps on CUDA
 
 
@@ -110,7 +128,8 @@ class TorchCompute:
 
     def __init__(self, workload, batch_size: int, device: str = "auto", comm=None, seed: int = 0,
                  lr: float | None = None, model: str | None = None, backend: str = "auto",
-                 threads: int | None = None, precision: str = "fp32"):
+                 threads: int | None = None, precision: str = "fp32", overlap: str = "auto",
+                 grad_bucket: str = "auto"):
         import torch
 
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -146,12 +165,20 @@ class TorchCompute:
         self.model.train()
         self.parameters = count_parameters(self.model)
         params = [p for p in self.model.parameters() if p.requires_grad]
-        # one flat gradient buffer; each parameter's .grad is a view of it (one allreduce bucket, no copies)
-        self._flat = torch.zeros(sum(p.numel() for p in params), device=self.device)
-        off = 0
-        for p in params:  # each view with its parameter's strides (channels-last weights stay channels-last)
-            p.grad = self._flat[off:off + p.numel()].as_strided(p.size(), p.stride())
-            off += p.numel()
+        if grad_bucket not in GRAD_BUCKETS:
+            raise unknown_choice("grad_bucket", grad_bucket, GRAD_BUCKETS)
+        self.grad_bucket = ("flat" if self.world > 1 else "plain") if grad_bucket == "auto" else grad_bucket
+        self._flat = None
+        if self.grad_bucket == "flat":
+            # under MPI: one flat gradient buffer; each parameter's .grad is a view of it (one allreduce bucket,
+            # no copies). One rank has no allreduce, and keeps torch's own per-parameter gradients: strided views
+            # of one buffer under the GradScaler's unscale and the optimizer cost the fp16 step ~40 % on an H100
+            # (issue 30: 36.9 ms against 25.8 ms with plain parameters).
+            self._flat = torch.zeros(sum(p.numel() for p in params), device=self.device)
+            off = 0
+            for p in params:  # each view with its parameter's strides (channels-last weights stay channels-last)
+                p.grad = self._flat[off:off + p.numel()].as_strided(p.size(), p.stride())
+                off += p.numel()
         if self.world > 1:
             import torch.distributed as dist
 
@@ -164,14 +191,24 @@ class TorchCompute:
         self.lr = self.opt.param_groups[0]["lr"]
         self.fields = row_fields(workload)
         self.row_nbytes = self.fields[-1].offset + self.fields[-1].nbytes
+        self.overlap = resolve_overlap(overlap, self.device, self.world)
         self._pinned = None
-        if self.device.type == "cuda":
+        self._pipe = None
+        if self.overlap == "on":
+            from .ring import CudaBackend, HostBackend, StepPipeline
+
+            backend = CudaBackend(self.device) if self.device.type == "cuda" else HostBackend()
+            self._pipe = StepPipeline(backend, slots=RING_SLOTS)
+            self._slots = [torch.empty((self.batch_size, self.row_nbytes), dtype=torch.uint8,
+                                       pin_memory=self.device.type == "cuda") for _ in range(RING_SLOTS)]
+        elif self.device.type == "cuda":
             self._pinned = {f.name: torch.empty((self.batch_size, *f.shape), dtype=_torch_dtype(f.dtype),
                                                 pin_memory=True) for f in self.fields}
         self._sync = _Sync(self.device)
         self._phase = None
         self.step_times_s: list[float] = []
         self.transfer_times_s: list[float] = []
+        self.transfer_exposed_times_s: list[float] = []
         self.allreduce_times_s: list[float] = []
         self.losses: list[float] = []
         self.keep_losses = False
@@ -182,7 +219,8 @@ class TorchCompute:
         if self._phase is None:
             from ..timeline import PHASE_ID
 
-            self._phase = (PHASE_ID["transfer"], PHASE_ID["compute"], PHASE_ID["barrier"])
+            self._phase = (PHASE_ID["transfer"], PHASE_ID["compute"], PHASE_ID["barrier"],
+                           PHASE_ID["transfer_exposed"], PHASE_ID["transfer_overlapped"])
         return self._phase
 
     def step(self, batch: np.ndarray, sample_ids: np.ndarray, n: int, timeline, epoch: int, step: int) -> None:
@@ -194,8 +232,11 @@ class TorchCompute:
         n = int(n)
         if n <= 0 and self.world == 1:
             return  # nothing delivered and no peer to keep in step with
-        if n > self.batch_size and self._pinned is not None:
+        if n > self.batch_size and (self._pinned is not None or self._pipe is not None):
             raise ConfigError(f"step {step}: {n} samples delivered, more than the batch size {self.batch_size}")
+        if self._pipe is not None:
+            self._overlapped_step(batch, sample_ids, n, timeline, epoch, step)
+            return
         t0 = clock()
         x = y = None
         if n > 0:
@@ -208,7 +249,7 @@ class TorchCompute:
             x, y = self.task.inputs(views, sample_ids, n, self.device)
             self._sync()
         t1 = clock()
-        self._flat.zero_()
+        self._zero_grad()
         if n > 0:
             if self.channels_last and x.dim() == 4:
                 x = x.contiguous(memory_format=torch.channels_last)
@@ -240,8 +281,9 @@ class TorchCompute:
         self._sync()
         t4 = clock()
         if timeline is not None:
-            p_tr, p_co, p_ba = self._phase_ids()
+            p_tr, p_co, p_ba, p_te, _ = self._phase_ids()
             timeline.add(p_tr, t0, t1, epoch, step, nbytes=n * self.row_nbytes)
+            timeline.add(p_te, t0, t1, epoch, step)   # synchronous: the compute waited for all of it
             if self.world > 1:
                 timeline.add(p_co, t1, t2, epoch, step)
                 timeline.add(p_ba, t2, t3, epoch, step, nbytes=self._flat.numel() * self._flat.element_size())
@@ -249,9 +291,98 @@ class TorchCompute:
             else:
                 timeline.add(p_co, t1, t4, epoch, step)
         self.transfer_times_s.append((t1 - t0) * 1e-9)
+        self.transfer_exposed_times_s.append((t1 - t0) * 1e-9)
         self.step_times_s.append(((t2 - t1) + (t4 - t3)) * 1e-9 if self.world > 1 else (t4 - t1) * 1e-9)
         if self.world > 1:
             self.allreduce_times_s.append((t3 - t2) * 1e-9)
+
+    def _zero_grad(self) -> None:
+        if self._flat is not None:
+            self._flat.zero_()
+        else:
+            self.opt.zero_grad(set_to_none=True)
+
+    def _train(self, inputs) -> None:
+        """Forward, loss, backward and optimizer step on inputs already on the device (one rank)."""
+        import torch
+
+        x, y = inputs
+        self._zero_grad()
+        if self._amp_dtype is not None:
+            with torch.autocast(device_type=self.device.type, dtype=self._amp_dtype):
+                out = self.model(x)
+                loss = self.task.loss(out, y)
+        else:
+            out = self.model(x)
+            loss = self.task.loss(out, y)
+        if self._scaler is not None:
+            self._scaler.scale(loss).backward()
+            self._scaler.step(self.opt)   # unscales; skips the step on inf/nan gradients
+            self._scaler.update()
+        else:
+            loss.backward()
+            self.opt.step()
+        if self.keep_losses:
+            self.losses.append(float(loss.detach()))
+
+    def _copy_convert(self, src, sample_ids, n: int):
+        """On the copy stream: the batch's n rows to the device in one copy, then the input conversion there."""
+        import torch
+
+        from .models import split_rows_tensor
+
+        dev = self.device
+        raw = src if dev.type == "cpu" else src.to(dev, non_blocking=True)
+        x, y = self.task.inputs(split_rows_tensor(raw, self.fields, n), sample_ids, n, dev)
+        if self.channels_last and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
+        if dev.type == "cuda":   # made on the copy stream, used on the compute stream: the allocator must know
+            compute = self._pipe.b.compute_stream
+            for t in (raw, x, *(y if isinstance(y, tuple) else (y,))):
+                t.record_stream(compute)
+        return x, y
+
+    def _overlapped_step(self, batch: np.ndarray, sample_ids, n: int, timeline, epoch: int, step: int) -> None:
+        import torch
+
+        pipe = self._pipe
+        assert pipe is not None
+        rows = batch[:n]
+        src = torch.from_numpy(rows)
+        pinned = self.device.type == "cuda" and rows.flags.c_contiguous and bool(src.is_pinned())
+
+        def fill(j):
+            slot = self._slots[j][:n]
+            slot.copy_(src)
+            return slot
+
+        pipe.step(pinned_source=pinned, fill=fill, source=src,
+                  copy_convert=lambda s: self._copy_convert(s, sample_ids, n), compute=self._train,
+                  epoch=epoch, step=step, nbytes=n * self.row_nbytes)
+        pipe.collect(self._filer(timeline))
+
+    def _filer(self, timeline):
+        p_tr, p_co, _, p_te, p_to = self._phase_ids()
+
+        def add(r) -> None:
+            self.transfer_times_s.append((r.copy_end - r.copy_start) * 1e-9)
+            self.transfer_exposed_times_s.append((r.copy_end - r.exposed_start) * 1e-9)
+            self.step_times_s.append((r.compute_end - r.compute_start) * 1e-9)
+            if timeline is None:
+                return
+            timeline.add(p_tr, r.copy_start, r.copy_end, r.epoch, r.step, nbytes=r.nbytes)
+            if r.exposed_start < r.copy_end:
+                timeline.add(p_te, r.exposed_start, r.copy_end, r.epoch, r.step)
+            if r.exposed_start > r.copy_start:
+                timeline.add(p_to, r.copy_start, r.exposed_start, r.epoch, r.step)
+            timeline.add(p_co, r.compute_start, r.compute_end, r.epoch, r.step)
+        return add
+
+    def drain(self, timeline=None) -> None:
+        """Wait for the steps still on the device and file their intervals (the loop calls it before it
+        closes an epoch's clock, so an epoch's compute lies inside its epoch). Synchronous steps: nothing."""
+        if self._pipe is not None:
+            self._pipe.drain(self._filer(timeline))
 
     # ----- reporting -----------------------------------------------------------------------------------------
 
@@ -259,6 +390,7 @@ class TorchCompute:
         """For run.json: mode, device, torch version, model and parameters, and the measured per-step times."""
         import torch
 
+        self.drain()   # steps still on the device count (their intervals were filed by the loop's drain)
         st = np.asarray(self.step_times_s, dtype=float)
         return {
             "mode": "torch",
@@ -277,6 +409,11 @@ class TorchCompute:
             "autocast_dtype": str(self._amp_dtype).replace("torch.", "") if self._amp_dtype is not None else None,
             "grad_scaler": self._scaler is not None,
             "memory_format": "channels_last" if self.channels_last else "contiguous",
+            "overlap": self.overlap,
+            "grad_bucket": self.grad_bucket,
+            "ring_slots": RING_SLOTS if self._pipe is not None else None,
+            "h2d_sources": dict(self._pipe.sources) if self._pipe is not None else None,
+            "transfer_exposed_times_s": [float(v) for v in self.transfer_exposed_times_s],
             "step_time_s_median": float(np.median(st)) if st.size else None,
             "step_times_s": [float(v) for v in self.step_times_s],
             "transfer_times_s": [float(v) for v in self.transfer_times_s],
@@ -285,6 +422,10 @@ class TorchCompute:
 
     def close(self) -> None:
         """Frees the model; the process group (if any) is left for the process to reuse (see distributed.py)."""
+        if self._pipe is not None:
+            self._pipe.drain(self._filer(None))
+            self._pipe = None
+            self._slots = []
         self._pinned = None
         self._scaler = None
         self._flat = None

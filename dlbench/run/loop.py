@@ -102,10 +102,13 @@ class Loop:
             from ..compute.torch_step import TorchCompute
 
             rows = max(self.local_batch, int(self.plan.meta.get("max_step_samples", 0)))   # unequal batches
+            factor = self.injection.factor_for(self.comm.rank)
+            # a slow rank (--inject slow-compute) stretches the host-timed step: with an asynchronous step
+            # (--overlap) there is nothing host-timed to stretch, so auto means off there
+            overlap = "off" if factor > 1 and cfg.overlap == "auto" else cfg.overlap
             tc = TorchCompute(self.workload, rows, device=cfg.device,
                               comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed, model=cfg.model,
-                              precision=cfg.precision)
-            factor = self.injection.factor_for(self.comm.rank)
+                              precision=cfg.precision, overlap=overlap)
             if factor > 1:
                 from ..storage.inject import SlowCompute
 
@@ -129,6 +132,7 @@ class Loop:
         cfg, comm, plan = self.cfg, self.comm, self.plan
         self.ctx.timeline = timeline
         compute = compute if compute is not None else self.make_compute()
+        drain = getattr(compute, "drain", None)
         executor = self.executor = self.strategy.executor(self.ctx, plan, self.options)
         verifier = Verifier(self.workload, cfg.seed, self.ctx) if cfg.verify else None
         STALL, PLAN, VERIFY = PHASE_ID["stall"], PHASE_ID["plan"], PHASE_ID["verify"]
@@ -186,6 +190,8 @@ class Loop:
                     sig = pending()
                     if sig is not None:  # a signal whose exception was swallowed on its way here
                         raise interrupt_for(sig)
+                if drain is not None:   # asynchronous compute (--overlap): the epoch's steps end inside it
+                    drain(timeline)
                 t_end = clock()
                 timeline.mark_epoch(e, t_epoch, t_end, samples=epoch_samples)
                 cache.epoch_io(e, executor, self.io)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import MAX_STEP_TIME_S
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, unknown_choice
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -37,7 +37,8 @@ class RunConfig:
     out: str = "results"
     compute: str = "sleep"                 # sleep | torch
     accelerator: str | None = None         # None: a100 where published, else a measured entry (Workload.choose_step_time)
-    precision: str = "fp32"                # torch compute: fp32 | bf16 | fp16
+    precision: str = "fp32"                # torch compute: fp32 | bf16 | fp16 (sleep: the measured entry's)
+    overlap: str = "auto"                  # torch compute: auto | on | off (copies on a side stream)
     compute_time_s: float | None = None
     compute_stdev_s: float = 0.0
     compute_profile: str | None = None
@@ -138,9 +139,14 @@ def sleep_step_time(cfg: RunConfig, workload, local_batch: int) -> tuple[float, 
         from ..compute.calibrate import load_compute_profile
 
         t, b, meta = load_compute_profile(cfg.compute_profile)
+        prec = getattr(cfg, "precision", "fp32")
+        if meta.get("precision", "fp32") != prec:
+            raise ConfigError(f"--precision={prec}: --compute-profile {cfg.compute_profile} was calibrated in "
+                              f"{meta.get('precision', 'fp32')}; pass --precision {meta.get('precision', 'fp32')} "
+                              f"or a profile from `dlbench calibrate --precision {prec}`")
         return t * local_batch / b, (f"profile {cfg.compute_profile} ({t:g} s at batch {b}, scaled linearly to "
                                      f"batch {local_batch})"), {"kind": "profile", "device": meta.get("device")}
-    ch = workload.choose_step_time(cfg.accelerator, cfg.model)
+    ch = workload.choose_step_time(cfg.accelerator, cfg.model, getattr(cfg, "precision", "fp32"))
     return ch.scaled(local_batch), ch.describe(local_batch), {
         "kind": ch.kind, "accelerator": ch.accelerator, "model": ch.model, "reference_step_time_s": ch.step_time_s,
         "reference_batch_size": ch.batch_size, "default": cfg.accelerator is None}
@@ -159,17 +165,21 @@ def check_compute(cfg: RunConfig, spec: WorkloadSpec, spec_path: str) -> None:
         check_seconds("--compute-time", cfg.compute_time_s)
     workload = wl_mod.resolve(spec, spec_path=spec_path)
     if cfg.compute == "sleep":
-        if cfg.precision != "fp32":
-            raise ConfigError(f"--precision={cfg.precision}: applies to --compute torch; sleep compute sleeps a "
-                              f"measured or published step time (use --compute-profile FILE from `dlbench "
-                              f"calibrate --precision {cfg.precision}` for a {cfg.precision} step time)")
+        from ..compute.torch_step import PRECISIONS
+
+        if cfg.overlap != "auto":
+            raise ConfigError(f"--overlap={cfg.overlap}: applies to --compute torch (host-to-device copies); "
+                              f"sleep compute has none")
+
+        if cfg.precision not in PRECISIONS:
+            raise unknown_choice("precision", cfg.precision, PRECISIONS)
         sleep_step_time(cfg, workload, cfg.batch_size or workload.batch_size)
         return
     from ..compute.models import model_name_for
-    from ..compute.torch_step import check_precision
+    from ..compute.torch_step import check_precision, resolve_overlap
 
     model_name_for(workload, cfg.model)
-    check_precision(cfg.precision, cfg.device)
+    resolve_overlap(cfg.overlap, check_precision(cfg.precision, cfg.device))
 
 
 class VirtualManifest:

@@ -51,11 +51,13 @@ def test_step_records_transfer_and_compute_in_order(name, phase_id):
     for s in range(2):
         tc.step(batch, np.arange(4), 4, tl, epoch=1, step=s)
     kinds = [r[0] for r in tl.rows]
-    assert kinds == [phase_id["transfer"], phase_id["compute"]] * 2
+    # synchronous (--overlap off, the CPU default): the compute waited for all of the transfer
+    assert kinds == [phase_id["transfer"], phase_id["transfer_exposed"], phase_id["compute"]] * 2
+    assert tl.rows[0][1:3] == tl.rows[1][1:3]
     for _pid, t0, t1, ep, _st, _nb in tl.rows:
         assert t1 >= t0 and ep == 1
     assert tl.rows[0][5] == 4 * wl.sample_nbytes  # transfer bytes: the rows moved
-    assert tl.rows[1][2] <= tl.rows[2][1], "steps do not overlap"
+    assert tl.rows[2][2] <= tl.rows[3][1], "steps do not overlap"
     d = tc.describe()
     assert d["mode"] == "torch" and d["device_type"] == "cpu" and d["torch"] == str(torch.__version__)
     assert d["parameters"] > 0 and len(d["step_times_s"]) == 2 and d["allreduce_times_s"] == []
@@ -64,7 +66,7 @@ def test_step_records_transfer_and_compute_in_order(name, phase_id):
 
 def test_step_trains_the_model_and_partial_batch(phase_id):
     wl = W.load("hep_cnn", scale="tiny")
-    tc = TorchCompute(wl, 8, device="cpu", seed=3)
+    tc = TorchCompute(wl, 8, device="cpu", seed=3, grad_bucket="flat")
     p0 = [p.detach().clone() for p in tc.model.parameters()]
     batch = _rows(tc, 8)
     tc.step(batch, np.arange(8), 5, FakeTimeline(), 0, 0)  # last, short batch
