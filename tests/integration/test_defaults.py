@@ -79,7 +79,8 @@ def test_user_workload_without_step_time_fails_before_generating(cli, tmp_path, 
     (["--compute-stdev", "inf"], "--compute-stdev=inf: must be a finite number"),
     (["--compute", "torch", "--model", "vgg"], "unknown model 'vgg'"),
     (["--model", "vgg"], "unknown model 'vgg'"),
-    (["--precision", "bf16"], "--precision=bf16: applies to --compute torch"),
+    (["--precision", "bf16"], "workload ptychonn in bf16 has no step time"),   # sleep: the measured bf16 entry
+    (["--overlap", "on"], "--overlap=on: applies to --compute torch"),
 ])
 def test_compute_options_checked_before_generating(args, needle, cli, tmp_path, monkeypatch):
     """Regression: --compute-time inf|nan|1e308 raised OverflowError/ValueError inside the run; every compute

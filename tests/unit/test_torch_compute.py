@@ -103,11 +103,11 @@ def test_cuda_requested_without_cuda_is_one_line_error(cli, tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_step_pinned_transfer(phase_id):
     wl = W.load("cosmoflow", scale="tiny")
-    tc = TorchCompute(wl, 4, device="cuda")
+    tc = TorchCompute(wl, 4, device="cuda", overlap="off")
     tl = FakeTimeline()
     tc.step(_rows(tc, 4), np.arange(4), 4, tl, 0, 0)
     assert tc._pinned["full"].is_pinned() and tc.describe()["device_type"] == "cuda"
-    assert [r[0] for r in tl.rows] == [phase_id["transfer"], phase_id["compute"]]
+    assert [r[0] for r in tl.rows] == [phase_id["transfer"], phase_id["transfer_exposed"], phase_id["compute"]]
 
 
 def test_calibrate_profile_round_trip(tmp_path):
