@@ -10,8 +10,21 @@ A step records, on the rank's timeline (docs/architecture.md contract 3/6):
   parameters' ``.grad`` are views of it), ``dist.all_reduce`` (sum) then divided by the world size, as DDP
   averages; synchronized. Timed apart so the data-parallel cost is visible.
 
-Per-step times are kept (``step_times_s``: compute per step; ``transfer_times_s``; ``allreduce_times_s``) and
-returned by ``describe()`` for the run summary. torch is imported when a ``TorchCompute`` is built, never when
+Under ``--overlap on`` (``overlap="on"``; ``auto``, the default, is on with CUDA and one rank) the step is
+asynchronous (``ring.py``): the batch is copied into a pinned slot (or, when the loader's buffer is already
+page-locked, from where it lies), crosses on a side stream and is converted there while the previous step still
+computes; the compute stream waits on the copy's event. The intervals are the device's (CUDA events): ``transfer``
+(copy and conversion), split into ``transfer_exposed`` (after the previous step's compute ended: the compute
+waited) and ``transfer_overlapped`` (hidden), and ``compute`` (forward to optimizer); they are filed once
+complete, all of them by ``drain()`` (the loop calls it before it closes an epoch's clock). Synchronous steps
+(``--overlap off``, CPU's default) record ``transfer`` and the same interval as ``transfer_exposed``.
+
+Gradients: one rank keeps torch's per-parameter ``.grad`` (``grad_bucket="plain"``); under MPI they are views of
+one flat buffer (``"flat"``). The flat buffer of strided views under the GradScaler and the optimizer is what
+issue 30 suspects of the fp16 step's ~40 % loss on an H100 (``benchmarks/gpu_check.py`` measures both).
+
+Per-step times are kept (``step_times_s``: compute per step; ``transfer_times_s``; ``transfer_exposed_times_s``;
+``allreduce_times_s``) and returned by ``describe()`` for the run summary. torch is imported when a ``TorchCompute`` is built, never when
 dlbench is imported.
 """
 
@@ -122,6 +135,8 @@ class TorchCompute:
     their inputs are channels-last (``memory_format`` in ``describe()``). ``comm`` with more than one rank forms a torch.distributed group (``distributed.py``) and
     averages gradients every step; parameters start identical on every rank (same seed, then broadcast from
     rank 0). ``threads``: torch CPU threads (default: the host's cores divided by the ranks on this node).
+    ``overlap``: auto | on | off (module docstring); ``grad_bucket``: auto (flat under MPI, plain for one rank)
+    | flat | plain.
     """
 
     mode = "torch"
@@ -347,13 +362,15 @@ class TorchCompute:
 
         pipe = self._pipe
         assert pipe is not None
-        rows = batch[:n]
+        rows = batch[:n]      # rows may be wider than the workload's row (a loader's buffer): split by offset
         src = torch.from_numpy(rows)
+        # the loader's own buffer when it is page-locked (a DataLoader batch pinned by its pin thread): copied
+        # from where it lies; anything else through a pinned slot (one host copy, while the device computes)
         pinned = self.device.type == "cuda" and rows.flags.c_contiguous and bool(src.is_pinned())
 
         def fill(j):
             slot = self._slots[j][:n]
-            slot.copy_(src)
+            slot.copy_(src[:, :self.row_nbytes])
             return slot
 
         pipe.step(pinned_source=pinned, fill=fill, source=src,
