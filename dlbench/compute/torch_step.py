@@ -183,6 +183,9 @@ class TorchCompute:
         if grad_bucket not in GRAD_BUCKETS:
             raise unknown_choice("grad_bucket", grad_bucket, GRAD_BUCKETS)
         self.grad_bucket = ("flat" if self.world > 1 else "plain") if grad_bucket == "auto" else grad_bucket
+        if self.grad_bucket == "plain" and self.world > 1:
+            raise ConfigError(f"grad_bucket=plain: {self.world} ranks average their gradients in one flat "
+                              f"buffer; use flat or auto")
         self._flat = None
         if self.grad_bucket == "flat":
             # under MPI: one flat gradient buffer; each parameter's .grad is a view of it (one allreduce bucket,

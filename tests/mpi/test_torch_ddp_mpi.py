@@ -24,4 +24,4 @@ def test_two_rank_gloo_allreduce_keeps_parameters_identical(run_mpi, tmp_path, w
     for k in (0, 1):
         d = json.loads((tmp_path / f"describe_{k}.json").read_text())
         assert d["backend"] == "gloo" and d["world"] == 2 and len(d["allreduce"]) == 2
-        assert d["phases"] == ["transfer", "compute", "barrier", "compute"] * 2
+        assert d["phases"] == ["transfer", "transfer_exposed", "compute", "barrier", "compute"] * 2

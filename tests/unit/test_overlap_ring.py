@@ -299,9 +299,11 @@ def test_run_overlap_on_cpu_reports_the_split_everywhere(cli, tmp_path, monkeypa
     assert rep.exit_code == 0 and "host-to-device exposed / overlapped" in rep.output, rep.output
     cmp_ = cli(["compare", str(run_json.parent), "--format", "csv"])
     assert cmp_.exit_code == 0 and "transfer_exposed_share" in cmp_.output.splitlines()[0]
-    files = {p.name: p for p in run_json.parent.rglob("*")}
-    csvs = [p for n, p in files.items() if n.endswith(".csv")]
-    assert any("Host To Device Waited For" in p.read_text() for p in csvs), sorted(files)
+    csv_text = (run_json.parent / "timelogger.csv").read_text()
+    assert " transfer_exposed, Host To Device Waited For" in csv_text
+    trace = json.loads((run_json.parent / "trace.json").read_text())
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert {"transfer", "transfer_exposed", "compute"} <= names
 
 
 def test_overlap_needs_torch_compute(cli, tmp_path, monkeypatch):
