@@ -387,3 +387,20 @@ def test_cuda_fp16_plain_gradients_equal_the_flat_bucket():
         out[gb] = tc.losses
         tc.close()
     np.testing.assert_allclose(out["plain"], out["flat"], rtol=1e-3)
+
+
+@pytest.mark.gpu
+@gpu
+def test_cuda_prefetch_pin_memory_batches_cross_from_the_pinned_buffer(cli, tmp_path, monkeypatch):
+    """prefetch --pin-memory: the DataLoader's pin thread pins each batch, and the step copies it from there
+    (no second host copy); without --pin-memory every batch goes through a pinned slot."""
+    monkeypatch.setenv("DLBENCH_DATA_DIR", str(tmp_path / "data"))
+    got = {}
+    for pin in ("--pin-memory", "--no-pin-memory"):
+        out = tmp_path / pin
+        r = cli(["run", "--workload", "hep_cnn", "--strategy", "prefetch", "--num-workers", "1", pin,
+                 "--compute", "torch", "--device", "cuda", "--epochs", "1", "--out", out])
+        assert r.exit_code == 0, r.output
+        got[pin] = json.loads(next(out.rglob("run.json")).read_text())["summary"]["compute"]["h2d_sources"]
+    assert got["--pin-memory"]["staged"] == 0 and got["--pin-memory"]["pinned"] > 0
+    assert got["--no-pin-memory"]["pinned"] == 0 and got["--no-pin-memory"]["staged"] > 0
