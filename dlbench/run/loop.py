@@ -103,9 +103,13 @@ class Loop:
 
             rows = max(self.local_batch, int(self.plan.meta.get("max_step_samples", 0)))   # unequal batches
             factor = self.injection.factor_for(self.comm.rank)
-            # a slow rank (--inject slow-compute) stretches the host-timed step: with an asynchronous step
+            # a slow rank (--inject slow-rank) stretches the host-timed step: with an asynchronous step
             # (--overlap) there is nothing host-timed to stretch, so auto means off there
-            overlap = "off" if factor > 1 and cfg.overlap == "auto" else cfg.overlap
+            if factor > 1 and cfg.overlap == "on":
+                raise ConfigError(f"--overlap on: --inject slow-rank={self.comm.rank}:{factor:g} stretches a "
+                                  f"host-timed step; an overlapped step is timed on the device; use --overlap "
+                                  f"off or auto")
+            overlap = "off" if factor > 1 else cfg.overlap
             tc = TorchCompute(self.workload, rows, device=cfg.device,
                               comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed, model=cfg.model,
                               precision=cfg.precision, overlap=overlap)
