@@ -159,10 +159,6 @@ class StepPipeline:
         self.b.resync()
         return n
 
-    def new_epoch(self) -> None:
-        """The next step is the first of an epoch: nothing ran before it, its transfer is exposed."""
-        self._prev_end = None
-
 
 class _NullCtx:
     def __enter__(self):

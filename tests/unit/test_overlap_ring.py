@@ -84,9 +84,6 @@ class FakeBackend:
         ev = self.slot_copy.get(j)
         assert ev is None or ev.completed, f"slot {j} overwritten before its copy completed"
 
-    def complete_all(self):
-        pass
-
     def resync(self):
         pass
 
@@ -178,7 +175,7 @@ def test_collect_files_records_in_order_with_the_split():
     pipe = StepPipeline(fb, slots=3)
     _run(pipe, fb, 3)
     got = []
-    assert pipe.collect(got.append) == 0 or True     # events complete only when synchronized
+    pipe.collect(got.append)                          # files what completed (here: what the ring waited for)
     pipe.drain(got.append)
     assert [r.step for r in got] == [0, 1, 2]
     assert got[0].exposed_start == got[0].copy_start   # nothing before the first step
