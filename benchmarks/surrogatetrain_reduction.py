@@ -41,12 +41,12 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="tiny preset, 2 nodes, 2 epochs: that the script runs")
     a = ap.parse_args()
 
+    import dataclasses
+
     from dlbench import strategies
     from dlbench.plan.surrogatetrain import exact_vs_heuristic
     from dlbench.simulate import build_plan, load_profile, simulate
     from dlbench.simulate.study import load, workload_of
-
-    import dataclasses
 
     st = load(a.study)
     if a.smoke:
