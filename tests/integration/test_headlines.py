@@ -173,3 +173,22 @@ def test_phase_table_has_the_loop_overhead_row(tiny, tmp_path, cli):
     row = [ln for ln in render_summary(run).splitlines() if ln.startswith("other (loop overhead)")]
     assert len(row) == 1
     assert float(row[0].split()[3]) == pytest.approx(seg["other"], abs=5e-4)
+
+
+def test_study_table_has_the_io_bound_column(tmp_path, cli):
+    """The study table (labelled rows: simulate --study) shows the same I/O-bound share as the summary."""
+    study = tmp_path / "s.yaml"
+    study.write_text("name: s\nsystem: hdmlp-thesis\nworkload: {builtin: imagenet, scale: full}\nnodes: 256\n"
+                     "epochs: 1\nruns:\n  - {label: naive, strategy: naive}\n"
+                     "  - {label: prefetch 2 threads, strategy: prefetch, options: {num_workers: 2}}\n")
+    r = cli(["simulate", "--study", study, "--out", tmp_path / "out"])
+    assert r.exit_code == 0, r.output
+    head = [ln for ln in r.output.splitlines() if ln.startswith("name")][0].split()
+    assert head[2:4] == ["io_bound_share", "exposed_io_share"]
+    lines = r.output.splitlines()
+    rows = lines[[i for i, ln in enumerate(lines) if ln.startswith("name")][0] + 2:][:2]   # the study's order
+    by_label = {read_run(d)["summary"]["label"]: read_run(d)["summary"] for d in _dirs(tmp_path / "out")}
+    for label, line in zip(("naive", "prefetch 2 threads"), rows):
+        cells = line.split()[-12:]    # the 12 figure columns after the (possibly multi-word) name
+        assert float(cells[1]) == pytest.approx(by_label[label]["io_bound_share"], abs=5e-4), (label, line)
+        assert float(cells[1]) >= float(cells[2])
