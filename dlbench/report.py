@@ -210,7 +210,7 @@ def render_summary(run: dict) -> str:
         ("prologue / stage (s)", _f(s.get("prologue_time_s"))),
         ("epoch time (s), mean over ranks", ", ".join(_f(x) for x in ep) or "-"),
         ("I/O-bound share (1 - AU - non-I/O overhead)", _f(io_bound_share(s), "{:.1%}")),
-        ("exposed I/O share (own stall/epoch; peers' wait: barrier)", _f(s.get("exposed_io_share"), "{:.1%}")),
+        ("exposed I/O share (own stall/epoch)", _f(s.get("exposed_io_share"), "{:.1%}")),
         ("end-to-end exposed share (with prologue)", _f(s.get("e2e_exposed_io_share"), "{:.1%}")),
         ("read share (read/epoch)", _f(s.get("read_share"), "{:.1%}")),
         ("AU (compute/epoch)", _f(s.get("au"), "{:.1%}")),
