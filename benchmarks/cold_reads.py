@@ -68,12 +68,14 @@ def main() -> None:
     ap.add_argument("--cosmoflow-samples", type=int, default=20)
     ap.add_argument("--ptychonn-samples", type=int, default=1600)
     ap.add_argument("--keep-data", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="cosmoflow only (that the script runs)")
     a = ap.parse_args()
     root = Path(a.root) if a.root else Path(tempfile.mkdtemp(prefix="dlbench-cold-"))
     root.mkdir(parents=True, exist_ok=True)
     rows = []
     try:
-        for wl, n in (("cosmoflow", a.cosmoflow_samples), ("ptychonn", a.ptychonn_samples)):
+        cases = (("cosmoflow", a.cosmoflow_samples), ("ptychonn", a.ptychonn_samples))
+        for wl, n in cases[:1] if a.smoke else cases:
             data = root / f"{wl}-{n}"
             if not (data / "dlbench-manifest.json").exists():
                 cli("generate", "--workload", wl, "--samples", n, "--data-dir", data, "--no-progress")

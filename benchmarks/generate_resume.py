@@ -33,6 +33,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=None)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="the tiny datasets only (that the script runs)")
     a = ap.parse_args()
     from dlbench.data.generate import generate
     from dlbench.data.manifest import Manifest
@@ -42,7 +43,8 @@ def main() -> None:
     try:
         print(f"{'dataset':<22} {'MB':>7} {'generate s':>11} {'re-run s':>9} {'read s':>8} {'re-run/read':>12} "
               f"{'re-run/generate':>16}")
-        for name, scale, n in (("cosmoflow", "tiny", None), ("imagenet", "tiny", None), ("cosmoflow", "small", 24)):
+        cases = (("cosmoflow", "tiny", None), ("imagenet", "tiny", None), ("cosmoflow", "small", 24))
+        for name, scale, n in cases[:2] if a.smoke else cases:
             wl = load(name, scale=scale, samples=n)
             gen, rerun, rd = [], [], []
             for k in range(a.repeats):

@@ -19,9 +19,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--study", default="configs/studies/hdmlp-thesis-s2.yaml")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--smoke", action="store_true", help="1/100 of the samples, 1 epoch (that the script runs)")
     a = ap.parse_args()
     st = study_mod.load(a.study)
     wl = study_mod.workload_of(st, where=a.study)
+    if a.smoke:   # the published runtimes are for the full study: the gap column is not comparable then
+        import dataclasses
+
+        st = dataclasses.replace(st, epochs=1, published_runtime_s={})
+        wl = dataclasses.replace(wl, samples=max(wl.samples // 100, st.nodes * st.ranks_per_node * wl.local_batch))
     prof = load_profile(st.system)
     seed = st.seed if a.seed is None else a.seed
     print(f"{st.name}: {st.nodes} nodes x {wl.samples:,} samples x {st.epochs} epochs, seed {seed}")

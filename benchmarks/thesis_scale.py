@@ -106,9 +106,14 @@ def main() -> None:
     ap.add_argument("--big-epochs", type=int, default=90)
     ap.add_argument("--skip-reference", action="store_true")
     ap.add_argument("--skip-big", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="imagenet with 8,192 samples (that the script runs)")
     a = ap.parse_args()
     prof = load_profile("hdmlp-thesis")
     wl = from_workload(load_workload("imagenet", scale="full"))
+    if a.smoke:
+        import dataclasses
+
+        wl = dataclasses.replace(wl, samples=8192)
     strategies = [s.strip() for s in a.strategies.split(",") if s.strip()]
     ok = True
     if not a.skip_reference:

@@ -8,6 +8,11 @@ epoch whose samples it serves, even when a prefetch thread runs it before that e
 - phase time          P[r,e,p] = |∪ intervals of phase p| (TimeLogger's merge: overlapping intervals,
                                 e.g. from several reader threads, are counted once).
 - exposed I/O share   = Σ_e P[stall] / Σ_e T   (the trainer blocked waiting for its next batch)
+- I/O-bound share     = Σ_e (P[stall] + P[barrier] + P[exchange]) / Σ_e T = 1 − AU − non-I/O overhead
+                                (transfer, checkpoint, verify, loop overhead): the trainer waiting for data, its
+                                own (stall), its data-starved peers' at the step barrier, its exchange. At scale
+                                a rank's own stall can be small while it waits for peers at the barrier; this
+                                share counts that wait where its cause is (I/O on the critical path).
 - raw read share      = Σ_e P[read] / Σ_e T   (can exceed the exposed share when reads overlap compute)
 - AU                  = Σ_e P[compute] / Σ_e T (DLIO's accelerator utilisation)
 - read bandwidth      = Σ_e read bytes / Σ_e P[read]  (bytes the read intervals say they read, over
@@ -57,6 +62,10 @@ import numpy as np
 from .timeline import OUTSIDE_EPOCH, PHASE_ID, PHASES
 
 NS = 1e-9
+# the trainer's phases that are waiting for data (``io_bound_share``): its own next batch, its peers at the step
+# barrier, its exchange; every other phase of the epoch (compute, transfer, checkpoint, verify) and the loop's
+# unrecorded time is not I/O
+IO_WAIT_PHASES = ("stall", "barrier", "exchange")
 
 
 def merge_intervals(starts, ends) -> tuple[np.ndarray, np.ndarray]:
@@ -359,6 +368,7 @@ def summary_from_arrays(T: np.ndarray, P: dict, read_bytes: np.ndarray, samples:
         "total_epoch_time_s": Tr.tolist(),
         "prologue_time_s": pro_t.tolist(),
         "exposed_io_share": [_div(x, t) for x, t in zip(Pt["stall"], Tr)],
+        "io_bound_share": [_div(sum(Pt[p][i] for p in IO_WAIT_PHASES), t) for i, t in enumerate(Tr)],
         "e2e_exposed_io_share": [_div(x + p, t + p) for x, t, p in zip(Pt["stall"], Tr, pro_t)],
         "read_share": [_div(x, t) for x, t in zip(Pt["read"], Tr)],
         "au": [_div(x, t) for x, t in zip(Pt["compute"], Tr)],
@@ -384,6 +394,7 @@ def summary_from_arrays(T: np.ndarray, P: dict, read_bytes: np.ndarray, samples:
         "epoch_time_s": epoch_time.tolist(),
         "epoch_time_max_s": (T.max(axis=0) if R else np.zeros(E)).tolist(),
         "exposed_io_share": mean(pr["exposed_io_share"]),
+        "io_bound_share": mean(pr["io_bound_share"]),
         "e2e_exposed_io_share": mean(pr["e2e_exposed_io_share"]),
         "plan_time_s": (plan_p.mean(axis=0) if R else np.zeros(E)).tolist(),
         "read_share": mean(pr["read_share"]),
@@ -410,7 +421,7 @@ def summary_from_arrays(T: np.ndarray, P: dict, read_bytes: np.ndarray, samples:
         "read_bytes_per_epoch": [int(x) for x in RB_in.sum(axis=0)] if RB_in.ndim == 2 else None,
         "imbalance": _div(Tr.max(), Tr.mean()) - 1.0 if R and Tr.mean() > 0 else 0.0,
         "per_rank": pr,
-        "spread": {**{k: _stats(pr[k]) for k in ("total_epoch_time_s", "exposed_io_share", "e2e_exposed_io_share",
+        "spread": {**{k: _stats(pr[k]) for k in ("total_epoch_time_s", "exposed_io_share", "io_bound_share", "e2e_exposed_io_share",
                                                  "read_share", "au", "read_bytes", "read_bandwidth_bytes_per_s",
                                                  "samples_per_s")},
                    "compute_s": _stats(pr["phase_time_s"]["compute"]), "samples": _stats(pr["samples"])},
@@ -427,6 +438,10 @@ GLOSSARY = {
     "epoch_time": "per rank, epoch end - start (the prologue excluded); summary value: mean over ranks",
     "total_time": "sum of mean epoch times + mean prologue (stage) time",
     "exposed_io_share": "stall / epoch time per rank, mean over ranks (prologue excluded: see e2e)",
+    "io_bound_share": "(stall + barrier + exchange) / epoch time per rank, mean over ranks: the trainer waiting "
+                      "for data, its own next batch (stall), data-starved peers at the step barrier (barrier) and "
+                      "its exchange; = 1 - AU - non-I/O overhead (transfer, checkpoint, verify, loop overhead). The "
+                      "headline: at scale a rank's own stall can be small while it waits for peers",
     "e2e_exposed_io_share": "(stall + prologue) / (epoch time + prologue) per rank, mean over ranks: staging "
                             "before epoch 0 counted as exposed I/O",
     "read_share": "read time / epoch time per rank, mean over ranks (can exceed exposed share: reads overlap "

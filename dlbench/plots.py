@@ -91,18 +91,22 @@ def load_runs(paths: Sequence) -> tuple[list[dict], list[str]]:
     from .report import check_run
     from .results import read_run
 
-    runs, notes = [], []
+    runs, notes, bad = [], [], []
     for d in find_run_dirs(paths):
         try:
-            r = read_run(d)
+            r = check_run(read_run(d))  # a wrong-typed field: one line naming it, not a traceback in a figure
         except (OSError, DlbenchError) as exc:
             notes.append(f"{d}: unreadable run.json ({exc}); skipped")
+            bad.append(exc)
             continue
-        check_run(r)  # a wrong-typed field: one line naming it, not a traceback in a figure
         if r.get("status") == "failed" or not r.get("summary"):
             notes.append(f"{d}: failed or incomplete run ({_err(r)}); skipped")
             continue
         runs.append(r)
+    if bad and len(bad) == len(notes) and not runs:   # nothing good, every one unreadable: the first is the error
+        if isinstance(bad[0], DlbenchError):
+            raise bad[0]
+        raise DataError(str(bad[0]))
     return runs, notes
 
 
@@ -505,23 +509,14 @@ def plot_sizes(run: dict, out_dir: Path, *, label: str | None = None) -> list[Pa
 
 # ---- scaling ---------------------------------------------------------------------------------------
 def epoch_figures(run: dict) -> tuple[float, float | None, float | None]:
-    """(mean epoch time, exposed I/O share, samples/s) over the epochs only, the same way for measured and
-    simulated runs. A measured summary already leaves staging (the prologue) out of the share and the
-    rate; a simulated one divides by its total time, staging included, so here its share is
-    (stall + exchange) / Σ epoch time and its rate samples / Σ epoch time, with samples = samples_per_s ×
-    total_time_s. Without that, a strategy that stages reads as slow in the model and fast in the
-    measurement on the same axes."""
+    """(mean epoch time, exposed I/O share, samples/s) over the epochs only: the summary's own figures, the same
+    for measured and simulated runs (both leave staging before epoch 0 out of the share and the rate:
+    ``metrics.summary_from_arrays``; a simulated ``dlbench.run/1`` summary is brought to that definition by
+    ``results.SCHEMA_LOADERS``), so every plotted figure is the one ``report`` and ``compare`` print."""
     s = run.get("summary") or {}
     ep = [float(x) for x in s.get("epoch_time_s") or [] if x is not None]
     mean = sum(ep) / len(ep) if ep else float("nan")
-    share, sps = s.get("exposed_io_share"), s.get("samples_per_s")
-    if is_simulated(run) and ep and sum(ep) > 0:
-        pt = s.get("phase_time_s") or {}
-        if "stall" in pt:
-            share = (float(pt.get("stall") or 0.0) + float(pt.get("exchange") or 0.0)) / sum(ep)
-        if sps is not None and s.get("total_time_s"):
-            sps = float(sps) * float(s["total_time_s"]) / sum(ep)
-    return mean, share, sps
+    return mean, s.get("exposed_io_share"), s.get("samples_per_s")
 
 
 def _finite(v) -> bool:

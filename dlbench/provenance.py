@@ -414,7 +414,11 @@ def differences(runs: list[dict]) -> list[str]:
     """One line per provenance field whose value differs among ``runs`` (``read_run`` dicts), naming each
     value and the runs that hold it. Per-run fields (job id, node list, hosts, free space) are left out;
     fields a run did not record (an older run.json, cuDNN when torch was not loaded) are not compared."""
-    flat = [(str(r.get("run_dir", "?")), _flatten(r.get("provenance") or {})) for r in runs]
+    # a simulated run's provenance is the machine that modelled it, not a measurement's: left out, as are
+    # fields a run recorded as null (not known there), so they do not show as "X vs None"
+    flat = [(str(r.get("run_dir", "?")), _flatten(r.get("provenance") or {})) for r in runs
+            if not (r.get("simulated") or (r.get("summary") or {}).get("simulated"))]
+    flat = [(n, {k: v for k, v in f.items() if v is not None}) for n, f in flat]
     flat = [(n, f) for n, f in flat if f]
     if len(flat) < 2:
         return []

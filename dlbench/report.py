@@ -7,12 +7,13 @@ import csv
 import io
 import json
 import math
+import sys
 from collections.abc import Sequence
 
 from .errors import DlbenchError
 from .timeline import OUTSIDE_EPOCH, PHASES
 
-MB = 1e6
+MIB = 2**20   # every size printed here is binary (MiB, MiB/s), as MLPerf Storage reports them
 
 
 def _f(x, fmt="{:.3f}") -> str:
@@ -36,14 +37,14 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence], align_left: int = 1
 
 
 def _tier_bytes_text(bt: dict) -> str:
-    """``shared FS X, own tiers Y (memory a, local b), peers Z`` in MB: where the epochs' bytes came from."""
+    """``shared FS X, own tiers Y (memory a, local b), peers Z`` in MiB: where the epochs' bytes came from."""
     own = {k: v for k, v in bt.items() if k not in ("shared", "peer", "unclassified")}
-    parts = [f"shared FS {_num(bt.get('shared', 0)) / MB:.1f}", f"own tiers {sum(map(_num, own.values())) / MB:.1f}"]
+    parts = [f"shared FS {_num(bt.get('shared', 0)) / MIB:.1f}", f"own tiers {sum(map(_num, own.values())) / MIB:.1f}"]
     if any(own.values()):
-        parts[-1] += " (" + ", ".join(f"{k} {_num(v) / MB:.1f}" for k, v in own.items() if v) + ")"
-    parts.append(f"peers {_num(bt.get('peer', 0)) / MB:.1f}")
+        parts[-1] += " (" + ", ".join(f"{k} {_num(v) / MIB:.1f}" for k, v in own.items() if v) + ")"
+    parts.append(f"peers {_num(bt.get('peer', 0)) / MIB:.1f}")
     if bt.get("unclassified"):  # imported logs: a mount of unknown kind
-        parts.append(f"unclassified {_num(bt['unclassified']) / MB:.1f}")
+        parts.append(f"unclassified {_num(bt['unclassified']) / MIB:.1f}")
     return ", ".join(parts)
 
 
@@ -90,12 +91,12 @@ RUN_FIELDS = {
     "summary.workload": _STR, "summary.strategy": _STR, "summary.ranks": _INT, "summary.nodes": _INT,
     "summary.epochs": _INT, "summary.total_time_s": _NUM, "summary.prologue_time_s": _NUM,
     "summary.epoch_time_s": _NUMS, "summary.epoch_ids": _NUMS, "summary.exposed_io_share": _NUM,
-    "summary.e2e_exposed_io_share": _NUM, "summary.read_share": _NUM, "summary.au": _NUM,
+    "summary.e2e_exposed_io_share": _NUM, "summary.io_bound_share": _NUM, "summary.read_share": _NUM, "summary.au": _NUM,
     "summary.samples_per_s": _NUM, "summary.read_bytes": _NUM, "summary.read_bandwidth_bytes_per_s": _NUM,
     "summary.first_step_stall_s": _NUMS, "summary.imbalance": _NUM, "summary.plan_time_s": _NUMS,
     "summary.bytes_by_tier": _NUM_MAP, "summary.phase_time_s": _NUM_MAP, "summary.phase_share": _NUM_MAP,
     "summary.spread": _MAPS, "summary.compute": _MAP, "summary.semantics": _MAP, "summary.order_quality": _MAP,
-    "summary.io_counters": _MAP,
+    "summary.io_counters": _MAP, "summary.shared_tier": _MAP, "summary.system": _STR,
     "summary.io_counters.by_class": (lambda v: v is None or (isinstance(v, dict) and all(_is_num_map(x) and x is not None
                                                                                           for x in v.values())),
                                      "a mapping of file classes to mappings of counters to numbers"), "summary.modelled_breakdown": _MAP,
@@ -148,6 +149,35 @@ def run_field(run: dict, key: str):
     return cfg.get(key)
 
 
+def io_bound_share(s: dict):
+    """``summary["io_bound_share"]`` (``metrics.GLOSSARY``); a run.json older than the figure: the same sum of
+    its phase shares (stall + barrier + exchange: a mean of per-rank ratios adds up), None without them."""
+    from .metrics import IO_WAIT_PHASES
+
+    v = s.get("io_bound_share")
+    if v is not None:
+        return v
+    ps = s.get("phase_share")
+    if isinstance(ps, dict) and "stall" in ps:
+        return float(sum(float(ps.get(p) or 0.0) for p in IO_WAIT_PHASES))
+    return None
+
+
+def shared_tier_label(run: dict) -> str:
+    """How the shared tier's figures came about: ``real storage`` (read as it is), ``modelled shared tier:
+    PROFILE`` (a measured run throttled by a system profile's PFS model) or ``simulated: PROFILE``;
+    ``?`` where run.json does not say (an imported record, an older run)."""
+    s = run.get("summary") or {}
+    if run.get("simulated") or s.get("simulated"):
+        sysv = s.get("system") or (run.get("config") or {}).get("system")
+        name = sysv.get("name") if isinstance(sysv, dict) else sysv
+        return f"simulated: {name or '?'}"
+    st = s.get("shared_tier")
+    if not isinstance(st, dict):
+        return "?"
+    return f"modelled shared tier: {st.get('profile') or '?'}" if st.get("modelled") else "real storage"
+
+
 def render_summary(run: dict) -> str:
     """Plain-text summary of one run (a ``read_run`` dict or a bare summary): key figures, then the phase
     breakdown (mean over ranks, share of epoch time) and the per-rank spread."""
@@ -170,20 +200,24 @@ def render_summary(run: dict) -> str:
         err = run.get("error")
         msg = err.get("message") if isinstance(err, dict) else err
         head += f"  [FAILED: {msg}]"
+    tier = shared_tier_label(run) if ("summary" in run or "config" in run) else "?"
+    if tier.startswith("modelled shared tier"):   # a measured run whose shared-tier reads wait for a model
+        head += f"  [{tier}: shared-tier reads throttled to the profile's PFS model, not the storage's own speed]"
     lines.append(head)
     ep = s.get("epoch_time_s") or []
     key = [
         ("total time (s)", _f(s.get("total_time_s"))),
         ("prologue / stage (s)", _f(s.get("prologue_time_s"))),
         ("epoch time (s), mean over ranks", ", ".join(_f(x) for x in ep) or "-"),
-        ("exposed I/O share (stall/epoch)", _f(s.get("exposed_io_share"), "{:.1%}")),
+        ("I/O-bound share (1 - AU - non-I/O overhead)", _f(io_bound_share(s), "{:.1%}")),
+        ("exposed I/O share (own stall/epoch)", _f(s.get("exposed_io_share"), "{:.1%}")),
         ("end-to-end exposed share (with prologue)", _f(s.get("e2e_exposed_io_share"), "{:.1%}")),
         ("read share (read/epoch)", _f(s.get("read_share"), "{:.1%}")),
         ("AU (compute/epoch)", _f(s.get("au"), "{:.1%}")),
         ("AU threshold", _au_rule(s.get("au_rule"))),
         ("samples/s", _f(s.get("samples_per_s"), "{:.1f}")),
-        ("read (MB)", _f(_div(s.get("read_bytes"), MB), "{:.1f}")),
-        ("read bandwidth per rank (MB/s)", _f(_div(s.get("read_bandwidth_bytes_per_s"), MB), "{:.1f}")),
+        ("read (MiB)", _f(_div(s.get("read_bytes"), MIB), "{:.1f}")),
+        ("read bandwidth per rank (MiB/s)", _f(_div(s.get("read_bandwidth_bytes_per_s"), MIB), "{:.1f}")),
         ("first-step stall per epoch (s)", ", ".join(_f(x, "{:.4f}") for x in s.get("first_step_stall_s") or [])
          or "-"),
         ("imbalance (max/mean - 1)", _f(s.get("imbalance"), "{:.1%}")),
@@ -204,7 +238,7 @@ def render_summary(run: dict) -> str:
                     ", ".join(_f(x, "{:.4f}") for x in s["plan_time_s"])))
     bt = s.get("bytes_by_tier") or {}
     if bt:
-        key.append(("bytes by tier (MB)", _tier_bytes_text(bt)))
+        key.append(("bytes by tier (MiB)", _tier_bytes_text(bt)))
     sem = s.get("semantics") or {}
     if sem:
         key.append(("order semantics", f"full permutation each epoch: "
@@ -222,6 +256,9 @@ def render_summary(run: dict) -> str:
     ps = s.get("phase_share") or {}
     if pt:
         rows = [(p, _f(pt.get(p)), _f(ps.get(p), "{:.1%}")) for p in PHASES if pt.get(p) and p not in OUTSIDE_EPOCH]
+        other, share = loop_overhead(run if ("summary" in run or "config" in run) else {"summary": s})
+        if other is not None:
+            rows.append(("other (loop overhead)", _f(other), _f(share, "{:.1%}")))
         lines.append("")
         lines.append(_table(["phase", "time (s)", "share"], rows))
     sp = s.get("spread") or {}
@@ -249,6 +286,21 @@ def render_summary(run: dict) -> str:
     return "\n".join(lines)
 
 
+def loop_overhead(run: dict) -> tuple:
+    """(seconds, share of the epochs' time) of the trainer's time in no recorded phase: the bar chart's
+    ``other (loop overhead)`` segment (``plots.bar_segments``, the one computation); (None, None) without
+    epoch times."""
+    from .plots import bar_segments
+
+    s = run.get("summary") or {}
+    ep = [x for x in s.get("epoch_time_s") or [] if isinstance(x, (int, float))]
+    if not ep or not sum(ep):
+        return None, None
+    seg = bar_segments(run)
+    total = seg["total"] - seg["prologue"]
+    return seg["other"], (seg["other"] / total if total > 0 else None)
+
+
 def _div(x, d):
     return None if x is None else x / d
 
@@ -266,12 +318,12 @@ def render_cache(c: dict | None) -> str:
         if e < 0 and not d["requested_bytes"] and not d["device_read_bytes"]:
             continue
         x = ev.get(e)
-        rows.append(("prologue" if e < 0 else e, _f(d["requested_bytes"] / MB, "{:.1f}"),
-                     _f(d["device_read_bytes"] / MB, "{:.1f}") if dev.get("available") else "n/a",
+        rows.append(("prologue" if e < 0 else e, _f(d["requested_bytes"] / MIB, "{:.1f}"),
+                     _f(d["device_read_bytes"] / MIB, "{:.1f}") if dev.get("available") else "n/a",
                      _f(d.get("device_share"), "{:.0%}") if dev.get("available") else "n/a", d.get("verdict", "-"),
                      _f(x["evict_s"], "{:.3f}") if x else "-"))
     out = [f"page cache: --cache {c.get('mode')}" + (" (O_DIRECT reads)" if c.get("direct_reads") else ""),
-           _table(["epoch", "requested (MB)", "device (MB)", "device/requested", "verdict", "evict before (s)"],
+           _table(["epoch", "requested (MiB)", "device (MiB)", "device/requested", "verdict", "evict before (s)"],
                   rows)]
     out.append(f"verdict: {c.get('verdict_line')}")
     ml = c.get("mlperf") or {}
@@ -318,11 +370,11 @@ def render_io_counters(ioc: dict | None) -> str:
     rows = []
     for cls, c in ioc["by_class"].items():
         rows.append((cls, c.get("POSIX_OPENS", 0), c.get("POSIX_READS", 0),
-                     _f(c.get("POSIX_BYTES_READ", 0) / MB, "{:.1f}"), c.get("POSIX_SEQ_READS", 0),
+                     _f(c.get("POSIX_BYTES_READ", 0) / MIB, "{:.1f}"), c.get("POSIX_SEQ_READS", 0),
                      c.get("POSIX_CONSEC_READS", 0), _f(c.get("POSIX_F_READ_TIME"), "{:.4f}"),
                      _f(c.get("POSIX_F_MAX_READ_TIME"), "{:.6f}"), c.get("POSIX_WRITES", 0),
                      c.get("H5D_READS", 0)))
-    out = [_table(["I/O counters", "opens", "reads", "MB read", "seq", "consec", "read time (s)", "max read (s)",
+    out = [_table(["I/O counters", "opens", "reads", "MiB read", "seq", "consec", "read time (s)", "max read (s)",
                    "writes", "H5D reads"], rows)]
     for cls, c in ioc["by_class"].items():
         hist = [f"{bucket_label(b)}: {c.get(b, 0)}" for b in ioc.get("buckets") or [] if c.get(b)]
@@ -335,8 +387,8 @@ def render_io_counters(ioc: dict | None) -> str:
     h5 = ioc.get("hdf5_metadata")
     if h5 and h5.get("files_split"):
         out.append(f"hdf5 metadata (libhdf5's own reads, not data, included above): {h5['metadata_reads']:,} reads, "
-                   f"{h5['metadata_bytes'] / MB:.3f} MB; data: {h5['data_reads']:,} reads, "
-                   f"{h5['data_bytes'] / MB:.1f} MB ({h5['files_split']:,} HDF5 files)")
+                   f"{h5['metadata_bytes'] / MIB:.3f} MiB; data: {h5['data_reads']:,} reads, "
+                   f"{h5['data_bytes'] / MIB:.1f} MiB ({h5['files_split']:,} HDF5 files)")
     sr = ioc.get("slowest_rank")
     if sr and len(ioc.get("by_rank") or []) > 1:
         if sr.get("POSIX_F_READ_TIME") is not None:
@@ -347,17 +399,26 @@ def render_io_counters(ioc: dict | None) -> str:
     return "\n".join(out)
 
 
-COMPARE_COLUMNS = ("workload", "strategy", "run", "compute", "ranks", "epoch_time_s", "exposed_io_share",
-                   "e2e_exposed_io_share", "read_share", "au", "read_MB_per_s", "samples_per_s", "simulated", "run_dir",
+COMPARE_COLUMNS = ("workload", "strategy", "run", "compute", "ranks", "epoch_time_s", "io_bound_share", "exposed_io_share",
+                   "e2e_exposed_io_share", "read_share", "au", "read_MiB_per_s", "samples_per_s", "simulated", "run_dir",
                    "cache", "device_share", "cache_verdict", "read_latency_tier", "read_p50_s", "read_p95_s",
-                   "read_p99_s", "read_max_s", "transfer_exposed_share", "transfer_overlapped_share")
+                   "read_p99_s", "read_max_s", "shared_tier", "transfer_exposed_share", "transfer_overlapped_share")
 
 
-def compare_rows(run_dirs: Sequence) -> list[dict]:
+def compare_rows(run_dirs: Sequence, skipped: list | None = None) -> list[dict]:
+    """compare's rows. ``skipped`` (a list): a damaged, foreign or newer-schema run.json is left out with a
+    line naming it appended there; None: its DataError propagates."""
+    from .errors import DataError
     from .results import read_run
     rows = []
     for d in run_dirs:
-        r = check_run(read_run(d))
+        try:
+            r = check_run(read_run(d))
+        except DataError as exc:
+            if skipped is None:
+                raise
+            skipped.append(f"{exc}; skipped")
+            continue
         s = r.get("summary") or {}
         ep = [x for x in s.get("epoch_time_s") or [] if x is not None]
         rows.append({
@@ -365,13 +426,15 @@ def compare_rows(run_dirs: Sequence) -> list[dict]:
             "compute": _compute_label(r),
             "ranks": run_field(r, "ranks"),
             "epoch_time_s": (sum(ep) / len(ep)) if ep else None,
+            "io_bound_share": io_bound_share(s),
             "exposed_io_share": s.get("exposed_io_share"),
             # older run folders (before the figure existed) have no prologue share: shown as "-"
             "e2e_exposed_io_share": s.get("e2e_exposed_io_share"),
             "read_share": s.get("read_share"), "au": s.get("au"),
-            "read_MB_per_s": _div(s.get("read_bandwidth_bytes_per_s"), MB),
+            "read_MiB_per_s": _div(s.get("read_bandwidth_bytes_per_s"), MIB),
             "samples_per_s": s.get("samples_per_s"),
             "simulated": bool(r.get("simulated") or s.get("simulated")), "run_dir": r.get("run_dir"),
+            "shared_tier": shared_tier_label(r),
             "status": r.get("status", "ok"),
             **_cache_and_latency(s),
             # host-to-device copies (torch compute): waited for by the compute / hidden behind it
@@ -451,11 +514,19 @@ def _compute_label(run: dict) -> str:
 
 def compare(run_dirs: Sequence, fmt: str = "table") -> str:
     """One row per run: workload, strategy, ranks, mean epoch time, exposed I/O share, read share, AU,
-    per-rank read MB/s, samples/s, simulated flag; as ``table``, ``csv`` or ``json``."""
+    per-rank read MiB/s, samples/s, simulated flag; as ``table``, ``csv`` or ``json``."""
     if fmt not in ("table", "csv", "json"):
         from .errors import unknown_choice
         raise unknown_choice("format", fmt, ["table", "csv", "json"])
-    rows = compare_rows(run_dirs)
+    skipped: list[str] = []
+    rows = compare_rows(run_dirs, skipped=skipped)
+    if skipped and not rows:   # nothing good to show: the first bad one is the error
+        from .errors import DataError
+
+        raise DataError(skipped[0].removesuffix("; skipped") + (f" (and {len(skipped) - 1} more bad run.json)"
+                                                                 if len(skipped) > 1 else ""))
+    for line in skipped:   # the good runs are shown; each bad one is named on stderr
+        print(f"warning: {line}", file=sys.stderr)
     if fmt == "json":
         return json.dumps(rows, indent=1)
     if fmt == "csv":
@@ -464,14 +535,32 @@ def compare(run_dirs: Sequence, fmt: str = "table") -> str:
         w.writeheader()
         w.writerows(rows)
         return buf.getvalue()
-    tab = [(r["workload"], r["run"], r["compute"], r["ranks"], _f(r["epoch_time_s"]), _f(r["exposed_io_share"], "{:.1%}"),
-            _f(r["e2e_exposed_io_share"], "{:.1%}"), _f(r["read_share"], "{:.1%}"), _f(r["au"], "{:.1%}"), _f(r["read_MB_per_s"], "{:.1f}"),
+    tab = [(r["workload"], r["run"], r["compute"], r["ranks"], _f(r["epoch_time_s"]), _f(r["io_bound_share"], "{:.1%}"),
+            _f(r["exposed_io_share"], "{:.1%}"),
+            _f(r["e2e_exposed_io_share"], "{:.1%}"), _f(r["read_share"], "{:.1%}"), _f(r["au"], "{:.1%}"), _f(r["read_MiB_per_s"], "{:.1f}"),
             _f(r["samples_per_s"], "{:.1f}"), "yes" if r["simulated"] else "no",
-            r["status"], _cache_label(r), _latency_label(r), _h2d_label(r)) for r in rows]
-    return _table(["workload", "run", "compute", "ranks", "epoch (s)", "exposed I/O", "e2e exposed", "read",
-                   "AU", "MB/s",
-                   "samples/s", "simulated", "status", "cache (device/req)", "read P50/P95/P99/max ms",
-                   "H2D exposed/overlapped"], tab, align_left=3)
+            r["status"], _cache_label(r), _latency_label(r), r["shared_tier"], _h2d_label(r)) for r in rows]
+    out = _table(["workload", "run", "compute", "ranks", "epoch (s)", "I/O-bound", "own stall", "own stall+prologue", "read",
+                  "AU", "MiB/s",
+                  "samples/s", "simulated", "status", "cache (device/req)", "read P50/P95/P99/max ms", "shared tier",
+                   "H2D exposed/overlapped"],
+                 tab, align_left=3)
+    notes = ["I/O-bound = 1 - AU - non-I/O overhead: own stall + waiting for data-starved peers at the step barrier "
+             "+ exchange (dlbench report --explain)"]
+    notes += mixed_point_caveats(rows)
+    return out + "\n" + "\n".join(f"note: {n}" for n in notes)
+
+
+def mixed_point_caveats(rows: Sequence[dict]) -> list[str]:
+    """One caveat per point (workload, strategy label, ranks) that has both measured and simulated rows: the
+    model's figures are a prediction for the profile's system, the measured ones this machine's, so their gap
+    is not an error of either."""
+    seen: dict = {}
+    for r in rows:
+        seen.setdefault((r["workload"], r["run"], r["ranks"]), set()).add(bool(r["simulated"]))
+    return [f"{w} / {lab} at {n} ranks has measured and simulated rows: the simulated one is the model's "
+            f"prediction for its system profile, the measured one this machine's storage (or its throttle); "
+            f"compare their trends, not their values" for (w, lab, n), kinds in seen.items() if len(kinds) == 2]
 
 
 def _h2d_label(r: dict) -> str:

@@ -64,6 +64,8 @@ def _from_v1(doc: dict) -> dict:
             s["read_bytes"] = float(s["read_bytes"]) * W
         stall = float(ph.get("stall", 0.0) or 0.0)
         s["exposed_io_share"] = div(stall, epochs_t)
+        if isinstance(s.get("samples_per_s"), int | float):   # /1: samples over the total time, staging included
+            s["samples_per_s"] = div(float(s["samples_per_s"]) * total, epochs_t)
         s["e2e_exposed_io_share"] = div(stall + pro, total)
         s["au"] = div(ph.get("compute", 0.0), epochs_t)
         s["read_share"] = div(ph.get("read", 0.0), epochs_t)
@@ -533,6 +535,8 @@ def read_run(run_dir) -> dict:
         raise DataError(f"{f}: empty; the run that wrote it did not finish writing (a full disk?)")
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise DataError(f"{f}: not a dlbench run.json (nested too deep to read: damaged or foreign)") from None
     except ValueError as e:
         raise DataError(f"{f}: not valid JSON ({e.msg}, line {e.lineno} column {e.colno}): truncated or "
                         f"corrupt") from None

@@ -20,7 +20,9 @@ accelerators this storage keeps at AU >= the workload's threshold.
    (>= 5x host memory). A strategy that cannot run in a world (a tier too small) sustains nothing there.
 
 Every row says measured or modelled. Bandwidth per accelerator = shared-tier bytes per second of epoch time
-divided by the accelerators. The pure parts (fit, search) take the measuring/costing functions as arguments.
+divided by the accelerators, printed in MiB/s (2^20 B/s) as MLPerf Storage reports it. The bandwidth an
+accelerator needs at the AU threshold (``need_bytes_per_s``): threshold × batch × mean sample bytes / step time
+(at AU = threshold a step of ``step time`` computes in every ``step time / threshold`` seconds). The pure parts (fit, search) take the measuring/costing functions as arguments.
 """
 
 from __future__ import annotations
@@ -52,6 +54,19 @@ class Point:
     @property
     def bytes_per_s_per_accelerator(self) -> float:
         return self.shared_bytes_per_s / self.accelerators if self.accelerators else 0.0
+
+
+MIB = 2**20
+
+
+def need_bytes_per_s(wl, accelerator: str, threshold: float) -> tuple[float, str]:
+    """(bytes/s one accelerator reads at AU = ``threshold``, how): threshold × batch × mean sample bytes / step
+    time, with the workload's step time for ``accelerator`` (``Workload.choose_step_time``) at its batch."""
+    ch = wl.choose_step_time(accelerator)
+    need = threshold * ch.batch_size * wl.sample_nbytes / ch.step_time_s
+    how = (f"{threshold:.0%} x {ch.batch_size} x {wl.sample_nbytes:,} B / {ch.step_time_s:g} s "
+           f"({ch.source})")
+    return need, how
 
 
 def measured_samples(preset_samples: int, ranks: int, batch: int, steps: int = MEASURE_STEPS) -> int:
@@ -190,12 +205,15 @@ def render(rows: list[dict]) -> str:
                    f"{r['sustained_scale']}: {r['sustained']} accelerators ({r['sustained_kind']}); measured at "
                    f"scale {r['measured_scale']}: {r['measured_passing']} pass; model rms AU error here "
                    f"{r['fit_rms_au_strategy']:.3f}")
-        out.append(f"  {'accel':>6}  {'kind':<9} {'scale':<6} {'AU':>6}  {'samples/s':>10}  {'shared MB/s':>11}  "
-                   f"{'MB/s per accel':>14}")
+        if r.get("need_bytes_per_s_per_accelerator") is not None:
+            out.append(f"  an accelerator needs {r['need_bytes_per_s_per_accelerator'] / MIB:,.1f} MiB/s at the AU "
+                       f"threshold ({r.get('need_how', '')})")
+        out.append(f"  {'accel':>6}  {'kind':<9} {'scale':<6} {'AU':>6}  {'samples/s':>10}  {'shared MiB/s':>12}  "
+                   f"{'MiB/s per accel':>15}")
         for p in r["points"]:
             out.append(f"  {p['accelerators']:>6}  {p['kind']:<9} {p['scale']:<6} {p['au']:>6.1%}  "
-                       f"{p['samples_per_s']:>10.1f}  {p['shared_bytes_per_s'] / 1e6:>11.1f}  "
-                       f"{p['bytes_per_s_per_accelerator'] / 1e6:>14.2f}"
+                       f"{p['samples_per_s']:>10.1f}  {p['shared_bytes_per_s'] / MIB:>12.1f}  "
+                       f"{p['bytes_per_s_per_accelerator'] / MIB:>15.2f}"
                        + (f"  ({p['note'][:120]})" if p.get("note") else ""))
     return "\n".join(out)
 
@@ -333,6 +351,7 @@ def sustain(*, workload: str, accelerator: str, strategies: list[str], system: s
     # one storage: one scale fitted to every strategy's measured points (each point costed with its strategy)
     s, rms, identified = fit_scale([(st, p) for st in strategies for p in meas[st]], model_au_of)
     prof = scaled_profile(base, s)
+    need, need_how = need_bytes_per_s(full_wl, accelerator, threshold)
     rows = []
     for strategy in strategies:
         opts = dict((options or {}).get(strategy, {}))
@@ -360,6 +379,7 @@ def sustain(*, workload: str, accelerator: str, strategies: list[str], system: s
             sustained, kind = m * rpn, "modelled"
         rows.append({"strategy": strategy, "workload": full_wl.name, "accelerator": accelerator,
                      "threshold": threshold, "threshold_source": full_wl.au_threshold_source or "workload",
+                     "need_bytes_per_s_per_accelerator": need, "need_how": need_how,
                      "sustained": sustained, "sustained_kind": kind, "sustained_scale": full_wl.scale,
                      "measured_passing": passing, "measured_scale": measured_wl.scale,
                      "measured_samples": n_measured, "measured_dataset": dataset_note,

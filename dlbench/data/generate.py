@@ -68,8 +68,9 @@ class GenerateResult:
 
     def line(self) -> str:
         return (f"generated {self.manifest.workload} ({self.manifest.scale}, seed {self.manifest.seed}): "
-                f"{self.files_written} files, {self.bytes_written / 1e6:.1f} MB in {self.seconds:.2f} s, "
-                f"{self.mb_per_s:.0f} MB/s ({self.files_skipped} files already complete, {self.ranks} ranks)")
+                f"{self.files_written} files, {self.bytes_written / 2**20:.1f} MiB in {self.seconds:.2f} s, "
+                f"{self.bytes_written / 2**20 / self.seconds if self.seconds > 0 else 0.0:.0f} MiB/s "
+                f"({self.files_skipped} files already complete, {self.ranks} ranks)")   # binary, as `show`'s
 
 
 def _versions() -> dict:

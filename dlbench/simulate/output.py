@@ -22,6 +22,7 @@ def compare_table(run_dirs: list[Path], fmt: str = "table", reference_s: dict | 
     """``dlbench compare``'s rendering, or for labelled rows (studies) and published references a table /
     csv / json of the modelled breakdown. ``reference_s`` ({strategy: published seconds}) adds the published
     column and the gap."""
+    from ..report import io_bound_share
     from ..results import read_run
 
     summaries = [read_run(d)["summary"] for d in run_dirs]
@@ -35,7 +36,8 @@ def compare_table(run_dirs: list[Path], fmt: str = "table", reference_s: dict | 
         b = s.get("modelled_breakdown", {})
         label = s.get("label", s["strategy"])
         row = {"strategy": s["strategy"], "name": display_name(label),
-               "total_time_s": s["total_time_s"], "exposed_io_share": s["exposed_io_share"],
+               "total_time_s": s["total_time_s"], "io_bound_share": io_bound_share(s),
+               "exposed_io_share": s["exposed_io_share"],
                "e2e_exposed_io_share": s.get("e2e_exposed_io_share", s["exposed_io_share"]), "au": s["au"],
                "stage_s": b.get("prologue_s", 0.0), "pfs_s": b.get("pfs_s", 0.0), "local_s": b.get("local_s", 0.0),
                "peer_s": b.get("peer_s", 0.0), "compute_s": b.get("compute_s", 0.0), "stall_s": b.get("stall_s", 0.0),
@@ -48,7 +50,7 @@ def compare_table(run_dirs: list[Path], fmt: str = "table", reference_s: dict | 
     if fmt == "json":
         return json.dumps(rows, indent=2)
     cols = ["name", "total_time_s"] + (["published_s", "gap_pct"] if reference_s else []) + [
-        "exposed_io_share", "e2e_exposed_io_share", "au", "stage_s", "pfs_s", "local_s", "peer_s", "compute_s", "stall_s", "barrier_s"]
+        "io_bound_share", "exposed_io_share", "e2e_exposed_io_share", "au", "stage_s", "pfs_s", "local_s", "peer_s", "compute_s", "stall_s", "barrier_s"]
     if fmt == "csv":
         lines = [",".join(cols)]
         lines += [",".join(str(r.get(c, "")) for c in cols) for r in rows]
@@ -64,5 +66,7 @@ def compare_table(run_dirs: list[Path], fmt: str = "table", reference_s: dict | 
     out = ["  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(t, widths))) for t in table]
     out.insert(1, "  ".join("-" * w for w in widths))
     out.append("(simulated: modelled times in seconds; fetch columns are thread-busy seconds per rank; "
-               "exposed_io_share leaves the prologue (stage_s) out, e2e_exposed_io_share counts it)")
+               "io_bound_share = 1 - AU - non-I/O overhead: stall + barrier (waiting for data-starved peers) + "
+               "exchange; exposed_io_share (the own stall) leaves the prologue (stage_s) out, e2e_exposed_io_share "
+               "counts it)")
     return "\n".join(out)

@@ -38,7 +38,7 @@ def test_bad_input_one_line_nonzero_nothing_written(cli, tmp_path, args, msg):
 def test_generate_verify_and_detect_damage(cli, tmp_path):
     d = tmp_path / "d"
     r = cli(["generate", "-w", "hep_cnn", "--data-dir", d, "--seed", "3"])
-    assert r.exit_code == 0 and "generated hep_cnn (tiny, seed 3): 4 files" in r.output and "MB/s" in r.output
+    assert r.exit_code == 0 and "generated hep_cnn (tiny, seed 3): 4 files" in r.output and "MiB/s" in r.output
     m = json.loads((d / MANIFEST_NAME).read_text())
     assert m["seed"] == 3 and m["complete"] and len(m["files"]) == 4
     assert cli(["verify", "--data-dir", d, "--content"]).exit_code == 0

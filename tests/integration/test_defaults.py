@@ -57,7 +57,8 @@ def test_choice_rules():
     assert cf.choose_step_time(None).kind == "published" and cf.choose_step_time(None).accelerator == "a100"
     assert cf.choose_step_time("h100").kind == "published"   # a published figure wins over a measured one
     im = W.load("imagenet")
-    assert im.choose_step_time("h100", "resnet50").step_time_s == 0.103  # the reference model: published
+    ch = im.choose_step_time("h100", "resnet50")   # the reference model: published (DLIO v2.0.0 = MLPerf Storage v1.0)
+    assert (ch.step_time_s, ch.batch_size) == (0.224, 400)
 
 
 def test_user_workload_without_step_time_fails_before_generating(cli, tmp_path, monkeypatch):

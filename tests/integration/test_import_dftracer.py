@@ -132,7 +132,7 @@ def test_hdf5_metadata_split_of_a_real_file(tmp_path):
     assert h["by_class"]["shared"]["metadata_reads"] == 2 and h["files_split"] == 1
     from dlbench.report import render_io_counters
 
-    assert "hdf5 metadata (libhdf5's own reads, not data, included above): 2 reads, 0.000 MB; data: 1 reads" in \
+    assert "hdf5 metadata (libhdf5's own reads, not data, included above): 2 reads, 0.000 MiB; data: 1 reads" in \
         render_io_counters(doc["summary"]["io_counters"])
 
 

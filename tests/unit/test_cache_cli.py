@@ -16,7 +16,7 @@ def test_shared_option_help_states_every_owners_default(cli):
 
 def test_summary_prints_order_semantics_and_bytes_by_source():
     s = {"workload": "w", "strategy": "deepio", "ranks": 2, "nodes": 2, "epochs": 2,
-         "bytes_by_tier": {"shared": 2e6, "local": 1e6, "memory": 3e6, "peer": 5e5},
+         "bytes_by_tier": {"shared": 2 * 2**20, "local": 2**20, "memory": 3 * 2**20, "peer": 2**19},
          "semantics": {"each_epoch_a_full_permutation": "no", "global_batch_is_global_shuffles": "no",
                        "order_changes": "yes"},
          "order_quality": {"fraction_of_dataset_seen_per_rank_after_epoch": [0.2, 0.25],

@@ -24,7 +24,7 @@ def test_generate_then_verify_content(tmp_path, name):
     wl = W.load(name, scale="tiny", samples=24)
     res = G.generate(wl, tmp_path / "d", seed=2, progress=False)
     assert res.files_skipped == 0 and res.bytes_written == res.manifest.dataset_nbytes
-    assert res.files_written == len(res.manifest.paths) and "MB/s" in res.line()
+    assert res.files_written == len(res.manifest.paths) and "MiB/s" in res.line() and "MiB in" in res.line()
     assert verify(tmp_path / "d", content=True) == []
     assert not (tmp_path / "d" / G.TMP_DIR).exists()
     assert not [p for p in _files(tmp_path / "d") if p.endswith(".part")]
