@@ -539,11 +539,11 @@ def compare(run_dirs: Sequence, fmt: str = "table") -> str:
             _f(r["exposed_io_share"], "{:.1%}"),
             _f(r["e2e_exposed_io_share"], "{:.1%}"), _f(r["read_share"], "{:.1%}"), _f(r["au"], "{:.1%}"), _f(r["read_MiB_per_s"], "{:.1f}"),
             _f(r["samples_per_s"], "{:.1f}"), "yes" if r["simulated"] else "no",
-            r["status"], _cache_label(r), _latency_label(r), r["shared_tier"], _h2d_label(r)) for r in rows]
+            r["status"], _cache_label(r), _latency_label(r), _h2d_label(r), r["shared_tier"]) for r in rows]
     out = _table(["workload", "run", "compute", "ranks", "epoch (s)", "I/O-bound", "own stall", "own stall+prologue", "read",
                   "AU", "MiB/s",
-                  "samples/s", "simulated", "status", "cache (device/req)", "read P50/P95/P99/max ms", "shared tier",
-                   "H2D exposed/overlapped"],
+                  "samples/s", "simulated", "status", "cache (device/req)", "read P50/P95/P99/max ms",
+                  "H2D exposed/overlapped", "shared tier"],
                  tab, align_left=3)
     notes = ["I/O-bound = 1 - AU - non-I/O overhead: own stall + waiting for data-starved peers at the step barrier "
              "+ exchange (dlbench report --explain)"]
