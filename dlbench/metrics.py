@@ -449,6 +449,11 @@ GLOSSARY = {
     "first_step": "included in all figures; first_step_stall_s shows step 0's stall per epoch",
     "epoch_attribution": "intervals count toward the epoch they are tagged with",
     "simulated": "true: every number above is the performance model's, from the same plan a run executes",
+    "ceiling": "measured runs: samples per second when every rank replays the first steps of epoch 0's plan "
+               "after the epochs, its shared tier read from memory (no PFS model, no compute), the first step "
+               "left out: samples summed over ranks / the slowest rank's time; dlbench's own limit on this host",
+    "headroom": "ceiling_samples_per_s / samples_per_s; under 1.25 (a run within 80 % of its ceiling) dlbench "
+                "itself may be the limit",
 }
 
 

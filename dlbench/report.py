@@ -182,6 +182,7 @@ def render_summary(run: dict) -> str:
         ("AU (compute/epoch)", _f(s.get("au"), "{:.1%}")),
         ("AU threshold", _au_rule(s.get("au_rule"))),
         ("samples/s", _f(s.get("samples_per_s"), "{:.1f}")),
+        *_ceiling_rows(s),
         ("read (MB)", _f(_div(s.get("read_bytes"), MB), "{:.1f}")),
         ("read bandwidth per rank (MB/s)", _f(_div(s.get("read_bandwidth_bytes_per_s"), MB), "{:.1f}")),
         ("first-step stall per epoch (s)", ", ".join(_f(x, "{:.4f}") for x in s.get("first_step_stall_s") or [])
@@ -242,6 +243,20 @@ def render_summary(run: dict) -> str:
     for note in s.get("import_notes") or []:
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def _ceiling_rows(s: dict) -> list:
+    """The run's own ceiling (``summary["ceiling"]``, measured runs): samples/s replaying the plan from memory
+    and the headroom, or why it was not replayed; nothing for runs without it (simulated, imported, older)."""
+    c = s.get("ceiling")
+    if not c:
+        return []
+    if c.get("skipped"):
+        return [("ceiling (plan replayed from memory)", f"not measured: {c['skipped']}")]
+    warn = "  dlbench itself may be the limit" if c.get("warning") else ""
+    return [("ceiling samples/s (plan replayed from memory)",
+             f"{_f(s.get('ceiling_samples_per_s'), '{:.1f}')}  ({c.get('steps')} steps, no compute)"),
+            ("headroom (ceiling / measured)", _f(s.get("headroom"), "{:.2f}") + warn)]
 
 
 def _div(x, d):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CapacityError, ConfigError, DlbenchError, Interrupted, RunError
 from ..stop import deferred
 from ..timeline import Timeline
+from .ceiling import replay
 from .loop import Loop
 from .setup import RunConfig, check_compute, check_compute_options, resolve_dataset, sleep_step_time
 from .summary import dry_run_summary, finish
@@ -82,6 +83,7 @@ def run(cfg: RunConfig, comm: Comm, progress: Any = None) -> dict:
     timeline = Timeline(TIMELINE_BUFFER if spill is not None else _capacity(loop), comm.rank, spill_dir=spill)
     try:
         mine = loop.run(timeline, checkpoint_dir=Path(run_dir), progress=progress)
+        mine["ceiling"] = replay(loop, cfg.ceiling_steps)   # outside every epoch clock (run.ceiling)
         if mine["arrays"] is None:
             from .. import metrics
             from ..timeline import load_spilled

@@ -53,6 +53,7 @@ class RunConfig:
     inject: tuple = ()                     # --inject KIND=VALUE (dlbench.storage.inject)
     cache: str = "keep"                    # --cache keep|drop|direct (dlbench.storage.pagecache)
     read_via: str = "auto"                 # --read-via auto|library|pread (formats.open_reader)
+    ceiling_steps: int = 32                # --ceiling-steps: the replay from memory after the epochs (run.ceiling)
 
 
 def default_local_dir() -> Path:

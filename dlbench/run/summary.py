@@ -87,6 +87,10 @@ def finish(cfg: RunConfig, comm: Comm, workload: Workload, manifest: Any, loop: 
     from ..storage import READ_CALL
 
     summary["io_counters"]["read_call"] = "lseek+readv" if READ_CALL == "readv" else "preadv (glibc preadv64v2)"
+    from .ceiling import summarize as ceiling_summary
+
+    summary.update(ceiling_summary([g.get("ceiling") or {"skipped": "not replayed"} for g in gathered],
+                                   summary.get("samples_per_s")))
     from ..dlio import au_verdict
 
     summary["au_rule"] = au_verdict(summary.get("au"), workload.au_threshold, workload.au_threshold_source)
