@@ -498,9 +498,11 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     warn = (res["run"].get("summary", {}).get("page_cache") or {}).get("warning")
     if warn:
         click.echo(f"dlbench: warning: {warn}", err=True)
-    ceil_warn = (res["run"].get("summary", {}).get("ceiling") or {}).get("warning")
-    if ceil_warn:
-        click.echo(f"dlbench: warning: {ceil_warn}", err=True)
+    for w in ((res["run"].get("summary", {}).get("ceiling") or {}).get("warning"),
+              (res["run"].get("summary", {}).get("cache") or {}).get("residency_warning"),
+              res["run"].get("summary", {}).get("preloaded_warning")):
+        if w:
+            click.echo(f"dlbench: warning: {w}", err=True)
     inj = res["run"].get("summary", {}).get("injected")
     if inj:
         click.echo(f"dlbench: warning: faults injected (--inject): {inj}", err=True)

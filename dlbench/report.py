@@ -240,6 +240,8 @@ def render_summary(run: dict) -> str:
     if ioc:
         lines.append("")
         lines.append(ioc)
+    if s.get("preloaded_warning"):
+        lines.append(f"warning: {s['preloaded_warning']}")
     for note in s.get("import_notes") or []:
         lines.append(f"note: {note}")
     return "\n".join(lines)
@@ -279,17 +281,30 @@ def render_cache(c: dict | None) -> str:
         rows.append(("prologue" if e < 0 else e, _f(d["requested_bytes"] / MB, "{:.1f}"),
                      _f(d["device_read_bytes"] / MB, "{:.1f}") if dev.get("available") else "n/a",
                      _f(d.get("device_share"), "{:.0%}") if dev.get("available") else "n/a", d.get("verdict", "-"),
-                     _f(x["evict_s"], "{:.3f}") if x else "-"))
+                     _f(x["evict_s"], "{:.3f}") if x else "-", *_resident(x, ev)))
+    head = ["epoch", "requested (MB)", "device (MB)", "device/requested", "verdict", "evict before (s)"]
+    if any("resident_before_bytes" in x for x in ev.values()):
+        head.append("resident before -> after evict (MB, mincore)")
     out = [f"page cache: --cache {c.get('mode')}" + (" (O_DIRECT reads)" if c.get("direct_reads") else ""),
-           _table(["epoch", "requested (MB)", "device (MB)", "device/requested", "verdict", "evict before (s)"],
-                  rows)]
+           _table(head, rows)]
     out.append(f"verdict: {c.get('verdict_line')}")
     ml = c.get("mlperf") or {}
     if ml:
         out.append(f"MLPerf Storage check (dataset >= 5x a node's RAM): {ml.get('line')}")
     if c.get("warning"):
         out.append(f"warning: {c['warning']}")   # printed here once (the run's summary and `dlbench report`)
+    if c.get("residency_warning"):
+        out.append(f"warning: {c['residency_warning']}")
     return "\n".join(out)
+
+
+def _resident(x: dict | None, ev: dict) -> tuple:
+    """The eviction's mincore check as one cell (none for runs without it)."""
+    if not any("resident_before_bytes" in y for y in ev.values()):
+        return ()
+    if not x or "resident_before_bytes" not in x:
+        return ("-",)
+    return (f"{x['resident_before_bytes'] / MB:.1f} -> {x['resident_after_bytes'] / MB:.1f}",)
 
 
 def render_read_latency(lat: dict | None) -> str:

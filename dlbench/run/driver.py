@@ -84,6 +84,9 @@ def run(cfg: RunConfig, comm: Comm, progress: Any = None) -> dict:
     try:
         mine = loop.run(timeline, checkpoint_dir=Path(run_dir), progress=progress)
         mine["ceiling"] = replay(loop, cfg.ceiling_steps)   # outside every epoch clock (run.ceiling)
+        from ..provenance import preloaded_libraries
+
+        mine["preloaded"] = preloaded_libraries()      # this rank's process: a cache-/fsync-defeating library
         if mine["arrays"] is None:
             from .. import metrics
             from ..timeline import load_spilled
