@@ -711,6 +711,8 @@ def import_dftracer_cmd(traces, name, tiers, strict, hdf5_split, out):
                                     hdf5_split=hdf5_split)
     rd = D.write_dftracer(doc, intervals, out)
     click.echo(report.render_summary(results.read_run(rd)))
+    if doc["summary"].get("import_warning"):
+        click.echo(f"dlbench: warning: {doc['summary']['import_warning']}", err=True)
     click.echo(f"results: {rd}")
 
 
