@@ -84,6 +84,11 @@ KEYS: dict[str, Key] = {
     "dataset.record_dims": _M, "dataset.record_element_type": _M,
     "dataset.record_element_bytes": _n("implied by record_element_type"),
     "dataset.num_files_eval": _u("evaluation is not emulated", 0),
+    # keys of DLIO's dlrm workload (read by the DLIO versions with its indexed_binary format)
+    "dataset.eval_num_samples_per_file": _u("DLIO's dlrm evaluation files are not emulated", None),
+    "workflow.do_eval": _u("evaluation is not emulated", *_NOOP_FALSE),
+    "train.total_eval_steps": _u("evaluation is not emulated", None, -1, 0),
+    "evaluation.steps_between_evals": _u("evaluation every N steps is not emulated", None, -1, 0),
     "dataset.generation_buffer_size": _n("generation detail"),
     "dataset.data_folder": _n("dlbench generates its own dataset under --data-dir (default: its data cache)"),
     "dataset.num_subfolders_train": _u("dlbench writes one flat folder", 0),
@@ -293,10 +298,17 @@ NUMBERS: dict[str, tuple[bool, float]] = {
 }
 
 
+# a number in exponent form without a dot (``5e-3``): YAML 1.1 (PyYAML) reads it as a string, DLIO (OmegaConf's
+# float resolver) as 0.005
+_EXP_FLOAT = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
 def _num(key: str, v, where: str):
     """The value ``v`` of the numeric DLIO key ``key`` as its ``NUMBERS`` entry says (int or float, bounded
-    below), or a one-line ConfigError."""
+    below; ``5e-3`` read as DLIO reads it), or a one-line ConfigError."""
     integer, lo = NUMBERS[key]
+    if isinstance(v, str) and _EXP_FLOAT.fullmatch(v.strip()):
+        v = float(v)
     ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
     if ok and integer and float(v) != int(v):
         ok = False
@@ -381,8 +393,10 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         return _num(key, get(key), where)
 
     fmt = str(get("dataset.format")).lower()
-    if fmt not in DLIO_FORMATS:
-        unsupported.append(f"dataset.format={fmt!r} (dlbench emulates {', '.join(DLIO_FORMATS)})")
+    if fmt not in DLIO_FORMATS:   # no layout to write or read: --allow-unsupported cannot run without one
+        raise ConfigError(f"dataset.format={fmt!r} ({where}): dlbench writes and reads {', '.join(DLIO_FORMATS)}; "
+                          f"a run needs one of them (--allow-unsupported does not apply to the format): override "
+                          f"it with ++workload.dataset.format=npz")
     if not get("workflow.train"):
         raise ConfigError(f"workflow.train=False ({where}): dlbench runs training; DLIO's generate-only or "
                           f"checkpoint-only runs are not emulated")
@@ -524,8 +538,21 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     if unsupported and not allow_unsupported:
         raise ConfigError(f"{where}: DLIO settings dlbench does not emulate (pass --allow-unsupported to run "
                           f"without them, or override them): {'; '.join(unsupported)}")
+    _check_translated(workload, where)
     return Translation(workload=workload, run=run, au_threshold=au, source=str(where), notes=notes,
                        unsupported=unsupported)
+
+
+def _check_translated(workload: dict, where: str) -> None:
+    """The translated workload, validated as ``dlbench run`` will load it: an error names the user's DLIO file
+    (not the workload YAML written under the data root from it)."""
+    from . import workload as W
+    from .config import from_mapping
+
+    try:
+        W._check_spec(from_mapping(W.WorkloadSpec, copy.deepcopy(workload), where=where), where)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: these DLIO settings give a workload dlbench cannot run: {e}") from None
 
 
 def _accelerator_from_name(where: str) -> str | None:
