@@ -254,9 +254,9 @@ def _ceiling_rows(s: dict) -> list:
     if not c:
         return []
     if c.get("skipped"):
-        return [("ceiling (plan replayed from memory)", f"not measured: {c['skipped']}")]
+        return [("ceiling (replay from memory)", f"not measured: {c['skipped']}")]
     warn = "  dlbench itself may be the limit" if c.get("warning") else ""
-    return [("ceiling samples/s (plan replayed from memory)",
+    return [("ceiling samples/s (replay from memory)",
              f"{_f(s.get('ceiling_samples_per_s'), '{:.1f}')}  ({c.get('steps')} steps, no compute)"),
             ("headroom (ceiling / measured)", _f(s.get("headroom"), "{:.2f}") + warn)]
 

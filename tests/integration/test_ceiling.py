@@ -22,7 +22,7 @@ def test_run_reports_its_ceiling(hep, tmp_path, cli, strategy, extra):
     assert s["ceiling_samples_per_s"] == pytest.approx(c["samples"] / c["seconds"])
     assert s["headroom"] == pytest.approx(s["ceiling_samples_per_s"] / s["samples_per_s"])
     assert "ceiling" in s["definitions"] and "headroom" in s["definitions"]
-    assert "ceiling samples/s (plan replayed from memory)" in r.output and "headroom (ceiling / measured)" in r.output
+    assert "ceiling samples/s (replay from memory)" in r.output and "headroom (ceiling / measured)" in r.output
 
 
 def test_ceiling_off(hep, tmp_path, cli):
