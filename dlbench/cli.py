@@ -463,7 +463,8 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
                     compute_profile=compute_profile, device=device, precision=precision, model=model, barrier=barrier,
                     checkpoint_every=checkpoint_every, verify=verify, ranks_per_node=ranks_per_node,
                     dry_run=dry_run, system=system, local_dir=local_dir, inject=tuple(inject), cache=cache,
-                    read_via=read_via, ceiling_steps=ceiling_steps)
+                    read_via=read_via, ceiling_steps=ceiling_steps,
+                    eval=dlio_t.run.get("eval") if dlio_t is not None else None)
     from .storage.inject import parse as parse_injection
 
     parse_injection(inject)  # a bad --inject: one line before any MPI work

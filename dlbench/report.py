@@ -195,6 +195,9 @@ def render_summary(run: dict) -> str:
     elif comp.get("mode") == "torch":
         key.append(("compute: torch (s/step, median)", f"{_f(comp.get('step_time_s_median'), '{:.4g}')}  "
                     f"{comp.get('model', '?')} on {comp.get('device', '?')}, {comp.get('precision', 'fp32')}"))
+    if s.get("eval"):
+        key.append(("DLIO evaluation (s), outside epoch time",
+                    ", ".join(f"after epoch {r['after_epoch']}: {r['eval_s']:.4f}" for r in s["eval"]["per_epoch"])))
     if s.get("plan_time_s"):
         key.append(("plan build per epoch (s), outside epoch time",
                     ", ".join(_f(x, "{:.4f}") for x in s["plan_time_s"])))

@@ -32,11 +32,12 @@ from collections.abc import Sequence
 import numpy as np
 
 PHASES = ("read", "decode", "transfer", "exchange", "stage", "compute", "checkpoint", "stall", "barrier", "plan",
-          "verify", "evict")
+          "verify", "evict", "eval")
 # phases recorded outside the epoch clock (reported apart, not a share of epoch time): ``plan`` is the build
 # of epoch e's plan, done by the runner before epoch e's clock starts; ``evict`` (``--cache drop``) the page
-# cache eviction before epoch e (and, tagged 0 too, before the prologue), with the barrier that follows it
-OUTSIDE_EPOCH = ("plan", "evict")
+# cache eviction before epoch e (and, tagged 0 too, before the prologue), with the barrier that follows it;
+# ``eval`` DLIO's evaluation after epoch e (``run.evaluate``: its files read, its step time slept)
+OUTSIDE_EPOCH = ("plan", "evict", "eval")
 PHASE_ID = {name: i for i, name in enumerate(PHASES)}
 
 clock_ns = time.perf_counter_ns

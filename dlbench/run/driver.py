@@ -18,6 +18,7 @@ from ..errors import CapacityError, ConfigError, DlbenchError, Interrupted, RunE
 from ..stop import deferred
 from ..timeline import Timeline
 from .ceiling import replay
+from .evaluate import make_evaluator
 from .loop import Loop
 from .setup import RunConfig, check_compute, check_compute_options, resolve_dataset, sleep_step_time
 from .summary import dry_run_summary, finish
@@ -61,6 +62,7 @@ def run(cfg: RunConfig, comm: Comm, progress: Any = None) -> dict:
          config_echo["compute_step_time"]) = sleep_step_time(cfg, workload, loop.local_batch)
     if cfg.dry_run:
         return {"dry_run": dry_run_summary(loop, config_echo)}
+    loop.evaluator = make_evaluator(cfg, comm, spec, spec_path, loop, data_dir)   # DLIO's evaluation, or None
 
     err = None
     run_dir = None
@@ -83,6 +85,9 @@ def run(cfg: RunConfig, comm: Comm, progress: Any = None) -> dict:
     timeline = Timeline(TIMELINE_BUFFER if spill is not None else _capacity(loop), comm.rank, spill_dir=spill)
     try:
         mine = loop.run(timeline, checkpoint_dir=Path(run_dir), progress=progress)
+        if loop.evaluator is not None:
+            loop.evaluator.close()
+            mine["eval"] = loop.evaluator.passes
         mine["ceiling"] = replay(loop, cfg.ceiling_steps)   # outside every epoch clock (run.ceiling)
         from ..provenance import preloaded_libraries
 

@@ -54,6 +54,7 @@ class RunConfig:
     cache: str = "keep"                    # --cache keep|drop|direct (dlbench.storage.pagecache)
     read_via: str = "auto"                 # --read-via auto|library|pread (formats.open_reader)
     ceiling_steps: int = 32                # --ceiling-steps: the replay from memory after the epochs (run.ceiling)
+    eval: dict | None = None               # DLIO's evaluation phase (--dlio-config: dlio.Translation.run["eval"])
 
 
 def default_local_dir() -> Path:

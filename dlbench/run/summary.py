@@ -95,6 +95,9 @@ def finish(cfg: RunConfig, comm: Comm, workload: Workload, manifest: Any, loop: 
 
     summary["io_counters"]["read_call"] = "lseek+readv" if READ_CALL == "readv" else "preadv (glibc preadv64v2)"
     from .ceiling import summarize as ceiling_summary
+    from .evaluate import summarize as eval_summary
+
+    summary["eval"] = eval_summary([g.get("eval") or [] for g in gathered])
 
     summary.update(ceiling_summary([g.get("ceiling") or {"skipped": "not replayed"} for g in gathered],
                                    summary.get("samples_per_s")))
