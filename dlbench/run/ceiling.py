@@ -1,8 +1,10 @@
 """The run's own ceiling (``--ceiling-steps``): after the measured epochs, outside every epoch clock, every
 rank replays the first steps of the same plan's epoch 0 through a fresh executor of the same strategy and
-options (prefetch: the same ``DataLoader`` workers), its shared tier read from memory
-(``storage.backend.MemoryBackend`` holding the files those steps and the rank's prologue read) with no PFS
-model, no fault injection, no ``--cache`` eviction and no compute. The delivery rate of that replay is what
+options (prefetch: the same ``DataLoader`` workers), its shared tier read from memory with no PFS model, no
+fault injection, no ``--cache`` eviction and no compute. Memory: the files those steps and the rank's prologue
+read, copied to a memory file system (``/dev/shm``) and read through the run's own POSIX path, the same calls
+as the measured run's; where there is none with room, ``storage.backend.MemoryBackend`` holding them (its
+HDF5 path opens a copy of each file's image, dearer than a POSIX open: the summary names the backend used). The delivery rate of that replay is what
 dlbench's own loading path can do on this host; a measured run close to it (headroom = ceiling / measured
 samples/s < ``LIMIT_HEADROOM``) may be limited by dlbench, not by the storage or the compute.
 
@@ -15,6 +17,10 @@ rank's time from step 0's batch to step k's. Files the replay reads are copied i
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -88,6 +94,7 @@ def replay(loop: Loop, steps: int) -> dict:
     from ..data.formats import open_reader
     from ..storage.backend import MemoryBackend, PosixBackend
     from ..storage.counters import CounterSet
+    from ..storage.pagecache import fs_of
     from ..timeline import Timeline
 
     comm, manifest, data_dir = loop.comm, loop.manifest, loop.data_dir
@@ -108,13 +115,28 @@ def replay(loop: Loop, steps: int) -> dict:
     if worst > MAX_BYTES:
         return {"skipped": f"the replay's files take {worst / 2**20:.0f} MiB on a rank, over the "
                            f"{MAX_BYTES / 2**20:.0f} MiB its in-memory copy may take"}
-    mem = MemoryBackend()
-    for p in [*paths, *others]:
-        mem.files[p] = bytearray(src.file_image(p))
     cfg, wl = loop.cfg, loop.workload
+    shm = memory_dir(nbytes * len(comm.node_ranks()))
+    copy_dir: Path | None = None
+    if shm is not None:
+        # the files on a memory file system, read through the run's own POSIX path (module docstring)
+        copy_dir = Path(tempfile.mkdtemp(prefix=f"dlbench-ceiling-r{comm.rank}-", dir=shm))
+        for p in [*paths, *others]:
+            (copy_dir / p).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(data_dir / p, copy_dir / p)
+        backend = f"files copied to {shm} ({fs_of(shm)[0]})"
+        root = copy_dir
 
-    def factory() -> Any:
-        return open_reader(data_dir, manifest, wl, via=cfg.read_via, storage=mem)
+        def factory() -> Any:
+            return open_reader(root, manifest, wl, via=cfg.read_via)
+    else:
+        mem = MemoryBackend()
+        for p in [*paths, *others]:
+            mem.files[p] = bytearray(src.file_image(p))
+        backend = "storage.backend.MemoryBackend (no writable memory file system with room)"
+
+        def factory() -> Any:
+            return open_reader(data_dir, manifest, wl, via=cfg.read_via, storage=mem)
 
     b = loop.local_batch
     timeline = Timeline(max(1024, (4 + 2 * b) * (k + 1) + 2 * len(plan.prologue.sample) + 64), comm.rank)
@@ -136,8 +158,31 @@ def replay(loop: Loop, steps: int) -> dict:
         t_last = clock()
     finally:
         ex.close()
+        if copy_dir is not None:
+            shutil.rmtree(copy_dir, ignore_errors=True)
     return {"samples": int(n), "seconds": (t_last - t_first) * 1e-9, "steps": k - 1 if k > 1 else 1,
-            "bytes_in_memory": nbytes}
+            "bytes_in_memory": nbytes, "backend": backend}
+
+
+MEMORY_DIRS = ("/dev/shm",)
+
+
+def memory_dir(need: int) -> Path | None:
+    """A writable folder on a memory-backed file system with ``need`` bytes free (and a quarter to spare),
+    else None."""
+    from ..storage.pagecache import MEMORY_FS, fs_of
+
+    for d in MEMORY_DIRS:
+        p = Path(d)
+        try:
+            if not (p.is_dir() and os.access(p, os.W_OK) and fs_of(p)[0] in MEMORY_FS):
+                continue
+            st = os.statvfs(p)
+        except OSError:
+            continue
+        if st.f_bavail * st.f_frsize >= need * 1.25:
+            return p
+    return None
 
 
 def summarize(records: list[dict], measured_samples_per_s: float | None) -> dict:
@@ -158,5 +203,6 @@ def summarize(records: list[dict], measured_samples_per_s: float | None) -> dict
                 f"limit (headroom {head:.2f} < {LIMIT_HEADROOM:g})")
     return {"ceiling_samples_per_s": ceil, "headroom": head,
             "ceiling": {"steps": int(records[0]["steps"]), "samples": samples, "seconds": secs,
+                        "backend": sorted({str(r.get("backend")) for r in records}),
                         "bytes_in_memory": int(sum(int(r["bytes_in_memory"]) for r in records)),
                         "limit_headroom": LIMIT_HEADROOM, "warning": warn}}

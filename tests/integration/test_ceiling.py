@@ -18,11 +18,24 @@ def test_run_reports_its_ceiling(hep, tmp_path, cli, strategy, extra):
     s = json.loads((run_dir_of(r.output) / "run.json").read_text())["summary"]
     c = s["ceiling"]
     assert c["steps"] == 3 and c["samples"] == 3 * 4 and c["seconds"] > 0
-    assert c["bytes_in_memory"] > 0
+    assert c["bytes_in_memory"] > 0 and len(c["backend"]) == 1
+    shm = ceiling.memory_dir(c["bytes_in_memory"])
+    assert (c["backend"][0].startswith(f"files copied to {shm} ") if shm is not None
+            else c["backend"][0].startswith("storage.backend.MemoryBackend"))
     assert s["ceiling_samples_per_s"] == pytest.approx(c["samples"] / c["seconds"])
     assert s["headroom"] == pytest.approx(s["ceiling_samples_per_s"] / s["samples_per_s"])
     assert "ceiling" in s["definitions"] and "headroom" in s["definitions"]
     assert "ceiling samples/s (replay from memory)" in r.output and "headroom (ceiling / measured)" in r.output
+
+
+def test_ceiling_without_a_memory_file_system_reads_the_memory_backend(hep, tmp_path, cli, monkeypatch):
+    monkeypatch.setattr(ceiling, "MEMORY_DIRS", ())
+    r = cli(["run", "--workload", "hep_cnn", "--data-dir", hep, "--epochs", 1, "--batch-size", 4,
+             "--compute-time", "0.001", "--ceiling-steps", 2, "--out", tmp_path / "res"])
+    assert r.exit_code == 0, r.output
+    c = json.loads((run_dir_of(r.output) / "run.json").read_text())["summary"]["ceiling"]
+    assert c["samples"] == 2 * 4 and c["backend"] == [
+        "storage.backend.MemoryBackend (no writable memory file system with room)"]
 
 
 def test_ceiling_off(hep, tmp_path, cli):
