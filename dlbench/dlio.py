@@ -607,6 +607,9 @@ def workload_yaml(t: Translation) -> str:
                     f"(DLIO checkpoints every {t.run['checkpoint_every_epochs']} epochs)")
     head += [f"# note: {n}" for n in t.notes]
     head += [f"# NOT EMULATED: {u}" for u in t.unsupported]
+    if t.run.get("eval"):
+        head.append("# NOT EMULATED by `dlbench run --workload THIS.yaml`: DLIO's evaluation (`dlbench run "
+                    "--dlio-config` emulates it)")
     return "\n".join(head) + "\n" + yaml.safe_dump(t.workload, sort_keys=False, default_flow_style=None)
 
 

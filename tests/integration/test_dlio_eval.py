@@ -58,3 +58,11 @@ def test_dlio_evaluation_is_read_after_its_epochs_outside_the_epoch(tmp_path, cl
     data = tmp_path / "data"
     ev_dirs = [p for p in data.rglob("*-eval-8") if p.is_dir()]
     assert len(ev_dirs) == 1 and json.loads((rd / "summary.json").read_text())["num_files_eval"] == 8
+
+
+def test_imported_workload_yaml_says_evaluation_needs_the_dlio_config(tmp_path, cli):
+    cfg = tmp_path / "ev.yaml"
+    cfg.write_text(CFG)
+    r = cli(["import", "dlio-config", cfg, "-o", tmp_path / "w.yaml"])
+    assert r.exit_code == 0, r.output
+    assert "NOT EMULATED by `dlbench run --workload THIS.yaml`: DLIO's evaluation" in (tmp_path / "w.yaml").read_text()
