@@ -8,6 +8,11 @@ HDF5 path opens a copy of each file's image, dearer than a POSIX open: the summa
 dlbench's own loading path can do on this host; a measured run close to it (headroom = ceiling / measured
 samples/s < ``LIMIT_HEADROOM``) may be limited by dlbench, not by the storage or the compute.
 
+The replay starts from a fresh executor: its readers open every file they read, as in a measured run's
+first epoch. A measured run whose files all stay open across epochs (a tiny dataset inside a reader's LRU of
+open files) reads its later epochs without opens and can exceed the ceiling (headroom < 1): such a run, with
+no compute, is limited by dlbench by construction, and the warning says so.
+
 The replay's first step is left out of the rate (it starts the loader threads or the DataLoader's worker
 processes and fills the pipeline): ceiling samples/s = samples of steps 1..k, summed over ranks / the slowest
 rank's time from step 0's batch to step k's. Files the replay reads are copied into memory up to
