@@ -89,13 +89,14 @@ KEYS: dict[str, Key] = {
     "dataset.num_files_eval": _M,
     # keys of DLIO's dlrm workload (read by the DLIO versions with its indexed_binary format)
     "dataset.eval_num_samples_per_file": _u("DLIO's dlrm evaluation files are not emulated", None),
-    "workflow.do_eval": _u("evaluation is not emulated", *_NOOP_FALSE),
-    "train.total_eval_steps": _u("evaluation is not emulated", None, -1, 0),
+    "workflow.do_eval": _u("dlrm's evaluation switch: dlbench emulates DLIO's workflow.evaluation", *_NOOP_FALSE),
+    "train.total_eval_steps": _u("a fixed count of evaluation steps is not emulated (dlbench reads the "
+                                 "evaluation files once per evaluation)", None, -1, 0),
     "evaluation.steps_between_evals": _u("evaluation every N steps is not emulated", None, -1, 0),
     "dataset.generation_buffer_size": _n("generation detail"),
     "dataset.data_folder": _n("dlbench generates its own dataset under --data-dir (default: its data cache)"),
     "dataset.num_subfolders_train": _u("dlbench writes one flat folder", 0),
-    "dataset.num_subfolders_eval": _u("evaluation is not emulated", 0),
+    "dataset.num_subfolders_eval": _u("dlbench writes the evaluation files in one flat folder", 0),
     "dataset.enable_chunking": _u("HDF5 chunking is not emulated", *_NOOP_FALSE),
     "dataset.chunk_size": _u("HDF5 chunking is not emulated", 0),
     "dataset.compression": _u("compressed files are not emulated", "none", None),
