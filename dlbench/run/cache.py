@@ -114,6 +114,11 @@ class CacheControl:
                                 "device_read_bytes": now[2] - start[2]})
         self._mark = now
 
+    def skip_io(self, executor: Executor, io: CounterSet) -> None:
+        """Move the mark past bytes read outside every epoch's work (DLIO's evaluation after an epoch): they
+        are no epoch's requested or device bytes."""
+        self._mark = self._totals(executor, io)
+
     def rank_record(self) -> dict:
         return {"epochs": self.epochs, "evictions": self.evictions, "accounting": self.accounting}
 

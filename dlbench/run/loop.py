@@ -199,6 +199,7 @@ class Loop:
                     verifier.end_epoch(plan, e)
                 if self.evaluator is not None:
                     self.evaluator.after_epoch(e, timeline, clock)   # outside the epoch clock (phase eval)
+                    cache.skip_io(executor, self.io)                  # its reads are no epoch's bytes
         except KeyboardInterrupt:
             # every rank of the node is being interrupted (a SIGTERM to one rank is forwarded to the node's
             # others by remove_local_tier): each removes its own copies, the last one out the run directory

@@ -66,3 +66,17 @@ def test_imported_workload_yaml_says_evaluation_needs_the_dlio_config(tmp_path, 
     r = cli(["import", "dlio-config", cfg, "-o", tmp_path / "w.yaml"])
     assert r.exit_code == 0, r.output
     assert "NOT EMULATED by `dlbench run --workload THIS.yaml`: DLIO's evaluation" in (tmp_path / "w.yaml").read_text()
+
+
+def test_evaluation_reads_are_no_epochs_cache_bytes(tmp_path, cli):
+    cfg = tmp_path / "ev.yaml"
+    cfg.write_text(CFG)
+    r = cli(["run", "--dlio-config", cfg, "--no-progress", "--ceiling-steps", 0, "-o", tmp_path / "res"])
+    assert r.exit_code == 0, r.output
+    rd = Path([ln for ln in r.output.splitlines() if ln.startswith("results: ")][-1].split("results: ", 1)[1])
+    s = json.loads((rd / "run.json").read_text())["summary"]
+    rows = [d for d in s["cache"]["per_epoch"] if d["epoch"] >= 0]
+    # every epoch reads its 16 samples (x + y members); the evaluation's 8 after epochs 0 and 2 are not added
+    assert [d["requested_bytes"] for d in rows] == [16 * (4096 + 8)] * 3
+    # epoch 1 follows an evaluation, epoch 2 none: the same bytes (the eval reads are >= 8 samples' more)
+    assert abs(rows[1]["rchar_bytes"] - rows[2]["rchar_bytes"]) < 8 * (4096 + 8)
