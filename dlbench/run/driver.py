@@ -20,7 +20,7 @@ from ..timeline import Timeline
 from .ceiling import replay
 from .evaluate import make_evaluator
 from .loop import Loop
-from .setup import RunConfig, check_compute, check_compute_options, resolve_dataset, sleep_step_time
+from .setup import RunConfig, check_compute, check_compute_options, plan_size_error, resolve_dataset, sleep_step_time
 from .summary import dry_run_summary, finish
 
 if TYPE_CHECKING:
@@ -51,6 +51,13 @@ def run(cfg: RunConfig, comm: Comm, progress: Any = None) -> dict:
         if err:
             raise ConfigError(err)
     workload, manifest, data_dir = resolve_dataset(cfg, comm, spec, spec_path, generate_if_missing=not cfg.dry_run)
+    from ..host import meminfo
+
+    err = plan_size_error(manifest.samples, len(comm.node_ranks()), workload.name,
+                          meminfo("MemAvailable")) if comm.rank == 0 else None
+    err = comm.bcast(err)     # rank 0's verdict: every rank stops or none
+    if err:
+        raise ConfigError(err)
     loop = Loop(cfg, comm, workload, manifest, data_dir)
     config_echo = {**to_dict(cfg), "data_dir": str(data_dir), "local_batch": loop.local_batch,
                    "options": to_dict(loop.options), "ranks": comm.size, "nodes": comm.nodes,

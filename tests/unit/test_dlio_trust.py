@@ -78,3 +78,23 @@ def test_a_translation_dlbench_cannot_load_names_the_users_file():
            "samples": 4, "batch_size": 2, "samples_per_file": 1}
     with pytest.raises(ConfigError, match=r"^my\.yaml: these DLIO settings give a workload dlbench cannot run: "):
         dlio._check_translated(bad, "my.yaml")
+
+
+def test_dlrms_billions_of_samples_are_one_line_not_a_memory_error(tmp_path, cli):
+    """Following the format error's advice on DLIO's dlrm (4,195,198,976 samples in one file) planned per-sample
+    arrays of 31 GiB: a numpy MemoryError traceback. Now one line naming the sample count."""
+    f = _file(tmp_path, DLRM_LIKE, "dlrm.yaml")
+    r = cli(["run", "--dlio-config", f, "--allow-unsupported", "--dry-run", "++workload.dataset.format=npz",
+             "++workload.dataset.num_samples_per_file=4195198976"])
+    assert r.exit_code == 2 and "Traceback" not in r.output and "MemoryError" not in r.output
+    assert "workload dlrm: 4,195,198,976 samples: planning them needs about 250.1 GiB" in r.output
+
+
+def test_plan_size_error_bounds():
+    from dlbench.run.setup import PLAN_BYTES_PER_SAMPLE, plan_size_error
+
+    gib = 2**30
+    assert plan_size_error(1_000_000, 4, "w", 8 * gib) is None                     # 256 MB of 8 GiB
+    n = int(0.8 * 8 * gib / PLAN_BYTES_PER_SAMPLE / 4) + 1000
+    assert "use fewer samples" in plan_size_error(n, 4, "w", 8 * gib)
+    assert plan_size_error(n, 4, "w", 0) is None                                     # no /proc/meminfo: no check
