@@ -423,6 +423,9 @@ class StrategyFlagsCommand(click.Command):
 @click.option("--read-via", type=click.Choice(["auto", "library", "pread"]), default="auto", show_default=True,
               help="how samples are read: library (the format's own reader), pread (byte ranges at offsets), "
                    "auto (the layout's default). Per layout: " + read_via_help())
+@click.option("--ceiling-steps", type=click.IntRange(0, 100_000), default=32, show_default=True,
+              help="after the epochs, replay this many steps of the plan from memory (no compute, no PFS model) "
+                   "for dlbench's own ceiling and the run's headroom; 0: off")
 @click.option("--dlio-config", type=click.Path(dir_okay=False), default=None,
               help="a DLIO workload YAML (its dataset, reader, train, checkpoint and metric.au); DLIO's Hydra "
                    "overrides follow as arguments: ++workload.dataset.num_files_train=16")
@@ -432,7 +435,7 @@ class StrategyFlagsCommand(click.Command):
 def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, compute, accelerator, compute_time,
         compute_stdev, compute_profile, device, precision, model, barrier, checkpoint_every, ranks_per_node, verify,
         dry_run, progress, system, local_dir, inject, cache, read_via="auto", dlio_config=None,
-        allow_unsupported=False, dlio_overrides=(), overlap="auto", **strategy_opts):
+        allow_unsupported=False, dlio_overrides=(), overlap="auto", ceiling_steps=32, **strategy_opts):
     """Run the measured epoch loop for one strategy (serially, or under mpiexec/srun)."""
     import json
 
@@ -463,7 +466,8 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
                     compute_profile=compute_profile, device=device, precision=precision, model=model, barrier=barrier,
                     checkpoint_every=checkpoint_every, verify=verify, ranks_per_node=ranks_per_node,
                     dry_run=dry_run, system=system, local_dir=local_dir, inject=tuple(inject), cache=cache,
-                    read_via=read_via, overlap=overlap)
+                     read_via=read_via, overlap=overlap, ceiling_steps=ceiling_steps,
+                    eval=dlio_t.run.get("eval") if dlio_t is not None else None)
     from .storage.inject import parse as parse_injection
 
     parse_injection(inject)  # a bad --inject: one line before any MPI work
@@ -498,6 +502,11 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     warn = (res["run"].get("summary", {}).get("page_cache") or {}).get("warning")
     if warn:
         click.echo(f"dlbench: warning: {warn}", err=True)
+    for w in ((res["run"].get("summary", {}).get("ceiling") or {}).get("warning"),
+              (res["run"].get("summary", {}).get("cache") or {}).get("residency_warning"),
+              res["run"].get("summary", {}).get("preloaded_warning")):
+        if w:
+            click.echo(f"dlbench: warning: {w}", err=True)
     inj = res["run"].get("summary", {}).get("injected")
     if inj:
         click.echo(f"dlbench: warning: faults injected (--inject): {inj}", err=True)
@@ -706,6 +715,8 @@ def import_dftracer_cmd(traces, name, tiers, strict, hdf5_split, out):
                                     hdf5_split=hdf5_split)
     rd = D.write_dftracer(doc, intervals, out)
     click.echo(report.render_summary(results.read_run(rd)))
+    if doc["summary"].get("import_warning"):
+        click.echo(f"dlbench: warning: {doc['summary']['import_warning']}", err=True)
     click.echo(f"results: {rd}")
 
 

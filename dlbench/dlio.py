@@ -49,6 +49,9 @@ DEFAULTS = {
     "checkpoint.checkpoint_after_epoch": 1, "checkpoint.epochs_between_checkpoints": 1,
     "checkpoint.steps_between_checkpoints": -1, "model.model_size_bytes": 10240,
     "workflow.train": True, "workflow.checkpoint": False,
+    "workflow.evaluation": False, "dataset.num_files_eval": 0, "reader.batch_size_eval": 1,
+    "evaluation.eval_time": 0.0, "evaluation.eval_time_stdev": 0.0, "evaluation.eval_after_epoch": 1,
+    "evaluation.epochs_between_evals": 1,
 }
 
 _NOOP_FALSE = (False, None, 0, "", "False", "false")
@@ -83,11 +86,17 @@ KEYS: dict[str, Key] = {
     "dataset.num_files_train": _M, "dataset.num_samples_per_file": _M, "dataset.format": _M,
     "dataset.record_dims": _M, "dataset.record_element_type": _M,
     "dataset.record_element_bytes": _n("implied by record_element_type"),
-    "dataset.num_files_eval": _u("evaluation is not emulated", 0),
+    "dataset.num_files_eval": _M,
+    # keys of DLIO's dlrm workload (read by the DLIO versions with its indexed_binary format)
+    "dataset.eval_num_samples_per_file": _u("DLIO's dlrm evaluation files are not emulated", None),
+    "workflow.do_eval": _u("dlrm's evaluation switch: dlbench emulates DLIO's workflow.evaluation", *_NOOP_FALSE),
+    "train.total_eval_steps": _u("a fixed count of evaluation steps is not emulated (dlbench reads the "
+                                 "evaluation files once per evaluation)", None, -1, 0),
+    "evaluation.steps_between_evals": _u("evaluation every N steps is not emulated", None, -1, 0),
     "dataset.generation_buffer_size": _n("generation detail"),
     "dataset.data_folder": _n("dlbench generates its own dataset under --data-dir (default: its data cache)"),
     "dataset.num_subfolders_train": _u("dlbench writes one flat folder", 0),
-    "dataset.num_subfolders_eval": _u("evaluation is not emulated", 0),
+    "dataset.num_subfolders_eval": _u("dlbench writes the evaluation files in one flat folder", 0),
     "dataset.enable_chunking": _u("HDF5 chunking is not emulated", *_NOOP_FALSE),
     "dataset.chunk_size": _u("HDF5 chunking is not emulated", 0),
     "dataset.compression": _u("compressed files are not emulated", "none", None),
@@ -105,7 +114,7 @@ KEYS: dict[str, Key] = {
     "reader.data_loader_sampler": _u("DLIO's iterative/index samplers: dlbench uses DistributedSampler order",
                                      None, "index"),
     "reader.read_threads": _M, "reader.computation_threads": _n("TensorFlow's parallel map threads"),
-    "reader.batch_size": _M, "reader.batch_size_eval": _n("evaluation is not emulated"),
+    "reader.batch_size": _M, "reader.batch_size_eval": _M,
     "reader.prefetch_size": _M, "reader.file_shuffle": _M, "reader.sample_shuffle": _M,
     "reader.shuffle_size": _M,
     "reader.file_access": _u("DLIO's shared-file/MPI-IO access modes are not emulated", "multi"),
@@ -119,10 +128,8 @@ KEYS: dict[str, Key] = {
     "reader.transformed_record_element_type": _u("DLIO's record transformation is not emulated", None),
     "train.epochs": _M, "train.total_training_steps": _M, "train.seed_change_epoch": _M,
     "train.computation_time": _M, "train.computation_time_stdev": _M, "train.seed": _M,
-    "evaluation.eval_time": _u("evaluation is not emulated", 0, 0.0, None, {}),
-    "evaluation.eval_time_stdev": _u("evaluation is not emulated", 0, 0.0),
-    "evaluation.eval_after_epoch": _n("evaluation is not emulated"),
-    "evaluation.epochs_between_evals": _n("evaluation is not emulated"),
+    "evaluation.eval_time": _M, "evaluation.eval_time_stdev": _M, "evaluation.eval_after_epoch": _M,
+    "evaluation.epochs_between_evals": _M,
     "checkpoint.checkpoint_folder": _n("dlbench writes checkpoints in the run folder"),
     "checkpoint.checkpoint_after_epoch": _M, "checkpoint.epochs_between_checkpoints": _M,
     "checkpoint.steps_between_checkpoints": _M,
@@ -156,7 +163,7 @@ KEYS: dict[str, Key] = {
     "output.metric.exclude_start_steps": _u("dlbench counts every step (first_step_stall_s shows step 0)", 0),
     "output.metric.exclude_end_steps": _u("dlbench counts every step", 0),
     "workflow.train": _M, "workflow.generate_data": _n("dlbench generates on first use (or `dlbench generate`)"),
-    "workflow.evaluation": _u("evaluation is not emulated", *_NOOP_FALSE),
+    "workflow.evaluation": _M,
     "workflow.checkpoint": _M,
     "workflow.profiling": _u("DLIO's profilers are not run (dlbench records its own phases and counters)",
                              *_NOOP_FALSE),
@@ -176,7 +183,7 @@ KEYS: dict[str, Key] = {
 }
 # DLIO reads `reader` or its old name `data_reader`
 KEYS.update({"data_reader." + k[len("reader."):]: v for k, v in list(KEYS.items()) if k.startswith("reader.")})
-_OPEN = ("storage.storage_options", "reader.preprocess_time", "train.computation_time", "evaluation.eval_time")
+_OPEN = ("storage.storage_options", "reader.preprocess_time", "train.computation_time")
 _ALIASES = {"dataset.record_length": "dataset.record_length_bytes",
             "dataset.record_length_stdev": "dataset.record_length_bytes_stdev",
             "dataset.record_length_resize": "dataset.record_length_bytes_resize",
@@ -290,13 +297,26 @@ NUMBERS: dict[str, tuple[bool, float]] = {
     "metric.au": (False, 0),
     "checkpoint.checkpoint_after_epoch": (True, 0),
     "checkpoint.epochs_between_checkpoints": (True, 1),
+    "dataset.num_files_eval": (True, 0),
+    "reader.batch_size_eval": (True, 1),
+    "evaluation.eval_time": (False, 0),
+    "evaluation.eval_time_stdev": (False, 0),
+    "evaluation.eval_after_epoch": (True, 0),
+    "evaluation.epochs_between_evals": (True, 1),
 }
+
+
+# a number in exponent form without a dot (``5e-3``): YAML 1.1 (PyYAML) reads it as a string, DLIO (OmegaConf's
+# float resolver) as 0.005
+_EXP_FLOAT = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
 def _num(key: str, v, where: str):
     """The value ``v`` of the numeric DLIO key ``key`` as its ``NUMBERS`` entry says (int or float, bounded
-    below), or a one-line ConfigError."""
+    below; ``5e-3`` read as DLIO reads it), or a one-line ConfigError."""
     integer, lo = NUMBERS[key]
+    if isinstance(v, str) and _EXP_FLOAT.fullmatch(v.strip()):
+        v = float(v)
     ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
     if ok and integer and float(v) != int(v):
         ok = False
@@ -381,8 +401,10 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         return _num(key, get(key), where)
 
     fmt = str(get("dataset.format")).lower()
-    if fmt not in DLIO_FORMATS:
-        unsupported.append(f"dataset.format={fmt!r} (dlbench emulates {', '.join(DLIO_FORMATS)})")
+    if fmt not in DLIO_FORMATS:   # no layout to write or read: --allow-unsupported cannot run without one
+        raise ConfigError(f"dataset.format={fmt!r} ({where}): dlbench writes and reads {', '.join(DLIO_FORMATS)}; "
+                          f"a run needs one of them (--allow-unsupported does not apply to the format): override "
+                          f"it with ++workload.dataset.format=npz")
     if not get("workflow.train"):
         raise ConfigError(f"workflow.train=False ({where}): dlbench runs training; DLIO's generate-only or "
                           f"checkpoint-only runs are not emulated")
@@ -521,11 +543,48 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
            "max_steps": steps if steps > 0 else None, "seed": int(get("train.seed") or 0)}
     if run["max_steps"] is not None:
         unsupported.append(f"train.total_training_steps={steps} (dlbench runs whole epochs)")
+    run["eval"] = _evaluation(get, num, spf, epochs, notes)
     if unsupported and not allow_unsupported:
         raise ConfigError(f"{where}: DLIO settings dlbench does not emulate (pass --allow-unsupported to run "
                           f"without them, or override them): {'; '.join(unsupported)}")
+    _check_translated(workload, where)
     return Translation(workload=workload, run=run, au_threshold=au, source=str(where), notes=notes,
                        unsupported=unsupported)
+
+
+def _evaluation(get, num, spf: int, epochs: int, notes: list) -> dict | None:
+    """DLIO's evaluation phase (``workflow.evaluation``): after training epoch ``e`` (DLIO counts from 1) with
+    ``e >= eval_after_epoch`` and every ``epochs_between_evals`` from there, every rank reads its share of the
+    ``num_files_eval`` files in batches of ``reader.batch_size_eval`` (floor(samples / ranks / batch) steps, as
+    DLIO's eval loop), each step followed by ``eval_time`` of emulated compute. None: no evaluation."""
+    files = num("dataset.num_files_eval")    # every value checked, as DLIO reads them, evaluating or not
+    after, every = num("evaluation.eval_after_epoch"), num("evaluation.epochs_between_evals")
+    ev = {"samples": files * spf, "batch_size": num("reader.batch_size_eval"),
+          "step_time_s": num("evaluation.eval_time"), "step_stdev_s": num("evaluation.eval_time_stdev"),
+          "after_epoch": after, "every": every}
+    if not get("workflow.evaluation"):
+        return None
+    if files == 0:
+        notes.append("workflow.evaluation=True with dataset.num_files_eval=0: no evaluation files, nothing to "
+                     "evaluate")
+        return None
+    due = [e for e in range(1, epochs + 1) if e >= after and (e - after) % every == 0]
+    notes.append(f"evaluation: {files} file(s) of {spf} sample(s) read after training epoch(s) "
+                 f"{', '.join(map(str, due)) or 'none'} (DLIO counts from 1), batches of {ev['batch_size']}, "
+                 f"{ev['step_time_s']:g} s per step: phase eval, outside the epoch time and AU")
+    return ev
+
+
+def _check_translated(workload: dict, where: str) -> None:
+    """The translated workload, validated as ``dlbench run`` will load it: an error names the user's DLIO file
+    (not the workload YAML written under the data root from it)."""
+    from . import workload as W
+    from .config import from_mapping
+
+    try:
+        W._check_spec(from_mapping(W.WorkloadSpec, copy.deepcopy(workload), where=where), where)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: these DLIO settings give a workload dlbench cannot run: {e}") from None
 
 
 def _accelerator_from_name(where: str) -> str | None:
@@ -549,6 +608,9 @@ def workload_yaml(t: Translation) -> str:
                     f"(DLIO checkpoints every {t.run['checkpoint_every_epochs']} epochs)")
     head += [f"# note: {n}" for n in t.notes]
     head += [f"# NOT EMULATED: {u}" for u in t.unsupported]
+    if t.run.get("eval"):
+        head.append("# NOT EMULATED by `dlbench run --workload THIS.yaml`: DLIO's evaluation (`dlbench run "
+                    "--dlio-config` emulates it)")
     return "\n".join(head) + "\n" + yaml.safe_dump(t.workload, sort_keys=False, default_flow_style=None)
 
 
@@ -623,7 +685,9 @@ def dlio_summary(doc: dict) -> dict | None:
         "epochs": s.get("epochs"),
         "num_files_train": (-(-wl["samples"] // wl["samples_per_file"]) if wl.get("layout") != "hdf5_shared"
                             else 1) if wl.get("samples") and wl.get("samples_per_file") else None,
-        "num_files_eval": 0,
+        # the evaluation files (DLIO's valid folder) when the run emulated DLIO's evaluation, else none read
+        "num_files_eval": (-(-int((cfg.get("eval") or {}).get("samples", 0)) // int(wl["samples_per_file"]))
+                           if cfg.get("eval") and wl.get("samples_per_file") else 0),
         "num_samples_per_file": wl.get("samples_per_file"),
         "host_memory_GB": mem_gb,
         "host_cpu_count": [int(env["cpu_count"])] * hosts if env.get("cpu_count") else None,
@@ -641,7 +705,7 @@ def dlio_summary(doc: dict) -> dict | None:
                     # device (cold), or come from memory (warm) — measured (dlbench.storage.pagecache)
                     "cache_verdict": cache.get("verdict"), "cache_verdict_line": cache.get("verdict_line"),
                     "top_level_keys": "start/end: local time as DLIO's (end: when run.json was written; start: "
-                                      "end - total_time_s); num_files_eval 0 (evaluation is not emulated); "
+                                      "end - total_time_s); num_files_eval: the evaluation files read (0: no evaluation); "
                                       "host_memory_GB, host_cpu_count: rank 0's host (MemTotal in GiB, logical "
                                       "CPUs) for each of num_hosts; host_processor_name: platform.machine(); "
                                       "data_size_per_host_GB: the dataset's bytes / num_hosts in GiB; "

@@ -17,7 +17,9 @@ What is made of it (``parse_traces`` → ``dftracer_run``):
   ``fread``; bytes = ``ret``), the access-size histogram, sequential/consecutive reads (Darshan's rules,
   the offset of ``read``/``readv``/``fread`` tracked from opens, ``lseek`` returns and earlier reads of the
   process), read time (Σ ``dur``), writes. A call that failed (``ret`` < 0) is not counted as a read or
-  write; failures are counted apart (``failed_calls``). ``imported.files`` holds per-file opens, reads,
+  write; failures are counted apart (``failed_calls``), and so are calls without a return value
+  (``calls_without_ret``: a trace recorded without ``DFTRACER_INC_METADATA=1``, which also drops file names;
+  ``summary.import_warning`` then says the byte figures miss them, or are all 0). ``imported.files`` holds per-file opens, reads,
   bytes and writes (per pid too) of the ``MAX_FILES_KEPT`` files with the most bytes (``files_total``: all).
 - File classes: ``--tier PREFIX=NAME`` names the files under a path prefix (longest prefix wins:
   ``--tier /lustre/ds=shared --tier /tmp/loc=local``); other files are classed by the mount point that
@@ -264,6 +266,7 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
     file_no: dict[str, int] = {}
     per_file: dict[str, dict] = {}
     failed: dict[str, int] = {}
+    no_ret: dict[str, int] = {}     # read/write calls on a named file without a return value (no metadata)
     other: dict[str, int] = {}
     events = 0
     class_no: dict[str, int] = {}
@@ -318,7 +321,10 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
             return
         is_read_at, is_read_pos = name in READ_AT_CALLS, name in READ_POS_CALLS
         if is_read_at or is_read_pos:
-            if ret is None or ret < 0:
+            if "ret" not in a:   # recorded without DFTRACER_INC_METADATA=1: no return value, so no byte count
+                no_ret[name] = no_ret.get(name, 0) + 1
+                return
+            if ret is None or ret < 0:   # failed, or a value that is no byte count
                 failed[name] = failed.get(name, 0) + 1
                 return
             nbytes = ret
@@ -346,6 +352,9 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
             rs[4].append(class_no.setdefault(cls, len(class_no)))
             return
         if name in WRITE_AT_CALLS or name in WRITE_POS_CALLS:
+            if "ret" not in a:
+                no_ret[name] = no_ret.get(name, 0) + 1
+                return
             if ret is None or ret < 0:
                 failed[name] = failed.get(name, 0) + 1
                 return
@@ -431,7 +440,8 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
     if not procs:
         raise DataError(f"TRACE={files[0]}{' ...' if len(files) > 1 else ''}: no dftracer events found")
     return {"files": [str(p) for p in files], "procs": procs, "per_file": per_file, "bad_lines": bad[:MAX_BAD_LINES_KEPT],
-            "bad_line_count": len(bad), "failed_calls": failed, "other_calls": other, "events": events,
+            "bad_line_count": len(bad), "failed_calls": failed, "calls_without_ret": no_ret,
+            "other_calls": other, "events": events,
             "time_unit": unit, "classes": sorted(class_no, key=class_no.get)}
 
 
@@ -568,6 +578,10 @@ def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, s
     if t["failed_calls"]:
         notes.append("failed calls (ret < 0) not counted: " + ", ".join(f"{k} {v}" for k, v in
                                                                          sorted(t["failed_calls"].items())))
+    warn = no_byte_counts(t, read_bytes + sum(d["bytes_written"] for d in t["per_file"].values()))
+    summary["import_warning"] = warn
+    if warn:
+        notes.insert(0, warn)
     if hdf5_split:
         h5 = hdf5_metadata(t["per_file"])
         if h5["files_split"] or h5["files_not_split"]:
@@ -590,7 +604,8 @@ def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, s
                 str(Path(os.path.commonpath([str(Path(f).resolve()) for f in t["files"]]))),
                 "trace_files": t["files"], "events": t["events"], "time_unit": t["time_unit"],
                 "bad_line_count": t["bad_line_count"], "bad_lines": [list(b) for b in t["bad_lines"]],
-                "failed_calls": t["failed_calls"], "other_calls": t["other_calls"],
+                "failed_calls": t["failed_calls"], "calls_without_ret": t["calls_without_ret"],
+                "other_calls": t["other_calls"],
                 "processes": [{"host": k[0], "pid": k[1], "ppid": procs[k].ppid, "rank": rank_of.get(k)}
                               for k in sorted(procs, key=lambda k: (rank_of.get(k, -1), k))],
                 "files": per_file, "files_total": len(t["per_file"]), "tiers": dict(tiers or {})}
@@ -598,6 +613,27 @@ def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, s
                       "tiers": dict(tiers or {})},
            "summary": summary, "imported": imported}
     return doc, intervals
+
+
+IO_CALLS = READ_AT_CALLS | READ_POS_CALLS | WRITE_AT_CALLS | WRITE_POS_CALLS
+
+
+def no_byte_counts(t: dict, nbytes: int) -> str | None:
+    """The warning for a trace whose read/write calls carry no byte counts: dftracer writes a call's file
+    (``fhash``/``fname``), return value and offset only with ``DFTRACER_INC_METADATA=1``; without it every
+    call is there, its bytes are not, and the import would report 0 bytes as if nothing was read."""
+    unnamed = sum(v for k, v in t["other_calls"].items() if k in IO_CALLS)   # POSIX/STDIO calls with no file
+    no_ret = sum(t["calls_without_ret"].values())
+    missing = unnamed + no_ret
+    if not missing:
+        return None
+    what = (f"{missing:,} read/write call(s) carry no byte count ({unnamed:,} without a file name, {no_ret:,} "
+            f"without a return value)")
+    if nbytes == 0:
+        return (f"no byte counts: {what}, so every byte figure of this import is 0; the trace was recorded "
+                f"without DFTRACER_INC_METADATA=1: trace again with it set")
+    return (f"incomplete byte counts: {what}; they are not in the byte figures (were some processes traced "
+            f"without DFTRACER_INC_METADATA=1?)")
 
 
 def _app_name(files) -> str:

@@ -469,6 +469,13 @@ GLOSSARY = {
                         "AU",
     "transfer_overlapped": "the rest of the host-to-device copy: hidden behind the previous step's compute on "
                            "the device; reported, not counted against AU",
+    "ceiling": "measured runs: samples per second when every rank replays the first steps of epoch 0's plan "
+               "after the epochs, its shared tier read from memory (no PFS model, no compute), the first step "
+               "left out: samples summed over ranks / the slowest rank's time; dlbench's own limit on this host",
+    "headroom": "ceiling_samples_per_s / samples_per_s; under 1.25 (a run within 80 % of its ceiling) dlbench "
+                "itself may be the limit",
+    "eval": "DLIO's evaluation after an epoch (--dlio-config with workflow.evaluation): its files read and its "
+            "eval_time slept per step, outside the epoch clock (not in epoch time or AU); eval_s per epoch",
 }
 
 

@@ -216,6 +216,7 @@ def render_summary(run: dict) -> str:
         ("AU (compute/epoch)", _f(s.get("au"), "{:.1%}")),
         ("AU threshold", _au_rule(s.get("au_rule"))),
         ("samples/s", _f(s.get("samples_per_s"), "{:.1f}")),
+        *_ceiling_rows(s),
         ("read (MiB)", _f(_div(s.get("read_bytes"), MIB), "{:.1f}")),
         ("read bandwidth per rank (MiB/s)", _f(_div(s.get("read_bandwidth_bytes_per_s"), MIB), "{:.1f}")),
         ("first-step stall per epoch (s)", ", ".join(_f(x, "{:.4f}") for x in s.get("first_step_stall_s") or [])
@@ -233,6 +234,9 @@ def render_summary(run: dict) -> str:
             key.append(("host-to-device exposed / overlapped (share of epoch)",
                         f"{_f(ps.get('transfer_exposed'), '{:.1%}')} / {_f(ps.get('transfer_overlapped'), '{:.1%}')}"
                         f"  (--overlap {comp.get('overlap', 'off')})"))
+    if s.get("eval"):
+        key.append(("DLIO evaluation (s), outside epoch time",
+                    ", ".join(f"after epoch {r['after_epoch']}: {r['eval_s']:.4f}" for r in s["eval"]["per_epoch"])))
     if s.get("plan_time_s"):
         key.append(("plan build per epoch (s), outside epoch time",
                     ", ".join(_f(x, "{:.4f}") for x in s["plan_time_s"])))
@@ -281,6 +285,8 @@ def render_summary(run: dict) -> str:
     if ioc:
         lines.append("")
         lines.append(ioc)
+    if s.get("preloaded_warning"):
+        lines.append(f"warning: {s['preloaded_warning']}")
     for note in s.get("import_notes") or []:
         lines.append(f"note: {note}")
     return "\n".join(lines)
@@ -299,6 +305,18 @@ def loop_overhead(run: dict) -> tuple:
     seg = bar_segments(run)
     total = seg["total"] - seg["prologue"]
     return seg["other"], (seg["other"] / total if total > 0 else None)
+def _ceiling_rows(s: dict) -> list:
+    """The run's own ceiling (``summary["ceiling"]``, measured runs): samples/s replaying the plan from memory
+    and the headroom, or why it was not replayed; nothing for runs without it (simulated, imported, older)."""
+    c = s.get("ceiling")
+    if not c:
+        return []
+    if c.get("skipped"):
+        return [("ceiling (replay from memory)", f"not measured: {c['skipped']}")]
+    warn = "  dlbench itself may be the limit" if c.get("warning") else ""
+    return [("ceiling samples/s (replay from memory)",
+             f"{_f(s.get('ceiling_samples_per_s'), '{:.1f}')}  ({c.get('steps')} steps, no compute)"),
+            ("headroom (ceiling / measured)", _f(s.get("headroom"), "{:.2f}") + warn)]
 
 
 def _div(x, d):
@@ -321,17 +339,30 @@ def render_cache(c: dict | None) -> str:
         rows.append(("prologue" if e < 0 else e, _f(d["requested_bytes"] / MIB, "{:.1f}"),
                      _f(d["device_read_bytes"] / MIB, "{:.1f}") if dev.get("available") else "n/a",
                      _f(d.get("device_share"), "{:.0%}") if dev.get("available") else "n/a", d.get("verdict", "-"),
-                     _f(x["evict_s"], "{:.3f}") if x else "-"))
+                     _f(x["evict_s"], "{:.3f}") if x else "-", *_resident(x, ev)))
+    head = ["epoch", "requested (MiB)", "device (MiB)", "device/requested", "verdict", "evict before (s)"]
+    if any("resident_before_bytes" in x for x in ev.values()):
+        head.append("resident before -> after evict (MiB, mincore)")
     out = [f"page cache: --cache {c.get('mode')}" + (" (O_DIRECT reads)" if c.get("direct_reads") else ""),
-           _table(["epoch", "requested (MiB)", "device (MiB)", "device/requested", "verdict", "evict before (s)"],
-                  rows)]
+           _table(head, rows)]
     out.append(f"verdict: {c.get('verdict_line')}")
     ml = c.get("mlperf") or {}
     if ml:
         out.append(f"MLPerf Storage check (dataset >= 5x a node's RAM): {ml.get('line')}")
     if c.get("warning"):
         out.append(f"warning: {c['warning']}")   # printed here once (the run's summary and `dlbench report`)
+    if c.get("residency_warning"):
+        out.append(f"warning: {c['residency_warning']}")
     return "\n".join(out)
+
+
+def _resident(x: dict | None, ev: dict) -> tuple:
+    """The eviction's mincore check as one cell (none for runs without it)."""
+    if not any("resident_before_bytes" in y for y in ev.values()):
+        return ()
+    if not x or "resident_before_bytes" not in x:
+        return ("-",)
+    return (f"{x['resident_before_bytes'] / MIB:.1f} -> {x['resident_after_bytes'] / MIB:.1f}",)
 
 
 def render_read_latency(lat: dict | None) -> str:

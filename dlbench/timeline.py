@@ -32,14 +32,15 @@ from collections.abc import Sequence
 import numpy as np
 
 PHASES = ("read", "decode", "transfer", "exchange", "stage", "compute", "checkpoint", "stall", "barrier", "plan",
-          "verify", "evict", "transfer_exposed", "transfer_overlapped")
+          "verify", "evict", "transfer_exposed", "transfer_overlapped", "eval")
 # ``transfer`` is the whole host-to-device copy and conversion; ``transfer_exposed`` the part of it the compute
 # waited for (all of it without --overlap), ``transfer_overlapped`` the rest (hidden behind the previous step's
 # compute): the two split ``transfer`` in time
 # phases recorded outside the epoch clock (reported apart, not a share of epoch time): ``plan`` is the build
 # of epoch e's plan, done by the runner before epoch e's clock starts; ``evict`` (``--cache drop``) the page
-# cache eviction before epoch e (and, tagged 0 too, before the prologue), with the barrier that follows it
-OUTSIDE_EPOCH = ("plan", "evict")
+# cache eviction before epoch e (and, tagged 0 too, before the prologue), with the barrier that follows it;
+# ``eval`` DLIO's evaluation after epoch e (``run.evaluate``: its files read, its step time slept)
+OUTSIDE_EPOCH = ("plan", "evict", "eval")
 PHASE_ID = {name: i for i, name in enumerate(PHASES)}
 
 clock_ns = time.perf_counter_ns

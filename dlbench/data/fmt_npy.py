@@ -22,7 +22,9 @@ integers in [0, 1024), labels in {0, 1}); a sample's row is the concatenation of
 Readers. ``--read-via auto`` / ``library`` (default, what a PyTorch ``Dataset`` does): ``np.load`` per sample
 (one sample per file: the whole file; several: ``np.load(mmap_mode="r")`` and a copy of the row).
 ``--read-via pread``: the header is parsed once per opened file (``np.lib.format``), then the row is one
-``preadv`` at ``data_offset + j * row_bytes`` straight into the batch row (an LRU of open files). Header
+``preadv`` at ``data_offset + j * row_bytes`` straight into the batch row (an LRU of open files); a file per
+sample is ``open + preadv + close``, the one ``preadv`` taking the header into a small buffer (then compared
+with ``np.save``'s for the shape: another header is parsed and the row read again). Header
 bytes are not counted as reads (as HDF5 metadata); O_DIRECT is not implemented (``--cache direct`` falls
 back to buffered reads with eviction).
 """
@@ -309,7 +311,10 @@ class NpyLoadReader(_Base):
 
 
 class NpyPreadReader(_Base):
-    """Header parsed once per opened file, then one ``preadv`` per sample (an LRU of open files)."""
+    """Header parsed once per opened file, then one ``preadv`` per sample (an LRU of open files). A file per
+    sample: ``open + preadv + close``, the one ``preadv`` reading the header into a small buffer and the data
+    straight into the row; the header is then compared with the one ``np.save`` writes for that shape (any
+    other: the general path, which parses it and reads again)."""
 
     def __init__(self, d: Path, manifest, workload, counters=None, max_open_files: int = 64, storage=None):
         self._init(d, manifest, workload, counters, storage)
@@ -319,6 +324,46 @@ class NpyPreadReader(_Base):
         self._dtype = np.dtype(workload.arrays[0].dtype)
         self._open: OrderedDict[int, tuple[int, int]] = OrderedDict()
         self._max_open = max(1, int(max_open_files))
+        if self._spf == 1:
+            self.read_into = self._read_whole  # type: ignore[method-assign]  # a file per sample
+            self._rec = rec = record_nbytes(self._spec, self._seed, len(self._rows))
+            self._fixed = b"" if rec is not None else _expected_header(
+                self._dtype.str, file_shape(self._spec, sample_shapes(self._spec, self._seed, 0)[0], 1))
+            self._heads: dict[int, bytearray] = {}     # header length -> the reader's buffer for it
+
+    def _header(self, f: int) -> bytes:
+        rec = self._rec
+        if rec is None:
+            return self._fixed
+        return _expected_header(self._dtype.str, (int(rec[f]) // self._dtype.itemsize,))
+
+    def _read_whole(self, i: int, out: np.ndarray) -> int:
+        n = int(self._rows[i])
+        want = self._header(i)
+        buf = self._heads.get(len(want))
+        if buf is None:
+            buf = self._heads[len(want)] = bytearray(len(want))
+        path = self._paths[i]
+        fd = self._open_read(path, os.O_RDONLY)
+        try:
+            t0 = perf_counter_ns()
+            got = self._preadv(fd, [buf, out[:n]], 0) - len(want)
+            dt = perf_counter_ns() - t0
+            off = len(want)
+            if buf != want:   # another writer's header (or none): parse it, then read the row again
+                off = data_offset(fd, path, 0, self._dtype, file_shape(self._spec, sample_shapes(
+                    self._spec, self._seed, i, self._rec)[0], 1), pread=self._pread)
+                t0 = perf_counter_ns()
+                got = self._preadv(fd, [out[:n]], off)
+                dt = perf_counter_ns() - t0
+        finally:
+            self._close(fd)
+        if self.counters is not None:
+            self.counters.open_read(i, off, max(got, 0), dt)
+        if got != n:
+            raise DataError(f"{os.fsdecode(path)}: short read of sample {i}: the file is truncated "
+                            f"(check the dataset with `dlbench verify`)")
+        return n
 
     def _get(self, f: int) -> tuple[int, int]:
         h = self._open.get(f)

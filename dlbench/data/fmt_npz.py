@@ -238,6 +238,111 @@ class NpzPreadReader(_Arrays):
         self._open_read, self._preadv, self._close, self._pread = st.open_read, st.preadv, st.close, st.pread
         self._open: OrderedDict[int, tuple[int, list]] = OrderedDict()
         self._max_open = max(1, int(max_open_files))
+        if self._spf == 1:
+            # a file per sample: once a file of a shape was read through the headers (``_get``), the next
+            # files of that shape are one ``preadv`` (``_read_whole``): each member's local header and .npy
+            # header into the template's buffers, its data into the row; the headers must then equal the
+            # template's but for the CRC-32 (bytes 14-18 of a local header), else the general path
+            self.read_into = self._read_whole  # type: ignore[method-assign]
+            rec = npy.record_nbytes(self._spec, self._seed, len(self._rows))
+            self._rec_bytes = rec
+            self._templates: dict[int, tuple[list[bytes], list[bytearray], list[int], int]] = {}
+
+    def _read_whole(self, i: int, out: np.ndarray) -> int:
+        key = -1 if self._rec_bytes is None else int(self._rec_bytes[i])
+        tpl = self._templates.get(key)
+        if tpl is None:
+            tpl = self._derived(i, key)
+            if tpl is None:
+                return self._read_learning(i, out, key)
+        want, bufs, sizes, whole = tpl
+        iov: list = []
+        pos = 0
+        for b, n in zip(bufs, sizes):
+            iov.append(b)
+            iov.append(out[pos:pos + n])
+            pos += n
+        path = self._paths[i]
+        fd = self._open_read(path, os.O_RDONLY)
+        try:
+            t0 = perf_counter_ns()
+            got = self._preadv(fd, iov, 0)
+            dt = perf_counter_ns() - t0
+        finally:
+            self._close(fd)
+        same = got == whole
+        if same:
+            for b, w in zip(bufs, want):
+                if b[:14] != w[:14] or b[18:] != w[18:]:
+                    same = False
+                    break
+        if not same:   # another writer, another layout, or a truncated file: the general path says which
+            return NpzPreadReader.read_into(self, i, out)
+        if self.counters is not None:
+            self.counters.open_read(i, len(bufs[0]), pos, dt)
+        return pos
+
+    def _derived(self, i: int, key: int):
+        """Record sizes (a size per file): file ``i``'s template from a learned one of another size, where that
+        one's local headers carry the sizes in the zip64 extra field only (``np.savez``'s ``force_zip64``):
+        the same headers with this file's member sizes and .npy headers (checked as any template)."""
+        if not self._templates:
+            return None
+        base = next(iter(self._templates.values()))[0]
+        shapes = npy.sample_shapes(self._spec, self._seed, i, self._rec_bytes)
+        segs = []
+        for seg, sh, dt in zip(base, shapes, self._dtypes):
+            nlen, elen = struct.unpack("<HH", seg[26:30])
+            if elen != ZIP64_LOCAL_EXTRA or seg[LOCAL_HEAD + nlen:LOCAL_HEAD + nlen + 4] != b"\x01\x00\x10\x00":
+                return None
+            head = npy._expected_header(dt.str, tuple(int(x) for x in sh))
+            msize = len(head) + int(np.prod(sh, dtype=np.int64)) * dt.itemsize
+            segs.append(seg[:LOCAL_HEAD + nlen] + struct.pack("<HHQQ", 1, 16, msize, msize) + head)
+        sizes = self._row_parts(i)
+        if len(self._templates) >= 4096:    # bounded: a size per file would otherwise keep one per file
+            self._templates = dict([next(iter(self._templates.items()))])
+        tpl = self._templates[key] = (segs, [bytearray(len(x)) for x in segs], sizes,
+                                      sum(sizes) + sum(len(x) for x in segs))
+        return tpl
+
+    def _read_learning(self, i: int, out: np.ndarray, key: int) -> int:
+        """The general path, keeping the file's headers as the template of its shape when its members lie
+        header, data, header, data... from byte 0 (``np.savez``'s layout)."""
+        fd, parts = self._get(i)
+        try:
+            n = self._read_parts(i, fd, parts, out)
+            segs, at = [], 0
+            for off, b in parts:
+                if off - at < LOCAL_HEAD:
+                    break
+                seg = self._pread(fd, off - at, at)
+                if len(seg) != off - at or seg[:4] != b"PK\x03\x04":
+                    break
+                segs.append(seg)
+                at = off + b
+            else:
+                sizes = [b for _o, b in parts]
+                self._templates[key] = (segs, [bytearray(len(x)) for x in segs], sizes,
+                                        sum(sizes) + sum(len(x) for x in segs))
+        finally:
+            self._open.pop(i, None)
+            self._close(fd)
+        return n
+
+    def _read_parts(self, i: int, fd, parts, out: np.ndarray) -> int:
+        f = i // self._spf
+        j = i - f * self._spf
+        cnt, clock, preadv = self.counters, perf_counter_ns, self._preadv
+        pos = 0
+        for off, b in parts:
+            t0 = clock()
+            got = preadv(fd, [out[pos:pos + b]], off + j * b)
+            if cnt is not None:
+                cnt.read(f, off + j * b, got, clock() - t0)
+            if got != b:
+                raise self._error(f, i, "short read: the file is truncated")
+            pos += b
+        return pos
 
     def _get(self, f: int) -> tuple[int, list]:
         h = self._open.get(f)
@@ -262,18 +367,14 @@ class NpzPreadReader(_Arrays):
         return h
 
     def read_into(self, i: int, out: np.ndarray) -> int:
-        f, j = divmod(i, self._spf)
+        f = i // self._spf
         fd, parts = self._get(f)
-        cnt, clock, preadv = self.counters, perf_counter_ns, self._preadv
-        pos = 0
-        for off, b in parts:
-            t0 = clock()
-            got = preadv(fd, [out[pos:pos + b]], off + j * b)
-            if cnt is not None:
-                cnt.read(f, off + j * b, got, clock() - t0)
-            if got != b:
-                raise self._error(f, i, "short read: the file is truncated")
-            pos += b
+        try:
+            pos = self._read_parts(i, fd, parts, out)
+        except DataError:
+            if self._spf == 1:
+                self._close(self._open.pop(f)[0])
+            raise
         if self._spf == 1:
             self._close(self._open.pop(f)[0])   # a file per sample: nothing more to read from it
         return pos

@@ -70,19 +70,24 @@ class CacheControl:
         from ..timeline import PHASE_ID
 
         t0 = clock()
-        got = {"files": 0, "bytes": 0}
+        got: dict = {"files": 0, "bytes": 0}
         self.comm.barrier()   # every rank is done with the prologue / last epoch (its local copies all written)
+        res: dict = {}
         if self.leader:
             paths: list[str] = ([str(self.data_dir / p) for p in self.manifest.paths]
                                 if self.data_dir is not None else [])
             local = executor.local_copies_dir()     # the node's local copies (staging, local, pls, caches)
             if local is not None:
                 paths += self.pc.files_under(local)
+            # the eviction verified (mincore): the evicted files' resident bytes before and after
+            before, total = self.pc.resident_bytes(paths)
             got = self.pc.evict(paths)
+            after, _ = self.pc.resident_bytes(paths)
+            res = {"resident_before_bytes": before, "resident_after_bytes": after, "resident_total_bytes": total}
         self.comm.barrier()
         t1 = clock()
         timeline.add(PHASE_ID["evict"], t0, t1, max(e, 0), -1, got["bytes"])
-        self.evictions.append({"before_epoch": e, "evict_s": (t1 - t0) * 1e-9, **got})
+        self.evictions.append({"before_epoch": e, "evict_s": (t1 - t0) * 1e-9, **got, **res})
 
     def _totals(self, executor: Executor, io: CounterSet) -> tuple[int, int, int]:
         """(requested bytes, rchar, read_bytes) so far: this process plus the executor's live child processes
@@ -108,6 +113,11 @@ class CacheControl:
             self.epochs.append({"epoch": e, "requested_bytes": now[0] - start[0], "rchar_bytes": now[1] - start[1],
                                 "device_read_bytes": now[2] - start[2]})
         self._mark = now
+
+    def skip_io(self, executor: Executor, io: CounterSet) -> None:
+        """Move the mark past bytes read outside every epoch's work (DLIO's evaluation after an epoch): they
+        are no epoch's requested or device bytes."""
+        self._mark = self._totals(executor, io)
 
     def rank_record(self) -> dict:
         return {"epochs": self.epochs, "evictions": self.evictions, "accounting": self.accounting}

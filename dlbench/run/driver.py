@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CapacityError, ConfigError, DlbenchError, Interrupted, RunError
 from ..stop import deferred
 from ..timeline import Timeline
+from .ceiling import replay
+from .evaluate import make_evaluator
 from .loop import Loop
-from .setup import RunConfig, check_compute, check_compute_options, resolve_dataset, sleep_step_time
+from .setup import RunConfig, check_compute, check_compute_options, plan_size_error, resolve_dataset, sleep_step_time
 from .summary import dry_run_summary, finish
 
 if TYPE_CHECKING:
@@ -49,6 +51,13 @@ def run(cfg: RunConfig, comm: Comm, progress: Any = None) -> dict:
         if err:
             raise ConfigError(err)
     workload, manifest, data_dir = resolve_dataset(cfg, comm, spec, spec_path, generate_if_missing=not cfg.dry_run)
+    from ..host import meminfo
+
+    err = plan_size_error(manifest.samples, len(comm.node_ranks()), workload.name,
+                          meminfo("MemAvailable")) if comm.rank == 0 else None
+    err = comm.bcast(err)     # rank 0's verdict: every rank stops or none
+    if err:
+        raise ConfigError(err)
     loop = Loop(cfg, comm, workload, manifest, data_dir)
     config_echo = {**to_dict(cfg), "data_dir": str(data_dir), "local_batch": loop.local_batch,
                    "options": to_dict(loop.options), "ranks": comm.size, "nodes": comm.nodes,
@@ -60,6 +69,7 @@ def run(cfg: RunConfig, comm: Comm, progress: Any = None) -> dict:
          config_echo["compute_step_time"]) = sleep_step_time(cfg, workload, loop.local_batch)
     if cfg.dry_run:
         return {"dry_run": dry_run_summary(loop, config_echo)}
+    loop.evaluator = make_evaluator(cfg, comm, spec, spec_path, loop, data_dir)   # DLIO's evaluation, or None
 
     err = None
     run_dir = None
@@ -82,6 +92,13 @@ def run(cfg: RunConfig, comm: Comm, progress: Any = None) -> dict:
     timeline = Timeline(TIMELINE_BUFFER if spill is not None else _capacity(loop), comm.rank, spill_dir=spill)
     try:
         mine = loop.run(timeline, checkpoint_dir=Path(run_dir), progress=progress)
+        if loop.evaluator is not None:
+            loop.evaluator.close()
+            mine["eval"] = loop.evaluator.passes
+        mine["ceiling"] = replay(loop, cfg.ceiling_steps)   # outside every epoch clock (run.ceiling)
+        from ..provenance import preloaded_libraries
+
+        mine["preloaded"] = preloaded_libraries()      # this rank's process: a cache-/fsync-defeating library
         if mine["arrays"] is None:
             from .. import metrics
             from ..timeline import load_spilled

@@ -90,6 +90,7 @@ class Loop:
             check_plan(workload, self.plan, cfg.strategy)
         self.executor: Executor | None = None
         self.started = False
+        self.evaluator: Any = None   # DLIO's evaluation after an epoch (run.evaluate.Evaluator), set by the driver
 
     # ---- compute ----------------------------------------------------------------------------------
     def step_time_s(self) -> tuple[float, str]:
@@ -206,6 +207,9 @@ class Loop:
                                    f"its plan has {plan.epoch(e).steps}")
                 if verifier is not None:
                     verifier.end_epoch(plan, e)
+                if self.evaluator is not None:
+                    self.evaluator.after_epoch(e, timeline, clock)   # outside the epoch clock (phase eval)
+                    cache.skip_io(executor, self.io)                  # its reads are no epoch's bytes
         except KeyboardInterrupt:
             # every rank of the node is being interrupted (a SIGTERM to one rank is forwarded to the node's
             # others by remove_local_tier): each removes its own copies, the last one out the run directory

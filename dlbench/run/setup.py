@@ -54,6 +54,24 @@ class RunConfig:
     inject: tuple = ()                     # --inject KIND=VALUE (dlbench.storage.inject)
     cache: str = "keep"                    # --cache keep|drop|direct (dlbench.storage.pagecache)
     read_via: str = "auto"                 # --read-via auto|library|pread (formats.open_reader)
+    ceiling_steps: int = 32                # --ceiling-steps: the replay from memory after the epochs (run.ceiling)
+    eval: dict | None = None               # DLIO's evaluation phase (--dlio-config: dlio.Translation.run["eval"])
+
+
+PLAN_BYTES_PER_SAMPLE = 64   # a rank's plan and per-sample arrays: ids, tiers, sizes, the cached epochs (estimate)
+
+
+def plan_size_error(samples: int, ranks_on_node: int, name: str, available: int) -> str | None:
+    """Every rank holds the whole plan (every rank's accesses) and per-sample arrays: about
+    ``PLAN_BYTES_PER_SAMPLE`` per sample per rank of a node. Over 80 % of ``available`` (MemAvailable), one
+    line naming the sample count (a DLIO config's 4.2e9-sample dlrm file was a numpy MemoryError); else None."""
+    est = PLAN_BYTES_PER_SAMPLE * int(samples) * max(1, int(ranks_on_node))
+    if not available or est <= 0.8 * available:
+        return None
+    return (f"workload {name}: {int(samples):,} samples: planning them needs about {est / 2**30:.1f} GiB on this "
+            f"node ({PLAN_BYTES_PER_SAMPLE} B per sample per rank, {ranks_on_node} rank(s) here); "
+            f"{available / 2**30:.1f} GiB available; use fewer samples (--scale, or a DLIO config's "
+            f"num_files_train x num_samples_per_file)")
 
 
 def default_local_dir() -> Path:

@@ -74,6 +74,13 @@ def finish(cfg: RunConfig, comm: Comm, workload: Workload, manifest: Any, loop: 
                                            direct_reads=loop.cache.read_direct, warning=loop.cache.warning,
                                            dataset_bytes=int(manifest.sample_nbytes().sum()),
                                            node_mem_bytes=meminfo("MemTotal"))
+    residency_check(summary["cache"], [g.get("cache") or {} for g in gathered])
+    from ..provenance import defeating_warning
+
+    defeating: dict = {}
+    for g in gathered:   # every rank's own process (LD_PRELOAD may differ between ranks)
+        defeating.update((g.get("preloaded") or {}).get("defeating") or {})
+    summary["preloaded_warning"] = defeating_warning({"defeating": defeating})
     if cfg.cache != "keep" and summary["cache"]["verdict"] == "cold":
         summary["page_cache"]["warning"] = None   # the eviction / O_DIRECT made the reads cold (verdict says so)
     # bookkeeping inside the timed loop: moving >= FLUSH_RECORDS pending records into arrays mid-epoch
@@ -87,6 +94,13 @@ def finish(cfg: RunConfig, comm: Comm, workload: Workload, manifest: Any, loop: 
     from ..storage import READ_CALL
 
     summary["io_counters"]["read_call"] = "lseek+readv" if READ_CALL == "readv" else "preadv (glibc preadv64v2)"
+    from .ceiling import summarize as ceiling_summary
+    from .evaluate import summarize as eval_summary
+
+    summary["eval"] = eval_summary([g.get("eval") or [] for g in gathered])
+
+    summary.update(ceiling_summary([g.get("ceiling") or {"skipped": "not replayed"} for g in gathered],
+                                   summary.get("samples_per_s")))
     from ..dlio import au_verdict
 
     summary["au_rule"] = au_verdict(summary.get("au"), workload.au_threshold, workload.au_threshold_source)
@@ -102,6 +116,43 @@ def finish(cfg: RunConfig, comm: Comm, workload: Workload, manifest: Any, loop: 
                                f"({e.strerror or e}); nothing was kept there: the summary above is the only "
                                f"record of this run"}
     return {"run_dir": str(run_dir), "run": results.read_run(run_dir)}
+
+
+EVICTED_AT = 0.1   # resident after the eviction / before it, above which the eviction did not take
+
+
+def residency_check(cache: dict, ranks: list[dict]) -> None:
+    """``--cache drop`` (and ``direct`` with buffered reads): each eviction verified with mincore on the files
+    it evicted (``pagecache.resident_bytes``, by the node leaders). Adds to ``cache["evictions"]`` each
+    eviction's resident bytes before and after, summed over nodes, and ``cache["residency_warning"]`` when
+    pages stayed (a memory-backed file system, a library that intercepts posix_fadvise)."""
+    by: dict[int, dict] = {}
+    for r in ranks:
+        for x in r.get("evictions") or []:
+            if "resident_before_bytes" not in x:
+                continue
+            cur = by.setdefault(int(x["before_epoch"]), {"resident_before_bytes": 0, "resident_after_bytes": 0,
+                                                         "resident_total_bytes": 0})
+            for k in cur:
+                cur[k] += int(x[k])
+    cache["residency_warning"] = None
+    if not by:
+        return
+    for ev in cache.get("evictions") or []:
+        ev.update(by.get(int(ev["before_epoch"]), {}))
+    cache.setdefault("definitions", {})["residency"] = (
+        "resident_before_bytes / resident_after_bytes: page-cache bytes of the evicted files (mincore, whole "
+        "pages) just before and after the eviction, summed over the node leaders; resident_total_bytes: their "
+        "size in pages")
+    stayed = [(e, d) for e, d in sorted(by.items())
+              if d["resident_after_bytes"] > EVICTED_AT * max(d["resident_before_bytes"], 1)]
+    if stayed:
+        e, d = stayed[0]
+        where = "the prologue" if e < 0 else f"epoch {e}"
+        cache["residency_warning"] = (
+            f"the eviction did not take: {d['resident_after_bytes'] / 1e6:.1f} MB of the evicted files' "
+            f"{d['resident_before_bytes'] / 1e6:.1f} MB stayed in the page cache before {where} "
+            f"({len(stayed)} of {len(by)} evictions): reads may come from memory")
 
 
 def page_cache_check(manifest: Any, gathered: list) -> dict:

@@ -85,7 +85,10 @@ class PosixBackend:
         self.close = os.close
 
     def keys(self, rels) -> list[bytes]:
-        return [os.fsencode(str(self.root / r)) for r in rels]
+        # one string join per file (a pathlib join was 2 µs a file: 2 s per reader opened on a million files)
+        prefix, root = self._prefix, self.root
+        return [os.fsencode(prefix + r if type(r) is str and r and not r.startswith("/") else str(root / r))
+                for r in rels]
 
     @staticmethod
     def h5f_opener():

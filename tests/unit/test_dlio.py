@@ -105,19 +105,26 @@ def test_allow_unsupported_returns_them():
     assert any("NOT EMULATED: reader.data_loader" in ln for ln in dlio.workload_yaml(t).splitlines())
 
 
-def test_default_yaml_evaluation_and_subfolders_are_not_emulated():
+def test_default_yaml_subfolders_are_not_emulated_evaluation_is():
     with pytest.raises(ConfigError) as e:
         dlio.load(str(FIX / "default.yaml"))
-    for key in ("workflow.evaluation=True", "dataset.num_files_eval=8", "dataset.num_subfolders_train=2",
-                "evaluation.eval_time=0.5"):
+    for key in ("dataset.num_subfolders_train=2", "dataset.num_subfolders_eval=2"):
         assert key in str(e.value)
-    t = dlio.load(str(FIX / "default.yaml"), ["++workload.workflow.evaluation=False",
-                                              "++workload.dataset.num_files_eval=0",
-                                              "++workload.dataset.num_subfolders_train=0",
-                                              "~workload.evaluation", "~workload.dataset.num_subfolders_eval",
+    for key in ("workflow.evaluation", "dataset.num_files_eval", "evaluation.eval_time"):   # emulated (run.evaluate)
+        assert key not in str(e.value)
+    t = dlio.load(str(FIX / "default.yaml"), ["++workload.dataset.num_subfolders_train=0",
+                                              "~workload.dataset.num_subfolders_eval",
                                               "++workload.reader.sample_shuffle=random"])
     assert (t.workload["layout"], t.workload["samples"], t.run["batch_size"]) == ("npz", 64, 4)
     assert t.workload["arrays"][0]["shape"] == [4096] and t.au_threshold == 0.90   # DLIO's default metric.au
+    # default.yaml's evaluation: 8 files read after every epoch, batch_size_eval 1, eval_time 0.5 s
+    assert t.run["eval"] == {"samples": 8, "batch_size": 1, "step_time_s": 0.5, "step_stdev_s": 0.0,
+                             "after_epoch": 1, "every": 1}
+    off = dlio.load(str(FIX / "default.yaml"), ["++workload.workflow.evaluation=False",
+                                                "++workload.dataset.num_subfolders_train=0",
+                                                "~workload.dataset.num_subfolders_eval",
+                                                "++workload.reader.sample_shuffle=random"])
+    assert off.run["eval"] is None
 
 
 def test_typo_is_an_error_with_did_you_mean():
