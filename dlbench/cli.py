@@ -1162,5 +1162,67 @@ def calibrate_storage_cmd(data_dir, local_dir, out, request_bytes, max_threads, 
                    f"--system {outp}")
 
 
+# ===== checkpoint: large-model training checkpoints (issue 28) ================================================
+
+
+@main.command("checkpoint")
+@click.option("--model", "model_name", default=None, help="llama3-8b|llama3-70b|llama3-405b|llama3-1t (MLPerf Storage "
+              "v3.0's sizes and parallelism), or none with --layers/--hidden/--ffn/--vocab/--heads")
+@click.option("--layers", type=int, default=None)
+@click.option("--hidden", type=int, default=None)
+@click.option("--ffn", type=int, default=None)
+@click.option("--vocab", type=int, default=None)
+@click.option("--heads", type=int, default=None)
+@click.option("--kv-heads", type=int, default=None)
+@click.option("--tp", type=int, default=None, help="tensor parallelism [default: the model's]")
+@click.option("--pp", type=int, default=None, help="pipeline parallelism [default: the model's]")
+@click.option("--dp", type=int, default=None, help="data parallelism [default: the model's]")
+@click.option("--zero", type=int, default=None, help="ZeRO stage 0-3 [default: the model's]")
+@click.option("--scale", type=float, default=1.0, show_default=True,
+              help="multiply every tensor's size (files and layout kept), e.g. 1e-4 for a laptop")
+@click.option("--subset", is_flag=True, help="MLPerf's subset mode: these ranks write their share of the full job")
+@click.option("--layout", type=click.Choice(["stream", "shards", "dcp"]), default="stream", show_default=True)
+@click.option("--mode", type=click.Choice(["sync", "async"]), default="sync", show_default=True)
+@click.option("--checkpoints", type=int, default=2, show_default=True)
+@click.option("--steps", type=int, default=2, show_default=True, help="emulated compute steps before each checkpoint")
+@click.option("--compute-time", type=float, default=0.05, show_default=True, help="seconds per emulated step")
+@click.option("--restore", default="own,cross,reshard", show_default=True,
+              help="restores of the last checkpoint, comma-separated (own, cross, reshard; '' for none)")
+@click.option("--reshard", default=None, metavar="TP,PP,DP", help="the resharded restore's parallelism")
+@click.option("--warm", is_flag=True, help="restore without evicting the files first (default: cold)")
+@click.option("--ranks-per-node", type=int, default=None, help="cross-node restore: rank r reads rank r+K's files")
+@click.option("--no-fsync", is_flag=True, help="skip every fsync (not durable: for comparison only)")
+@click.option("--keep", is_flag=True, help="keep the checkpoint files")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True)
+@click.option("--out", "-o", default="results", show_default=True, help="results root: <out>/checkpoint/<name>/")
+def checkpoint_cmd(model_name, layers, hidden, ffn, vocab, heads, kv_heads, tp, pp, dp, zero, scale, subset, layout,
+                   mode, checkpoints, steps, compute_time, restore, reshard, warm, ranks_per_node, no_fsync, keep,
+                   seed, out):
+    """Write checkpoints of a large model as every rank would (durable, timed), then restore them."""
+    from .checkpoint.bench import Config, render
+    from .checkpoint.bench import run as run_checkpoint
+    from .checkpoint.models import get_model
+    from .comm import get_comm
+
+    m = get_model(model_name, layers=layers, hidden=hidden, ffn=ffn, vocab=vocab, heads=heads, kv_heads=kv_heads,
+                  tp=tp, pp=pp, dp=dp, zero=zero, scale=scale)
+    rs = None
+    if reshard:
+        try:
+            rs = tuple(int(x) for x in reshard.split(","))
+            assert len(rs) == 3
+        except (ValueError, AssertionError):
+            raise ConfigError(f"--reshard={reshard!r}: give TP,PP,DP, e.g. 2,1,4") from None
+    cfg = Config(m, layout=layout, mode=mode, checkpoints=checkpoints, steps=steps, compute_time=compute_time,
+                 out=out, subset=subset, fsync=not no_fsync, seed=seed,
+                 restore=tuple(x for x in restore.split(",") if x), reshard=rs, cold=not warm,
+                 ranks_per_node=ranks_per_node, keep=keep)
+    comm = get_comm(ranks_per_node)
+    with _sigterm_as_interrupt():
+        res = run_checkpoint(cfg, comm)
+    if res is not None:
+        click.echo(render(res))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
