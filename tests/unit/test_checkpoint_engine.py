@@ -105,3 +105,32 @@ def test_disk_full_mid_checkpoint_publishes_nothing(tmp_path):
     assert "file too large writing" in lines[0] and "nothing was published" in lines[0]
     ck = next(tmp_path.glob("checkpoint/*/ckpt"))
     assert list(ck.iterdir()) == []
+
+
+def test_sigterm_during_async_save_publishes_nothing_partial(tmp_path):
+    """SIGTERM while an async save is in flight (the writer done or not: the publish waits for the next step,
+    5 s away): exit 143, one line, no .incomplete folder, and every published checkpoint complete."""
+    import signal
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DLBENCH_NO_MPI="1")
+    p = subprocess.Popen([sys.executable, "-m", "dlbench", "checkpoint", *TINY[:-4], "--checkpoints", "2",
+                          "--steps", "1", "--compute-time", "5", "--mode", "async", "--layout", "shards", "--keep",
+                          "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for _ in range(600):
+            if list(tmp_path.glob("checkpoint/*/ckpt/*.incomplete")):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("no save started")
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, err
+    assert err.strip().count("\n") == 0 and "no partial checkpoint published" in err
+    ck = next(tmp_path.glob("checkpoint/*/ckpt"))
+    assert not list(ck.glob("*.incomplete"))
+    for d in ck.iterdir():
+        assert (d / "manifest.json").exists()
