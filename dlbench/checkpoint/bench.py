@@ -211,7 +211,7 @@ def _restores(cfg: Config, comm, saver: Saver, ranks: list[int], folder: Path) -
 
             evict([str(p) for p in folder.iterdir()])
         comm.barrier()
-        out[kind] = execute(rp, cold=cfg.cold, verify=verify) | note
+        out[kind] = execute(rp, cold=cfg.cold, verify=verify, into=saver.state) | note
     return out
 
 

@@ -433,9 +433,10 @@ def read_plan(place: dict[str, list], tensors: list[Tensor]) -> ReadPlan:
     return rp
 
 
-def execute(rp: ReadPlan, *, cold: bool, verify: dict | None = None) -> dict:
-    """Read ``rp`` (preadv into one page-aligned buffer); ``cold``: evict the files first (fadvise) and check
-    residency with mincore. ``verify``: {path: (bytes, crc)} of the manifest, checked for files read whole."""
+def execute(rp: ReadPlan, *, cold: bool, verify: dict | None = None, into: np.ndarray | None = None) -> dict:
+    """Read ``rp`` (preadv into ``into``, the model's state, or a new page-aligned buffer); ``cold``: evict
+    the files first (fadvise) and check residency with mincore. ``verify``: {path: (bytes, crc)} of the
+    manifest, checked for files read whole."""
     from ..storage import pagecache
 
     paths = sorted(rp.ranges)
@@ -444,7 +445,7 @@ def execute(rp: ReadPlan, *, cold: bool, verify: dict | None = None) -> dict:
     if cold:
         pagecache.evict(paths)
         rec["resident_before_bytes"] = pagecache.resident_bytes(paths)[0]
-    buf = content.page_aligned(rp.nbytes)
+    buf = into[:rp.nbytes] if into is not None and into.nbytes >= rp.nbytes else content.page_aligned(rp.nbytes)
     mv = memoryview(buf)
     io0 = pagecache.proc_io().get("read_bytes")
     t0 = time.perf_counter()
