@@ -471,9 +471,13 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     if dlio_t is not None and dlio_t.run["checkpoint_every_epochs"] and checkpoint_every == 0:
         from .dlio import steps_per_epoch
 
-        cfg.checkpoint_every = dlio_t.run["checkpoint_every_epochs"] * max(1, steps_per_epoch(
+        spe = max(1, steps_per_epoch(
             dlio_t.workload["samples"], comm.size, cfg.batch_size or dlio_t.run["batch_size"],
             bool(given.get("drop_last_batch"))))
+        cfg.checkpoint_every = dlio_t.run["checkpoint_every_epochs"] * spe
+        cfg.checkpoint_first = dlio_t.run.get("checkpoint_after_epochs", 0) * spe   # DLIO's checkpoint_after_epoch
+    if dlio_t is not None and dlio_t.run.get("checkpoint_every_steps") and checkpoint_every == 0:
+        cfg.checkpoint_every = dlio_t.run["checkpoint_every_steps"]                # DLIO's steps_between_checkpoints
     from .progress import StepProgress, wanted
 
     # rank 0's own figures (its stall, its samples); under MPI the line says so

@@ -490,19 +490,21 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         workload["compute"] = {acc: {"step_time_s": ct, "batch_size": batch,
                                      "source": f"DLIO {Path(where).name} train.computation_time"}}
     model_bytes = get("model.model_size_bytes")
-    ckpt_every_epochs = 0
+    ckpt_every_epochs = ckpt_every_steps = ckpt_after_epochs = 0
     if get("workflow.checkpoint"):
         after = num("checkpoint.checkpoint_after_epoch")
         between = num("checkpoint.epochs_between_checkpoints")
         steps_between = get("checkpoint.steps_between_checkpoints")
         if steps_between not in (None, -1):
-            unsupported.append(f"checkpoint.steps_between_checkpoints={steps_between!r} (dlbench maps "
-                               f"epochs_between_checkpoints when checkpoint_after_epoch equals it)")
-        elif after != between:
-            unsupported.append(f"checkpoint.checkpoint_after_epoch={after} with epochs_between_checkpoints="
-                               f"{between} (dlbench checkpoints every N steps from step 0: it emulates "
-                               f"checkpoint_after_epoch == epochs_between_checkpoints)")
-        ckpt_every_epochs = between
+            # DLIO: every steps_between_checkpoints global steps, from that step (epochs keys ignored)
+            if not isinstance(steps_between, int) or isinstance(steps_between, bool) or steps_between < 1:
+                raise ConfigError(f"{where}: checkpoint.steps_between_checkpoints={steps_between!r}: must be "
+                                  f"an integer >= 1 (or -1: by epochs)")
+            ckpt_every_steps = steps_between
+        else:
+            # DLIO: at the end of epoch checkpoint_after_epoch (1-based), then every epochs_between_checkpoints
+            ckpt_after_epochs = after
+        ckpt_every_epochs = between if steps_between in (None, -1) else 0
         workload["model"] = {"name": wname, "parameters": int(math.ceil(float(model_bytes) / 12)),
                              "source": f"DLIO model.model_size_bytes={model_bytes} (dlbench writes 12 B per "
                                        f"parameter)"}
@@ -518,6 +520,7 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         notes.append("reader.prefetch_size=0: torch needs >= 1 batch per worker; dlbench prefetches 1")
     run = {"epochs": epochs, "batch_size": batch, "compute_time_s": ct, "compute_stdev_s": ct_std,
            "strategy": "prefetch", "options": options, "checkpoint_every_epochs": ckpt_every_epochs,
+           "checkpoint_after_epochs": ckpt_after_epochs, "checkpoint_every_steps": ckpt_every_steps,
            "max_steps": steps if steps > 0 else None, "seed": int(get("train.seed") or 0)}
     if run["max_steps"] is not None:
         unsupported.append(f"train.total_training_steps={steps} (dlbench runs whole epochs)")
@@ -546,7 +549,11 @@ def workload_yaml(t: Translation) -> str:
             f"# run it as DLIO would: dlbench run --workload THIS.yaml --scale full {' '.join(t.run_flags())}"]
     if t.run["checkpoint_every_epochs"]:
         head.append(f"#   + --checkpoint-every <{t.run['checkpoint_every_epochs']} x steps per epoch> "
-                    f"(DLIO checkpoints every {t.run['checkpoint_every_epochs']} epochs)")
+                    f"(DLIO checkpoints every {t.run['checkpoint_every_epochs']} epochs)"
+                    + (f", the first at the end of epoch {t.run['checkpoint_after_epochs']} (applied by "
+                       f"dlbench run --dlio-config)" if t.run.get("checkpoint_after_epochs") else ""))
+    if t.run.get("checkpoint_every_steps"):
+        head.append(f"#   + --checkpoint-every {t.run['checkpoint_every_steps']} (DLIO's steps_between_checkpoints)")
     head += [f"# note: {n}" for n in t.notes]
     head += [f"# NOT EMULATED: {u}" for u in t.unsupported]
     return "\n".join(head) + "\n" + yaml.safe_dump(t.workload, sort_keys=False, default_flow_style=None)

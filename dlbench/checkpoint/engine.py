@@ -129,20 +129,26 @@ def failure_line(e: BaseException, where: str) -> str:
 class Saver:
     """One process's side of checkpointing: the state of model rank ``rank`` (its files, its buffer)."""
 
-    def __init__(self, comm, model: Model, rank: int, layout: str, root: Path, *, mode: str = "sync",
-                 fsync: bool = True, seed: int = 0, chunk: int = CHUNK):
+    def __init__(self, comm, model: Model | None, rank: int, layout: str, root: Path, *, mode: str = "sync",
+                 fsync: bool = True, seed: int = 0, chunk: int = CHUNK, files: list[FileSpec] | None = None):
+        """``files``: this rank's files instead of the model's (``run --checkpoint-every``'s one file)."""
         self.comm, self.model, self.rank, self.layout = comm, model, rank, layout
         self.root, self.mode, self.fsync, self.seed, self.chunk = Path(root), mode, fsync, seed, chunk
-        self.files = file_specs(model, rank, "shards" if layout == "dcp" else layout)
+        if files is None:
+            assert model is not None
+            files = file_specs(model, rank, "shards" if layout == "dcp" else layout)
+        self.files = files
         self.nbytes = sum(f.nbytes for f in self.files)
         need = self.nbytes * (2 if mode == "async" else 1)
         avail = _mem_available()
         if avail is not None and need > 0.8 * avail:
             from ..errors import ConfigError
 
-            raise ConfigError(f"--scale={model.scale:g}: model rank {rank} of {model.name} holds "
-                              f"{self.nbytes / 2**30:,.2f} GiB of state ({'x2 for async' if mode == 'async' else 'in memory'}) "
-                              f"but {avail / 2**30:,.1f} GiB are available; pass a smaller --scale")
+            what = f"--scale={model.scale:g}" if model is not None else "checkpoint"
+            raise ConfigError(f"{what}: rank {rank}'s checkpoint content is {self.nbytes / 2**30:,.2f} GiB "
+                              f"({'twice, for async' if mode == 'async' else 'held in memory'}) but "
+                              f"{avail / 2**30:,.1f} GiB of memory are available"
+                              + ("; pass a smaller --scale" if model is not None else ""))
         self.state = content.page_aligned(self.nbytes)
         self.staging = content.page_aligned(self.nbytes) if mode == "async" else None
         self.crcs: dict[str, int] = {}
@@ -245,7 +251,8 @@ class Saver:
                 shutil.rmtree(inc, ignore_errors=True)
             else:
                 try:
-                    man = {"schema": "dlbench.checkpoint/1", "model": self.model.name, "layout": self.layout,
+                    man = {"schema": "dlbench.checkpoint/1", "model": getattr(self.model, "name", None),
+                           "layout": self.layout,
                            "files": {n: v for _, d in every for n, v in d.items()}}
                     p = inc / MANIFEST
                     with open(p, "w") as fh:
