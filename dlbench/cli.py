@@ -1199,9 +1199,19 @@ def calibrate_storage_cmd(data_dir, local_dir, out, request_bytes, max_threads, 
 @click.option("--keep", is_flag=True, help="keep the checkpoint files")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True)
 @click.option("--out", "-o", default="results", show_default=True, help="results root: <out>/checkpoint/<name>/")
+@click.option("--mtbf-hours", type=float, default=None,
+              help="MTBF of one accelerator [h]: adds the Young/Daly interval and goodput for the full job")
+@click.option("--simulate", is_flag=True, help="no I/O: cost one checkpoint of the full job on --nodes nodes against "
+              "--write-curve")
+@click.option("--nodes", type=int, default=None, help="--simulate: nodes [default: ranks / --ranks-per-node]")
+@click.option("--write-curve", default=None, metavar="CLIENTS:GB/S,...",
+              help="--simulate: the shared file system's aggregate write bandwidth by writing nodes, e.g. 1:12,8:90,64:400")
+@click.option("--link-gbps", type=float, default=25.0, show_default=True, help="--simulate: one node's link [GB/s]")
+@click.option("--file-s", type=float, default=0.0, show_default=True,
+              help="--simulate: per-file cost (create, fsync) on a rank [s]")
 def checkpoint_cmd(model_name, layers, hidden, ffn, vocab, heads, kv_heads, tp, pp, dp, zero, scale, subset, layout,
                    mode, checkpoints, steps, compute_time, restore, reshard, warm, ranks_per_node, no_fsync, keep,
-                   seed, out):
+                   seed, out, mtbf_hours, simulate, nodes, write_curve, link_gbps, file_s):
     """Write checkpoints of a large model as every rank would (durable, timed), then restore them."""
     from .checkpoint.bench import Config, render
     from .checkpoint.bench import run as run_checkpoint
@@ -1217,6 +1227,22 @@ def checkpoint_cmd(model_name, layers, hidden, ffn, vocab, heads, kv_heads, tp, 
             assert len(rs) == 3
         except (ValueError, AssertionError):
             raise ConfigError(f"--reshard={reshard!r}: give TP,PP,DP, e.g. 2,1,4") from None
+    if simulate:
+        from .simulate.checkpoint import cost, parse_curve, table, young_daly
+
+        if not write_curve:
+            raise ConfigError("--simulate needs --write-curve CLIENTS:GB/S,... (the shared file system's aggregate "
+                              "write bandwidth by writing nodes)")
+        rpn = ranks_per_node or 8
+        row = cost(m, nodes or -(-m.world // rpn), rpn, parse_curve(write_curve), link_gbps, file_s,
+                   "shards" if layout == "dcp" else layout)
+        click.echo(table([row]))
+        if mtbf_hours is not None:
+            yd = young_daly(row["durable_s"], mtbf_hours, m.world)
+            click.echo(f"Young/Daly (sync: stall = durable {row['durable_s']:.2f} s, job MTBF "
+                       f"{yd['job_mtbf_s'] / 3600:.1f} h): interval {yd['interval_s'] / 60:.1f} min, goodput "
+                       f"{yd['goodput']:.4f}")
+        return
     cfg = Config(m, layout=layout, mode=mode, checkpoints=checkpoints, steps=steps, compute_time=compute_time,
                  out=out, subset=subset, fsync=not no_fsync, seed=seed,
                  restore=tuple(x for x in restore.split(",") if x), reshard=rs, cold=not warm,
@@ -1225,6 +1251,13 @@ def checkpoint_cmd(model_name, layers, hidden, ffn, vocab, heads, kv_heads, tp, 
     with _sigterm_as_interrupt():
         res = run_checkpoint(cfg, comm)
     if res is not None:
+        if mtbf_hours is not None:
+            from .simulate.checkpoint import young_daly
+
+            yd = young_daly(res["summary"]["stall_s"]["mean"], mtbf_hours, m.world)
+            click.echo(f"Young/Daly for the full job ({m.world} accelerators, MTBF {mtbf_hours:g} h each; C = the "
+                       f"measured mean stall {res['summary']['stall_s']['mean']:.4f} s): interval "
+                       f"{yd['interval_s']:.1f} s, goodput {yd['goodput']:.4f}")
         click.echo(render(res))
 
 
