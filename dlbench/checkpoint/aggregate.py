@@ -58,8 +58,10 @@ def summary(per_ckpt: list[dict], records: list[list[dict]], gen: list[dict]) ->
     tot_bytes = sum(c["bytes"] for c in per_ckpt)
     tot_time = sum(c["durable_s"] for c in per_ckpt)
     fs = [s for rank_recs in records for r in rank_recs for s in r["fsync_s"]]
-    file_fs = [(r["bytes"] / max(1, r["files"]), s) for rank_recs in records for r in rank_recs
-               for s in r["fsync_s"][:r["files"]]]
+    # only fsyncs issued right after their file's writes (stream, shards): dcp's files are fsync'd after the
+    # whole save, when the kernel may legitimately have written them back already
+    file_fs = [(b, s) for rank_recs in records for r in rank_recs
+               for b, s in zip(r.get("fsync_after_write_bytes", []), r["fsync_s"])]
     implausible = [s for b, s in file_fs if b >= (1 << 20) and s > 0 and b / s > FSYNC_IMPLAUSIBLE_BPS]
     ratios = [g["generation_bytes_per_s"] / g["write_bytes_per_s"] for g in gen if g["write_bytes_per_s"] > 0]
     out = {

@@ -168,7 +168,8 @@ def _record(rec: dict, clock, stall_end: int | None = None) -> dict:
     end = stall_end if stall_end is not None else rec.get("t_stall_end", rec["t_snapshot"])
     return {"checkpoint": rec["checkpoint"], "rank": rec["rank"], "bytes": rec["bytes"], "files": rec["files"],
             "stall_s": (end - t0) / 1e9, "durable_s": (rec["t_durable"] - t0) / 1e9,
-            "write_s": rec["write_s"], "fsync_s": rec["fsync_s"]}
+            "write_s": rec["write_s"], "fsync_s": rec["fsync_s"],
+            "fsync_after_write_bytes": rec.get("fsync_after_write_bytes", [])}
 
 
 def _restores(cfg: Config, comm, saver: Saver, ranks: list[int], folder: Path) -> dict:

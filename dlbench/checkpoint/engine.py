@@ -180,7 +180,8 @@ class Saver:
             inc.mkdir(parents=True)
         self.comm.barrier()
         rec: dict = {"checkpoint": k, "rank": self.rank, "bytes": self.nbytes, "files": 0, "fsync_s": [],
-                     "write_s": 0.0, "error": None, "t_start": clock()}
+                     "write_s": 0.0, "error": None, "t_start": clock(),
+                     "fsync_after_write_bytes": []}
         src = self.state
         if self.mode == "async":
             assert self.staging is not None
@@ -207,6 +208,7 @@ class Saver:
                 w, s = write_file(str(path), mv[f.offset:f.offset + f.nbytes], self.fsync, self.chunk)
                 rec["write_s"] += w + s
                 rec["fsync_s"].append(s)
+                rec["fsync_after_write_bytes"].append(f.nbytes)   # an fsync right after its file's writes
                 rec["files"] += 1
         except BaseException as e:  # noqa: BLE001 - reported by every rank at publish, never swallowed
             rec["error"] = failure_line(e, str(path))

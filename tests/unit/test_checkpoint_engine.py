@@ -134,3 +134,27 @@ def test_sigterm_during_async_save_publishes_nothing_partial(tmp_path):
     assert not list(ck.glob("*.incomplete"))
     for d in ck.iterdir():
         assert (d / "manifest.json").exists()
+
+
+def test_implausibly_fast_fsyncs_and_slow_generation_are_flagged():
+    from dlbench.checkpoint import aggregate
+
+    rec = {"checkpoint": 0, "rank": 0, "bytes": 64 << 20, "files": 2, "stall_s": 0.1, "durable_s": 0.1,
+           "write_s": 0.1, "fsync_s": [1e-5, 0.02, 0.001], "fsync_after_write_bytes": [32 << 20, 32 << 20]}
+    per = aggregate.checkpoints([[rec]])
+    s = aggregate.summary(per, [[rec]], [{"generation_bytes_per_s": 1e9, "write_bytes_per_s": 0.8e9}])
+    assert any("1 of 2 fsyncs made >= 1 MiB durable faster than 20 GB/s" in w for w in s["warnings"])
+    assert any("generation ran at only 1.25x the write rate" in w for w in s["warnings"])
+    rec["fsync_s"][0] = 0.02
+    s = aggregate.summary(per, [[rec]], [{"generation_bytes_per_s": 3e9, "write_bytes_per_s": 1e9}])
+    assert s["warnings"] == [] and s["generation_ratio"] == 3.0
+
+
+def test_a_defeating_preload_is_flagged_in_the_summary(tmp_path):
+    """A library that makes fsync a no-op, named in LD_PRELOAD: the summary says so (and provenance keeps it)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DLBENCH_NO_MPI="1", LD_PRELOAD="libeatmydata.so")
+    r = subprocess.run([sys.executable, "-m", "dlbench", "checkpoint", *TINY, "--restore", "", "--out",
+                        str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "WARNING: loaded into the process: libeatmydata.so" in r.stdout
+    assert _result(tmp_path)["preloaded"]["ld_preload"] == ["libeatmydata.so"]
