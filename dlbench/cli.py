@@ -478,6 +478,8 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
         cfg.checkpoint_first = dlio_t.run.get("checkpoint_after_epochs", 0) * spe   # DLIO's checkpoint_after_epoch
     if dlio_t is not None and dlio_t.run.get("checkpoint_every_steps") and checkpoint_every == 0:
         cfg.checkpoint_every = dlio_t.run["checkpoint_every_steps"]                # DLIO's steps_between_checkpoints
+    if dlio_t is not None and cfg.checkpoint_every and dlio_t.run.get("checkpoint_model"):
+        cfg.checkpoint_model = dlio_t.run["checkpoint_model"]                      # every rank writes its shards
     from .progress import StepProgress, wanted
 
     # rank 0's own figures (its stall, its samples); under MPI the line says so

@@ -1,6 +1,8 @@
 """``--checkpoint-every N``: a schedule on the checkpoint engine (``dlbench.checkpoint.engine``). At global
 step ``first`` (default N; DLIO's ``checkpoint_after_epoch`` sets it) and every N steps after, rank 0 writes
-the workload's checkpoint (its model size) as one durable file: incompressible content generated before the
+the workload's checkpoint (its model size) as one durable file (or, for a DLIO config with an LLM shape,
+``model.num_layers`` / ``model.transformer.*`` / ``model.parallelism.*``, every rank writes its DeepSpeed
+shards as DLIO sizes them, data parallelism = ranks / (TP x PP)): incompressible content generated before the
 phase starts, written into ``checkpoints/ckpt_NNNN.incomplete/``, fsync'd with its folder, published by
 rename (a disk-full failure publishes nothing and says so in one line), then removed (``dlbench checkpoint
 --keep`` keeps checkpoints); every rank waits at a barrier. The ``checkpoint`` phase interval covers the
@@ -48,8 +50,9 @@ class Checkpointer:
     """Writes ``nbytes`` into ``directory``/checkpoints on the schedule (``every`` 0: never)."""
 
     def __init__(self, every: int, nbytes: int, comm: Comm, io: CounterSet, directory: Path,
-                 clock: Callable[[], int], first: int = 0):
+                 clock: Callable[[], int], first: int = 0, model: dict | None = None):
         self.every, self.first, self.nbytes, self.comm, self.io = int(every), int(first), int(nbytes), comm, io
+        self.model = model
         self.directory, self.clock = Path(directory), clock
         self._counters: IOCounters | None = None
         self._saver: Saver | None = None
@@ -59,17 +62,29 @@ class Checkpointer:
         if self._saver is None:
             from ..checkpoint.engine import FileSpec, Saver
 
-            files = [FileSpec("model_states.pt", 0, self.nbytes, [])] if self.comm.rank == 0 else []
-            self._saver = Saver(self.comm, None, self.comm.rank, "stream", self.directory / "checkpoints",
-                                chunk=CHUNK_BYTES, files=files)
+            if self.model is not None:   # an LLM: every rank writes its DeepSpeed shards as DLIO sizes them
+                from ..checkpoint.models import get_model
+
+                kw = dict(self.model)
+                mp = kw["tp"] * kw["pp"]
+                if self.comm.size % mp:
+                    raise ConfigError(f"model.parallelism: tensor {kw['tp']} x pipeline {kw['pp']} = {mp} does not "
+                                      f"divide the {self.comm.size} ranks")
+                model = get_model(None, dp=self.comm.size // mp, **kw)
+                self._saver = Saver(self.comm, model, self.comm.rank, "shards", self.directory / "checkpoints",
+                                    chunk=CHUNK_BYTES)
+            else:
+                files = [FileSpec("model_states.pt", 0, self.nbytes, [])] if self.comm.rank == 0 else []
+                self._saver = Saver(self.comm, None, self.comm.rank, "stream", self.directory / "checkpoints",
+                                    chunk=CHUNK_BYTES, files=files)
             if self.comm.rank == 0:
                 (self.directory / "checkpoints").mkdir(parents=True, exist_ok=True)
                 free = shutil.disk_usage(self.directory).free
-                if self.nbytes > free:
+                if self._saver.nbytes > free:
                     # refused before writing: it would fill the disk (and every other writer on it) first
                     from ..errors import OutputError
 
-                    raise OutputError(f"checkpoint: disk full: {self.nbytes:,} bytes do not fit in "
+                    raise OutputError(f"checkpoint: disk full: {self._saver.nbytes:,} bytes do not fit in "
                                       f"{self.directory} ({free / 1e6:,.1f} MB free); free space there, or pass "
                                       f"--checkpoint-every 0")
         return self._saver
@@ -89,10 +104,13 @@ class Checkpointer:
         finally:
             if comm.rank == 0:
                 shutil.rmtree(self.directory / "checkpoints", ignore_errors=True)
-        if comm.rank == 0 and rec is not None:
+        mine = saver.nbytes          # this rank's bytes (rank 0's one file, or its shards)
+        if rec is not None and mine:
             if self._counters is None:
                 self._counters = self.io.new("checkpoint")
-            self._counters.open()
-            self._counters.write(self.nbytes, int(rec["write_s"] * 1e9), count=-(-self.nbytes // CHUNK_BYTES))
+            for f in saver.files:
+                self._counters.open()
+            self._counters.write(mine, int(rec["write_s"] * 1e9),
+                                 count=sum(-(-f.nbytes // CHUNK_BYTES) for f in saver.files))
         comm.barrier()
-        timeline.add(PHASE_ID["checkpoint"], c0, clock(), e, s, self.nbytes if comm.rank == 0 else 0)
+        timeline.add(PHASE_ID["checkpoint"], c0, clock(), e, s, mine)
