@@ -108,7 +108,7 @@ class Checkpointer:
         if rec is not None and mine:
             if self._counters is None:
                 self._counters = self.io.new("checkpoint")
-            for f in saver.files:
+            for _ in saver.files:
                 self._counters.open()
             self._counters.write(mine, int(rec["write_s"] * 1e9),
                                  count=sum(-(-f.nbytes // CHUNK_BYTES) for f in saver.files))
