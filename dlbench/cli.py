@@ -1209,11 +1209,13 @@ def calibrate_storage_cmd(data_dir, local_dir, out, request_bytes, max_threads, 
 @click.option("--write-curve", default=None, metavar="CLIENTS:GB/S,...",
               help="--simulate: the shared file system's aggregate write bandwidth by writing nodes, e.g. 1:12,8:90,64:400")
 @click.option("--link-gbps", type=float, default=25.0, show_default=True, help="--simulate: one node's link [GB/s]")
-@click.option("--file-s", type=float, default=0.0, show_default=True,
-              help="--simulate: per-file cost (create, fsync) on a rank [s]")
+@click.option("--file-s", type=float, default=None, help="--simulate: per-file cost (create, fsync) on a rank [s] "
+              "[default: 0, or the --system profile's]")
+@click.option("--system", "system", default=None, metavar="PROFILE",
+              help="--simulate: a calibrate-storage profile: its measured write side gives --link-gbps and --file-s")
 def checkpoint_cmd(model_name, layers, hidden, ffn, vocab, heads, kv_heads, tp, pp, dp, zero, scale, subset, layout,
                    mode, checkpoints, steps, compute_time, restore, reshard, warm, ranks_per_node, no_fsync, keep,
-                   seed, out, mtbf_hours, simulate, nodes, write_curve, link_gbps, file_s):
+                   seed, out, mtbf_hours, simulate, nodes, write_curve, link_gbps, file_s, system):
     """Write checkpoints of a large model as every rank would (durable, timed), then restore them."""
     from .checkpoint.bench import Config, render
     from .checkpoint.bench import run as run_checkpoint
@@ -1236,6 +1238,17 @@ def checkpoint_cmd(model_name, layers, hidden, ffn, vocab, heads, kv_heads, tp, 
             raise ConfigError("--simulate needs --write-curve CLIENTS:GB/S,... (the shared file system's aggregate "
                               "write bandwidth by writing nodes)")
         rpn = ranks_per_node or 8
+        if system:
+            from .simulate.checkpoint import from_calibration
+            from .system import load as load_profile
+
+            link_cal, file_cal, what = from_calibration(load_profile(system))
+            given = click.get_current_context().get_parameter_source("link_gbps")
+            if given is None or given.name == "DEFAULT":
+                link_gbps = link_cal
+            file_s = file_cal if file_s is None else file_s
+            click.echo(what)
+        file_s = 0.0 if file_s is None else file_s
         row = cost(m, nodes or -(-m.world // rpn), rpn, parse_curve(write_curve), link_gbps, file_s,
                    "shards" if layout == "dcp" else layout)
         click.echo(table([row]))

@@ -68,6 +68,21 @@ def cost(m: Model, nodes: int, ranks_per_node: int, curve: list[tuple[float, flo
             "files": int(files.sum())}
 
 
+def from_calibration(profile) -> tuple[float, float, str]:
+    """(node link GB/s, per-file s, what) from a profile of ``dlbench calibrate-storage`` (its write side, on
+    record under ``calibration.shared_write``): the link is the best measured aggregate write rate divided by
+    the nodes that measured it, the per-file cost a 4 KiB file's create + write + fsync + close."""
+    cal = (getattr(profile, "calibration", None) or {}).get("shared_write")
+    if not cal:
+        raise ConfigError(f"--system {getattr(profile, 'name', profile)}: no calibration.shared_write (run "
+                          f"dlbench calibrate-storage of this release to measure the write side)")
+    nodes = max(1, int((profile.calibration or {}).get("nodes", 1)))
+    best = max(float(np.median(v)) for v in cal["mb_per_s"].values()) / nodes
+    return best / 1e3, float(cal["small_file_s"]), (f"from {profile.name}: node link {best / 1e3:.3f} GB/s "
+                                                     f"(best measured write rate per node), "
+                                                     f"{cal['small_file_s'] * 1e3:.2f} ms per file")
+
+
 def young_daly(c_s: float, mtbf_accel_h: float, accelerators: int, restart_s: float = 0.0) -> dict:
     """The checkpoint interval and goodput of a job of ``accelerators`` whose checkpoint stalls it ``c_s``."""
     if not (mtbf_accel_h > 0 and math.isfinite(mtbf_accel_h)):
