@@ -733,6 +733,14 @@ def import_dlio_cmd(config, overrides, out_path, name, allow_unsupported):
     click.echo(f"run: dlbench run --workload {out_path} --scale full {' '.join(t.run_flags())}")
 
 
+def _sustain_checkpoint(mtbf_h, gbps):
+    if mtbf_h is None and gbps is None:
+        return None
+    if mtbf_h is None or gbps is None or not (mtbf_h > 0 and gbps > 0):
+        raise ConfigError(f"--checkpoint-mtbf-hours={mtbf_h} --checkpoint-gbps={gbps}: give both, each > 0")
+    return (gbps, mtbf_h)
+
+
 @main.command("sustain")
 @click.option("--workload", "-w", required=True, help="workload name or YAML (its au_threshold is the rule)")
 @click.option("--accelerator", required=True, help="whose step time the emulated accelerators take: v100|a100|h100")
@@ -752,8 +760,12 @@ def import_dlio_cmd(config, overrides, out_path, name, allow_unsupported):
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", "-o", default="results", show_default=True, help="results root of the measured runs")
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
+@click.option("--checkpoint-mtbf-hours", type=float, default=None,
+              help="include checkpoints: MTBF of one accelerator [h]; every point's AU x the Young/Daly goodput of "
+                   "the workload's checkpoint written at --checkpoint-gbps")
+@click.option("--checkpoint-gbps", type=float, default=None, help="the checkpoint's write rate [GB/s]")
 def sustain_cmd(workload, accelerator, strategies, system, measure_ranks, scale, model_scale, epochs, ranks_per_node,
-                max_accelerators, data_dir, seed, out, as_json):
+                max_accelerators, data_dir, seed, out, as_json, checkpoint_mtbf_hours, checkpoint_gbps):
     """MLPerf Storage's question per strategy: the most emulated accelerators this storage keeps at AU >= the
     workload's threshold — measured at 1..K ranks here, modelled beyond (simulate, its shared tier fitted to
     the measured points); every figure labelled measured or modelled."""
@@ -772,7 +784,8 @@ def sustain_cmd(workload, accelerator, strategies, system, measure_ranks, scale,
                            measure_ranks=measure_ranks, epochs=epochs, scale=scale, model_scale=model_scale,
                            data_dir=data_dir, out=out, seed=seed, ranks_per_node=ranks_per_node,
                            max_accelerators=max_accelerators,
-                           echo=lambda m: click.echo(f"dlbench: {m}", err=True))
+                           echo=lambda m: click.echo(f"dlbench: {m}", err=True),
+                           checkpoint=_sustain_checkpoint(checkpoint_mtbf_hours, checkpoint_gbps))
     click.echo(json.dumps(rows, indent=1) if as_json else sustain.render(rows))
 
 
