@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, Interrupted
 from . import aggregate
-from .engine import Saver, dcp_restore, execute, load_manifest, needs, placement, read_plan
+from .engine import Saver, dcp_reshard_restore, dcp_restore, execute, load_manifest, needs, placement, read_plan
 from .models import LAYOUTS, Model, ranks_to_run
 
 
@@ -182,7 +182,16 @@ def _restores(cfg: Config, comm, saver: Saver, ranks: list[int], folder: Path) -
         for kind in cfg.restore:
             comm.barrier()
             if kind == "reshard":
-                out[kind] = {"skipped": "dcp: resharding needs DTensor state dicts (not emulated)"}
+                m2 = _reshard_model(m, cfg.reshard, comm.size)
+                mine = range(comm.rank, m2.world, comm.size)
+                if cfg.cold and comm.rank == 0:
+                    from ..storage.pagecache import evict
+
+                    evict([str(p) for p in folder.iterdir()])
+                comm.barrier()
+                out[kind] = dcp_reshard_restore(saver, folder, ranks, [t for r in mine for t in needs(m2, r)],
+                                                cfg.cold) | {"to": {"tp": m2.tp, "pp": m2.pp, "dp": m2.dp},
+                                                             "new_ranks": list(mine)}
                 continue
             src = me if kind == "own" else ranks[(comm.rank + rpn) % len(ranks)]
             out[kind] = dcp_restore(saver, folder, src, cfg.cold) | {"as_rank": src}
@@ -265,7 +274,7 @@ def render(res: dict) -> str:
         dev = "n/a" if r["device_bytes"] is None else f"{r['device_bytes'] / mb:,.1f} MiB"
         bw = f"{r['bandwidth_bytes_per_s'] / mb:,.1f} MiB/s" if r["bandwidth_bytes_per_s"] else "n/a"
         lines.append(f"  restore {kind}: {r['bytes'] / mb:,.1f} MiB in {r['read_s']:.4f} s ({bw}), "
-                     f"{r['requests']} requests, resident before {r['resident_before_bytes'] / mb:,.1f} MiB, "
+                     + (f"{r['requests']} requests, " if r["requests"] else "read by dcp.load, ") + f"resident before {r['resident_before_bytes'] / mb:,.1f} MiB, "
                      f"device {dev}" + (f", missing {r['missing_bytes']:,} B" if r["missing_bytes"] else ""))
     for w in s["warnings"]:
         lines.append(f"  WARNING: {w}")

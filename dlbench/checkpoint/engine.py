@@ -537,3 +537,62 @@ def dcp_restore(saver: Saver, folder: Path, as_rank: int, cold: bool) -> dict:
         raise DataError(f"checkpoint {folder}: dcp.load of rank {as_rank}'s tensors returned other bytes "
                         f"than were saved (damaged .distcp file)")
     return rec
+
+
+def dcp_reshard_restore(saver: Saver, folder: Path, written_ranks: list[int], tensors: list[Tensor],
+                        cold: bool) -> dict:
+    """A resharded restore of a ``dcp`` checkpoint: the old shards (keys) that hold any element of
+    ``tensors`` are loaded by real ``torch.distributed.checkpoint.load`` (which reads each key's byte range of
+    its ``.distcp`` file); ``bytes`` is what those keys hold, ``needed_bytes`` what the new rank needs."""
+    import bisect
+
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    from ..storage import pagecache
+
+    assert saver.model is not None
+    keys: dict[str, Tensor] = {}
+    by_logical: dict[str, list] = {}
+    for r in written_ranks:
+        for f in file_specs(saver.model, r, "shards"):
+            for t, _ in f.tensors:
+                by_logical.setdefault(t.logical, []).append((t.offset, t.count, f"{f.name}/{t.name}", t))
+    for v in by_logical.values():
+        v.sort(key=lambda x: x[:2])
+    needed = missing = 0
+    for t in tensors:
+        needed += t.nbytes
+        segs = by_logical.get(t.logical, [])
+        pos, end = t.offset, t.offset + t.count
+        i = max(0, bisect.bisect_right([s[0] for s in segs], pos) - 1)
+        while pos < end and i < len(segs):
+            first, count, key, old = segs[i]
+            i += 1
+            if first + count <= pos:
+                continue
+            if first > pos:
+                break
+            keys[key] = old
+            pos = min(end, first + count)
+        missing += (end - pos) * t.itemsize
+    sd = {}
+    nbytes = 0
+    for key, t in keys.items():
+        buf = content.page_aligned(t.nbytes)
+        sd[key] = torch.from_numpy(buf.view(np.float16 if t.itemsize == 2 else np.float32))
+        nbytes += t.nbytes
+    paths = [str(p) for p in Path(folder).iterdir() if p.is_file()]
+    rec: dict = {"bytes": nbytes, "needed_bytes": needed, "missing_bytes": missing, "files": None,
+                 "keys": len(sd)}
+    if cold:
+        rec["resident_before_bytes"] = pagecache.resident_bytes(paths)[0]
+    io0 = pagecache.proc_io().get("read_bytes")
+    t0 = time.perf_counter()
+    kw = {"no_dist": True} if saver.comm.size == 1 else {}
+    with _quiet():
+        dcp.load(sd, storage_reader=dcp.FileSystemReader(str(folder)), **kw)
+    rec["read_s"] = time.perf_counter() - t0
+    io1 = pagecache.proc_io().get("read_bytes")
+    rec["device_bytes"] = None if io0 is None or io1 is None else io1 - io0
+    return rec

@@ -23,10 +23,11 @@ def test_checkpoint_two_ranks(run_mpi, tmp_path, layout, mode):
     assert [p["as_rank"] for p in own["per_rank"]] == [0, 1]
     assert [p["as_rank"] for p in cross["per_rank"]] == [1, 0]      # each rank reads the other node's files
     assert own["bytes"] == cross["bytes"] == s["bytes_per_checkpoint"]
+    re = res["restore"]["reshard"]
+    assert re["per_rank"][0]["to"] == {"tp": 2, "pp": 1, "dp": 1}
+    assert re["missing_bytes"] < 1e-3 * re["needed_bytes"]     # --scale's rounding only
+    assert re["bytes"] >= re["needed_bytes"] - re["missing_bytes"] > 0
     if layout != "dcp":
-        re = res["restore"]["reshard"]
-        assert re["per_rank"][0]["to"] == {"tp": 2, "pp": 1, "dp": 1}
-        assert re["missing_bytes"] < 1e-3 * re["needed_bytes"]     # --scale's rounding only
         assert own["resident_before_bytes"] == 0
     if mode == "async":
         assert s["step_inflation"] is not None
