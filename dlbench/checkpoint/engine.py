@@ -157,6 +157,7 @@ class Saver:
         self._pending: dict | None = None
         self._pg = None
         self._last_k = 0
+        self._durable = threading.Event()   # dcp: set when this rank's files are fsync'd
         if layout == "dcp":     # imported before any timed region
             import torch.distributed.checkpoint  # noqa: F401
 
@@ -217,8 +218,8 @@ class Saver:
     def done(self) -> bool:
         if self._thread is not None:
             return not self._thread.is_alive()
-        if self._future is not None:
-            return self._future.done()
+        if self._future is not None:   # the future is done before its callback (our fsyncs) has run
+            return self._durable.is_set()
         return True
 
     def finish(self, clock) -> dict | None:
@@ -234,6 +235,7 @@ class Saver:
                 self._future.result()
             except BaseException as e:  # noqa: BLE001
                 rec["error"] = rec["error"] or failure_line(e, str(self.root))
+            self._durable.wait()           # the callback's fsyncs, then publish
             self._future = None
         self._pending = None
         k = rec["checkpoint"]
@@ -290,6 +292,7 @@ class Saver:
                 self._future.result()
             except BaseException:  # noqa: BLE001 - the interrupt is what is reported
                 pass
+            self._durable.wait(60)
         for p in self.root.glob("*.incomplete"):
             shutil.rmtree(p, ignore_errors=True)
 
@@ -326,6 +329,8 @@ class Saver:
         writer = dcp.FileSystemWriter(str(inc), single_file_per_rank=True, sync_files=False, thread_count=1)
         kw = {"no_dist": True} if self.comm.size == 1 else {}
 
+        self._durable.clear()
+
         def durable(_fut=None):
             try:
                 mine = sorted(p for p in inc.iterdir() if p.name.startswith(f"__{self.comm.rank}_"))
@@ -347,6 +352,7 @@ class Saver:
                 rec["error"] = failure_line(e, str(inc))
             rec["t_local_durable"] = clock()
             rec["write_s"] = (rec["t_local_durable"] - rec["t_snapshot"]) / 1e9
+            self._durable.set()
 
         try:
             if self.mode == "async":
@@ -361,6 +367,7 @@ class Saver:
         except BaseException as e:  # noqa: BLE001
             rec["error"] = failure_line(e, str(inc))
             rec["t_local_durable"] = clock()
+            self._durable.set()
 
     def close(self) -> None:
         if self._pg:

@@ -159,3 +159,33 @@ def test_a_defeating_preload_is_flagged_in_the_summary(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "WARNING: loaded into the process: libeatmydata.so" in r.stdout
     assert _result(tmp_path)["preloaded"]["ld_preload"] == ["libeatmydata.so"]
+
+
+def test_async_dcp_is_published_only_after_its_fsyncs(tmp_path, monkeypatch):
+    """Regression: an async dcp save's future is done before its done-callback (the engine's fsyncs) has run;
+    publishing then renamed the folder under those fsyncs and counted files it had not made durable."""
+    import threading
+
+    real_fsync = os.fsync
+    gate = threading.Event()
+
+    def slow_fsync(fd):
+        if threading.current_thread() is not threading.main_thread():
+            gate.wait(10)                 # the callback's fsyncs wait until the test has looked
+        return real_fsync(fd)
+
+    m = get_model("llama3-8b", dp=1, layers=2, scale=2e-5)
+    s = engine.Saver(SerialComm(), m, 0, "dcp", tmp_path, mode="async")
+    s.generate(0)
+    clock = time.perf_counter_ns
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    s.begin(0, clock)
+    for _ in range(400):
+        if s._future.done():
+            break
+        time.sleep(0.025)
+    assert s._future.done() and not s.done()     # saved, not yet durable: not publishable
+    gate.set()
+    rec = s.finish(clock)
+    assert rec["files"] == 2 and len(rec["fsync_s"]) == 3          # .distcp, .metadata, the folder
+    assert (tmp_path / "ckpt_0000" / ".metadata").exists()
