@@ -51,6 +51,8 @@ def check(cfg: Config) -> None:
             raise ConfigError(f"{name}={v!r}: must be an integer >= {lo}")
     if not (cfg.compute_time >= 0 and cfg.compute_time < 3600):
         raise ConfigError(f"--compute-time={cfg.compute_time!r}: must be in [0, 3600) seconds")
+    if cfg.reshard is not None:     # checked before anything is written
+        _reshard_model(cfg.model, cfg.reshard, 1)
     bad = [r for r in cfg.restore if r not in ("own", "cross", "reshard")]
     if bad:
         raise ConfigError(f"--restore={bad[0]!r}: choose from own, cross, reshard")
@@ -73,12 +75,10 @@ def run(cfg: Config, comm) -> dict | None:
     clock = time.perf_counter_ns
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     root = Path(comm.bcast(str(Path(cfg.out) / "checkpoint" / f"{m.name}-{cfg.layout}-{cfg.mode}-{stamp}"), 0))
-    if comm.rank == 0:
-        root.mkdir(parents=True, exist_ok=True)
-    comm.barrier()
+    # the state's memory is checked (Saver) before anything is created on disk
     saver = Saver(comm, m, me, cfg.layout, root / "ckpt", mode=cfg.mode, fsync=cfg.fsync, seed=cfg.seed)
     if comm.rank == 0:
-        (root / "ckpt").mkdir(exist_ok=True)
+        (root / "ckpt").mkdir(parents=True, exist_ok=True)
     comm.barrier()
     recs: list[dict] = []
     steps_idle: list[float] = []
