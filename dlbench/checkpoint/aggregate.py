@@ -9,24 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..metrics import CHECKPOINT_GLOSSARY
+
 STRAGGLER = 1.5      # a rank is a straggler when its time until durable > 1.5 x the median rank's
 FSYNC_IMPLAUSIBLE_BPS = 20e9   # an fsync that makes >= 1 MiB durable at more than 20 GB/s flushed nothing
 GEN_RATIO_MIN = 2.0
 
-DEFINITIONS = {
-    "stall_s": "per checkpoint, the slowest rank's training stall: the time the training loop waited for the "
-               "save (sync: until durable; async: the snapshot into the staging buffer and the save call; "
-               "both: plus any wait for the previous checkpoint)",
-    "durable_s": "per checkpoint, the slowest rank's time from the save's start until its checkpoint is "
-                 "published (every file and the folder fsync'd, renamed from .incomplete)",
-    "bandwidth_bytes_per_s": "per checkpoint, bytes of every rank / durable_s; summary value: all bytes / sum "
-                             "of durable_s",
-    "mlperf_mean_of_rates_bytes_per_s": "MLPerf Storage's figure, labelled as such: mean over checkpoints of "
-                                        "(bytes / that checkpoint's time): not bytes over time",
-    "step_inflation": "mean step time while an async save is in flight / mean step time with none",
-    "generation_ratio": "content generation rate / write rate per rank (minimum over ranks); below 2 the "
-                        "generator, not the storage, may bound the result",
-}
+DEFINITIONS = CHECKPOINT_GLOSSARY   # the one definition of each figure: metrics.CHECKPOINT_GLOSSARY
 
 
 def _pct(a, q) -> float:
