@@ -267,6 +267,10 @@ def render(res: dict) -> str:
         lines.append(f"  step-time inflation during async saves: {s['step_inflation']:.3f}x")
     if s["stragglers"]:
         lines.append(f"  stragglers (> {aggregate.STRAGGLER}x the median rank): ranks {s['stragglers']}")
+    cross = res["restore"].get("cross", {})
+    if any(p.get("as_rank") == c["model_ranks"][i] for i, p in enumerate(cross.get("per_rank", []))):
+        lines.append("  NOTE: the cross-node restore read each rank's own files (one node: pass --ranks-per-node K "
+                     "to emulate nodes of K ranks)")
     for kind, r in res["restore"].items():
         if "skipped" in r:
             lines.append(f"  restore {kind}: skipped ({r['skipped']})")

@@ -159,7 +159,16 @@ class Saver:
         self._last_k = 0
         self._durable = threading.Event()   # dcp: set when this rank's files are fsync'd
         if layout == "dcp":     # imported before any timed region
-            import torch.distributed.checkpoint  # noqa: F401
+            import torch.distributed.checkpoint as dcp
+
+            if not hasattr(dcp, "async_save"):
+                import torch
+
+                from ..errors import ConfigError
+
+                raise ConfigError(f"--layout dcp: torch {torch.__version__} has no "
+                                  f"torch.distributed.checkpoint.async_save (torch >= 2.4 has it); use "
+                                  f"--layout stream or shards")
 
     # ---- generation (before the timed region) ----
     def generate(self, k: int) -> float:

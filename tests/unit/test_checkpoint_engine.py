@@ -189,3 +189,9 @@ def test_async_dcp_is_published_only_after_its_fsyncs(tmp_path, monkeypatch):
     rec = s.finish(clock)
     assert rec["files"] == 2 and len(rec["fsync_s"]) == 3          # .distcp, .metadata, the folder
     assert (tmp_path / "ckpt_0000" / ".metadata").exists()
+
+
+def test_cross_node_restore_on_one_node_says_it_read_its_own_files(cli, tmp_path):
+    r = cli(["checkpoint", *TINY, "--checkpoints", "1", "--restore", "cross", "--out", tmp_path])
+    assert r.exit_code == 0, r.output
+    assert "NOTE: the cross-node restore read each rank's own files" in r.output
