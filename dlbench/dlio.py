@@ -149,14 +149,14 @@ KEYS: dict[str, Key] = {
     "checkpoint.ksm.await_time": _u("KSM is not emulated", None),
     "model.name": _M, "model.type": _n("metadata"), "model.model_size_bytes": _M,
     "model.optimization_groups": _u("LLM checkpoint shapes are not emulated", None, []),
-    "model.num_layers": _u("LLM checkpoint shapes are not emulated", None, 1, -1),
+    "model.num_layers": _M,
     "model.layer_parameters": _u("LLM checkpoint shapes are not emulated", None, []),
     "model.model_datatype": _n("checkpoint dtype"), "model.optimizer_datatype": _n("checkpoint dtype"),
-    "model.parallelism.tensor": _u("model parallelism is not emulated", 1),
-    "model.parallelism.pipeline": _u("model parallelism is not emulated", 1),
-    "model.parallelism.data": _n("data parallel = ranks"),
-    "model.parallelism.zero_stage": _u("ZeRO checkpoint sharding is not emulated", 0),
-    **{f"model.transformer.{k}": _u("transformer checkpoint shapes are not emulated", None)
+    "model.parallelism.tensor": _M,
+    "model.parallelism.pipeline": _M,
+    "model.parallelism.data": _n("data parallel = ranks / (tensor x pipeline)"),
+    "model.parallelism.zero_stage": _M,
+    **{f"model.transformer.{k}": _M
        for k in ("vocab_size", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads")},
     "output.folder": _n("dlbench writes results/<workload>/<strategy>/<stamp> (--out)"),
     "output.log_file": _n("dlbench prints to stdout"),
@@ -309,6 +309,33 @@ NUMBERS: dict[str, tuple[bool, float]] = {
 # a number in exponent form without a dot (``5e-3``): YAML 1.1 (PyYAML) reads it as a string, DLIO (OmegaConf's
 # float resolver) as 0.005
 _EXP_FLOAT = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+_TRANSFORMER = {"hidden": "model.transformer.hidden_size", "ffn": "model.transformer.ffn_hidden_size",
+                "vocab": "model.transformer.vocab_size", "heads": "model.transformer.num_attention_heads"}
+
+
+def _checkpoint_model(flat: dict, where: str) -> dict | None:
+    """DLIO's LLM checkpoint (``model.num_layers`` > 0 with ``model.transformer.*`` and ``model.parallelism.*``)
+    as ``dlbench.checkpoint.models.get_model``'s keyword arguments, or None (no LLM shape given: the checkpoint
+    is ``model_size_bytes``). Missing shape keys are one error: no default shape is made up."""
+    layers = flat.get("model.num_layers")
+    given = [k for k in flat if k.startswith("model.transformer.")]
+    if not given and layers in (None, 1, -1, 0):
+        return None
+    missing = [key for key in ("model.num_layers", *_TRANSFORMER.values()) if flat.get(key) is None]
+    if missing:
+        raise ConfigError(f"{where}: an LLM checkpoint needs {', '.join(missing)} (dlbench sizes every rank's "
+                          f"shards from the transformer's shape)")
+    out = {"layers": flat["model.num_layers"], **{k: flat[v] for k, v in _TRANSFORMER.items()},
+           "kv_heads": flat.get("model.transformer.num_kv_heads") or flat["model.transformer.num_attention_heads"],
+           "tp": flat.get("model.parallelism.tensor", 1), "pp": flat.get("model.parallelism.pipeline", 1),
+           "zero": flat.get("model.parallelism.zero_stage", 0)}
+    for k, v in out.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "zero" else 1):
+            key = dict(_TRANSFORMER, layers="model.num_layers", tp="model.parallelism.tensor",
+                       pp="model.parallelism.pipeline", zero="model.parallelism.zero_stage",
+                       kv_heads="model.transformer.num_kv_heads")[k]
+            raise ConfigError(f"{where}: {key}={v!r}: must be an integer >= {0 if k == 'zero' else 1}")
+    return out
 
 
 def _num(key: str, v, where: str):
@@ -512,22 +539,33 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         workload["compute"] = {acc: {"step_time_s": ct, "batch_size": batch,
                                      "source": f"DLIO {Path(where).name} train.computation_time"}}
     model_bytes = get("model.model_size_bytes")
-    ckpt_every_epochs = 0
+    ckpt_every_epochs = ckpt_every_steps = ckpt_after_epochs = 0
+    ckpt_model = None
     if get("workflow.checkpoint"):
         after = num("checkpoint.checkpoint_after_epoch")
         between = num("checkpoint.epochs_between_checkpoints")
         steps_between = get("checkpoint.steps_between_checkpoints")
         if steps_between not in (None, -1):
-            unsupported.append(f"checkpoint.steps_between_checkpoints={steps_between!r} (dlbench maps "
-                               f"epochs_between_checkpoints when checkpoint_after_epoch equals it)")
-        elif after != between:
-            unsupported.append(f"checkpoint.checkpoint_after_epoch={after} with epochs_between_checkpoints="
-                               f"{between} (dlbench checkpoints every N steps from step 0: it emulates "
-                               f"checkpoint_after_epoch == epochs_between_checkpoints)")
-        ckpt_every_epochs = between
+            # DLIO: every steps_between_checkpoints global steps, from that step (epochs keys ignored)
+            if not isinstance(steps_between, int) or isinstance(steps_between, bool) or steps_between < 1:
+                raise ConfigError(f"{where}: checkpoint.steps_between_checkpoints={steps_between!r}: must be "
+                                  f"an integer >= 1 (or -1: by epochs)")
+            ckpt_every_steps = steps_between
+        else:
+            # DLIO: at the end of epoch checkpoint_after_epoch (1-based), then every epochs_between_checkpoints
+            ckpt_after_epochs = after
+        ckpt_every_epochs = between if steps_between in (None, -1) else 0
+        ckpt_model = _checkpoint_model(flat, where)
         workload["model"] = {"name": wname, "parameters": int(math.ceil(float(model_bytes) / 12)),
                              "source": f"DLIO model.model_size_bytes={model_bytes} (dlbench writes 12 B per "
                                        f"parameter)"}
+        if ckpt_model is not None:
+            from .checkpoint.models import get_model
+
+            workload["model"] = {"name": wname, "parameters": get_model(
+                None, **{k: v for k, v in ckpt_model.items() if k != "zero"}).parameters(),
+                "source": "DLIO model.num_layers, model.transformer.* (every rank writes its TP/PP/ZeRO "
+                          "shards as DLIO sizes them: dlbench.checkpoint.models)"}
     options: dict = {"num_workers": workers}
     if workers > 0:
         options["prefetch_factor"] = max(1, math.ceil(prefetch / workers)) if prefetch > 0 else 2
@@ -540,6 +578,8 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
         notes.append("reader.prefetch_size=0: torch needs >= 1 batch per worker; dlbench prefetches 1")
     run = {"epochs": epochs, "batch_size": batch, "compute_time_s": ct, "compute_stdev_s": ct_std,
            "strategy": "prefetch", "options": options, "checkpoint_every_epochs": ckpt_every_epochs,
+           "checkpoint_after_epochs": ckpt_after_epochs, "checkpoint_every_steps": ckpt_every_steps,
+           "checkpoint_model": ckpt_model,
            "max_steps": steps if steps > 0 else None, "seed": int(get("train.seed") or 0)}
     if run["max_steps"] is not None:
         unsupported.append(f"train.total_training_steps={steps} (dlbench runs whole epochs)")
@@ -605,7 +645,11 @@ def workload_yaml(t: Translation) -> str:
             f"# run it as DLIO would: dlbench run --workload THIS.yaml --scale full {' '.join(t.run_flags())}"]
     if t.run["checkpoint_every_epochs"]:
         head.append(f"#   + --checkpoint-every <{t.run['checkpoint_every_epochs']} x steps per epoch> "
-                    f"(DLIO checkpoints every {t.run['checkpoint_every_epochs']} epochs)")
+                    f"(DLIO checkpoints every {t.run['checkpoint_every_epochs']} epochs)"
+                    + (f", the first at the end of epoch {t.run['checkpoint_after_epochs']} (applied by "
+                       f"dlbench run --dlio-config)" if t.run.get("checkpoint_after_epochs") else ""))
+    if t.run.get("checkpoint_every_steps"):
+        head.append(f"#   + --checkpoint-every {t.run['checkpoint_every_steps']} (DLIO's steps_between_checkpoints)")
     head += [f"# note: {n}" for n in t.notes]
     head += [f"# NOT EMULATED: {u}" for u in t.unsupported]
     if t.run.get("eval"):

@@ -520,3 +520,22 @@ def tier_io(per_rank_arrays: Sequence[dict], tier_names: Sequence[str] | None = 
                 out[where][tier_names[peer]]["ops"] += int(ex.sum())
                 out[where][tier_names[peer]]["bytes"] += int(nb[ex].sum())
     return out
+
+
+# `dlbench checkpoint`'s figures (checkpoint.json's summary and per_checkpoint; dlbench.checkpoint.aggregate),
+# measured and simulated alike; docs/architecture.md's checkpoint table is this dictionary word for word
+CHECKPOINT_GLOSSARY = {
+    "stall_s": "per checkpoint, the slowest rank's training stall: the time the training loop waited for the "
+               "save (sync: until durable; async: the snapshot into the staging buffer and the save call; "
+               "both: plus any wait for the previous checkpoint)",
+    "durable_s": "per checkpoint, the slowest rank's time from the save's start until its checkpoint is "
+                 "published (every file and the folder fsync'd, renamed from .incomplete)",
+    "bandwidth_bytes_per_s": "per checkpoint, bytes of every rank / durable_s; summary value: all bytes / sum "
+                             "of durable_s; simulated (dlbench checkpoint --simulate): all bytes / the slowest "
+                             "node's modelled time",
+    "mlperf_mean_of_rates_bytes_per_s": "MLPerf Storage's figure, labelled as such: mean over checkpoints of "
+                                        "(bytes / that checkpoint's time): not bytes over time",
+    "step_inflation": "mean step time while an async save is in flight / mean step time with none",
+    "generation_ratio": "content generation rate / write rate per rank (minimum over ranks); below 2 the "
+                        "generator, not the storage, may bound the result",
+}

@@ -124,6 +124,21 @@ def largest_sustained(cost: Callable[[int], Point], threshold: float, start: int
     return lo, [pts[k] for k in sorted(pts)]
 
 
+def with_checkpoints(cost: Callable[[int], Point], checkpoint_s: float, mtbf_h: float) -> Callable[[int], Point]:
+    """``cost`` with checkpoints included: the AU at n accelerators times the goodput of checkpointing at the
+    Young/Daly interval (``simulate.checkpoint.young_daly``: a checkpoint stalls the job ``checkpoint_s``, its
+    MTBF is ``mtbf_h`` per accelerator / n), so more accelerators fail more often and lose more to checkpoints."""
+    from .simulate.checkpoint import young_daly
+
+    def f(n: int) -> Point:
+        p = cost(n)
+        g = young_daly(checkpoint_s, mtbf_h, p.accelerators)["goodput"]
+        g = 1.0 if g is None else g
+        return dataclasses.replace(p, au=p.au * g, note=(p.note + "; " if p.note else "") +
+                                   f"AU x {g:.4f} checkpoint goodput")
+    return f
+
+
 def scaled_profile(profile, s: float):
     """The profile with its shared tier scaled by s (no PFS section: a flat 1000 MB/s × s curve)."""
     from .system import ClientPoint, PfsSpec
@@ -310,8 +325,10 @@ def measured_dataset(wl, workload: str, ranks: int, seed: int, data_dir: str | N
 def sustain(*, workload: str, accelerator: str, strategies: list[str], system: str = "local", measure_ranks: int = 2,
             epochs: int = 2, scale: str | None = None, model_scale: str = "full", data_dir: str | None = None,
             out: str = "results", seed: int = 0, ranks_per_node: int | None = None, max_accelerators: int = 4096,
-            options: dict | None = None, echo=None) -> list[dict]:
-    """Measure, calibrate and model each strategy (module docstring); rows for ``render``."""
+            options: dict | None = None, echo=None, checkpoint: tuple[float, float] | None = None) -> list[dict]:
+    """Measure, calibrate and model each strategy (module docstring); rows for ``render``. ``checkpoint``:
+    ``(link GB/s, MTBF h per accelerator)``: the workload's checkpoint (its model size, written by one rank
+    at that rate) included in every point's AU (``with_checkpoints``)."""
     from . import workload as W
     from .system import load as load_profile
 
@@ -326,6 +343,13 @@ def sustain(*, workload: str, accelerator: str, strategies: list[str], system: s
         raise ConfigError(f"workload {full_wl.name}: no AU threshold (none published); add au_threshold to its "
                           f"YAML to ask how many accelerators sustain it")
     base = load_profile(system)
+    ckpt_s = None
+    if checkpoint is not None:
+        nbytes = full_wl.checkpoint_nbytes()
+        if not nbytes:
+            raise ConfigError(f"--checkpoint-mtbf-hours: workload {full_wl.name} gives no model size "
+                              f"(model.parameters in its YAML), so its checkpoint cannot be costed")
+        ckpt_s = nbytes / (checkpoint[0] * 1e9)
     rpn = ranks_per_node or measure_ranks
     same_scale = measured_wl.scale == full_wl.scale and measured_wl.samples == full_wl.samples
     data_dir, n_measured, dataset_note = measured_dataset(measured_wl, workload, measure_ranks, seed, data_dir,
@@ -356,13 +380,21 @@ def sustain(*, workload: str, accelerator: str, strategies: list[str], system: s
     for strategy in strategies:
         opts = dict((options or {}).get(strategy, {}))
         mp = meas[strategy]
-        rms_st = math.sqrt(sum((model_au_of(strategy, p.accelerators, s) - p.au) ** 2 for p in mp) / len(mp))
+        if ckpt_s is not None:
+            assert checkpoint is not None
+            mp = [with_checkpoints(lambda n, p=p: p, ckpt_s, checkpoint[1])(p.accelerators) for p in mp]
+        rms_st = math.sqrt(sum((model_au_of(strategy, p.accelerators, s) - p.au) ** 2 for p in meas[strategy])
+                           / len(mp))   # the fit: data loading only
         passing = max((p.accelerators for p in mp if p.au >= threshold), default=0)
 
         def cost(n, strategy=strategy, opts=opts):
             return model_point(strategy=strategy, wl=full_wl, accelerator=accelerator, profile=prof, n=n,
                                ranks_per_node=rpn, epochs=epochs, seed=seed, options=opts,
                                full_samples=full_wl.samples)
+
+        if ckpt_s is not None:
+            assert checkpoint is not None
+            cost = with_checkpoints(cost, ckpt_s, checkpoint[1])
 
         def cost_nodes(m, cost=cost):   # worlds of whole nodes (rpn accelerators each)
             return cost(m * rpn)

@@ -1,9 +1,16 @@
-"""``--checkpoint-every N``: every N global steps rank 0 writes the workload's checkpoint (its model size) to
-the run folder with fsync and every rank waits for it at a barrier; the ``checkpoint`` phase interval, and
-rank 0's bytes in its ``checkpoint`` counters."""
+"""``--checkpoint-every N``: a schedule on the checkpoint engine (``dlbench.checkpoint.engine``). At global
+step ``first`` (default N; DLIO's ``checkpoint_after_epoch`` sets it) and every N steps after, rank 0 writes
+the workload's checkpoint (its model size) as one durable file (or, for a DLIO config with an LLM shape,
+``model.num_layers`` / ``model.transformer.*`` / ``model.parallelism.*``, every rank writes its DeepSpeed
+shards as DLIO sizes them, data parallelism = ranks / (TP x PP)): incompressible content generated before the
+phase starts, written into ``checkpoints/ckpt_NNNN.incomplete/``, fsync'd with its folder, published by
+rename (a disk-full failure publishes nothing and says so in one line), then removed (``dlbench checkpoint
+--keep`` keeps checkpoints); every rank waits at a barrier. The ``checkpoint`` phase interval covers the
+write until published, and rank 0's bytes are in its ``checkpoint`` counters."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,12 +20,13 @@ from ..timeline import PHASE_ID
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ..checkpoint.engine import Saver
     from ..comm import Comm
     from ..storage.counters import CounterSet, IOCounters
     from ..timeline import Timeline
     from ..workload import Workload
 
-CHUNK_BYTES = 64 << 20   # write_checkpoint's chunk: the counters count one write per chunk
+CHUNK_BYTES = 64 << 20   # the write request: the counters count one write per chunk
 
 
 def checkpoint_nbytes(every: int, workload: Workload) -> int:
@@ -31,28 +39,78 @@ def checkpoint_nbytes(every: int, workload: Workload) -> int:
     return nbytes
 
 
+def due(global_step: int, every: int, first: int = 0) -> bool:
+    """Whether a checkpoint is due after ``global_step`` steps: at ``first`` (0: ``every``), then every
+    ``every`` steps."""
+    first = first or every
+    return bool(every) and global_step >= first and (global_step - first) % every == 0
+
+
 class Checkpointer:
-    """Writes ``nbytes`` into ``directory`` every ``every`` global steps (0: never)."""
+    """Writes ``nbytes`` into ``directory``/checkpoints on the schedule (``every`` 0: never)."""
 
     def __init__(self, every: int, nbytes: int, comm: Comm, io: CounterSet, directory: Path,
-                 clock: Callable[[], int]):
-        self.every, self.nbytes, self.comm, self.io = int(every), int(nbytes), comm, io
+                 clock: Callable[[], int], first: int = 0, model: dict | None = None):
+        self.every, self.first, self.nbytes, self.comm, self.io = int(every), int(first), int(nbytes), comm, io
+        self.model = model
         self.directory, self.clock = Path(directory), clock
         self._counters: IOCounters | None = None
+        self._saver: Saver | None = None
+        self._k = 0
+
+    def _engine(self) -> Saver:
+        if self._saver is None:
+            from ..checkpoint.engine import FileSpec, Saver
+
+            if self.model is not None:   # an LLM: every rank writes its DeepSpeed shards as DLIO sizes them
+                from ..checkpoint.models import get_model
+
+                kw = dict(self.model)
+                mp = kw["tp"] * kw["pp"]
+                if self.comm.size % mp:
+                    raise ConfigError(f"model.parallelism: tensor {kw['tp']} x pipeline {kw['pp']} = {mp} does not "
+                                      f"divide the {self.comm.size} ranks")
+                model = get_model(None, dp=self.comm.size // mp, **kw)
+                self._saver = Saver(self.comm, model, self.comm.rank, "shards", self.directory / "checkpoints",
+                                    chunk=CHUNK_BYTES)
+            else:
+                files = [FileSpec("model_states.pt", 0, self.nbytes, [])] if self.comm.rank == 0 else []
+                self._saver = Saver(self.comm, None, self.comm.rank, "stream", self.directory / "checkpoints",
+                                    chunk=CHUNK_BYTES, files=files)
+            if self.comm.rank == 0:
+                (self.directory / "checkpoints").mkdir(parents=True, exist_ok=True)
+                free = shutil.disk_usage(self.directory).free
+                if self._saver.nbytes > free:
+                    # refused before writing: it would fill the disk (and every other writer on it) first
+                    from ..errors import OutputError
+
+                    raise OutputError(f"checkpoint: disk full: {self._saver.nbytes:,} bytes do not fit in "
+                                      f"{self.directory} ({free / 1e6:,.1f} MB free); free space there, or pass "
+                                      f"--checkpoint-every 0")
+        return self._saver
 
     def after_step(self, global_step: int, timeline: Timeline, e: int, s: int) -> None:
         """Called after every step with the steps done so far: writes the checkpoint when one is due."""
-        if not self.every or global_step % self.every:
+        if not due(global_step, self.every, self.first):
             return
-        from ..compute.sleep import write_checkpoint
-
-        comm, clock = self.comm, self.clock
+        saver, comm, clock = self._engine(), self.comm, self.clock
+        k = self._k
+        self._k += 1
+        saver.generate(k)                  # before the phase: the content of this checkpoint
         c0 = clock()
-        if comm.rank == 0:  # rank 0 writes; every rank waits for it
-            w_s = write_checkpoint(self.directory, self.nbytes, None, e, s, chunk_bytes=CHUNK_BYTES)
+        try:
+            saver.begin(k, clock)
+            rec = saver.finish(clock)
+        finally:
+            if comm.rank == 0:
+                shutil.rmtree(self.directory / "checkpoints", ignore_errors=True)
+        mine = saver.nbytes          # this rank's bytes (rank 0's one file, or its shards)
+        if rec is not None and mine:
             if self._counters is None:
                 self._counters = self.io.new("checkpoint")
-            self._counters.open()
-            self._counters.write(self.nbytes, int(w_s * 1e9), count=-(-self.nbytes // CHUNK_BYTES))
+            for _ in saver.files:
+                self._counters.open()
+            self._counters.write(mine, int(rec["write_s"] * 1e9),
+                                 count=sum(-(-f.nbytes // CHUNK_BYTES) for f in saver.files))
         comm.barrier()
-        timeline.add(PHASE_ID["checkpoint"], c0, clock(), e, s, self.nbytes if comm.rank == 0 else 0)
+        timeline.add(PHASE_ID["checkpoint"], c0, clock(), e, s, mine)

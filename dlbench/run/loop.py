@@ -145,7 +145,8 @@ class Loop:
         io0 = proc_io()
         cache = self.cache
         ckpt = Checkpointer(cfg.checkpoint_every, self.checkpoint_nbytes, comm, self.io,
-                            Path(checkpoint_dir if checkpoint_dir is not None else cfg.out), clock)
+                            Path(checkpoint_dir if checkpoint_dir is not None else cfg.out), clock,
+                            first=cfg.checkpoint_first, model=cfg.checkpoint_model)
         global_step = 0
         delivered = 0
         try:

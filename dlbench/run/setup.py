@@ -46,6 +46,8 @@ class RunConfig:
     model: str | None = None
     barrier: bool = False
     checkpoint_every: int = 0
+    checkpoint_first: int = 0              # the first checkpoint's global step (0: checkpoint_every); DLIO's checkpoint_after_epoch
+    checkpoint_model: dict | None = None   # an LLM checkpoint (dlbench.checkpoint.models.get_model's keywords; DLIO's model.*)
     verify: bool = False
     ranks_per_node: int | None = None
     dry_run: bool = False

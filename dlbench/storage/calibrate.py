@@ -13,6 +13,11 @@ value so the spread is on record):
   measured on the device (a file system without O_DIRECT falls back to ``drop`` with a warning).
 - **latency**: the median time of one 4 KiB random read with γ = 1 (cold, as above).
 - **client link** b_fs: t(1) (one reader alone).
+- **shared tier, write side** (on record under ``calibration.shared_write``; ``dlbench checkpoint --simulate
+  --system`` reads it): every rank's ``threads`` threads write new files of 8 MiB (16 MiB pwrites, fsync,
+  close) under ``--data-dir`` for ``slice_s``: the aggregate MB/s by writers (ranks × threads), every fsync's
+  time; then a durable publish's metadata operations, per operation: a 4 KiB file created, written and
+  fsync'd, a rename, the folder's fsync, an unlink. Everything written is removed.
 - **local tier** r(p): the same random reads on files written under ``--local-dir``, with p threads; w(p):
   writing them (``pwrite`` + ``fsync``), p threads (the tier's ``write_bandwidth``).
 - **memory** r_0(p): a page-aligned memory copy of ``request_bytes`` rows with p threads (NumPy copies release
@@ -189,6 +194,88 @@ def _write_files(d: Path, threads: int, per_thread: int, nbytes: int) -> tuple[l
         t.join()
     dt = time.perf_counter() - t0
     return [(str(p), p.stat().st_size) for p in paths], threads * per_thread / dt / MB
+
+
+WRITE_FILE_BYTES = 8 << 20     # the shared tier's write side: checkpoint-like files of 8 MiB
+
+
+def _shared_write(d: Path, threads: int, slice_s: float, file_bytes: int = WRITE_FILE_BYTES) -> tuple[float, list]:
+    """Checkpoint writes on the shared tier: ``threads`` threads each write new files of ``file_bytes`` (one
+    pwrite per 16 MiB, fsync, close) for ``slice_s`` (at least one file each); (MB/s of all bytes over the
+    slowest thread's time, every fsync's seconds). The files are removed."""
+    d.mkdir(parents=True, exist_ok=True)
+    buf = aligned_empty(file_bytes)
+    buf[:] = np.frombuffer(np.random.default_rng(7).bytes(file_bytes), np.uint8)
+    done = [0] * threads
+    took = [0.0] * threads
+    fsyncs: list = []
+
+    def work(k):
+        t0 = time.perf_counter()
+        n = 0
+        while n == 0 or time.perf_counter() - t0 < slice_s:
+            p = d / f"calib-w{os.getpid()}-{k}-{n}.bin"
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                off = 0
+                while off < file_bytes:
+                    off += os.pwrite(fd, buf[off:off + (16 << 20)], off)
+                a = time.perf_counter()
+                os.fsync(fd)
+                fsyncs.append(time.perf_counter() - a)
+            finally:
+                os.close(fd)
+            n += 1
+        took[k] = time.perf_counter() - t0
+        done[k] = n
+
+    try:
+        th = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+    finally:
+        for p in d.glob(f"calib-w{os.getpid()}-*.bin"):
+            p.unlink(missing_ok=True)
+    return sum(done) * file_bytes / max(took) / MB, fsyncs
+
+
+def _dir_ops(d: Path, rounds: int = 16) -> dict:
+    """A durable publish's metadata operations on the shared tier, per operation (mean): create + write 4 KiB +
+    fsync + close (``small_file_s``), rename (``rename_s``), the folder's fsync (``dir_fsync_s``), unlink."""
+    d.mkdir(parents=True, exist_ok=True)
+    row = np.frombuffer(np.random.default_rng(8).bytes(LAT_BYTES), np.uint8)
+    t: dict = {"small_file_s": [], "rename_s": [], "dir_fsync_s": [], "unlink_s": []}
+    names = []
+    try:
+        for k in range(rounds):
+            p = d / f"calib-m{os.getpid()}-{k}.tmp"
+            a = time.perf_counter()
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.pwrite(fd, memoryview(row.tobytes()), 0)
+            os.fsync(fd)
+            os.close(fd)
+            b = time.perf_counter()
+            q = p.with_suffix(".bin")
+            os.rename(p, q)
+            c = time.perf_counter()
+            dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+            os.fsync(dfd)
+            os.close(dfd)
+            e = time.perf_counter()
+            names.append(q)
+            t["small_file_s"].append(b - a)
+            t["rename_s"].append(c - b)
+            t["dir_fsync_s"].append(e - c)
+        for q in names:
+            a = time.perf_counter()
+            q.unlink()
+            t["unlink_s"].append(time.perf_counter() - a)
+    finally:
+        for q in d.glob(f"calib-m{os.getpid()}-*"):
+            q.unlink(missing_ok=True)
+    return {k: float(np.mean(v)) for k, v in t.items()}
 
 
 def _file_write_cost(d: Path, nbytes: int, slice_s: float, batch: int = 16) -> dict:
@@ -578,7 +665,7 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
     threads = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= max_threads] or [1]
     have_local = local_dir is not None
     points = (len(threads) * repeat + 4 + (3 * len(threads) * repeat + 1 if have_local else 0)
-              + len(threads) * repeat)
+              + 2 * len(threads) * repeat)
     slice_s = max(0.05, budget_s / points)
     first_node_rank = comm.rank == min(r for r in range(comm.size) if comm.node_map[r] == comm.node_map[comm.rank])
     raw: dict = {"request_bytes": request_bytes, "slice_s": slice_s, "cache": cache, "ranks": comm.size,
@@ -615,6 +702,35 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
             echo(f"  shared tier: {t * comm.size:>3} readers  {_median(vals):>10,.1f} MB/s  "
                  f"({min(vals):,.1f} .. {max(vals):,.1f})")
     raw["shared_mb_per_s"] = {str(k): v for k, v in agg.items()}
+    # --- shared tier, write side: checkpoint-like files, fsync, a publish's metadata operations ---
+    wd = Path(data_dir) / f".dlbench-calibrate-write-r{comm.rank}"
+    try:
+        wagg: dict = {}
+        wfs: list = []
+        for t in threads:
+            vals = []
+            for _ in range(repeat):
+                comm.barrier()
+                mb, fs = _shared_write(wd, t, slice_s)
+                vals.append(comm.allreduce(mb, "sum"))
+                wfs += fs
+            wagg[t * comm.size] = vals
+            if echo and comm.rank == 0:
+                echo(f"  shared tier: {t * comm.size:>3} writers  {_median(vals):>10,.1f} MB/s  (files of "
+                     f"{WRITE_FILE_BYTES >> 20} MiB, each fsync'd)")
+        ops = _dir_ops(wd)
+    finally:
+        try:
+            wd.rmdir()
+        except OSError:
+            pass
+    raw["shared_write"] = {"file_bytes": WRITE_FILE_BYTES, "mb_per_s": {str(k): v for k, v in wagg.items()},
+                           "fsync_s": {"median": _median(wfs), "p99": float(np.percentile(wfs, 99)) if wfs else 0.0,
+                                       "count": len(wfs)}, **ops}
+    if echo and comm.rank == 0:
+        echo(f"  shared tier: fsync of a {WRITE_FILE_BYTES >> 20} MiB file {_median(wfs) * 1e3:,.2f} ms (median); "
+             f"small file + fsync {ops['small_file_s'] * 1e3:,.2f} ms, rename {ops['rename_s'] * 1e6:,.0f} us, "
+             f"folder fsync {ops['dir_fsync_s'] * 1e3:,.2f} ms, unlink {ops['unlink_s'] * 1e6:,.0f} us")
     # --- the format reader's own cost (page cache warm) ---
     rc = _reader_cost(Path(data_dir), slice_s, seed=3 + comm.rank)
     raw["format_reader"] = rc

@@ -82,3 +82,22 @@ def test_two_ranks_measure_the_network(cf, tmp_path, run_mpi):
     beyond = max(xs["mean_s"] - xs["parts"] * xs["sample_bytes"] / (x["mb_per_s"] * 1e6), 0.0) / 16
     assert d["exchange_sample_s"] == pytest.approx(beyond, rel=1e-3, abs=1e-7)
     assert not any(loc.rglob("*"))                           # the stage's files and folders removed
+
+
+def test_write_side_feeds_checkpoint_simulation(cf, tmp_path, cli):
+    """calibrate-storage's write side (issue 28): checkpoint-like files with fsync by writers, a publish's
+    metadata operations, all on record; `dlbench checkpoint --simulate --system` takes its link and file cost."""
+    from dlbench.system import load
+
+    out = tmp_path / "me.yaml"
+    r = cli(["calibrate-storage", "--data-dir", str(cf), "-o", str(out), "--budget-s", "1", "--max-threads", "2",
+             "--repeat", "1"])
+    assert r.exit_code == 0, r.output
+    sw = load(out).calibration["shared_write"]
+    assert sorted(sw["mb_per_s"]) == ["1", "2"] and all(v[0] > 0 for v in sw["mb_per_s"].values())
+    assert sw["fsync_s"]["count"] >= 3 and sw["small_file_s"] > 0 and sw["dir_fsync_s"] > 0
+    assert not list(cf.rglob("calib-*")) and not list(cf.glob(".dlbench-calibrate-write-*"))
+    r = cli(["checkpoint", "--model", "llama3-70b", "--simulate", "--write-curve", "1:10,8:1000", "--system", str(out)])
+    assert r.exit_code == 0, r.output
+    link = max(v[0] for v in sw["mb_per_s"].values()) / 1e3
+    assert f"node link {link:.3f} GB/s" in r.output and "llama3-70b" in r.output

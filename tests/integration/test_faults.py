@@ -209,25 +209,26 @@ def test_calibrate_out_checked_before_measuring(tmp_path, cli, monkeypatch, bad)
 
 def test_full_disk_during_checkpoint_names_the_path(tiny, tmp_path, cli, monkeypatch):
     """Regression: ENOSPC while checkpointing was a raw `OSError: [Errno 28]` without the path. Now one line
-    with the checkpoint file, the free space there and what to do; no checkpoint file left."""
+    with the checkpoint file, the free space there and that nothing was published; no checkpoint left."""
     import errno as _errno
 
-    real_write = os.write
+    real_pwrite = os.pwrite
 
-    def write(fd, data):
-        if ".dlbench-ckpt-" in os.readlink(f"/proc/self/fd/{fd}"):
+    def pwrite(fd, data, offset):
+        if ".incomplete/" in os.readlink(f"/proc/self/fd/{fd}") and offset > 0:   # mid-file, mid-checkpoint
             raise OSError(_errno.ENOSPC, "No space left on device")
-        return real_write(fd, data)
+        return real_pwrite(fd, data, offset)
 
-    monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "pwrite", pwrite)
     out = tmp_path / "res"
     r = cli(["run", "--workload", "cosmoflow", "--data-dir", tiny, "--epochs", 1, "--compute-time", "0",
              "--checkpoint-every", 1, "--out", out])
     assert r.exit_code == 6, r.output
     line = r.output.strip()
     assert len(line.splitlines()) == 1 and "Traceback" not in line, line
-    assert "checkpoint: disk full writing" in line and ".dlbench-ckpt-" in line and "MB free in" in line, line
-    assert not list(out.rglob(".dlbench-ckpt-*"))
+    assert "checkpoint 0: disk full writing" in line and "ckpt_0000.incomplete/model_states.pt" in line, line
+    assert "MB free" in line and "nothing was published" in line, line
+    assert not list(out.rglob("*.incomplete")) and not list(out.rglob("ckpt_*"))
 
 
 # ----- prefetch: the worker's root error -------------------------------------------------------------------

@@ -172,12 +172,18 @@ def test_hdf5_format_maps_to_hdf5_layouts_and_refuses_stdev():
 
 
 def test_checkpoint_mapping():
-    # unet3d: first checkpoint after epoch 5, then every 2: dlbench checkpoints every N steps from step 0
-    with pytest.raises(ConfigError, match="checkpoint_after_epoch=5 with epochs_between_checkpoints=2"):
-        _load("unet3d_h100")
+    # unet3d: first checkpoint at the end of epoch 5, then every 2 (DLIO 2.0.0's unet3d_h100.yaml): emulated
+    t = _load("unet3d_h100")
+    assert t.run["checkpoint_every_epochs"] == 2 and t.run["checkpoint_after_epochs"] == 5
+    assert "the first at the end of epoch 5" in dlio.workload_yaml(t)
     t = _load("unet3d_h100", "++workload.checkpoint.checkpoint_after_epoch=2",
               "++workload.model.model_size_bytes=1200")
     assert t.run["checkpoint_every_epochs"] == 2 and t.workload["model"]["parameters"] == 100
+    # bert_v100's steps_between_checkpoints: every N global steps
+    t = _load("unet3d_h100", "++workload.checkpoint.steps_between_checkpoints=250")
+    assert t.run["checkpoint_every_steps"] == 250 and t.run["checkpoint_every_epochs"] == 0
+    with pytest.raises(ConfigError, match="steps_between_checkpoints=0"):
+        _load("unet3d_h100", "++workload.checkpoint.steps_between_checkpoints=0")
     assert dlio.steps_per_epoch(168, 2, 7) == 12 and dlio.steps_per_epoch(169, 2, 7) == 13
 
 

@@ -1,0 +1,3 @@
+"""Checkpoint I/O of large-model training (issue 28): models (``models``), content (``content``), the
+engine (``engine``: layouts stream, shards, dcp; durable publish; restores), aggregation (``aggregate``) and
+the ``dlbench checkpoint`` driver (``bench``)."""

@@ -1,0 +1,107 @@
+"""Checkpoints at any node count, modelled (pure: arithmetic on the model's per-rank bytes; no I/O).
+
+A checkpoint of a model (``dlbench.checkpoint.models``) on ``nodes`` nodes of ``ranks_per_node`` ranks (rank r
+on node r // ranks_per_node, as a launcher places them): every node writes its ranks' bytes (uneven under
+ZeRO-1: the nodes of data-parallel rank 0 write the model states too) through one client link, while the
+shared file system's aggregate write curve t(γ) is shared by the γ nodes that write. A node writes at
+``min(link, t(γ) / γ)``; the checkpoint is durable when the slowest node is done, plus every rank's files'
+per-file cost (create, fsync) in series on that rank. Bandwidth = all bytes / that time: the same definition
+as a measured checkpoint (``dlbench.checkpoint.aggregate``: bytes / the slowest rank's time until durable).
+
+Young/Daly: with a checkpoint costing the training ``C`` seconds (its stall) and a job MTBF of ``M`` = MTBF
+per accelerator / accelerators, the interval that maximises goodput is ``T = sqrt(2 C M)`` (Young's first
+order; Daly's higher-order correction matters only when C approaches M) and the fraction of time left for
+training is about ``1 - C / T - (T / 2 + R) / M`` (R: the restart's cost, the restore)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..checkpoint.models import Model, rank_bytes, rank_files
+from ..errors import ConfigError
+
+GiB = 1 << 30
+
+
+def parse_curve(text: str) -> list[tuple[float, float]]:
+    """``"1:10,8:60,64:200"`` -> [(clients, GB/s)], increasing clients; one line naming the bad entry."""
+    pts = []
+    for part in (p for p in str(text).split(",") if p.strip()):
+        try:
+            c, bw = part.split(":")
+            pts.append((float(c), float(bw)))
+        except ValueError:
+            raise ConfigError(f"--write-curve entry {part!r}: give CLIENTS:GB_PER_S, e.g. 1:10,8:60,64:200") from None
+    if not pts or any(c < 1 or not math.isfinite(b) or b <= 0 for c, b in pts):
+        raise ConfigError(f"--write-curve={text!r}: needs entries CLIENTS:GB_PER_S with clients >= 1 and "
+                          f"bandwidth > 0")
+    pts.sort()
+    return pts
+
+
+def aggregate(curve: list[tuple[float, float]], clients: float) -> float:
+    """t(γ) in bytes/s: linear between the points, flat beyond the last."""
+    xs = [c for c, _ in curve]
+    ys = [b * 1e9 for _, b in curve]
+    return float(np.interp(clients, xs, ys))
+
+
+def cost(m: Model, nodes: int, ranks_per_node: int, curve: list[tuple[float, float]], link_gbps: float,
+         file_s: float = 0.0, layout: str = "shards") -> dict:
+    """One checkpoint of ``m`` (its full job: TP*PP*DP ranks) on ``nodes`` nodes."""
+    if nodes * ranks_per_node != m.world:
+        raise ConfigError(f"--nodes={nodes} x --ranks-per-node={ranks_per_node} = {nodes * ranks_per_node}: "
+                          f"{m.name}'s job has {m.world} ranks (TP {m.tp} x PP {m.pp} x DP {m.dp})")
+    per_rank = np.array([rank_bytes(m, r) for r in range(m.world)], dtype=float)
+    files = np.array([len(rank_files(m, r, layout)) for r in range(m.world)], dtype=float)
+    per_node = per_rank.reshape(nodes, ranks_per_node).sum(axis=1)
+    writers = int((per_node > 0).sum())
+    rate = min(link_gbps * 1e9, aggregate(curve, writers) / max(1, writers))
+    t_bytes = per_node.max() / rate
+    t = t_bytes + float((files * file_s).max())
+    total = float(per_rank.sum())
+    return {"model": m.name, "nodes": nodes, "ranks": m.world, "bytes": total, "writing_nodes": writers,
+            "node_bytes_max": float(per_node.max()), "node_bytes_min": float(per_node.min()),
+            "node_rate_bytes_per_s": rate, "durable_s": t, "bandwidth_bytes_per_s": total / t,
+            "files": int(files.sum())}
+
+
+def from_calibration(profile) -> tuple[float, float, str]:
+    """(node link GB/s, per-file s, what) from a profile of ``dlbench calibrate-storage`` (its write side, on
+    record under ``calibration.shared_write``): the link is the best measured aggregate write rate divided by
+    the nodes that measured it, the per-file cost a 4 KiB file's create + write + fsync + close."""
+    cal = (getattr(profile, "calibration", None) or {}).get("shared_write")
+    if not cal:
+        raise ConfigError(f"--system {getattr(profile, 'name', profile)}: no calibration.shared_write (run "
+                          f"dlbench calibrate-storage of this release to measure the write side)")
+    nodes = max(1, int((profile.calibration or {}).get("nodes", 1)))
+    best = max(float(np.median(v)) for v in cal["mb_per_s"].values()) / nodes
+    return best / 1e3, float(cal["small_file_s"]), (f"from {profile.name}: node link {best / 1e3:.3f} GB/s "
+                                                     f"(best measured write rate per node), "
+                                                     f"{cal['small_file_s'] * 1e3:.2f} ms per file")
+
+
+def young_daly(c_s: float, mtbf_accel_h: float, accelerators: int, restart_s: float = 0.0) -> dict:
+    """The checkpoint interval and goodput of a job of ``accelerators`` whose checkpoint stalls it ``c_s``."""
+    if not (mtbf_accel_h > 0 and math.isfinite(mtbf_accel_h)):
+        raise ConfigError(f"--mtbf-hours={mtbf_accel_h!r}: must be > 0 (MTBF of one accelerator, hours)")
+    m = mtbf_accel_h * 3600.0 / max(1, accelerators)
+    if c_s <= 0:
+        return {"job_mtbf_s": m, "interval_s": None, "goodput": None}
+    t = math.sqrt(2.0 * c_s * m)
+    good = max(0.0, 1.0 - c_s / t - (t / 2.0 + restart_s) / m)
+    return {"job_mtbf_s": m, "interval_s": float(t), "goodput": float(good)}
+
+
+def table(rows: list[dict], mlperf_gib_s: dict[str, float] | None = None) -> str:
+    mlperf_gib_s = mlperf_gib_s or {}
+    lines = [f"{'model':<12} {'nodes':>5} {'ranks':>5} {'GiB':>9} {'max node GiB':>12} {'durable s':>9} "
+             f"{'GiB/s':>8} {'MLPerf v3.0 median GiB/s':>25}"]
+    for r in rows:
+        ref = mlperf_gib_s.get(r["model"])
+        lines.append(f"{r['model']:<12} {r['nodes']:>5} {r['ranks']:>5} {r['bytes'] / GiB:>9,.0f} "
+                     f"{r['node_bytes_max'] / GiB:>12,.1f} {r['durable_s']:>9.2f} "
+                     f"{r['bandwidth_bytes_per_s'] / GiB:>8.1f} {ref if ref is not None else '':>25}")
+    return "\n".join(lines)
