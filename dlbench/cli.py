@@ -96,6 +96,8 @@ def generate(workload_name, scale, samples, data_dir, seed, force, fsync, progre
     wl = load(workload_name, scale=scale, samples=samples)
     comm = get_comm()
     with _sigterm_as_interrupt():
+        if data_dir.startswith("s3://"):   # objects in a bucket (dlbench.storage.s3)
+            from .storage.s3 import generate_to as run_generate  # noqa: F811
         res = run_generate(wl, data_dir, seed=seed, force=force, comm=comm, fsync=fsync,
                            progress=progress if comm.rank == 0 else False)
     if comm.rank == 0:
@@ -118,13 +120,21 @@ def verify(data_dir, check_content, check_sum):
     from .errors import DataError
 
     comm = get_comm()
+    storage = None
+    url = data_dir
+    if url.startswith("s3://"):   # objects in a bucket: the manifest fetched into its control folder
+        from .storage.s3 import S3Backend, fetch_manifest
+
+        data_dir = str(comm.bcast(fetch_manifest(url) if comm.rank == 0 else None))
+        storage = S3Backend(url)
     m = Manifest.load(data_dir)
-    problems = run_verify(data_dir, content=check_content, comm=comm, manifest=m, checksum=check_sum)
+    problems = run_verify(data_dir, content=check_content, comm=comm, manifest=m, checksum=check_sum,
+                          storage=storage)
     if problems:
         if comm.rank == 0:
             for p in problems:
                 click.echo(p)
-        raise DataError(f"--data-dir {data_dir}: {len(problems)} problem(s) in {m.describe()}")
+        raise DataError(f"--data-dir {url}: {len(problems)} problem(s) in {m.describe()}")
     if comm.rank == 0:
         recorded = m.sum64 is not None and any(c is not None for c in m.sum64)
         what = "files, sizes" + (", shapes" if check_content or (check_sum and recorded) else " and shapes")

@@ -448,6 +448,12 @@ GLOSSARY = {
     "verify": "--verify's per-batch checks: a phase inside the epoch, between stall and compute",
     "first_step": "included in all figures; first_step_stall_s shows step 0's stall per epoch",
     "epoch_attribution": "intervals count toward the epoch they are tagged with",
+    "s3": "the shared tier is S3: GET/PUT/HEAD/LIST/DELETE requests and bytes summed over ranks (every "
+          "attempt counted, retries and 503 throttled replies also apart), requests_per_sample = GETs / "
+          "delivered samples, and per GET the latency (request sent to last body byte) and time to first "
+          "byte (to the first body bytes the client hands over: whole parts of up to 8 MiB, so equal to "
+          "the latency for smaller objects) as P50/P95/P99 in ms over all GETs of all ranks, prologue "
+          "included",
     "simulated": "true: every number above is the performance model's, from the same plan a run executes",
 }
 

@@ -194,6 +194,8 @@ def resolve_dataset(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str, *
     from .. import workload as wl_mod
     from ..data.manifest import Manifest
 
+    if cfg.data_dir is not None and str(cfg.data_dir).startswith("s3://"):
+        return _resolve_s3(cfg, comm, spec, path)
     explicit = cfg.data_dir is not None
     scale = cfg.scale or ("tiny" if not explicit and cfg.samples is None else None)
     if cfg.data_dir is not None:
@@ -231,6 +233,33 @@ def resolve_dataset(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str, *
 
     check_regular_files(data_dir, manifest, comm)  # a FIFO hung the run in open(); a symlink loop: traceback
     return workload, manifest, data_dir
+
+
+def _resolve_s3(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str) -> tuple[Workload, Manifest, Path]:
+    """``--data-dir s3://bucket/prefix``: the bucket's manifest fetched into the dataset's control folder
+    (``storage.s3.control_dir``), which ``Loop`` gets as its data dir (the reads go to the bucket)."""
+    from ..data.manifest import Manifest
+    from ..storage.s3 import check_cache, fetch_manifest
+
+    url = str(cfg.data_dir)
+    check_cache(cfg.cache, url)
+    res: tuple = ("ok", None)
+    if comm.rank == 0:
+        try:
+            res = ("ok", str(fetch_manifest(url)))
+        except DataError as e:
+            res = ("error", str(e))
+    res = comm.bcast(res)
+    if res[0] == "error":
+        raise DataError(res[1])
+    ctl = Path(res[1])
+    manifest = Manifest.load(ctl)
+    if manifest.workload != spec.name:
+        raise DataError(f"--data-dir {url} holds a dataset of workload '{manifest.workload}', not '{spec.name}'")
+    if cfg.seed != manifest.seed:
+        raise DataError(f"--seed={cfg.seed}: the dataset at {url} was generated with seed {manifest.seed}; "
+                        f"pass --seed {manifest.seed}")
+    return _check_spec_matches(cfg, spec, path, manifest, ctl), manifest, ctl
 
 
 def _check_spec_matches(cfg: RunConfig, spec: WorkloadSpec, path: str, manifest: Manifest,

@@ -82,6 +82,25 @@ def endpoint() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
+_CLIENT: list = [-1, None]     # [pid, client]: one client per process (made again in a forked child)
+
+
+def process_client():
+    """This process's client (thread-safe, its connections reused by every backend of the process)."""
+    import threading
+
+    if _CLIENT[0] != os.getpid():
+        with _LOCK.setdefault(os.getpid(), threading.Lock()):
+            if _CLIENT[0] != os.getpid():
+                _CLIENT[1] = _make_client()
+                _CLIENT[0] = os.getpid()
+    return _CLIENT[1]
+
+
+_LOCK: dict = {}
+_LIVE: list = []   # this process's backends opened by the run (their counters: ``process_stats``)
+
+
 def _make_client():
     try:
         from s3torchconnectorclient._mountpoint_s3_client import MountpointS3Client
@@ -168,8 +187,8 @@ class S3Backend:
 
     @property
     def client(self):
-        if self._pid != os.getpid():   # first use, or a forked child: its own client
-            self._client = _make_client()
+        if self._pid != os.getpid():   # first use, or a forked child: the process's client
+            self._client = process_client()
             self._pid = os.getpid()
         return self._client
 
@@ -506,3 +525,108 @@ def request_summary(stats: list[dict], samples: int) -> dict:
             "requests_per_sample": round(req["GET"] / samples, 4) if samples else None,
             "get_latency_ms": pct(lat), "ttfb_ms": pct(ttfb),
             "per_rank_requests": [dict(s["requests"]) for s in stats]}
+
+
+# ---- datasets at s3:// URLs: the control folder, the manifest in the bucket ------------------------------------
+
+def control_dir(url: str) -> Path:
+    """The local folder that holds an S3 dataset's manifest and the generator's records:
+    ``$DLBENCH_DATA_DIR/s3/<endpoint>/<bucket>/<prefix>`` (the manifest's master copy is the object
+    ``<prefix>/dlbench-manifest.json``, fetched from the bucket by every ``run``/``verify``)."""
+    import re
+
+    from ..host import data_root
+
+    bucket, prefix = parse_url(url)
+    ep = re.sub(r"[^A-Za-z0-9.-]+", "_", (endpoint() or "aws").split("://")[-1]).strip("_")
+    return data_root() / "s3" / ep / bucket / (prefix or "_root")
+
+
+def _manifest_backend(url: str) -> S3Backend:
+    return S3Backend(url)
+
+
+def fetch_manifest(url: str, *, required: bool = True) -> Path:
+    """The bucket's manifest copied into the control folder (returned). ``required``: a bucket without one is
+    a DataError naming the generate command; else the control folder's stale copy is removed."""
+    from ..data.manifest import MANIFEST_NAME
+
+    ctl = control_dir(url)
+    ctl.mkdir(parents=True, exist_ok=True)
+    try:
+        img = _manifest_backend(url).file_image(MANIFEST_NAME)
+    except FileNotFoundError:
+        if required:
+            raise DataError(f"--data-dir {url}: no dataset here ({MANIFEST_NAME} missing); run `dlbench generate "
+                            f"--workload W --data-dir {url}` first") from None
+        (ctl / MANIFEST_NAME).unlink(missing_ok=True)
+        return ctl
+    tmp = ctl / (MANIFEST_NAME + ".part")
+    tmp.write_bytes(img)
+    os.replace(tmp, ctl / MANIFEST_NAME)
+    return ctl
+
+
+def publish_manifest(url: str, ctl: Path) -> None:
+    """The control folder's manifest PUT into the bucket (after a generation, complete or not)."""
+    from ..data.manifest import MANIFEST_NAME
+
+    src = ctl / MANIFEST_NAME
+    if src.is_file():
+        _manifest_backend(url)._put_file(_manifest_backend(url).key(MANIFEST_NAME), str(src))
+
+
+def generate_to(workload, url: str, **kw):
+    """``dlbench generate --data-dir s3://...``: the objects written through the backend, the manifest
+    published to the bucket (also after a failure, so a re-run anywhere resumes)."""
+    from ..data.generate import generate
+
+    comm = kw.get("comm")
+    size = comm.size if comm is not None else 1
+    if workload.layout == "hdf5_shared" and size > 1:
+        raise ConfigError(f"--data-dir {url}: layout hdf5_shared is one object that several ranks cannot write "
+                          "in parts; generate it with one process")
+    ctl = None
+    if comm is None or comm.rank == 0:
+        ctl = fetch_manifest(url, required=False)
+    ctl = comm.bcast(ctl) if comm is not None else ctl
+    st = S3Backend(url, spool_dir=None)
+    try:
+        return generate(workload, ctl, storage=st, **kw)
+    finally:
+        if comm is None or comm.rank == 0:
+            publish_manifest(url, ctl)
+
+
+def check_cache(mode: str, url: str) -> None:
+    """``--cache`` over S3: there is no client page cache (every read is a GET); ``keep`` is the one mode."""
+    if mode != "keep":
+        raise ConfigError(f"--cache {mode}: the shared tier is S3 ({url}): there is no client page cache to "
+                          f"{'drop' if mode == 'drop' else 'bypass'} (every read is a GET; the server's own "
+                          "caching is the server's); use --cache keep")
+
+
+def open_run_backend(url: str, manifest) -> S3Backend:
+    """A reader's backend in a run: the sizes from the manifest (no HEAD), its counters kept for the summary."""
+    b = S3Backend(url)
+    b.set_sizes(manifest.paths, manifest.nbytes)
+    _LIVE.append(b)
+    return b
+
+
+def process_stats() -> dict | None:
+    """The counters of every backend this process's run opened, combined (None: none opened)."""
+    if not _LIVE:
+        return None
+    out = {"requests": dict.fromkeys(KINDS, 0), "bytes": dict.fromkeys(KINDS, 0), "retries": 0, "throttled": 0,
+           "get_ns": [], "ttfb_ns": []}
+    for b in _LIVE:
+        s = b.stats()
+        for k in KINDS:
+            out["requests"][k] += s["requests"][k]
+            out["bytes"][k] += s["bytes"][k]
+        out["retries"] += s["retries"]
+        out["throttled"] += s["throttled"]
+        out["get_ns"].extend(s["get_ns"])
+        out["ttfb_ns"].extend(s["ttfb_ns"])
+    return out
