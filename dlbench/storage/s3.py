@@ -101,6 +101,18 @@ _LOCK: dict = {}
 _LIVE: list = []   # this process's backends opened by the run (their counters: ``process_stats``)
 
 
+def _s3_exception():
+    global _S3EXC
+    if _S3EXC is None:
+        from s3torchconnectorclient._mountpoint_s3_client import S3Exception
+
+        _S3EXC = S3Exception
+    return _S3EXC
+
+
+_S3EXC = None
+
+
 def _make_client():
     try:
         from s3torchconnectorclient._mountpoint_s3_client import MountpointS3Client
@@ -207,8 +219,7 @@ class S3Backend:
 
     def _call(self, kind: str, key: str, fn):
         """``fn()`` with retries (module docstring); counts the request (and each retry)."""
-        from s3torchconnectorclient._mountpoint_s3_client import S3Exception
-
+        S3Exception = _s3_exception()
         delay = BACKOFF_S
         t_first = time.perf_counter()
         for attempt in range(1, self.attempts + 1):

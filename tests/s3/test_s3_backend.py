@@ -155,11 +155,15 @@ def test_errors_one_line(s3_url, monkeypatch):
     assert e.value.filename == f"{s3_url}/nothing"
     with pytest.raises(S3Error, match=r"^s3://no-such-bucket-x/k: bucket 'no-such-bucket-x' does not exist at "):
         S3Backend("s3://no-such-bucket-x").file_image("k")
+    import dlbench.storage.s3 as s3mod
+
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+    monkeypatch.setattr(s3mod, "_CLIENT", [-1, None])    # the process's client, made again with these
     with pytest.raises(S3Error, match=r": GET refused: the credentials were not accepted .*AWS_ACCESS_KEY_ID"):
         S3Backend(s3_url).file_image("k")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")     # nothing listens: retried, then one line
     monkeypatch.setenv("DLBENCH_S3_ATTEMPTS", "2")
+    monkeypatch.setattr(s3mod, "_CLIENT", [-1, None])
     b = S3Backend(s3_url)
     with pytest.raises(S3Error, match=r"/k: GET failed after 2 attempt\(s\) over .* s: .*") as e:
         b.file_image("k")
@@ -183,3 +187,34 @@ def test_fork_gets_its_own_client(s3_url):
             os._exit(0)
     os.waitpid(pid, 0)
     assert os.read(r, 1) == b"1" and b.client is parent
+
+
+class _SlowDownClient:
+    """The error path only: a client whose first ``fails`` GETs answer 503 SlowDown (SeaweedFS cannot be made to
+    throttle), then the real client's answer."""
+
+    def __init__(self, real, fails: int):
+        self.real, self.fails = real, fails
+
+    def get_object(self, *a):
+        from s3torchconnectorclient._mountpoint_s3_client import S3Exception
+
+        if self.fails:
+            self.fails -= 1
+            raise S3Exception("Service error: SlowDown: Please reduce your request rate. (503)")
+        return self.real.get_object(*a)
+
+
+def test_slowdown_is_retried_and_counted(s3_url):
+    b = S3Backend(s3_url)
+    h = b.open("s.part", write=True)
+    b.pwrite(h, b"xyz", 0)
+    b.rename("s.part", "s")
+    b.reset_stats()
+    b._client = _SlowDownClient(b.client, 2)
+    assert b.file_image("s") == b"xyz"
+    assert (b.retries, b.throttled, b.requests["GET"]) == (2, 2, 3)
+    b._client = _SlowDownClient(b._client.real, 10)
+    with pytest.raises(S3Error, match=r"^s3://.*/s: GET failed after 5 attempt\(s\) over .* SlowDown"):
+        b.file_image("s")
+    assert b.throttled == 2 + 4
