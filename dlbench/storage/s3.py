@@ -152,7 +152,8 @@ class _Handle:
     __slots__ = ("key", "size", "img")
 
     def __init__(self, key: str, size: int | None):
-        self.key, self.size, self.img = key, size, None
+        self.key, self.size = key, size
+        self.img: bytes | None = None
 
 
 class _Spool:
@@ -597,10 +598,11 @@ def generate_to(workload, url: str, **kw):
     if workload.layout == "hdf5_shared" and size > 1:
         raise ConfigError(f"--data-dir {url}: layout hdf5_shared is one object that several ranks cannot write "
                           "in parts; generate it with one process")
-    ctl = None
+    ctl: Path | None = None
     if comm is None or comm.rank == 0:
         ctl = fetch_manifest(url, required=False)
     ctl = comm.bcast(ctl) if comm is not None else ctl
+    assert ctl is not None
     st = S3Backend(url, spool_dir=None)
     try:
         return generate(workload, ctl, storage=st, **kw)
@@ -629,8 +631,8 @@ def process_stats() -> dict | None:
     """The counters of every backend this process's run opened, combined (None: none opened)."""
     if not _LIVE:
         return None
-    out = {"requests": dict.fromkeys(KINDS, 0), "bytes": dict.fromkeys(KINDS, 0), "retries": 0, "throttled": 0,
-           "get_ns": [], "ttfb_ns": []}
+    out: dict[str, Any] = {"requests": dict.fromkeys(KINDS, 0), "bytes": dict.fromkeys(KINDS, 0), "retries": 0,
+                           "throttled": 0, "get_ns": [], "ttfb_ns": []}
     for b in _LIVE:
         s = b.stats()
         for k in KINDS:

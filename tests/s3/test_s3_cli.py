@@ -78,9 +78,12 @@ def test_server_stopped_mid_epoch(tmp_path):
         assert g.returncode == 0, g.stderr
         env["DLBENCH_S3_ATTEMPTS"] = "3"
         p = subprocess.Popen([sys.executable, "-m", "dlbench", "run", "-w", "imagenet", "--data-dir", url,
-                              "--strategy", "naive", "--epochs", "20", "--compute-time", "0.05", "--out",
+                              "--strategy", "naive", "--epochs", "1000", "--compute-time", "0.05", "--out",
                               tmp_path / "res"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(6)
+        t0 = time.monotonic()   # the run has started reading once its results folder exists (not a timed check)
+        while not list((tmp_path / "res").rglob("run.json")) and p.poll() is None and time.monotonic() - t0 < 120:
+            time.sleep(0.2)
+        time.sleep(1.0)
         os.kill(int(env["DLBENCH_S3_PID"]), signal.SIGKILL)
         out, err = p.communicate(timeout=120)
         assert p.returncode not in (0, None)
