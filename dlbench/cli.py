@@ -123,6 +123,8 @@ def verify(data_dir, check_content, check_sum):
     storage = None
     url = data_dir
     if url.startswith("s3://"):   # objects in a bucket: the manifest fetched into its control folder
+        from pathlib import Path
+
         from .storage.s3 import S3Backend, fetch_manifest
 
         data_dir = str(comm.bcast(fetch_manifest(url) if comm.rank == 0 else None))
@@ -130,6 +132,8 @@ def verify(data_dir, check_content, check_sum):
     m = Manifest.load(data_dir)
     problems = run_verify(data_dir, content=check_content, comm=comm, manifest=m, checksum=check_sum,
                           storage=storage)
+    if storage is not None:   # name the objects, not the control folder
+        problems = [p.replace(str(Path(data_dir)), url.rstrip("/"), 1) for p in problems]
     if problems:
         if comm.rank == 0:
             for p in problems:

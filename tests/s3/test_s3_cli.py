@@ -49,6 +49,11 @@ def test_generate_verify_run_report_over_s3(tmp_path, s3_url, monkeypatch):
     c = dlbench("run", "-w", "imagenet", "--data-dir", s3_url, "--cache", "drop", "--out", tmp_path / "res")
     assert c.returncode != 0 and c.stderr.strip().splitlines()[-1].startswith(
         "dlbench: error: --cache drop: the shared tier is S3") and "Traceback" not in c.stderr
+    from dlbench.storage.s3 import S3Backend
+
+    S3Backend(s3_url).remove("n00000000/n00000000_00000000.JPEG")
+    v = dlbench("verify", "--data-dir", s3_url)
+    assert v.returncode != 0 and f"{s3_url}/n00000000/n00000000_00000000.JPEG: missing" in v.stdout
     m = dlbench("run", "-w", "imagenet", "--data-dir", s3_url + "-none", "--out", tmp_path / "res")
     assert m.returncode != 0 and "no dataset here (dlbench-manifest.json missing)" in m.stderr
     assert "Traceback" not in m.stderr
