@@ -623,23 +623,62 @@ def open_run_backend(url: str, manifest) -> S3Backend:
     """A reader's backend in a run: the sizes from the manifest (no HEAD), its counters kept for the summary."""
     b = S3Backend(url)
     b.set_sizes(manifest.paths, manifest.nbytes)
-    _LIVE.append(b)
+    _LIVE.append((os.getpid(), b))   # a forked child's copies of its parent's backends are not its own
     return b
 
 
 def process_stats() -> dict | None:
     """The counters of every backend this process's run opened, combined (None: none opened)."""
-    if not _LIVE:
+    pid = os.getpid()
+    mine = [b for p, b in _LIVE if p == pid]
+    if not mine and not _WORKERS:
         return None
     out: dict[str, Any] = {"requests": dict.fromkeys(KINDS, 0), "bytes": dict.fromkeys(KINDS, 0), "retries": 0,
                            "throttled": 0, "get_ns": [], "ttfb_ns": []}
-    for b in _LIVE:
-        s = b.stats()
+    for s in [b.stats() for b in mine] + list(_WORKERS.values()):
         for k in KINDS:
             out["requests"][k] += s["requests"][k]
             out["bytes"][k] += s["bytes"][k]
         out["retries"] += s["retries"]
         out["throttled"] += s["throttled"]
-        out["get_ns"].extend(s["get_ns"])
-        out["ttfb_ns"].extend(s["ttfb_ns"])
+    for b in mine:
+        out["get_ns"].extend(b.get_ns)
+        out["ttfb_ns"].extend(b.ttfb_ns)
+    out["get_ns"].extend(_WORKER_NS[0])
+    out["ttfb_ns"].extend(_WORKER_NS[1])
     return out
+
+
+_WORKERS: dict[int, dict] = {}        # a DataLoader worker's pid -> its latest cumulative counts (trainer side)
+_WORKER_NS: tuple[list, list] = ([], [])   # the workers' GET latencies and TTFBs shipped so far (trainer side)
+
+
+def worker_payload() -> dict | None:
+    """A DataLoader worker's S3 counters to ship with a batch: cumulative counts, and the latencies recorded
+    since the last payload (None: this process opened no S3 reader)."""
+    pid = os.getpid()
+    mine = [b for p, b in _LIVE if p == pid]
+    if not mine:
+        return None
+    out: dict[str, Any] = {"pid": pid, "requests": dict.fromkeys(KINDS, 0), "bytes": dict.fromkeys(KINDS, 0),
+                           "retries": 0, "throttled": 0, "get_ns": [], "ttfb_ns": []}
+    for b in mine:
+        for k in KINDS:
+            out["requests"][k] += b.requests[k]
+            out["bytes"][k] += b.nbytes[k]
+        out["retries"] += b.retries
+        out["throttled"] += b.throttled
+        n = getattr(b, "_sent", 0)
+        out["get_ns"].extend(b.get_ns[n:])
+        out["ttfb_ns"].extend(b.ttfb_ns[n:])
+        b._sent = len(b.get_ns)
+    return out
+
+
+def absorb_worker(payload: dict | None) -> None:
+    """The trainer's side of ``worker_payload``: counts replaced per worker, latencies appended."""
+    if not payload:
+        return
+    _WORKERS[payload["pid"]] = payload
+    _WORKER_NS[0].extend(payload["get_ns"])
+    _WORKER_NS[1].extend(payload["ttfb_ns"])
