@@ -459,6 +459,10 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     if dlio_config:
         (workload, strategy, epochs, batch_size, seed, compute_time, compute_stdev, scale, strategy_opts,
          dlio_t) = _from_dlio(dlio_config, dlio_overrides, allow_unsupported, locals())
+        if dlio_t.run.get("data_dir") and data_dir is None:   # storage_type s3: the bucket (dlbench.storage.s3)
+            data_dir = dlio_t.run["data_dir"]
+            for k, v in dlio_t.run["storage_env"].items():
+                os.environ.setdefault(k, v)
     strategies.get(strategy)  # unknown strategy: one line with the choices
     given = _route_strategy_options(strategy, strategy_opts)
     if accelerator is not None and accelerator not in ACCELERATORS:
@@ -474,7 +478,8 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
                     compute_profile=compute_profile, device=device, precision=precision, model=model, barrier=barrier,
                     checkpoint_every=checkpoint_every, verify=verify, ranks_per_node=ranks_per_node,
                     dry_run=dry_run, system=system, local_dir=local_dir, inject=tuple(inject), cache=cache,
-                    read_via=read_via)
+                    read_via=read_via, generate_s3=bool(dlio_t is not None and dlio_t.run.get("data_dir")
+                                                        and data_dir == dlio_t.run["data_dir"]))
     from .storage.inject import parse as parse_injection
 
     parse_injection(inject)  # a bad --inject: one line before any MPI work

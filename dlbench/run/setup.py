@@ -53,6 +53,7 @@ class RunConfig:
     inject: tuple = ()                     # --inject KIND=VALUE (dlbench.storage.inject)
     cache: str = "keep"                    # --cache keep|drop|direct (dlbench.storage.pagecache)
     read_via: str = "auto"                 # --read-via auto|library|pread (formats.open_reader)
+    generate_s3: bool = False              # an s3:// data dir from a DLIO config: generated on first use
 
 
 def default_local_dir() -> Path:
@@ -250,6 +251,13 @@ def _resolve_s3(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str) -> tu
         except DataError as e:
             res = ("error", str(e))
     res = comm.bcast(res)
+    if res[0] == "error" and cfg.generate_s3 and not cfg.dry_run:   # DLIO's generate-on-first-use
+        from .. import workload as wl_mod
+        from ..storage.s3 import generate_to
+
+        generate_to(wl_mod.resolve(spec, scale=cfg.scale, samples=cfg.samples, spec_path=path), url, seed=cfg.seed,
+                    comm=comm, progress=False)
+        res = comm.bcast(("ok", str(fetch_manifest(url))) if comm.rank == 0 else None)
     if res[0] == "error":
         raise DataError(res[1])
     ctl = Path(res[1])
