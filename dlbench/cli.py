@@ -1129,8 +1129,9 @@ def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, th
 
 
 @main.command("calibrate-storage")
-@click.option("--data-dir", required=True, type=click.Path(exists=True, file_okay=False),
-              help="the shared tier to measure: a dataset folder (its files are read at random offsets)")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+              help="the shared tier to measure: a dataset folder (its files are read at random offsets), or an "
+                   "S3 endpoint's s3://bucket/prefix (probe objects are written there, read, then deleted)")
 @click.option("--local-dir", type=click.Path(file_okay=False), default=None,
               help="node-local storage to measure (files are written and removed there)")
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="the system profile YAML to write")
@@ -1157,6 +1158,8 @@ def calibrate_storage_cmd(data_dir, local_dir, out, request_bytes, max_threads, 
     from .system import from_dict
 
     outp = Path(out)
+    if not data_dir.startswith("s3://") and not Path(data_dir).is_dir():
+        raise ConfigError(f"--data-dir {data_dir}: no such directory")
     if outp.exists() and outp.is_dir():
         raise ConfigError(f"--out {out}: is a folder; give a file path for the profile YAML")
     if not outp.parent.exists() or not os.access(outp.parent, os.W_OK):

@@ -453,7 +453,10 @@ GLOSSARY = {
           "delivered samples, and per GET the latency (request sent to last body byte) and time to first "
           "byte (to the first body bytes the client hands over: whole parts of up to 8 MiB, so equal to "
           "the latency for smaller objects) as P50/P95/P99 in ms over all GETs of all ranks, prologue "
-          "included",
+          "included; cost_usd = GETs / 10^6 x the profile's pfs.usd_per_million_requests where it gives "
+          "one; simulated (a pfs.kind: object_store profile): the plan's GETs of the shared tier, "
+          "prologue included, and no latency percentiles (the model has one per-request latency, "
+          "pfs.latency_s)",
     "simulated": "true: every number above is the performance model's, from the same plan a run executes",
 }
 

@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import ConfigError, DataError
 
 WHOLE_MAX = 16 << 20       # a header read of an object at most this big fetches the object (then one GET/sample)
@@ -517,7 +519,35 @@ class S3Backend:
                 "throttled": self.throttled, "get_ns": list(self.get_ns), "ttfb_ns": list(self.ttfb_ns)}
 
 
-def request_summary(stats: list[dict], samples: int) -> dict:
+def modelled_block(summary: dict, plan, sizes, profile) -> dict:
+    """``summary["s3"]`` of a simulated run on an object-store profile (``pfs.kind: object_store``): the GETs the
+    plan makes of the shared tier (the epochs' ``shared_read_requests`` plus the prologue's reads), their bytes,
+    GETs per sample and, with ``pfs.usd_per_million_requests``, their cost; no latency percentiles (the model
+    has one per-request latency, ``pfs.latency_s``)."""
+    from ..plan import SHARED
+
+    pro = 0
+    pro_b = 0.0
+    if plan is not None and len(plan.prologue.sample):
+        m = plan.prologue.src == SHARED
+        pro = int(m.sum())
+        if sizes is not None:
+            pro_b = float(np.asarray(sizes, dtype=np.float64)[plan.prologue.sample[m]].sum())
+    gets = int(summary.get("shared_read_requests") or 0) + pro
+    nbytes = float((summary.get("bytes_by_tier") or {}).get("shared", 0.0)) + pro_b
+    req = dict.fromkeys(KINDS, 0)
+    req["GET"] = gets
+    samples = int(summary.get("samples") or 0)
+    out = {"requests": req, "bytes": {**dict.fromkeys(KINDS, 0), "GET": int(round(nbytes))}, "retries": 0,
+           "throttled": 0, "requests_per_sample": round(gets / samples, 4) if samples else None,
+           "get_latency_ms": None, "ttfb_ms": None, "per_rank_requests": []}
+    price = profile.pfs.usd_per_million_requests if profile.pfs is not None else None
+    if price is not None:
+        out["cost_usd"] = round(gets / 1e6 * float(price), 6)
+    return out
+
+
+def request_summary(stats: list[dict], samples: int, price: float | None = None) -> dict:
     """Ranks' ``S3Backend.stats()`` -> the summary's ``s3`` block: requests and bytes by kind (summed over
     ranks), retries, throttled replies, requests per sample, GET latency and time to first byte P50/P95/P99 (ms)."""
     import numpy as np
@@ -536,7 +566,8 @@ def request_summary(stats: list[dict], samples: int) -> dict:
             "throttled": sum(int(s["throttled"]) for s in stats),
             "requests_per_sample": round(req["GET"] / samples, 4) if samples else None,
             "get_latency_ms": pct(lat), "ttfb_ms": pct(ttfb),
-            "per_rank_requests": [dict(s["requests"]) for s in stats]}
+            "per_rank_requests": [dict(s["requests"]) for s in stats],
+            **({"cost_usd": round(req["GET"] / 1e6 * float(price), 6)} if price is not None else {})}
 
 
 # ---- datasets at s3:// URLs: the control folder, the manifest in the bucket ------------------------------------
@@ -682,3 +713,103 @@ def absorb_worker(payload: dict | None) -> None:
     _WORKERS[payload["pid"]] = payload
     _WORKER_NS[0].extend(payload["get_ns"])
     _WORKER_NS[1].extend(payload["ttfb_ns"])
+
+
+# ---- calibrate-storage's S3 probe -------------------------------------------------------------------------------
+
+def _get_worker(url: str, rels: list[str], size: int, stop_at: float, seed: int, out: list, k: int,
+                lat: list | None) -> None:
+    import numpy as np
+
+    b = S3Backend(url)
+    b.set_sizes(rels, [size] * len(rels))
+    rng = np.random.default_rng(seed)
+    buf = np.empty(size, dtype=np.uint8)
+    got = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() < stop_at:
+        h = b.open_read(rels[int(rng.integers(len(rels)))])
+        got += b.preadv(h, [buf], 0)
+        b.close(h)
+    out[k] = (got, time.perf_counter() - t0)
+    if lat is not None:
+        lat.extend(x / 1e9 for x in b.get_ns)
+
+
+def get_rate(url: str, rels: list[str], size: int, threads: int, slice_s: float, comm, seed: int,
+             latency: bool = False) -> tuple[float, list | None]:
+    """Aggregate MB/s of ``threads`` GET loops per rank x ranks (whole objects of ``size`` bytes, at random),
+    and rank 0's first thread's GET latencies (s) when ``latency``."""
+    import threading
+
+    out: list = [None] * threads
+    lat: list | None = [] if latency else None
+    process_client()
+    comm.barrier()
+    stop_at = time.perf_counter() + slice_s
+    th = [threading.Thread(target=_get_worker, args=(url, rels, size, stop_at, seed * 1000 + k + 7919 * comm.rank,
+                                                     out, k, lat if k == 0 else None)) for k in range(threads)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    got = sum(o[0] for o in out)
+    dt = max(o[1] for o in out)
+    tot_b = comm.allreduce(got, "sum")
+    tot_t = comm.allreduce(dt, "max")
+    return (tot_b / tot_t / 1e6 if tot_t > 0 else 0.0), lat
+
+
+def probe(url: str, *, comm, threads: list[int], request_bytes: int, slice_s: float, repeat: int, echo=None,
+          n_objects: int = 16) -> dict:
+    """calibrate-storage against an S3 endpoint: each rank PUTs its own probe objects under
+    ``<prefix>/.dlbench-calibrate/r<rank>/`` (4 KiB and ``request_bytes``; the PUT rate is timed), then GET
+    latency (4 KiB objects, one thread), the aggregate GET rate t(γ) against concurrency (γ = ranks x threads,
+    objects of ``request_bytes``) and the one-thread GET rate against object size (4 KiB, ``request_bytes``,
+    4 MiB); every probe object is deleted at the end. Returns the figures (MB/s, s)."""
+    import numpy as np
+
+    sizes = sorted({4096, int(request_bytes), 4 << 20})
+    base = f"{url.rstrip('/')}/.dlbench-calibrate/r{comm.rank}"
+    b = S3Backend(base)
+    made: list[str] = []
+    raw: dict = {"endpoint": endpoint() or "aws", "objects_per_size": n_objects}
+    try:
+        put_s = 0.0
+        put_b = 0
+        for size in sizes:
+            body = np.frombuffer(os.urandom(size), dtype=np.uint8)
+            for i in range(n_objects):
+                rel = f"{size}/o{i:04d}"
+                t0 = time.perf_counter()
+                h = b.open(rel + ".part", write=True)
+                b.pwrite(h, body, 0)
+                b.rename(rel + ".part", rel)
+                put_s += time.perf_counter() - t0
+                put_b += size
+                made.append(rel)
+        raw["put_mb_per_s"] = comm.allreduce(put_b, "sum") / comm.allreduce(put_s, "max") / 1e6
+        rels = {size: [f"{size}/o{i:04d}" for i in range(n_objects)] for size in sizes}
+        _, lat = get_rate(base, rels[4096], 4096, 1, slice_s, comm, seed=1, latency=True)
+        lat = lat or []
+        raw["latency_s"] = {"median": float(np.median(lat)) if lat else 0.0,
+                            "p95": float(np.percentile(lat, 95)) if lat else 0.0, "requests": len(lat)}
+        agg: dict[int, list[float]] = {}
+        for t in threads:
+            agg[t * comm.size] = [get_rate(base, rels[request_bytes], request_bytes, t, slice_s, comm, seed=10 + k)[0]
+                                  for k in range(repeat)]
+            if echo and comm.rank == 0:
+                v = agg[t * comm.size]
+                echo(f"  S3 GET: {t * comm.size:>3} concurrent  {float(np.median(v)):>10,.1f} MB/s  "
+                     f"({min(v):,.1f} .. {max(v):,.1f})")
+        raw["get_mb_per_s"] = {str(k): v for k, v in agg.items()}
+        raw["get_mb_per_s_by_size"] = {str(s): get_rate(base, rels[s], s, 1, slice_s, comm, seed=99)[0] for s in sizes}
+        if echo and comm.rank == 0:
+            echo(f"  S3 latency (4 KiB GET, median): {raw['latency_s']['median'] * 1e3:,.3f} ms; PUT "
+                 f"{raw['put_mb_per_s']:,.1f} MB/s; one GET stream by object size: " + ", ".join(
+                     f"{int(s):,} B {v:,.1f} MB/s" for s, v in raw["get_mb_per_s_by_size"].items()))
+        raw["agg"] = agg
+        return raw
+    finally:
+        for rel in made:
+            b.remove(rel)
