@@ -39,7 +39,7 @@ stop() {
         pid=$(cat "$DIR"/weed.pid)
         if kill -0 "$pid" 2>/dev/null; then
             kill "$pid" 2>/dev/null || true
-            for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+            for _ in $(seq 10); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done   # weed may ignore TERM
             kill -9 "$pid" 2>/dev/null || true
             for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         fi

@@ -91,7 +91,7 @@ def test_measured_gets_equal_simulated(s3_url, tmp_path, monkeypatch):
 @pytest.mark.s3
 def test_calibrate_storage_measures_s3(s3_url, tmp_path):
     out = tmp_path / "p.yaml"
-    r = dlbench("calibrate-storage", "--data-dir", s3_url, "-o", out, "--budget-s", "3", "--repeat", "1",
+    r = dlbench("calibrate-storage", "--data-dir", s3_url, "-o", out, "--budget-s", "1", "--repeat", "1",
                 "--max-threads", "2", "--request-bytes", "65536")
     assert r.returncode == 0, r.stderr
     assert "S3 GET:   1 concurrent" in r.stdout and "S3 latency (4 KiB GET, median)" in r.stdout

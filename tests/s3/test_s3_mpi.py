@@ -9,11 +9,15 @@ import pytest
 pytestmark = [pytest.mark.s3, pytest.mark.mpi]
 
 
-@pytest.mark.parametrize("strategy", ["staging", "pls"])
-def test_two_ranks_over_s3(s3_url, run_mpi, tmp_path, strategy):
+def test_two_ranks_over_s3(s3_url, run_mpi, tmp_path):
     env = {"DLBENCH_DATA_DIR": str(tmp_path / "data")}
     g = run_mpi(["generate", "-w", "hep_cnn", "--scale", "tiny", "--data-dir", s3_url, "--no-progress"], env=env)
     assert g.returncode == 0, g.stderr
+    for strategy in ("staging", "pls"):
+        _run(s3_url, run_mpi, tmp_path, env, strategy)
+
+
+def _run(s3_url, run_mpi, tmp_path, env, strategy):
     r = run_mpi(["run", "-w", "hep_cnn", "--data-dir", s3_url, "--strategy", strategy, "--epochs", "2", "--verify",
                  "--compute-time", "0.001", "--out", tmp_path / "res"], env=env)
     assert r.returncode == 0, r.stderr
