@@ -5,7 +5,7 @@ Client: Mountpoint's CRT client (``s3torchconnectorclient.MountpointS3Client``),
 loopback: 128 KiB objects 1035 GET/s against boto3's 569 and s3dlio's 1013; 4 MiB objects 1125 MB/s against
 boto3's 848 and s3dlio's 1097). s3dlio is as fast; the CRT client was kept because its ranged GET, streaming
 (multipart) PUT, HEAD, LIST and DELETE are one small API, its retries can be switched off (``max_attempts=1``) so
-that every retry is dlbench's own and counted, and it is the client PyTorch's own S3 connector uses.
+that every retry is dlbench's own and counted, and it is the client of Amazon's S3 Connector for PyTorch.
 
 Endpoint and credentials the standard way: ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` (a local server;
 path-style addressing is then used), ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``(/``AWS_SESSION_TOKEN``) or
@@ -20,8 +20,10 @@ connections. Requests:
 - a header read (``pread`` at offset 0, npy's header) of an object of at most ``WHOLE_MAX`` bytes fetches the
   whole object once and serves the next data read of that handle from those bytes: one GET per sample, not two
   (mlcommons/storage#668's HEAD + range GETs);
-- HDF5: libhdf5 opens the object's bytes as a file image (``h5f_opener``: one whole-object GET per file open; the
-  ros3 driver is not used: it needs an h5py built with it and issues one ranged GET per metadata block);
+- HDF5: libhdf5 opens the object's bytes as a file image (``h5f_opener``: one whole-object GET per file open,
+  the file's bytes held in memory while it is open); the ros3 driver is not used (the PyPI h5py has no ros3:
+  ``h5py.registered_drivers()``); the sample reads are the reader's own ``preadv`` calls, one ranged GET per array
+  of a sample (hep_cnn's two arrays: two GETs per sample);
 - writes (``generate``) go to a local spool file; ``rename(x.part, x)`` is the object's PUT (the CRT client
   uploads large ones in 8 MiB parts), so a failed or interrupted generation leaves no partial object;
 - retries: ``ATTEMPTS`` attempts (``DLBENCH_S3_ATTEMPTS``, default 5) with exponential backoff from 50 ms for
@@ -29,7 +31,14 @@ connections. Requests:
   object. Missing object: ``FileNotFoundError``; missing bucket, refused credentials: ``S3Error`` at once.
 
 ``stats()``: requests and bytes by kind (GET/PUT/HEAD/LIST/DELETE), retries, throttled replies, and per GET the
-latency and the time to first byte (ns, lists), for the run's summary (``request_summary``).
+latency and the time to first byte (ns, lists), for the run's summary (``request_summary``; a DataLoader worker's
+travel with its batches: ``worker_payload``/``absorb_worker``); ``modelled_block``: the same block for
+``simulate`` on a ``pfs.kind: object_store`` profile.
+
+Datasets at ``s3://`` URLs: the manifest's master copy is the object ``<prefix>/dlbench-manifest.json``; ``run``
+and ``verify`` fetch it into a local control folder (``control_dir``) that the rest of dlbench treats as the data
+dir; ``generate`` keeps its records there and publishes the manifest at the end (also after a failure, so a
+re-run anywhere resumes). ``probe``: calibrate-storage's measurement of an endpoint.
 """
 
 from __future__ import annotations
