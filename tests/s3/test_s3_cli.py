@@ -58,15 +58,10 @@ def test_generate_verify_run_report_over_s3(tmp_path, s3_url, monkeypatch):
     assert "Traceback" not in m.stderr
 
 
-def test_server_stopped_mid_epoch(tmp_path):
+def test_server_stopped_mid_epoch(tmp_path, weed_path):
     """A server of its own, killed while the run reads: retried with backoff, then one line naming the object;
     exit != 0; the results folder records the error."""
-    pytest.importorskip("s3torchconnectorclient")
-    from tests.s3.conftest import _weed
-
-    weed = _weed()
-    if weed is None:
-        pytest.skip("weed not installed")
+    weed = weed_path
     env = {**os.environ, "DLBENCH_S3_DIR": str(tmp_path / "srv"), "DLBENCH_WEED": weed, "PYTHON": sys.executable,
            "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "DLBENCH_DATA_DIR": str(tmp_path / "data")}
     st = subprocess.run(["bash", ROOT / "scripts/s3-local.sh", "start"], env=env, capture_output=True, text=True,
