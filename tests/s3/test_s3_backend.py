@@ -218,3 +218,46 @@ def test_slowdown_is_retried_and_counted(s3_url):
     with pytest.raises(S3Error, match=r"^s3://.*/s: GET failed after 5 attempt\(s\) over .* SlowDown"):
         b.file_image("s")
     assert b.throttled == 2 + 4
+
+
+def test_failed_generation_leaves_no_partial_object_and_resumes(tmp_path, s3_url, monkeypatch):
+    """A generation that fails after two objects: the bucket holds those two complete objects and the
+    (incomplete) manifest, nothing else; the same command again writes only what is missing."""
+    import json
+
+    from dlbench.data import generate as gen_mod
+    from dlbench.errors import DataError
+    from dlbench.storage.s3 import generate_to
+
+    monkeypatch.setenv("DLBENCH_DATA_DIR", str(tmp_path / "data"))
+    wl = load_workload("imagenet", scale="tiny", samples=6)
+    real = gen_mod._Writer.write_file
+    calls = []
+
+    def failing(self, f):
+        calls.append(f)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device", "x")
+        return real(self, f)
+    monkeypatch.setattr(gen_mod._Writer, "write_file", failing)
+    with pytest.raises(DataError, match="2 of 6 files complete"):
+        generate_to(wl, s3_url, seed=1)
+    st = S3Backend(s3_url)
+    left = st.list()
+    assert len(left) == 3 and "dlbench-manifest.json" in left and not any(p.endswith(".part") for p in left)
+    assert json.loads(st.file_image("dlbench-manifest.json"))["complete"] is False
+    monkeypatch.setattr(gen_mod._Writer, "write_file", real)
+    res = generate_to(wl, s3_url, seed=1)
+    assert (res.files_written, res.files_skipped) == (4, 2)
+    assert json.loads(st.file_image("dlbench-manifest.json"))["complete"] is True
+
+
+def test_hdf5_shared_over_s3_needs_one_process(s3_url):
+    from dlbench.errors import ConfigError
+    from dlbench.storage.s3 import generate_to
+
+    class TwoRanks:
+        size, rank = 2, 0
+
+    with pytest.raises(ConfigError, match="hdf5_shared is one object that several ranks cannot write"):
+        generate_to(load_workload("ptychonn", scale="tiny", samples=8), s3_url, comm=TwoRanks())
