@@ -2,7 +2,8 @@
 of exit code, bytes read, GET requests per sample and per-GET latency P50/P99 (run.json's ``summary.s3``).
 
     eval "$(scripts/s3-local.sh start)"
-    python benchmarks/s3_matrix.py [--bucket dlbench] [--samples 32] [--workloads cosmoflow,...] [--strategies ...]
+    python benchmarks/s3_matrix.py [--bucket dlbench] [--samples 32] [--scale tiny] [--workloads cosmoflow,...]
+        [--strategies ...]
     scripts/s3-local.sh stop
 """
 
@@ -33,6 +34,7 @@ def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bucket", default="dlbench")
     ap.add_argument("--samples", type=int, default=32)
+    ap.add_argument("--scale", default="tiny", help="the workloads' preset (a user YAML without presets: full)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     a = ap.parse_args(argv)
@@ -42,8 +44,8 @@ def main(argv=None) -> list[dict]:
     print(f"{'workload':<10} {'strategy':<15} {'exit':>4} {'MB read':>8} {'GET/sample':>10} {'P50 ms':>7} "
           f"{'P99 ms':>7}  note")
     for w in a.workloads.split(","):
-        url = f"s3://{a.bucket}/matrix-{tag}/{w}"
-        g = _dlbench("generate", "-w", w, "--scale", "tiny", "--samples", str(a.samples), "--data-dir", url,
+        url = f"s3://{a.bucket}/matrix-{tag}/{Path(w).stem}"
+        g = _dlbench("generate", "-w", w, "--scale", a.scale, "--samples", str(a.samples), "--data-dir", url,
                      "--no-progress")
         if g.returncode != 0:
             print(f"{w:<10} {'(generate)':<15} {g.returncode:>4}  {g.stderr.strip()[-200:]}")
