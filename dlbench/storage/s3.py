@@ -2,8 +2,9 @@
 
 Client: Mountpoint's CRT client (``s3torchconnectorclient.MountpointS3Client``), chosen by measurement
 (``benchmarks/s3_clients.py``: one process, GETs of the same objects, clients alternated, against SeaweedFS on
-loopback: 128 KiB objects 1035 GET/s against boto3's 569 and s3dlio's 1013; 4 MiB objects 1125 MB/s against
-boto3's 848 and s3dlio's 1097). s3dlio is as fast; the CRT client was kept because its ranged GET, streaming
+loopback, two runs on a shared 2-core host: 128 KiB objects 1035 and 622 GET/s against boto3's 569 and 217 and
+s3dlio's 1013 and 993; 4 MiB objects 1125 and 418 MB/s against boto3's 848 and 283 and s3dlio's 1097 and 259).
+s3dlio is as fast within that host's noise; the CRT client was kept because its ranged GET, streaming
 (multipart) PUT, HEAD, LIST and DELETE are one small API, its retries can be switched off (``max_attempts=1``) so
 that every retry is dlbench's own and counted, and it is the client of Amazon's S3 Connector for PyTorch.
 
