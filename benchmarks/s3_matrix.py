@@ -43,6 +43,16 @@ def main(argv=None) -> list[dict]:
     tag = uuid.uuid4().hex[:8]
     print(f"{'workload':<10} {'strategy':<15} {'exit':>4} {'MB read':>8} {'GET/sample':>10} {'P50 ms':>7} "
           f"{'P99 ms':>7}  note")
+    try:
+        _matrix(a, out, tag, rows)
+    finally:
+        import shutil
+
+        shutil.rmtree(out, ignore_errors=True)   # the run folders: the table above is the result
+    return rows
+
+
+def _matrix(a, out: Path, tag: str, rows: list) -> None:
     for w in a.workloads.split(","):
         url = f"s3://{a.bucket}/matrix-{tag}/{Path(w).stem}"
         g = _dlbench("generate", "-w", w, "--scale", a.scale, "--samples", str(a.samples), "--data-dir", url,
@@ -68,7 +78,6 @@ def main(argv=None) -> list[dict]:
             print(f"{w:<10} {s:<15} {row['exit']:>4} {f(row.get('read_mb'), 2):>8} "
                   f"{f(row.get('gets_per_sample'), 2):>10} {f(row.get('p50'), 2):>7} {f(row.get('p99'), 2):>7}  {note}",
                   flush=True)
-    return rows
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ start() {
     # every listening port chosen here (weed mini's defaults would collide between sessions)
     read -r s3 s3g master masterg filer filerg vol volg admin adming debug metrics ice lance s3dbg <<<"$(free_ports 15)"
     # shellcheck disable=SC2086
-    AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$secret setsid "$WEED" mini -dir="$DIR"/data \
+    AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$secret setsid "$WEED" -logdir="$DIR" mini -dir="$DIR"/data \
         -ip=127.0.0.1 -ip.bind=127.0.0.1 -master.telemetry=false -webdav=false -admin.ui=false \
         -s3.port="$s3" -s3.port.grpc="$s3g" -master.port="$master" -master.port.grpc="$masterg" \
         -filer.port="$filer" -filer.port.grpc="$filerg" -volume.port="$vol" -volume.port.grpc="$volg" \

@@ -217,6 +217,11 @@ class S3Backend:
             self._pid = os.getpid()
         return self._client
 
+    def __del__(self):   # spool files never PUT (an error before their rename) do not outlive the backend
+        for sp in list(getattr(self, "_spools", {}).values()):
+            if getattr(self, "_pid", -1) in (-1, os.getpid()):
+                self._drop(sp)
+
     def __getstate__(self):   # pickled into spawned workers: the client is made there
         d = dict(self.__dict__)
         d["_client"], d["_pid"], d["_spools"] = None, -1, {}

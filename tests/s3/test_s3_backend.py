@@ -50,6 +50,19 @@ def test_backend_calls(s3_url):
         b.open("../escape")
 
 
+def test_unput_spool_removed_with_the_backend(s3_url):
+    import gc
+
+    b = S3Backend(s3_url)
+    h = b.open("z.part", write=True)
+    b.pwrite(h, b"abc", 0)
+    path = h.path
+    assert os.path.exists(path)
+    del b, h
+    gc.collect()
+    assert not os.path.exists(path)
+
+
 def test_read_path_requests(s3_url):
     """A whole-object read is one plain GET, a partial one one ranged GET, a header read of a small object then
     its data read one GET together; no HEAD when the size is known."""
