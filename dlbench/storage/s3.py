@@ -22,7 +22,8 @@ connections. Requests:
   whole object once and serves the next data read of that handle from those bytes: one GET per sample, not two
   (mlcommons/storage#668's HEAD + range GETs);
 - HDF5: libhdf5 opens the object's bytes as a file image (``h5f_opener``: one whole-object GET per file open,
-  the file's bytes held in memory while it is open); the ros3 driver is not used (the PyPI h5py has no ros3:
+  the file's bytes held in memory while it is open; a file over ``DLBENCH_S3_H5_IMAGE_MAX``, default 1 GiB, is
+  refused in one line); the ros3 driver is not used (the PyPI h5py has no ros3:
   ``h5py.registered_drivers()``); the sample reads are the reader's own ``preadv`` calls, one ranged GET per array
   of a sample (hep_cnn's two arrays: two GETs per sample);
 - writes (``generate``) go to a local spool file; ``rename(x.part, x)`` is the object's PUT (the CRT client
@@ -87,6 +88,18 @@ def attempts() -> int:
         n = 0
     if n < 1:
         raise ConfigError(f"DLBENCH_S3_ATTEMPTS={v!r}: must be an integer >= 1")
+    return n
+
+
+def h5_image_max() -> int:
+    """The largest HDF5 object opened as a file image (``DLBENCH_S3_H5_IMAGE_MAX`` bytes, default 1 GiB)."""
+    v = os.environ.get("DLBENCH_S3_H5_IMAGE_MAX", str(1 << 30))
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ConfigError(f"DLBENCH_S3_H5_IMAGE_MAX={v!r}: must be a number of bytes >= 1")
     return n
 
 
@@ -364,7 +377,15 @@ class S3Backend:
         """libhdf5 opens the object's bytes as a file image (one GET of the object)."""
         import h5py
 
+        limit = h5_image_max()
+
         def open_image(key: str, flags, fapl=None):
+            size = self.sizes.get(key)
+            if size is not None and size > limit:
+                raise ConfigError(f"{self.where(self._pre + key)}: an HDF5 file over S3 is read as a file image (the "
+                                  f"whole object in memory per open file); {size:,} B is more than "
+                                  f"DLBENCH_S3_H5_IMAGE_MAX={limit:,}; raise it if the memory is there, or use "
+                                  f"smaller files (--samples / samples_per_file)")
             try:
                 return h5py.h5f.open_file_image(self.file_image(key))
             except FileNotFoundError:

@@ -274,3 +274,21 @@ def test_hdf5_shared_over_s3_needs_one_process(s3_url):
 
     with pytest.raises(ConfigError, match="hdf5_shared is one object that several ranks cannot write"):
         generate_to(load_workload("ptychonn", scale="tiny", samples=8), s3_url, comm=TwoRanks())
+
+
+def test_hdf5_image_limit(tmp_path, s3_url, monkeypatch):
+    """An HDF5 object above DLBENCH_S3_H5_IMAGE_MAX is refused in one line (not loaded whole into memory)."""
+    from dlbench.data.formats import aligned_empty, open_reader
+    from dlbench.errors import ConfigError
+
+    wl = load_workload("hep_cnn", scale="tiny", samples=8)
+    st = S3Backend(s3_url)
+    generate(wl, tmp_path / "ctl", seed=0, storage=st)
+    m = Manifest.load(tmp_path / "ctl")
+    monkeypatch.setenv("DLBENCH_S3_H5_IMAGE_MAX", "1000")
+    rd = S3Backend(s3_url)
+    rd.set_sizes(m.paths, m.nbytes)
+    with pytest.raises(ConfigError, match=r"an HDF5 file over S3 is read as a file image .* more than "
+                                          r"DLBENCH_S3_H5_IMAGE_MAX=1,000"):
+        with open_reader(tmp_path / "ctl", m, wl, storage=rd) as r:
+            r.read_into(0, aligned_empty(r.max_row_nbytes))
