@@ -96,6 +96,8 @@ def generate(workload_name, scale, samples, data_dir, seed, force, fsync, progre
     wl = load(workload_name, scale=scale, samples=samples)
     comm = get_comm()
     with _sigterm_as_interrupt():
+        if data_dir.startswith("s3://"):   # objects in a bucket (dlbench.storage.s3)
+            from .storage.s3 import generate_to as run_generate  # noqa: F811
         res = run_generate(wl, data_dir, seed=seed, force=force, comm=comm, fsync=fsync,
                            progress=progress if comm.rank == 0 else False)
     if comm.rank == 0:
@@ -118,13 +120,25 @@ def verify(data_dir, check_content, check_sum):
     from .errors import DataError
 
     comm = get_comm()
+    storage = None
+    url = data_dir
+    if url.startswith("s3://"):   # objects in a bucket: the manifest fetched into its control folder
+        from pathlib import Path
+
+        from .storage.s3 import S3Backend, fetch_manifest
+
+        data_dir = str(comm.bcast(fetch_manifest(url) if comm.rank == 0 else None))
+        storage = S3Backend(url)
     m = Manifest.load(data_dir)
-    problems = run_verify(data_dir, content=check_content, comm=comm, manifest=m, checksum=check_sum)
+    problems = run_verify(data_dir, content=check_content, comm=comm, manifest=m, checksum=check_sum,
+                          storage=storage)
+    if storage is not None:   # name the objects, not the control folder
+        problems = [p.replace(str(Path(data_dir)), url.rstrip("/"), 1) for p in problems]
     if problems:
         if comm.rank == 0:
             for p in problems:
                 click.echo(p)
-        raise DataError(f"--data-dir {data_dir}: {len(problems)} problem(s) in {m.describe()}")
+        raise DataError(f"--data-dir {url}: {len(problems)} problem(s) in {m.describe()}")
     if comm.rank == 0:
         recorded = m.sum64 is not None and any(c is not None for c in m.sum64)
         what = "files, sizes" + (", shapes" if check_content or (check_sum and recorded) else " and shapes")
@@ -451,6 +465,10 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     if dlio_config:
         (workload, strategy, epochs, batch_size, seed, compute_time, compute_stdev, scale, strategy_opts,
          dlio_t) = _from_dlio(dlio_config, dlio_overrides, allow_unsupported, locals())
+        if dlio_t.run.get("data_dir") and data_dir is None:   # storage_type s3: the bucket (dlbench.storage.s3)
+            data_dir = dlio_t.run["data_dir"]
+            for k, v in dlio_t.run["storage_env"].items():
+                os.environ.setdefault(k, v)
     strategies.get(strategy)  # unknown strategy: one line with the choices
     given = _route_strategy_options(strategy, strategy_opts)
     if accelerator is not None and accelerator not in ACCELERATORS:
@@ -466,8 +484,10 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
                     compute_profile=compute_profile, device=device, precision=precision, model=model, barrier=barrier,
                     checkpoint_every=checkpoint_every, verify=verify, ranks_per_node=ranks_per_node,
                     dry_run=dry_run, system=system, local_dir=local_dir, inject=tuple(inject), cache=cache,
-                     read_via=read_via, overlap=overlap, ceiling_steps=ceiling_steps,
-                    eval=dlio_t.run.get("eval") if dlio_t is not None else None)
+                    read_via=read_via, overlap=overlap, ceiling_steps=ceiling_steps,
+                    eval=dlio_t.run.get("eval") if dlio_t is not None else None,
+                    generate_s3=bool(dlio_t is not None and dlio_t.run.get("data_dir")
+                                     and data_dir == dlio_t.run["data_dir"]))
     from .storage.inject import parse as parse_injection
 
     parse_injection(inject)  # a bad --inject: one line before any MPI work
@@ -1143,8 +1163,9 @@ def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, th
 
 
 @main.command("calibrate-storage")
-@click.option("--data-dir", required=True, type=click.Path(exists=True, file_okay=False),
-              help="the shared tier to measure: a dataset folder (its files are read at random offsets)")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+              help="the shared tier to measure: a dataset folder (its files are read at random offsets), or an "
+                   "S3 endpoint's s3://bucket/prefix (probe objects are written there, read, then deleted)")
 @click.option("--local-dir", type=click.Path(file_okay=False), default=None,
               help="node-local storage to measure (files are written and removed there)")
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="the system profile YAML to write")
@@ -1171,6 +1192,8 @@ def calibrate_storage_cmd(data_dir, local_dir, out, request_bytes, max_threads, 
     from .system import from_dict
 
     outp = Path(out)
+    if not data_dir.startswith("s3://") and not Path(data_dir).is_dir():
+        raise ConfigError(f"--data-dir {data_dir}: no such directory")
     if outp.exists() and outp.is_dir():
         raise ConfigError(f"--out {out}: is a folder; give a file path for the profile YAML")
     if not outp.parent.exists() or not os.access(outp.parent, os.W_OK):

@@ -77,9 +77,11 @@ _M = Key("map")
 # every key DLIO's LoadConfig reads (dotted, relative to the workload file's root)
 KEYS: dict[str, Key] = {
     "framework": _n("dlbench reads with a torch DataLoader (reader.data_loader decides)"),
-    "storage.storage_type": _u("dlbench reads a POSIX directory (--data-dir)", "local_fs"),
-    "storage.storage_root": _n("dlbench's dataset lives under --data-dir"),
-    "storage.storage_options": _u("object-store options: dlbench reads a POSIX directory", None, {}),
+    # storage: local_fs (a POSIX --data-dir) or s3 (storage_root = the bucket, dataset.data_folder = the prefix:
+    # --data-dir s3://bucket/prefix); translated by _storage
+    "storage.storage_type": _M,
+    "storage.storage_root": _M,
+    "storage.storage_options": _M,
     "dataset.record_length_bytes": _M, "dataset.record_length_bytes_stdev": _M,
     "dataset.record_length_bytes_resize": _n("DLIO's in-memory size after its emulated resize: no I/O effect "
                                              "(DLIO multiplies samples/s by record_length for its MB/s)"),
@@ -396,6 +398,44 @@ def check_keys(flat: dict, where: str) -> None:
                           f"use one schema")
 
 
+S3_OPTIONS = {"endpoint_url": "AWS_ENDPOINT_URL", "region": "AWS_REGION", "access_key_id": "AWS_ACCESS_KEY_ID",
+              "secret_access_key": "AWS_SECRET_ACCESS_KEY", "s3_force_path_style": None}
+
+
+def _storage(flat: dict, where: str, notes: list, unsupported: list) -> dict:
+    """DLIO's ``storage`` section -> ``{"data_dir": "s3://bucket/prefix" | None, "storage_env": {AWS_*: value}}``.
+    local_fs: the dataset lives under --data-dir (storage_root is a note; storage_options are not emulated). s3:
+    storage_root is the bucket, dataset.data_folder the prefix; storage_options' endpoint, region and credentials
+    become the AWS_* variables the S3 backend reads (where the environment does not set them already)."""
+    kind = str(flat.get("storage.storage_type") or "local_fs")
+    root = flat.get("storage.storage_root")
+    opts = flat.get("storage.storage_options") or {}
+    if kind == "local_fs":
+        if root is not None:
+            notes.append(f"storage.storage_root={root!r}: dlbench's dataset lives under --data-dir")
+        if opts:
+            unsupported.append(f"storage.storage_options={opts!r} (options of an object store; storage_type is "
+                               f"local_fs)")
+        return {"data_dir": None, "storage_env": {}}
+    if kind != "s3":
+        raise ConfigError(f"{where}: storage.storage_type={kind!r}: dlbench reads local_fs or s3")
+    if not root or not isinstance(root, str):
+        raise ConfigError(f"{where}: storage.storage_root={root!r}: with storage_type s3 it names the bucket")
+    if not isinstance(opts, dict):
+        raise ConfigError(f"{where}: storage.storage_options={opts!r}: a mapping of S3 options "
+                          f"({', '.join(S3_OPTIONS)})")
+    env = {}
+    for k, v in opts.items():
+        if k not in S3_OPTIONS:
+            unsupported.append(f"storage.storage_options.{k}={v!r} (dlbench's S3 backend reads "
+                               f"{', '.join(S3_OPTIONS)})")
+        elif S3_OPTIONS[k] is not None and v is not None:
+            env[S3_OPTIONS[k]] = str(v)
+    folder = str(flat.get("dataset.data_folder") or "").strip().removeprefix("./").strip("/")
+    bucket = root.removeprefix("s3://").strip("/")
+    return {"data_dir": f"s3://{bucket}/{folder}" if folder else f"s3://{bucket}", "storage_env": env}
+
+
 def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None, allow_unsupported: bool = False,
               accelerator: str | None = None) -> Translation:
     """Translate a DLIO workload mapping (after overrides). ConfigError for unknown keys, bad values and
@@ -420,6 +460,8 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
             unsupported.append(f"{k}={v!r} ({spec.why})")
         elif spec.kind == "note":
             notes.append(f"{k}={v!r}: {spec.why}")
+
+    storage = _storage(flat, where, notes, unsupported)
 
     def get(key):
         return flat.get(key, DEFAULTS.get(key))
@@ -584,6 +626,7 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     if run["max_steps"] is not None:
         unsupported.append(f"train.total_training_steps={steps} (dlbench runs whole epochs)")
     run["eval"] = _evaluation(get, num, spf, epochs, notes)
+    run.update(storage)
     if unsupported and not allow_unsupported:
         raise ConfigError(f"{where}: DLIO settings dlbench does not emulate (pass --allow-unsupported to run "
                           f"without them, or override them): {'; '.join(unsupported)}")

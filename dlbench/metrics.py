@@ -463,6 +463,15 @@ GLOSSARY = {
     "verify": "--verify's per-batch checks: a phase inside the epoch, between stall and compute",
     "first_step": "included in all figures; first_step_stall_s shows step 0's stall per epoch",
     "epoch_attribution": "intervals count toward the epoch they are tagged with",
+    "s3": "the shared tier is S3: GET/PUT/HEAD/LIST/DELETE requests and bytes summed over ranks (every "
+          "attempt counted, retries and 503 throttled replies also apart), requests_per_sample = GETs / "
+          "delivered samples, and per GET the latency (request sent to last body byte) and time to first "
+          "byte (to the first body bytes the client hands over: whole parts of up to 8 MiB, so equal to "
+          "the latency for smaller objects) as P50/P95/P99 in ms over all GETs of all ranks, prologue "
+          "included; cost_usd = GETs / 10^6 x the profile's pfs.usd_per_million_requests where it gives "
+          "one; simulated (a pfs.kind: object_store profile): the plan's GETs of the shared tier, "
+          "prologue included, and no latency percentiles (the model has one per-request latency, "
+          "pfs.latency_s)",
     "simulated": "true: every number above is the performance model's, from the same plan a run executes",
     "transfer_exposed": "the part of the host-to-device copy (and input conversion) the compute waited for: "
                         "after the previous step's compute ended (all of it with --overlap off); counts against "

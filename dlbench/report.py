@@ -287,6 +287,10 @@ def render_summary(run: dict) -> str:
         lines.append(ioc)
     if s.get("preloaded_warning"):
         lines.append(f"warning: {s['preloaded_warning']}")
+    s3 = render_s3(s.get("s3"))
+    if s3:
+        lines.append("")
+        lines.append(s3)
     for note in s.get("import_notes") or []:
         lines.append(f"note: {note}")
     return "\n".join(lines)
@@ -433,7 +437,8 @@ def render_io_counters(ioc: dict | None) -> str:
 COMPARE_COLUMNS = ("workload", "strategy", "run", "compute", "ranks", "epoch_time_s", "io_bound_share", "exposed_io_share",
                    "e2e_exposed_io_share", "read_share", "au", "read_MiB_per_s", "samples_per_s", "simulated", "run_dir",
                    "cache", "device_share", "cache_verdict", "read_latency_tier", "read_p50_s", "read_p95_s",
-                   "read_p99_s", "read_max_s", "shared_tier", "transfer_exposed_share", "transfer_overlapped_share")
+                   "read_p99_s", "read_max_s", "shared_tier", "transfer_exposed_share", "transfer_overlapped_share",
+                   "s3_gets_per_sample", "s3_get_p50_ms", "s3_get_p99_ms")
 
 
 def compare_rows(run_dirs: Sequence, skipped: list | None = None) -> list[dict]:
@@ -471,8 +476,39 @@ def compare_rows(run_dirs: Sequence, skipped: list | None = None) -> list[dict]:
             # host-to-device copies (torch compute): waited for by the compute / hidden behind it
             "transfer_exposed_share": (s.get("phase_share") or {}).get("transfer_exposed"),
             "transfer_overlapped_share": (s.get("phase_share") or {}).get("transfer_overlapped"),
+            **_s3_fields(s),
         })
     return rows
+
+
+def _s3_fields(s: dict) -> dict:
+    """compare's S3 fields (None for runs whose shared tier is not S3)."""
+    s3 = s.get("s3") or {}
+    lat = s3.get("get_latency_ms") or {}
+    return {"s3_gets_per_sample": s3.get("requests_per_sample"), "s3_get_p50_ms": lat.get("p50"),
+            "s3_get_p99_ms": lat.get("p99")}
+
+
+def render_s3(s3: dict | None) -> str:
+    """``summary["s3"]`` (the shared tier is S3): requests and bytes by kind, retries, throttled replies, GETs
+    per sample, per-GET latency and time to first byte P50/P95/P99, requests per rank (several ranks)."""
+    if not s3:
+        return ""
+    req, nb = s3.get("requests") or {}, s3.get("bytes") or {}
+    rows = [(k, req.get(k, 0), _f(nb.get(k, 0) / MIB, "{:.2f}")) for k in ("GET", "PUT", "HEAD", "LIST", "DELETE")
+            if req.get(k)]
+    out = [_table(["S3 requests", "count", "MiB"], rows)]
+    out.append(f"S3: {_f(s3.get('requests_per_sample'), '{:.3g}')} GETs per delivered sample, "
+               f"{s3.get('retries', 0)} retries ({s3.get('throttled', 0)} throttled replies)")
+    lrows = [(name, *(_f(d.get(k), "{:.3f}") for k in ("p50", "p95", "p99")))
+             for name, d in (("GET latency", s3.get("get_latency_ms")), ("time to first byte", s3.get("ttfb_ms")))
+             if d]
+    if lrows:
+        out.append(_table(["S3 per request", "P50 (ms)", "P95 (ms)", "P99 (ms)"], lrows))
+    per = s3.get("per_rank_requests") or []
+    if len(per) > 1:
+        out.append("S3 GETs per rank: " + ", ".join(f"{r}: {p.get('GET', 0)}" for r, p in enumerate(per)))
+    return "\n".join(out)
 
 
 def _cache_and_latency(s: dict) -> dict:

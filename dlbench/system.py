@@ -106,6 +106,12 @@ class PfsSpec:
     cached_mb_per_s: float | None = opt(None, help="one reader's pread rate from the page cache on the dataset's "
                                                    "files (optional; with open_s, the reader's own time of a "
                                                    "read: open_s + s / cached)", unit="MB/s", min=0)
+    kind: str = opt("pfs", help="pfs (a parallel file system) or object_store (S3: latency_s is the per-request "
+                                "latency, client_link_mb_per_s one connection's bandwidth, aggregate t(γ) by "
+                                "concurrent requests); object_store adds the request counts and their cost")
+    usd_per_million_requests: float | None = opt(None, help="object_store: the price of a million GET requests "
+                                                            "(optional; simulate then reports the requests' cost)",
+                                                 unit="USD", min=0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -403,6 +409,10 @@ def validate(profile: SystemProfile, where: str = "") -> SystemProfile:
         raise ConfigError(f"pfs.latency_s={profile.pfs.latency_s:g}{w}: must be from 0 to {MAX_LATENCY_S:g} s")
     if profile.pfs is not None:
         _check_curve(profile.pfs.aggregate, "pfs.aggregate", "clients", w)
+        if profile.pfs.kind not in ("pfs", "object_store"):
+            raise ConfigError(f"pfs.kind={profile.pfs.kind!r}{w}: choose pfs or object_store")
+        if profile.pfs.usd_per_million_requests is not None and profile.pfs.kind != "object_store":
+            raise ConfigError(f"pfs.usd_per_million_requests{w}: a price per request needs pfs.kind: object_store")
     _check_curve(profile.staging.bandwidth, "staging.bandwidth", "threads", w)
     names = [t.name for t in profile.tiers]
     if len(set(names)) != len(names):

@@ -64,6 +64,8 @@ def run(cfg: RunConfig, comm: Comm, progress: Any = None) -> dict:
                    "workload_spec": manifest.spec, "shared_tier": loop.system.describe_shared_tier(),
                    "local_dir": str(loop.ctx.local_dir), "hosts": comm.allgather(socket.gethostname()),
                    "ranks_per_node_source": getattr(comm, "layout_source", None)}
+    if str(cfg.data_dir or "").startswith("s3://"):   # the bucket; data_dir above is its local control folder
+        config_echo.update(data_dir=str(cfg.data_dir), data_control_dir=str(data_dir))
     if cfg.compute == "sleep":
         (config_echo["compute_step_time_s"], config_echo["compute_step_time_source"],
          config_echo["compute_step_time"]) = sleep_step_time(cfg, workload, loop.local_batch)

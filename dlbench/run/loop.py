@@ -65,9 +65,16 @@ class Loop:
         local_dir = Path(cfg.local_dir) if cfg.local_dir else default_local_dir()
         self.cache = CacheControl(cfg.cache, workload, manifest, data_dir, comm, local_dir, probe=not cfg.dry_run)
         direct = self.cache.read_direct
+        s3_url = cfg.data_dir if isinstance(cfg.data_dir, str) and cfg.data_dir.startswith("s3://") else None
+
         def open_shared() -> SampleReader:
             if data_dir is None:
                 raise ConfigError("no --data-dir and no reader: nothing to read the shared tier from")
+            if s3_url is not None:   # the shared tier is a bucket (dlbench.storage.s3): the backend per reader
+                from ..storage.s3 import open_run_backend
+
+                return open_reader(data_dir, manifest, workload, counters=io, direct=direct, via=cfg.read_via,
+                                   storage=open_run_backend(s3_url, manifest))
             return open_reader(data_dir, manifest, workload, counters=io, direct=direct, via=cfg.read_via)
 
         base_factory = reader_factory or open_shared
@@ -244,4 +251,13 @@ class Loop:
             "timeline_flush_s": sum(t.hot_flush_ns for t in (timeline, *extra_tl)) * 1e-9,
             "io_counters": self.io.totals(),
             "cache": cache.rank_record(),
+            "s3": _s3_stats(),
         }
+
+
+def _s3_stats() -> dict | None:
+    """This rank's S3 request counters (None: the shared tier is not S3)."""
+    import sys
+
+    mod = sys.modules.get("dlbench.storage.s3")
+    return mod.process_stats() if mod is not None else None

@@ -58,6 +58,7 @@ class RunConfig:
     read_via: str = "auto"                 # --read-via auto|library|pread (formats.open_reader)
     ceiling_steps: int = 32                # --ceiling-steps: the replay from memory after the epochs (run.ceiling)
     eval: dict | None = None               # DLIO's evaluation phase (--dlio-config: dlio.Translation.run["eval"])
+    generate_s3: bool = False              # an s3:// data dir from a DLIO config: generated on first use
 
 
 PLAN_BYTES_PER_SAMPLE = 64   # a rank's plan and per-sample arrays: ids, tiers, sizes, the cached epochs (estimate)
@@ -224,6 +225,8 @@ def resolve_dataset(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str, *
     from .. import workload as wl_mod
     from ..data.manifest import Manifest
 
+    if cfg.data_dir is not None and str(cfg.data_dir).startswith("s3://"):
+        return _resolve_s3(cfg, comm, spec, path)
     explicit = cfg.data_dir is not None
     scale = cfg.scale or ("tiny" if not explicit and cfg.samples is None else None)
     if cfg.data_dir is not None:
@@ -261,6 +264,40 @@ def resolve_dataset(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str, *
 
     check_regular_files(data_dir, manifest, comm)  # a FIFO hung the run in open(); a symlink loop: traceback
     return workload, manifest, data_dir
+
+
+def _resolve_s3(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str) -> tuple[Workload, Manifest, Path]:
+    """``--data-dir s3://bucket/prefix``: the bucket's manifest fetched into the dataset's control folder
+    (``storage.s3.control_dir``), which ``Loop`` gets as its data dir (the reads go to the bucket)."""
+    from ..data.manifest import Manifest
+    from ..storage.s3 import check_cache, fetch_manifest
+
+    url = str(cfg.data_dir)
+    check_cache(cfg.cache, url)
+    res: tuple = ("ok", None)
+    if comm.rank == 0:
+        try:
+            res = ("ok", str(fetch_manifest(url)))
+        except DataError as e:
+            res = ("error", str(e))
+    res = comm.bcast(res)
+    if res[0] == "error" and cfg.generate_s3 and not cfg.dry_run:   # DLIO's generate-on-first-use
+        from .. import workload as wl_mod
+        from ..storage.s3 import generate_to
+
+        generate_to(wl_mod.resolve(spec, scale=cfg.scale, samples=cfg.samples, spec_path=path), url, seed=cfg.seed,
+                    comm=comm, progress=False)
+        res = comm.bcast(("ok", str(fetch_manifest(url))) if comm.rank == 0 else None)
+    if res[0] == "error":
+        raise DataError(res[1])
+    ctl = Path(res[1])
+    manifest = Manifest.load(ctl)
+    if manifest.workload != spec.name:
+        raise DataError(f"--data-dir {url} holds a dataset of workload '{manifest.workload}', not '{spec.name}'")
+    if cfg.seed != manifest.seed:
+        raise DataError(f"--seed={cfg.seed}: the dataset at {url} was generated with seed {manifest.seed}; "
+                        f"pass --seed {manifest.seed}")
+    return _check_spec_matches(cfg, spec, path, manifest, ctl), manifest, ctl
 
 
 def _check_spec_matches(cfg: RunConfig, spec: WorkloadSpec, path: str, manifest: Manifest,

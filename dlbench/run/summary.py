@@ -91,6 +91,13 @@ def finish(cfg: RunConfig, comm: Comm, workload: Workload, manifest: Any, loop: 
         summary["injected"] = {**loop.injection.describe(),
                                "read_retries": int(sum(g.get("read_retries", 0) for g in gathered) + worker_retries)}
     summary["io_counters"] = counters.summarize([g.get("io_counters") or {} for g in gathered])
+    if any(g.get("s3") for g in gathered):   # the shared tier is S3: requests, bytes, latency (storage.s3)
+        from ..storage.s3 import request_summary
+
+        pfs = loop.system.pfs
+        summary["s3"] = request_summary([g["s3"] for g in gathered if g.get("s3")],
+                                        int(sum(g.get("delivered_samples", 0) for g in gathered)),
+                                        price=pfs.usd_per_million_requests if pfs is not None else None)
     from ..storage import READ_CALL
 
     summary["io_counters"]["read_call"] = "lseek+readv" if READ_CALL == "readv" else "preadv (glibc preadv64v2)"

@@ -351,6 +351,10 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
     }
     out["system"] = profile.name
     out["model_notes"] = list(c.notes)
+    if profile.pfs is not None and profile.pfs.kind == "object_store":   # S3: the requests and their cost
+        from ..storage.s3 import modelled_block
+
+        out["s3"] = modelled_block(out, plan, sizes, profile)
     if extra:
         out.update(extra)
     return out

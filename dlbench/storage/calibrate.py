@@ -655,10 +655,15 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
         raise ConfigError(f"--cache {cache!r}: choose direct, drop or keep")
     if budget_s <= 0 or not np.isfinite(budget_s):
         raise ConfigError(f"--budget-s {budget_s}: must be a positive number of seconds")
-    files = _files(Path(data_dir), LAT_BYTES)
-    if not files:
+    s3url = str(data_dir) if str(data_dir).startswith("s3://") else None   # an S3 endpoint (storage.s3.probe)
+    if s3url is not None:   # --cache then applies to the local tier only (S3 has no client page cache)
+        files = []
+        sizes = np.array([int(request_bytes or 1 << 20)] * 8)
+    else:
+        files = _files(Path(data_dir), LAT_BYTES)
+    if not files and s3url is None:
         raise ConfigError(f"--data-dir {data_dir}: no regular files of at least {LAT_BYTES} bytes to read")
-    sizes = np.array([s for _, s in files])
+    sizes = np.array([s for _, s in files]) if s3url is None else sizes
     if request_bytes is None:
         request_bytes = int(min(int(np.median(sizes)), 1 << 20))
     request_bytes = max(LAT_BYTES, (int(request_bytes) // LAT_BYTES) * LAT_BYTES)
@@ -673,7 +678,7 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
                  "dataset_bytes": int(sizes.sum())}
     t_start = time.perf_counter()
     direct = cache == "direct"
-    if direct and not _direct_ok(files[0][0]):
+    if direct and s3url is None and not _direct_ok(files[0][0]):
         if echo and comm.rank == 0:
             echo(f"  warning: O_DIRECT is not supported on {data_dir}'s file system: measuring with --cache drop")
         direct, cache = False, "drop"
@@ -686,12 +691,21 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
             comm.barrier()
 
     # --- shared tier: t(γ), latency ---
-    cold([p for p, _ in files])
-    _, lat = read_rate(files, 1, LAT_BYTES, slice_s, comm, seed=1, latency=True, direct=direct)
-    raw["latency_s"] = {"median": _median(lat), "p95": float(np.percentile(lat, 95)) if lat else 0.0,
-                        "requests": len(lat or [])}
-    agg = {}
-    for t in threads:
+    agg: dict = {}
+    if s3url is not None:   # GETs against the endpoint (the probe's own objects)
+        from .s3 import probe
+
+        raw["s3"] = probe(s3url, comm=comm, threads=threads, request_bytes=request_bytes, slice_s=slice_s,
+                          repeat=repeat, echo=echo)
+        agg = raw["s3"].pop("agg")
+        raw["latency_s"] = raw["s3"]["latency_s"]
+        raw["dataset_bytes"] = 0
+    else:
+        cold([p for p, _ in files])
+        _, lat = read_rate(files, 1, LAT_BYTES, slice_s, comm, seed=1, latency=True, direct=direct)
+        raw["latency_s"] = {"median": _median(lat), "p95": float(np.percentile(lat, 95)) if lat else 0.0,
+                            "requests": len(lat or [])}
+    for t in threads if s3url is None else ():
         vals = []
         for k in range(repeat):
             cold([p for p, _ in files])
@@ -732,7 +746,8 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
              f"small file + fsync {ops['small_file_s'] * 1e3:,.2f} ms, rename {ops['rename_s'] * 1e6:,.0f} us, "
              f"folder fsync {ops['dir_fsync_s'] * 1e3:,.2f} ms, unlink {ops['unlink_s'] * 1e6:,.0f} us")
     # --- the format reader's own cost (page cache warm) ---
-    rc = _reader_cost(Path(data_dir), slice_s, seed=3 + comm.rank)
+    rc: dict = _reader_cost(Path(data_dir), slice_s, seed=3 + comm.rank) if s3url is None else \
+        {"skipped": "the shared tier is S3 (no page cache)"}
     raw["format_reader"] = rc
     open_s = cached = None
     if "skipped" in rc and echo and comm.rank == 0:
@@ -857,6 +872,9 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
                     "network: " + ("MPI ping-pong, 16 MiB" if net else "not measured (one rank): the default")],
         "calibration": raw,
     }
+    if s3url is not None:   # the shared tier is an object store: the model costs its requests (simulate)
+        profile["pfs"]["kind"] = "object_store"
+        profile["description"] += f"; shared tier: S3 at {raw['s3']['endpoint']}"
     if open_s:
         profile["pfs"]["open_s"] = round(open_s, 7)
     if cached:

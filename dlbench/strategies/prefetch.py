@@ -22,6 +22,7 @@ their sum in ``stats()["worker_io"]``, so the runner's page-cache check covers t
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from time import perf_counter_ns
@@ -118,8 +119,10 @@ class _StepDataset:
         # a worker's Darshan-style counters travel back with every batch (cumulative; the trainer keeps the
         # latest per worker reader): a ~25-int list per batch
         cnt = getattr(reader, "counters", None)
+        s3 = sys.modules.get("dlbench.storage.s3")   # the shared tier is S3: the worker's request counters too
         return (rows, ids, times, info.id + 1,
-                (self._pid, rc - self._io0[0], rb - self._io0[1], getattr(reader, "retries", 0)),
+                (self._pid, rc - self._io0[0], rb - self._io0[1], getattr(reader, "retries", 0),
+                 s3.worker_payload() if s3 is not None else None),
                 cnt.snapshot() if cnt is not None else None)
 
 
@@ -216,6 +219,10 @@ class DataLoaderExecutor(Executor):
         for s, (rows, ids, times, w, wio, snap) in enumerate(self.loader):
             if wio is not None:
                 io[wio[0]] = wio[1:]
+                if wio[4] is not None:   # S3 request counters (dlbench.storage.s3)
+                    from ..storage.s3 import absorb_worker
+
+                    absorb_worker(wio[4])
             if snap is not None and counters is not None:
                 counters.absorb(snap)
             add = self.worker_timelines[w].add
