@@ -47,7 +47,7 @@ from .formats import SampleReader
 STORAGE = True   # data and index files written, checked and read through a storage backend (``storage=``)
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
-DTYPE_CODES = {np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4,
+DTYPE_CODES: dict[np.dtype, int] = {np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4,
                np.dtype(np.int64): 5, np.dtype(np.float64): 6, np.dtype(np.float32): 7, np.dtype(np.uint16): 8}
 CODE_DTYPES: dict[int, np.dtype] = {c: d for d, c in DTYPE_CODES.items()}
 MEGATRON, DLIO = "mmap_indexed_binary", "indexed_binary"
@@ -258,7 +258,7 @@ def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None =
     try:
         ptr, nb, dt = parse_index(layout, images, str(_root(path, m, f) / names[0]))
     except DataError as e:
-        return [str(e)]
+        return [f"{e} (the index of {m.paths[f]})"]
     row, want_dt = _row(workload)
     count = int(m.count[f])
     if len(ptr) != count or (len(nb) and (nb.min() != row or nb.max() != row)) or (dt is not None and dt != want_dt):
