@@ -128,3 +128,8 @@ register(Format("indexed_binary", decodes=False, samples_per_file="block", reads
                 reader="fmt_indexed:PreadReader", module="fmt_indexed",
                 help="DLIO's indexed_binary: sequences back to back + .off.idx/.sz.idx (uint64) index files",
                 read_via="auto = pread (one preadv per sample at its .off.idx offset); library = numpy.memmap"))
+register(Format("webdataset", decodes=False, samples_per_file="block", reads_by_offset=True,
+                reader="fmt_webdataset:StreamReader", module="fmt_webdataset",
+                help="webdataset tar shards of {key}.{ext} members (TarWriter's bytes); streamed shard by shard",
+                read_via="auto only (the workload's webdataset.read: stream = one read per shard, indexed = one "
+                         "range read per sample)"))
