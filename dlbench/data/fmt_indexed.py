@@ -55,6 +55,7 @@ VIAS = ("auto", "library", "pread")
 DIRECT_UNSUPPORTED = ("--cache direct: the indexed_binary layouts are read through numpy.memmap or buffered pread, "
                       "not O_DIRECT; use --cache drop")
 IO_EVERY = 256   # /proc/self/io read every this many mmap copies (and at close)
+_getrusage, _SELF = resource.getrusage, resource.RUSAGE_SELF
 
 
 # ---- the workload's checks and sizes (pure) -----------------------------------------------------------------
@@ -412,11 +413,12 @@ class MMapReader(_Base):
         if c is None:
             out[:n] = mm[off:off + n]
             return n
-        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        ru = _getrusage
+        r0 = ru(_SELF)
         t0 = perf_counter_ns()
         out[:n] = mm[off:off + n]
         dt = perf_counter_ns() - t0
-        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        r1 = ru(_SELF)
         c.mmap_read(n, dt, r1.ru_minflt - r0.ru_minflt, r1.ru_majflt - r0.ru_majflt)
         self._copies += 1
         if self._copies % IO_EVERY == 0:

@@ -276,8 +276,11 @@ class StreamReader(_Base):
 
     def __init__(self, *a):
         super().__init__(*a)
-        self._shards: OrderedDict[int, tuple[np.ndarray, set]] = OrderedDict()
+        self._shards: OrderedDict[int, tuple[np.ndarray, memoryview, set]] = OrderedDict()
         self.shard_reads = 0
+        self._first_l, self._count_l = self._first.tolist(), self._count.tolist()
+        # (row position, b".<name>\0" (the header's name field after the key), bytes, header + padded data)
+        self._members = [(pos, f".{name}\0".encode(), nb, BLOCK + _pad(nb)) for pos, name, nb in self._arrays]
 
     def _fetch(self, f: int) -> np.ndarray:
         n = int(self._nbytes[f])
@@ -300,23 +303,23 @@ class StreamReader(_Base):
     def read_into(self, i: int, out: np.ndarray) -> int:
         f = i // self._spf
         ent = self._shards.get(f)
-        if ent is None or i in ent[1]:     # not held, or asked again: the next pass over the shard
-            ent = self._shards[f] = (self._fetch(f), set())
+        if ent is None or i in ent[2]:     # not held, or asked again: the next pass over the shard
+            buf = self._fetch(f)
+            ent = self._shards[f] = (buf, memoryview(buf), set())  # type: ignore[arg-type]  # numpy declares __buffer__ for Python >= 3.12 only
             self._shards.move_to_end(f)
             if len(self._shards) > self._max:
                 self._shards.popitem(last=False)
-        buf, served = ent
-        j = i - int(self._first[f])
-        p = j * self._stride
-        kb = key(i)
-        for pos, name, nb in self._arrays:
-            k = f"{kb}.{name}\0".encode()
-            if buf[p:p + len(k)].tobytes() != k:
-                raise self._bad(f, i, f"member header at byte {p} is not {key(i)}.{name}")
+        buf, mv, served = ent
+        p = (i - self._first_l[f]) * self._stride
+        kb = b"s%010d" % i
+        for pos, suffix, nb, step in self._members:
+            k = len(kb)
+            if mv[p:p + k] != kb or mv[p + k:p + k + len(suffix)] != suffix:
+                raise self._bad(f, i, f"the member header at byte {p} is not {kb.decode()}{suffix[:-1].decode()}")
             out[pos:pos + nb] = buf[p + BLOCK:p + BLOCK + nb]
-            p += BLOCK + _pad(nb)
+            p += step
         served.add(i)
-        if len(served) == int(self._count[f]):
+        if len(served) == self._count_l[f]:
             del self._shards[f]
         return self.max_row_nbytes
 

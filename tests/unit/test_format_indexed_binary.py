@@ -181,3 +181,25 @@ def test_direct_and_unknown_via_refused(tmp_path):
         open_reader(tmp_path, m, w, direct=True)
     with pytest.raises(ConfigError, match="--read-via=mmap"):
         open_reader(tmp_path, m, w, via="mmap")
+
+
+def test_token_readers_benchmark_smoke(tmp_path):
+    """benchmarks/token_readers.py with tiny arguments: every variant runs and gives a ratio to its bare loop."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "token_readers.py"
+    spec = importlib.util.spec_from_file_location("token_readers", path)
+    mod = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(mod)
+        res = mod.main(["--samples", "64", "--tokens", "64", "--shard-samples", "16", "--repeats", "1",
+                        "--dir", str(tmp_path)])
+    finally:
+        sys.path.remove(str(path.parent))
+    assert set(res["ratio_to_bare"]) == {"mmap dlbench", "mmap dlbench+counters", "pread dlbench+counters",
+                                         "wds dlbench+counters"}
+    assert all(v > 0 for v in res["us_per_sample"].values())
