@@ -70,7 +70,9 @@ def test_run_verify_per_reader_and_simulate_counts_the_same(cli, dataset, tmp_pa
     if via == "library":     # copies out of the map, with their page faults; no read calls
         assert (shared["MMAP_READS"], shared["MMAP_BYTES_READ"], shared["POSIX_READS"]) == (n, n * 512, 0)
         assert "MMAP_MINOR_FAULTS" in shared and "MMAP_DEVICE_BYTES_READ" in shared
+        assert f"mmap (shared): {n} copies out of maps" in r.output       # the counter table's line
     else:
+        assert "mmap (shared)" not in r.output
         assert (shared["POSIX_READS"], shared["POSIX_BYTES_READ"], shared["MMAP_READS"]) == (n, n * 512, 0)
 
 
