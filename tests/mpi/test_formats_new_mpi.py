@@ -56,3 +56,16 @@ def test_webdataset_stream_splits_shards_over_ranks(tmp_path, run_mpi):
     assert s["semantics"]["each_epoch_a_full_permutation"].startswith("no (4 samples left out")
     reads = [r["POSIX_READS"] for r in s["io_counters"]["by_rank"]]
     assert reads[1] == 2 * 3 and 2 * 3 <= reads[0] <= 2 * 4      # each rank fetches only its own shards
+
+
+def test_token_dataset_mmap_run_on_two_ranks(tmp_path, run_mpi):
+    (tmp_path / "w.yaml").write_text(TOK)
+    r = run_mpi(["generate", "--workload", tmp_path / "w.yaml", "--data-dir", tmp_path / "d", "--no-progress"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_mpi(["run", "--workload", tmp_path / "w.yaml", "--data-dir", tmp_path / "d", "--strategy", "naive",
+                 "--epochs", 2, "--verify", "--compute-time", "0.001", "--out", tmp_path / "res", "--no-progress"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.loads(next((tmp_path / "res").rglob("run.json")).read_text())["summary"]
+    assert s["verified_samples"] == 2 * 40 and s["read_bytes"] == 2 * 40 * 256
+    per_rank = [c["MMAP_READS"] for c in s["io_counters"]["by_rank"]]
+    assert per_rank == [40, 40]          # each rank's copies out of its own maps, shipped per rank
