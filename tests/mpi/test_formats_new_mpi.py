@@ -54,6 +54,8 @@ def test_webdataset_stream_splits_shards_over_ranks(tmp_path, run_mpi):
     # 7 shards: rank 0 holds 0, 2, 4, 6 (34 samples), rank 1 holds 1, 3, 5 (30): both keep 30 (60 per epoch), 4 left out
     assert s["webdataset_read"] == "stream" and s["samples_per_epoch"] == [60, 60]
     assert s["semantics"]["each_epoch_a_full_permutation"].startswith("no (4 samples left out")
+    q = s["order_quality"]    # shards stay with their rank: each sees at most its own shards (<= 34 of 64)
+    assert q["fraction_of_dataset_seen_per_rank_after_epoch"][-1] <= 0.5 < q["global_shuffle_expected_after_epoch"][-1]
     reads = [r["POSIX_READS"] for r in s["io_counters"]["by_rank"]]
     assert reads[1] == 2 * 3 and 2 * 3 <= reads[0] <= 2 * 4      # each rank fetches only its own shards
 
