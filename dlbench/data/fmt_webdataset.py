@@ -3,8 +3,9 @@
 object storage uses).
 
 Layout. Shard f (``shard-<f>.tar``) holds samples ``first .. first+count-1`` (``samples_per_file`` per shard).
-Sample i has key ``s<i:010d>`` and one member per array, ``<key>.<array name>`` holding the array's bytes, members
-in sorted name order (``TarWriter.write`` sorts a sample's keys). Each member is a 512-byte header as Python's
+Sample i has key ``s<i:010d>`` and one member per array, ``<key>.<array name>.bin`` holding the array's bytes (the
+``.bin`` extension: ``WebDataset(...).decode()`` hands such members over as bytes, where a name such as ``cls`` or
+``json`` would be parsed by its default decoders), members in sorted name order (``TarWriter.write`` sorts a sample's keys). Each member is a 512-byte header as Python's
 ``tarfile`` writes it in ``TarWriter``'s stream (PAX format; plain ASCII names and integer times need no extended
 header, so the header is ustar's), mode 0o444, user and group ``bigdata``, mtime ``MTIME`` (TarWriter's
 ``mtime=``: fixed so a shard is a function of (workload, seed)), then the data padded to 512 bytes; the archive
@@ -44,6 +45,7 @@ STORAGE = True
 SECTION = "webdataset"
 MTIME = 946684800       # 2000-01-01T00:00:00Z, every member's mtime
 BLOCK = 512
+EXT = "bin"             # a member's last extension: webdataset's decoders (``.decode()``) leave ``.bin`` as bytes
 RECORD = 20 * BLOCK     # tarfile.RECORDSIZE: an archive is padded to whole records
 DIRECT_UNSUPPORTED = ("--cache direct: webdataset shards are read through buffered I/O (as webdataset reads them); "
                       "use --cache drop")
@@ -78,11 +80,12 @@ def _pad(n: int) -> int:
 
 
 def _arrays(spec: dict) -> list[tuple[int, str, int]]:
-    """(position in the row, name, bytes) of each array, in member (sorted name) order."""
+    """(position in the row, member extension ``<array name>.bin``, bytes) of each array, in member (sorted
+    extension) order."""
     pos, out = 0, []
     for a in spec["arrays"]:
         nb = int(np.prod(a["shape"], dtype=np.int64)) * np.dtype(a["dtype"]).itemsize
-        out.append((pos, a["name"], nb))
+        out.append((pos, f"{a['name']}.{EXT}", nb))
         pos += nb
     return sorted(out, key=lambda t: t[1])
 
@@ -175,7 +178,7 @@ def write_file(fd, workload, seed: int, m, f: int) -> int:
 # ---- verification ----------------------------------------------------------------------------------------------
 
 def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None, storage=None) -> list[str]:
-    """Structure: ``tarfile`` lists the shard's members: ``<key>.<array>`` of every sample in order, each of its
+    """Structure: ``tarfile`` lists the shard's members: ``<key>.<array>.bin`` of every sample in order, each of its
     array's size."""
     import io
 
