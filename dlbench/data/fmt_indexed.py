@@ -108,34 +108,61 @@ def plan_files(workload, seed: int):
     return [data_name(workload.layout, f) for f in range(len(first))], first, count, count * row
 
 
-def index_bytes(layout: str, count: int, row: int, dtype) -> list[bytes]:
-    """The bytes of each index file of a data file of ``count`` sequences of ``row`` bytes."""
-    ptr = np.arange(count, dtype=np.int64) * row
+INDEX_CHUNK = 1 << 22   # index entries per piece written or compared (32 MiB of int64): bounded memory
+
+
+def _head(count: int, dtype) -> bytes:
+    dt = np.dtype(dtype)
+    return MAGIC + struct.pack("<QBQQ", VERSION, DTYPE_CODES[dt], count, count + 1)
+
+
+def index_pieces(layout: str, k: int, count: int, row: int, dtype, chunk: int | None = None):
+    """The bytes of index file ``k`` (``index_names`` order) of a data file of ``count`` sequences of ``row``
+    bytes, yielded in pieces of at most ``chunk`` (default ``INDEX_CHUNK``) entries (a 277-million-sequence
+    index is 5.5 GB)."""
+    chunk = int(chunk or INDEX_CHUNK)
+
+    def ranges(n):
+        return ((s, min(n, s + chunk)) for s in range(0, n, chunk))
     if layout == MEGATRON:
-        dt = np.dtype(dtype)
-        lengths = np.full(count, row // dt.itemsize, dtype="<i4")
-        head = MAGIC + struct.pack("<Q", VERSION) + struct.pack("<B", DTYPE_CODES[dt]) + struct.pack(
-            "<Q", count) + struct.pack("<Q", count + 1)
-        return [head + lengths.tobytes() + ptr.astype("<i8").tobytes() +
-                np.arange(count + 1, dtype="<i8").tobytes()]
-    return [ptr.astype("<u8").tobytes(), np.full(count, row, dtype="<u8").tobytes()]
+        yield _head(count, dtype)
+        tokens = row // np.dtype(dtype).itemsize
+        for s, e in ranges(count):
+            yield np.full(e - s, tokens, dtype="<i4").tobytes()
+        for s, e in ranges(count):
+            yield (np.arange(s, e, dtype="<i8") * row).tobytes()
+        for s, e in ranges(count + 1):
+            yield np.arange(s, e, dtype="<i8").tobytes()
+    elif k == 0:
+        for s, e in ranges(count):
+            yield (np.arange(s, e, dtype="<u8") * row).tobytes()
+    else:
+        for s, e in ranges(count):
+            yield np.full(e - s, row, dtype="<u8").tobytes()
 
 
-def parse_index(layout: str, images: list, name: str) -> tuple[np.ndarray, np.ndarray, np.dtype | None]:
-    """(pointers, byte sizes, token dtype or None) from the index files' bytes (buffers: bytes or memmaps);
-    DataError naming ``name`` when they are not an index."""
+def index_bytes(layout: str, count: int, row: int, dtype) -> list[bytes]:
+    """Each index file's whole bytes (tests and small datasets; generate and verify use ``index_pieces``)."""
+    return [b"".join(index_pieces(layout, k, count, row, dtype)) for k in range(1 if layout == MEGATRON else 2)]
+
+
+MEGATRON_FIXED = len(MAGIC) + 8 + 1 + 8 + 8
+
+
+def parse_index(layout: str, images: list, name: str) -> tuple[np.ndarray, np.ndarray, int, np.dtype | None]:
+    """(pointers, sizes, bytes per size unit, token dtype or None) from the index files' bytes (buffers: bytes or
+    read-only memory maps), as views into them (no copy: Megatron maps its index too); a sample's bytes are
+    ``int(sizes[j]) * unit``. DataError naming ``name`` when they are not an index."""
     if layout == DLIO:
         off, sz = (np.frombuffer(b, dtype="<u8") if len(b) % 8 == 0 else None for b in images)
         if off is None or sz is None or len(off) != len(sz):
             raise DataError(f"{name}: .off.idx/.sz.idx are not two uint64 arrays of one length")
-        return off.astype(np.int64), sz.astype(np.int64), None
+        return off, sz, 1, None
     b = images[0]
-    fixed = len(MAGIC) + 8 + 1 + 8 + 8
+    fixed = MEGATRON_FIXED
     if len(b) < fixed or bytes(b[:len(MAGIC)]) != MAGIC:
         raise DataError(f"{name}: not a Megatron index (no MMIDIDX magic)")
-    version, = struct.unpack("<Q", bytes(b[9:17]))
-    code = int(b[17])
-    n, docs = struct.unpack("<QQ", bytes(b[18:34]))
+    version, code, n, docs = struct.unpack("<QBQQ", bytes(b[9:fixed]))
     if version != VERSION or code not in CODE_DTYPES:
         raise DataError(f"{name}: index version {version}, dtype code {code}; dlbench reads version 1, codes 1-8")
     if len(b) != fixed + n * 4 + n * 8 + docs * 8:
@@ -144,7 +171,7 @@ def parse_index(layout: str, images: list, name: str) -> tuple[np.ndarray, np.nd
     dt = CODE_DTYPES[code]
     lengths = np.frombuffer(b, dtype="<i4", count=n, offset=fixed)
     ptr = np.frombuffer(b, dtype="<i8", count=n, offset=fixed + 4 * n)
-    return ptr.astype(np.int64), lengths.astype(np.int64) * dt.itemsize, dt
+    return ptr, lengths, dt.itemsize, dt
 
 
 # ---- content ---------------------------------------------------------------------------------------------------
@@ -191,11 +218,26 @@ def _storage(data_dir: Path, storage):
     return storage if storage is not None else PosixBackend(data_dir)
 
 
-def _want_index(m, f: int) -> list[bytes]:
+def _want_pieces(m, f: int, k: int):
+    """Index file ``k`` of data file ``f`` as generate writes it, in pieces."""
     a = m.spec["arrays"][0]
     dt = np.dtype(a["dtype"])
     row = int(np.prod(a["shape"], dtype=np.int64)) * dt.itemsize
-    return index_bytes(m.spec["layout"], int(m.count[f]), row, dt)
+    return index_pieces(m.spec["layout"], k, int(m.count[f]), row, dt)
+
+
+def _matches(st, rel: str, pieces) -> bool:
+    """``rel`` holds exactly ``pieces`` (read back piece by piece through the backend); OSError if unreadable."""
+    h = st.open_read(st.keys([rel])[0], os.O_RDONLY)
+    try:
+        off = 0
+        for piece in pieces:
+            if st.pread(h, len(piece), off) != piece:
+                return False
+            off += len(piece)
+        return st.size(rel) == off
+    finally:
+        st.close(h)
 
 
 def write_extra(data_dir: Path, m, f: int, storage=None) -> None:
@@ -203,13 +245,14 @@ def write_extra(data_dir: Path, m, f: int, storage=None) -> None:
     from .generate import _write_all
 
     st = _storage(data_dir, storage)
-    for rel, data in zip(index_names(m.spec["layout"], m.paths[f]), _want_index(m, f)):
+    for k, rel in enumerate(index_names(m.spec["layout"], m.paths[f])):
         part = rel + ".part"
         try:
             h = st.open(part, write=True)
             try:
-                if data:
-                    _write_all(h, np.frombuffer(data, dtype=np.uint8), 0)
+                off = 0
+                for piece in _want_pieces(m, f, k):
+                    off += _write_all(h, np.frombuffer(piece, dtype=np.uint8), off) if piece else 0
             finally:
                 st.close(h)
             st.rename(part, rel)
@@ -222,8 +265,8 @@ def extra_ok(data_dir: Path, m, f: int, storage=None) -> bool:
     """File f's index files hold what ``write_extra`` writes."""
     st = _storage(data_dir, storage)
     try:
-        return all(st.file_image(rel) == want
-                   for rel, want in zip(index_names(m.spec["layout"], m.paths[f]), _want_index(m, f)))
+        return all(_matches(st, rel, _want_pieces(m, f, k))
+                   for k, rel in enumerate(index_names(m.spec["layout"], m.paths[f])))
     except OSError:
         return False
 
@@ -245,30 +288,42 @@ def _root(path: Path, m, f: int) -> Path:
     return d
 
 
+def _index_images(st, names: list[str]) -> list:
+    """The index files' bytes: memory maps where the backend has paths (no copy of a large index), else the
+    backend's file image."""
+    if st.paths:
+        return [np.memmap(st.path(r), dtype=np.uint8, mode="r") if st.size(r) else b"" for r in names]
+    return [st.file_image(r) for r in names]
+
+
 def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None = None, storage=None) -> list[str]:
     """Structure: the index files parse, name ``count`` sequences of the planned size and dtype lying inside the
-    data file, and are byte for byte the ones generate writes."""
+    data file, and are byte for byte the ones generate writes (compared piece by piece)."""
     layout = m.spec["layout"]
-    st = _storage(_root(path, m, f), storage)
+    root = _root(path, m, f)
+    st = _storage(root, storage)
     names = index_names(layout, m.paths[f])
     try:
-        images = [st.file_image(rel) for rel in names]
+        images = _index_images(st, names)
     except OSError:
-        return [f"{_root(path, m, f) / names[0]}: missing (the index of {m.paths[f]}); regenerate with "
-                f"`dlbench generate --force`"]
+        return [f"{root / names[0]}: missing (the index of {m.paths[f]}); regenerate with `dlbench generate --force`"]
     try:
-        ptr, nb, dt = parse_index(layout, images, str(_root(path, m, f) / names[0]))
+        ptr, sz, unit, dt = parse_index(layout, images, str(root / names[0]))
     except DataError as e:
         return [f"{e} (the index of {m.paths[f]})"]
     row, want_dt = _row(workload)
     count = int(m.count[f])
-    if len(ptr) != count or (len(nb) and (nb.min() != row or nb.max() != row)) or (dt is not None and dt != want_dt):
-        return [f"{path}: its index names {len(ptr)} sequences of {sorted(set(nb.tolist()))[:3]} B"
-                f"{f' ({dt})' if dt is not None else ''}; expected {count} of {row} B ({want_dt})"]
-    if count and int((ptr + nb).max()) > int(m.nbytes[f]):
-        return [f"{path}: its index points past the end of the data file"]
-    if any(a != b for a, b in zip(images, _want_index(m, f))):
-        return [f"{path}: its index is not the one generate writes (pointers out of order or overlapping)"]
+    lo, hi = (int(sz.min()) * unit, int(sz.max()) * unit) if len(sz) else (row, row)
+    if len(ptr) != count or lo != row or hi != row or (dt is not None and dt != want_dt):
+        return [f"{path}: its index names {len(ptr)} sequences of {lo}-{hi} B{f' ({dt})' if dt is not None else ''}; "
+                f"expected {count} of {row} B ({want_dt})"]
+    del ptr, sz, images
+    try:
+        same = all(_matches(st, rel, _want_pieces(m, f, k)) for k, rel in enumerate(names))
+    except OSError as e:
+        return [f"{root / names[0]}: unreadable ({e})"]
+    if not same:
+        return [f"{path}: its index is not the one generate writes (pointers or document indices differ)"]
     return []
 
 
@@ -305,19 +360,25 @@ class _Base(SampleReader):
         row, self._dtype = _row(workload)
         self.max_row_nbytes = self.decoded_nbytes = row
         self.counters = counters
-        self._index: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._index: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
 
     def _short(self, f: int, i: int, got: int, n: int) -> DataError:
         return DataError(f"{self._rel[f]}: short read of sample {i} ({got} of {n} B): the file is truncated; check "
                          f"the dataset with `dlbench verify`")
 
-    def _load_index(self, f: int, images) -> tuple[np.ndarray, np.ndarray]:
-        ptr, nb, dt = parse_index(self._layout, images, index_names(self._layout, self._rel[f])[0])
+    def _load_index(self, f: int) -> tuple[np.ndarray, np.ndarray, int]:
+        names = index_names(self._layout, self._rel[f])
+        try:
+            images = _index_images(self._st, names)
+        except (OSError, ValueError) as e:
+            raise DataError(f"{names[0]}: cannot read the index of {self._rel[f]} ({e}); check the dataset with "
+                            f"`dlbench verify`") from None
+        ptr, sz, unit, dt = parse_index(self._layout, images, names[0])
         if dt is not None and dt != self._dtype:
             raise DataError(f"{self._rel[f]}: its index says {dt} tokens, the workload {self._dtype}; check the "
                             f"dataset with `dlbench verify`")
-        self._index[f] = (ptr, nb)
-        return ptr, nb
+        ent = self._index[f] = (ptr, sz, unit)
+        return ent
 
 
 class PreadReader(_Base):
@@ -335,7 +396,7 @@ class PreadReader(_Base):
         fd = self._fds.get(f)
         if fd is None:
             if f not in self._index:
-                self._load_index(f, [self._st.file_image(r) for r in index_names(self._layout, self._rel[f])])
+                self._load_index(f)
             fd = self._fds[f] = self._open_read(self._keys[f], os.O_RDONLY)
             if self.counters is not None:
                 self.counters.open()
@@ -347,9 +408,9 @@ class PreadReader(_Base):
     def read_into(self, i: int, out: np.ndarray) -> int:
         f = i // self._spf
         fd = self._fd(f)
-        ptr, nb = self._index[f]
+        ptr, sz, unit = self._index[f]
         j = i - int(self._first[f])
-        off, n = int(ptr[j]), int(nb[j])
+        off, n = int(ptr[j]), int(sz[j]) * unit
         t0 = perf_counter_ns()
         got = self._preadv(fd, [out[:n]], off)
         if self.counters is not None:
@@ -389,10 +450,8 @@ class MMapReader(_Base):
     def _map(self, f: int) -> np.memmap:
         mm = self._maps.get(f)
         if mm is None:
+            self._load_index(f)
             try:
-                idx = [np.memmap(self._st.path(r), dtype=np.uint8, mode="r")
-                       for r in index_names(self._layout, self._rel[f])]
-                self._load_index(f, idx)
                 mm = self._maps[f] = np.memmap(self._paths[f], dtype=np.uint8, mode="r")
             except (OSError, ValueError) as e:
                 raise DataError(f"{self._paths[f]}: cannot map it ({e}); check the dataset with `dlbench verify`") \
@@ -404,9 +463,9 @@ class MMapReader(_Base):
     def read_into(self, i: int, out: np.ndarray) -> int:
         f = i // self._spf
         mm = self._map(f)
-        ptr, nb = self._index[f]
+        ptr, sz, unit = self._index[f]
         j = i - int(self._first[f])
-        off, n = int(ptr[j]), int(nb[j])
+        off, n = int(ptr[j]), int(sz[j]) * unit
         if off + n > len(mm):
             raise self._short(f, i, max(0, len(mm) - off), n)
         c = self.counters
