@@ -176,25 +176,81 @@ def parse_index(layout: str, images: list, name: str) -> tuple[np.ndarray, np.nd
 
 # ---- content ---------------------------------------------------------------------------------------------------
 
+CONTENT_VERSION = "dlbench.tokens/1"
+VOCAB = 50257      # GPT-2's vocabulary: integer tokens stay below it (``_token_mask``)
+
+
+_C0, _C1, _C2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
+def _splitmix64_inplace(x: np.ndarray) -> None:
+    """``content._splitmix64`` in place (the same values; uint64 arithmetic wraps, no temporaries per step)."""
+    with np.errstate(over="ignore"):
+        x += _C0
+        x ^= x >> _S30
+        x *= _C1
+        x ^= x >> _S27
+        x *= _C2
+        x ^= x >> _S31
+
+
+def _token_mask(dt: np.dtype) -> int:
+    """Integer tokens keep the low bits below the largest power of two <= min(VOCAB, the dtype's maximum + 1)."""
+    return (1 << (min(VOCAB, int(np.iinfo(dt).max) + 1).bit_length() - 1)) - 1
+
+
+def fill_tokens(workload, seed: int, first: int, count: int, out: np.ndarray) -> None:
+    """The tokens of samples ``first .. first+count-1`` into ``out`` (uint8, ``count`` rows back to back), from a
+    counter-based hash (splitmix64, vectorized over the chunk: generation stays write-bound, no generator per
+    sample): sample i's row is the bytes of hash words ``i * W .. i * W + W - 1`` (W = ceil(row / 8)) of a key of
+    (workload, seed); integer tokens are those bytes read as the dtype's unsigned integers, masked below the
+    largest power of two <= min(VOCAB, the dtype's maximum + 1) (uint16: 0..32767); float tokens are uniform in (0, 1), one hash per token. A pure function of (workload,
+    seed, sample), so ``expected_row`` recomputes any sample alone."""
+    from ..workload import workload_id
+    from .content import _splitmix64
+
+    a = workload.arrays[0]
+    dt = np.dtype(a.dtype)
+    row = int(np.prod(a.shape, dtype=np.int64)) * dt.itemsize
+    with np.errstate(over="ignore"):
+        k = _splitmix64(np.asarray([workload_id(workload.name) ^ (int(seed) * 0x9E3779B97F4A7C15 & (2**64 - 1))
+                                    ^ 0x70CE45], dtype=np.uint64))[0]
+        if dt.kind == "f":
+            per = row // dt.itemsize
+            h = _splitmix64(np.arange(first * per, (first + count) * per, dtype=np.uint64) ^ k) >> np.uint64(11)
+            out[:count * row].view(dt)[...] = (h.astype(np.float64) + 0.5) / float(1 << 53)
+            return
+        words = -(-row // 8)
+        h = np.arange(first * words, (first + count) * words, dtype=np.uint64)
+        h ^= k
+        _splitmix64_inplace(h)
+    u = np.dtype(f"u{dt.itemsize}")
+    raw = h.view(np.uint8)
+    if words * 8 != row:
+        raw = np.ascontiguousarray(raw.reshape(count, words * 8)[:, :row])
+    vals = raw.view(u)
+    vals &= u.type(_token_mask(dt))
+    out[:count * row] = raw.reshape(-1)
+
+
 def expected_row(workload, seed: int, i: int) -> np.ndarray:
-    """Sample i's tokens as stored (uint8, a fresh array): the standard array content (``content.fill_arrays``)."""
+    """Sample i's tokens as stored (uint8, a fresh array)."""
     from ..storage import aligned_empty
-    from .content import fill_arrays
 
     out = aligned_empty(_row(workload)[0], np.uint8)
-    fill_arrays(workload, seed, i, [out])
+    fill_tokens(workload, seed, i, 1, out)
     return out
 
 
 # ---- writing ---------------------------------------------------------------------------------------------------
 
-CHUNK_BYTES = 32 << 20
+CHUNK_BYTES = 8 << 20    # staged per write (the token hash's temporaries are 4-8x this)
 
 
 def write_file(fd, workload, seed: int, m, f: int) -> int:
-    """Data file ``f`` (the sequences back to back), staged ≈ 32 MiB at a time."""
+    """Data file ``f`` (the sequences back to back), staged ≈ 8 MiB at a time."""
     from ..storage import aligned_empty
-    from .content import fill_arrays
     from .generate import _write_all
 
     first, count = int(m.first[f]), int(m.count[f])
@@ -204,8 +260,7 @@ def write_file(fd, workload, seed: int, m, f: int) -> int:
     written = 0
     for s0 in range(first, first + count, per):
         b = min(per, first + count - s0)
-        for r in range(b):
-            fill_arrays(workload, seed, s0 + r, [buf[r * row:(r + 1) * row]])
+        fill_tokens(workload, seed, s0, b, buf)
         written += _write_all(fd, buf[:b * row], (s0 - first) * row)
     if written != int(m.nbytes[f]):
         raise DataError(f"{m.paths[f]}: wrote {written} B, the plan says {int(m.nbytes[f])} B")
