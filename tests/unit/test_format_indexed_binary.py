@@ -226,3 +226,20 @@ def test_index_written_and_checked_in_pieces(tmp_path, monkeypatch, layout):
     b[-9] ^= 1                 # inside the last piece: a pointer / document index (not the sizes verify reads)
     idx.write_bytes(bytes(b))
     assert any("not the one generate writes" in p for p in verify(tmp_path / "pieces"))
+
+
+@pytest.mark.parametrize("via", ["library", "pread"])
+def test_truncated_data_file_is_one_line_naming_it(tmp_path, via):
+    from dlbench.errors import DataError
+
+    w = _wl(samples=16, spf=16)
+    generate(w, tmp_path, seed=0)
+    m = Manifest.load(tmp_path)
+    p = tmp_path / m.paths[0]
+    p.write_bytes(p.read_bytes()[:128 * 10 + 5])          # 10 whole sequences and a bit
+    assert any("truncated" in q or "manifest says" in q for q in verify(tmp_path))
+    r = open_reader(tmp_path, m, w, via=via)
+    out = np.empty(r.max_row_nbytes, np.uint8)
+    r.read_into(9, out)
+    with pytest.raises(DataError, match=r"data-000000\.bin.*sample 10.*truncated"):
+        r.read_into(10, out)

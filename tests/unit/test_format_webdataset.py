@@ -181,3 +181,19 @@ def test_array_names_must_be_extensions(tmp_path):
                  "arrays:\n  - {name: a.b, shape: [4], dtype: uint8, role: data}\n")
     with pytest.raises(ConfigError, match="member extensions"):
         load_spec(str(p))
+
+
+@pytest.mark.parametrize("read", ["stream", "indexed"])
+def test_truncated_shard_is_one_line_naming_it(tmp_path, read):
+    from dlbench.errors import DataError
+
+    w = _wl(read=read)
+    generate(w, tmp_path, seed=0)
+    m = Manifest.load(tmp_path)
+    p = tmp_path / m.paths[2]
+    p.write_bytes(p.read_bytes()[:3000])
+    assert any("shard-000002.tar" in q for q in verify(tmp_path))
+    r = open_reader(tmp_path, m, w)
+    out = np.empty(r.max_row_nbytes, np.uint8)
+    with pytest.raises(DataError, match=r"shard-000002\.tar.*(short read|truncated)"):
+        r.read_into(23, out)
