@@ -43,6 +43,11 @@ BUCKET_EDGES = (100, 1024, 10240, 102400, 1 << 20, 4 << 20, 10 << 20, 100 << 20,
 COUNTERS = ("POSIX_OPENS", "POSIX_READS", "POSIX_BYTES_READ", *BUCKETS, "POSIX_SEQ_READS", "POSIX_CONSEC_READS",
             "POSIX_MAX_BYTE_READ", "POSIX_F_READ_TIME", "POSIX_F_MAX_READ_TIME", "POSIX_WRITES",
             "POSIX_BYTES_WRITTEN", "POSIX_F_WRITE_TIME", "H5D_OPENS", "H5D_READS", "H5D_BYTES_READ", "H5F_OPENS")
+# memory-mapped reads (the token datasets' numpy.memmap reader, dlbench/data/fmt_indexed.py): copies out of a map
+# bypass read calls, so they are counted apart: copies and bytes, the minor/major page faults the copies took
+# (getrusage around each copy) and the bytes the process fetched from the block device (/proc/self/io read_bytes)
+MMAP_COUNTERS = ("MMAP_READS", "MMAP_BYTES_READ", "MMAP_MINOR_FAULTS", "MMAP_MAJOR_FAULTS", "MMAP_DEVICE_BYTES_READ")
+COUNTERS = (*COUNTERS, *MMAP_COUNTERS)
 IDX = {k: i for i, k in enumerate(COUNTERS)}
 N = len(COUNTERS)
 MAX_KEYS = ("POSIX_MAX_BYTE_READ", "POSIX_F_MAX_READ_TIME")

@@ -192,6 +192,9 @@ _ALIASES = {"dataset.record_length": "dataset.record_length_bytes",
             "checkpoint.model_size": "model.model_size_bytes"}
 LAYOUT_OF = {"npz": "npz", "npy": "npy", "tfrecord": "tfrecord"}
 DLIO_FORMATS = ("hdf5", "npz", "npy", "tfrecord")
+# token datasets (dlbench/data/fmt_indexed.py): DLIO's megatron_deepspeed.yaml and dlrm.yaml
+LAYOUT_OF.update({"indexed_binary": "indexed_binary", "mmap_indexed_binary": "mmap_indexed_binary"})
+DLIO_FORMATS += ("indexed_binary", "mmap_indexed_binary")
 SHUFFLES = ("off", "seed", "random")
 DTYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float16", "float32",
           "float64")

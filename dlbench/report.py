@@ -419,6 +419,12 @@ def render_io_counters(ioc: dict | None) -> str:
         if c.get("H5F_OPENS"):
             out.append(f"hdf5 ({cls}): {c['H5F_OPENS']} file opens; libhdf5's own metadata reads for them are not in "
                        f"the reads above (a POSIX tracer counts them: dlbench import dftracer)")
+    for cls, c in ioc["by_class"].items():
+        if c.get("MMAP_READS"):   # memory-mapped reads (token datasets' numpy.memmap reader): no read calls
+            mib = 2 ** 20
+            out.append(f"mmap ({cls}): {c['MMAP_READS']} copies out of maps, {c.get('MMAP_BYTES_READ', 0) / mib:.1f} "
+                       f"MiB; page faults {c.get('MMAP_MINOR_FAULTS', 0)} minor, {c.get('MMAP_MAJOR_FAULTS', 0)} major; "
+                       f"{c.get('MMAP_DEVICE_BYTES_READ', 0) / mib:.1f} MiB from the device while mapped")
     h5 = ioc.get("hdf5_metadata")
     if h5 and h5.get("files_split"):
         out.append(f"hdf5 metadata (libhdf5's own reads, not data, included above): {h5['metadata_reads']:,} reads, "

@@ -93,6 +93,20 @@ class TFRecordSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class WebDatasetSpec:
+    read: str = opt("stream", help="read pattern: stream (shards per rank and loader worker, each shard one "
+                                   "sequential read, a sample shuffle buffer: naive/prefetch) or indexed (one "
+                                   "range read per sample, webdataset's wids; any strategy)",
+                    choices=("stream", "indexed"))
+    shuffle_buffer: int = opt(1000, help="stream: samples in each loader worker's shuffle buffer "
+                                         "(WebDataset.shuffle(bufsize)); 1: no sample shuffle", min=1)
+    initial: int = opt(100, help="stream: samples buffered before the first is emitted (shuffle(initial=))",
+                       min=1)
+    shard_shuffle: int = opt(100, help="stream: shards in each worker's shard shuffle buffer "
+                                       "(WebDataset(shardshuffle=)); 0: shards in order", min=0)
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepTime:
     step_time_s: float = opt(help="seconds per training step", unit="s", min=0, max=MAX_STEP_TIME_S)
     batch_size: int = opt(help="local batch size the step time was measured at", min=1, max=MAX_BATCH)
@@ -141,6 +155,7 @@ class WorkloadSpec:
     classes: int = opt(0, help="class folders (jpeg_folders)", min=0)
     jpeg: JpegSpec | None = opt(None, help="JPEG settings (jpeg_folders)")
     tfrecord: TFRecordSpec | None = opt(None, help="TFRecord read pattern (layout tfrecord)")
+    webdataset: WebDatasetSpec | None = opt(None, help="webdataset read pattern (layout webdataset)")
     compute: dict[str, StepTime] = opt(factory=dict, help="published step time per accelerator")
     measured: tuple[MeasuredStepTime, ...] = opt((), help="step times measured with dlbench calibrate, used "
                                                         "where no published figure exists")
@@ -177,6 +192,7 @@ class Workload:
     au_threshold_source: str = ""
     record_size: SizeDistribution | None = None
     tfrecord: TFRecordSpec | None = None
+    webdataset: WebDatasetSpec | None = None
 
     @property
     def format(self):
@@ -363,6 +379,9 @@ def _check_spec(spec: WorkloadSpec, where: str) -> None:
     if spec.tfrecord is not None and spec.layout != owner:
         raise ConfigError(f"workload {spec.name} ({where}): a 'tfrecord' section needs layout: {owner} (the "
                           f"layout is {spec.layout})")
+    if getattr(spec, "webdataset", None) is not None and spec.layout != "webdataset":
+        raise ConfigError(f"workload {spec.name} ({where}): a 'webdataset' section needs layout: webdataset (the "
+                          f"layout is {spec.layout})")
     _check_record_size(spec, where)
     check = getattr(drv, "check_spec", None)   # the format module's own checks
     if check is not None:
@@ -463,7 +482,7 @@ def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None
                     scale=chosen if samples is None else f"{chosen}+samples", spec_path=spec_path,
                     measured=tuple(spec.measured), au_threshold=spec.au_threshold,
                     au_threshold_source=spec.au_threshold_source, record_size=record_size,
-                    tfrecord=spec.tfrecord)
+                    tfrecord=spec.tfrecord, webdataset=spec.webdataset)
 
 
 def tfrecord_options(workload) -> TFRecordSpec:

@@ -119,3 +119,17 @@ register(Format("tfrecord", decodes=True, samples_per_file="block", reads_by_off
                 reader="fmt_tfrecord:open_reader", module="fmt_tfrecord", record_sizes=True,
                 help="TFRecord files of tf.train.Example records (DLIO's tfrecord), index files beside",
                 read_via="auto only (the workload's tfrecord.read: indexed or tfdata)"))
+register(Format("mmap_indexed_binary", decodes=False, samples_per_file="block", reads_by_offset=True,
+                reader="fmt_indexed:MMapReader", module="fmt_indexed",
+                help="Megatron-LM's indexed token dataset: .bin sequences + .idx (MMIDIDX) index; read with numpy.memmap",
+                read_via="auto = library (numpy.memmap of .bin and .idx; pread on a backend without paths); "
+                         "pread = one preadv per sequence at its index pointer"))
+register(Format("indexed_binary", decodes=False, samples_per_file="block", reads_by_offset=True,
+                reader="fmt_indexed:PreadReader", module="fmt_indexed",
+                help="DLIO's indexed_binary: sequences back to back + .off.idx/.sz.idx (uint64) index files",
+                read_via="auto = pread (one preadv per sample at its .off.idx offset); library = numpy.memmap"))
+register(Format("webdataset", decodes=False, samples_per_file="block", reads_by_offset=True,
+                reader="fmt_webdataset:StreamReader", module="fmt_webdataset",
+                help="webdataset tar shards of {key}.{ext} members (TarWriter's bytes); streamed shard by shard",
+                read_via="auto only (the workload's webdataset.read: stream = one read per shard, indexed = one "
+                         "range read per sample)"))

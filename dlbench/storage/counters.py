@@ -28,6 +28,8 @@ _T, _TMAX = IDX["POSIX_F_READ_TIME"], IDX["POSIX_F_MAX_READ_TIME"]
 _W, _WB, _WT = IDX["POSIX_WRITES"], IDX["POSIX_BYTES_WRITTEN"], IDX["POSIX_F_WRITE_TIME"]
 _H5O, _H5R, _H5B = IDX["H5D_OPENS"], IDX["H5D_READS"], IDX["H5D_BYTES_READ"]
 _H5F = IDX["H5F_OPENS"]
+_MR, _MB, _MMIN, _MMAJ, _MDEV = (IDX[k] for k in ("MMAP_READS", "MMAP_BYTES_READ", "MMAP_MINOR_FAULTS",
+                                                   "MMAP_MAJOR_FAULTS", "MMAP_DEVICE_BYTES_READ"))
 
 
 class IOCounters:
@@ -144,6 +146,19 @@ class IOCounters:
             self.read(f, offset, nbytes, dt_ns)
         else:
             self.copy_read(nbytes, dt_ns)
+
+    def mmap_read(self, nbytes: int, dt_ns: int, minflt: int, majflt: int) -> None:
+        """One copy of ``nbytes`` out of a memory map taking ``dt_ns``, with the page faults it took."""
+        c = self.c
+        c[_MR] += 1
+        c[_MB] += nbytes
+        c[_MMIN] += minflt
+        c[_MMAJ] += majflt
+        c[_T] += dt_ns
+
+    def mmap_device_bytes(self, nbytes: int) -> None:
+        """Bytes the process fetched from the block device while its maps were read."""
+        self.c[_MDEV] += nbytes
 
     def snapshot(self) -> tuple:
         """(token, class, raw vector copy): what a worker process ships to the trainer."""

@@ -236,7 +236,11 @@ class ReaderCounter:
 
     def _forked(self):
         """In a forked child: the inherited slot is the parent's; the inherited file lock is shared with
-        the parent, so reopen the file for locking and claim a fresh slot on first use."""
+        the parent, so reopen the file for locking and claim a fresh slot on first use. A counter closed in the
+        parent (garbage not yet collected) owns no descriptor: its old number may be another file's by now (a
+        DataLoader worker's pipe), so it is left alone."""
+        if getattr(self, "_mm", None) is None:
+            return
         self._lock = threading.Lock()
         self._slot, self._mine, self._pid = -1, 0, os.getpid()
         try:

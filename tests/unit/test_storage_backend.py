@@ -192,7 +192,8 @@ def test_backend_refusals(tmp_path, monkeypatch):
     monkeypatch.setattr(fmt_npz, "STORAGE", False)   # a format module without the capability
     with pytest.raises(ConfigError, match="storage backend memory: layout npz's readers read POSIX files only; "
                                           "backends serve layouts hdf5_per_sample, hdf5_shared, hdf5_blocks, "
-                                          "jpeg_folders, npy, tfrecord$"):
+                                          "jpeg_folders, npy, tfrecord, mmap_indexed_binary, indexed_binary, "
+                                          "webdataset$"):
         open_reader(tmp_path / "u", m, wl, storage=MemoryBackend.from_dir(tmp_path / "u"))
     monkeypatch.undo()
     wl = load_workload("imagenet", scale="tiny", samples=4)
