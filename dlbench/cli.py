@@ -34,8 +34,8 @@ class DlbenchGroup(click.Group):
         try:
             return super().invoke(ctx)
         except DlbenchError as e:
-            # a config error is the same on every rank: say it once
-            if not (isinstance(e, ConfigError) and _launcher_rank() != 0):
+            # a config error is the same on every rank: say it once (so is one the ranks agreed on: ``once``)
+            if not ((isinstance(e, ConfigError) or getattr(e, "once", False)) and _launcher_rank() != 0):
                 kind = "" if isinstance(e, Interrupted) else "error: "
                 click.echo(f"dlbench: {kind}{e}", err=True)
             sys.stdout.flush()
