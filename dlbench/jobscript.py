@@ -240,6 +240,7 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
     else:
         raise ConfigError(f"study {st.name}: no sweep: section and no --nodes-list: nothing to schedule")
     _seconds(time)
+    _check_feeds(st, jobs, "--nodes-list" if nodes_list else f"{study_path} sweep", k)
     opt = JobOptions(scheduler=scheduler, nodes_list=nodes, ranks_per_node=k,
                      data_dir=Path(data_dir or default_sweep_data_root()).absolute(),
                      results=Path(results or st.out).absolute(), time=time, account=account, partition=partition,
@@ -281,6 +282,26 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
     _write(out / "submit-all.sh", submit_all(opt, gen, names))
     written.append(out / "submit-all.sh")
     return written
+
+
+def _check_feeds(st, jobs, flag: str, k: int) -> None:
+    """Every job's world must get at least one local batch per rank from its dataset (``dlbench run`` and the
+    study would stop there anyway, after the job waited in the queue): one line naming the node count and the
+    largest world the dataset feeds."""
+    from .runstudy import samples_for
+    from .workload import load as load_workload
+
+    wls = list(st.sweep.workloads) if st.sweep is not None and st.sweep.workloads else [st.workload]
+    for _tag, n, w, _kk in jobs:
+        for wname in wls:
+            base = load_workload(wname, scale=st.scale, samples=samples_for(st, w))
+            b = st.batch_size or base.batch_size
+            if base.samples < w * b:
+                most = base.samples // b
+                raise ConfigError(
+                    f"{flag}={n}: {w:,} ranks ({k} per node) get fewer than one local batch of {b} each from study "
+                    f"{st.name}'s {base.samples:,} {wname} samples; allowed: at most {most:,} ranks "
+                    f"({max(most // k, 0):,} nodes of {k})")
 
 
 def _study_file(name: str) -> Path:
