@@ -55,7 +55,20 @@ def run(cfg: RunConfig, comm: Comm, progress: Any = None) -> dict:
         out_err = comm.bcast(out_err)
         if out_err:
             raise ConfigError(out_err)
-    workload, manifest, data_dir = resolve_dataset(cfg, comm, spec, spec_path, generate_if_missing=not cfg.dry_run)
+    locks: list = []   # the dataset's read lock: held while this rank may read the dataset
+    try:
+        return _run(cfg, comm, progress, spec, spec_path, locks)
+    finally:
+        for lock in locks:
+            lock.release()
+
+
+def _run(cfg: RunConfig, comm: Comm, progress: Any, spec: Any, spec_path: str, locks: list) -> dict:
+    from .. import results
+    from ..config import to_dict
+
+    workload, manifest, data_dir = resolve_dataset(cfg, comm, spec, spec_path, generate_if_missing=not cfg.dry_run,
+                                                   locks=locks)
     try:
         loop = Loop(cfg, comm, workload, manifest, data_dir)
     except Exception as e:  # noqa: BLE001 - one rank's failure here would leave the others in a collective

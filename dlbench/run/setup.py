@@ -187,10 +187,13 @@ class VirtualManifest:
 
 
 def resolve_dataset(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str, *,
-                    generate_if_missing: bool = True) -> tuple[Workload, Manifest | VirtualManifest, Path]:
+                    generate_if_missing: bool = True,
+                    locks: list | None = None) -> tuple[Workload, Manifest | VirtualManifest, Path]:
     """The workload (``spec`` resolved at the dataset's scale) and its dataset's manifest; with no
     --data-dir, generate the tiny preset in the default location on first use. ``spec``, ``path``: the
-    run's workload spec and its file (``workload.load_spec``), loaded once by the caller."""
+    run's workload spec and its file (``workload.load_spec``), loaded once by the caller. Every rank takes
+    the dataset's read lock (``data.generate.ReadLock``: `generate` refuses to replace it while the run
+    reads it) before checking it, appended to ``locks`` for the caller to release."""
     from .. import workload as wl_mod
     from ..data.manifest import Manifest
 
@@ -228,6 +231,12 @@ def resolve_dataset(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str, *
         if comm.rank == 0:
             _say(f"dlbench: {res.line()}")
     try:  # every rank's own view of the dataset; any rank's failure stops every rank (no collective here)
+        if not cfg.dry_run and data_dir.is_dir():
+            from ..data.generate import ReadLock
+
+            lock = ReadLock(data_dir)
+            if locks is not None:
+                locks.append(lock)
         workload, manifest = _check_dataset(cfg, spec, path, data_dir)
         err = None
     except Exception as e:  # noqa: BLE001 - re-raised on every rank by settle
