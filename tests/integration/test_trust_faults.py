@@ -19,9 +19,10 @@ def _env(**extra):
     return env
 
 
-def _dlbench(args, cwd, timeout=120, **kw):
-    return subprocess.run([sys.executable, "-m", "dlbench.cli", *map(str, args)], capture_output=True, text=True,
-                          env=_env(**kw.pop("env", {})), cwd=cwd, timeout=timeout, **kw)
+def _dlbench(args, cwd, timeout=120, stdout=subprocess.PIPE, **kw):
+    return subprocess.run([sys.executable, "-m", "dlbench.cli", *map(str, args)], stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, env=_env(**kw.pop("env", {})), cwd=cwd, timeout=timeout,
+                          **kw)
 
 
 # ----- generate --force while a run reads the dataset ------------------------------------------------------
@@ -77,3 +78,89 @@ def test_run_refuses_a_dataset_being_generated(tiny, tmp_path, cli):
                                 f"(pid {os.getpid()} on {os.uname().nodename}, since "
                                 + r.output.strip().split(", since ", 1)[1]), r.output
     assert "wait for it to finish, then run" in r.output
+
+
+# ----- output-side failures: stdout on a full device, a full disk, a name too long ----------------------------
+
+def _one_error_line(r):
+    assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("dlbench: error: "), r.stderr
+    return lines[0]
+
+
+def test_stdout_on_a_full_device_is_one_line(tiny, tmp_path):
+    """Regression: `dlbench run ... > /dev/full` and `dlbench report RUN > /dev/full` ended in an OSError
+    traceback. Now one line, exit 6; the run's results are kept and named."""
+    with open("/dev/full", "w") as full:
+        r = _dlbench(["run", "--workload", "cosmoflow", "--data-dir", tiny, "--epochs", "1", "--compute-time", "0",
+                      "--out", tmp_path / "res", "--no-progress"], tmp_path, stdout=full)
+    assert r.returncode == 6, r.stderr
+    line = _one_error_line(r)
+    (run_dir,) = list((tmp_path / "res").glob("*/*/*"))
+    assert line.startswith("dlbench: error: cannot write to standard output: No space left on device; the run "
+                           "finished and its results are in "), line
+    assert (run_dir / "run.json").is_file()
+    with open("/dev/full", "w") as full:
+        r = _dlbench(["report", run_dir], tmp_path, stdout=full)
+    assert r.returncode == 6, r.stderr
+    assert _one_error_line(r) == "dlbench: error: cannot write to standard output: No space left on device (errno ENOSPC)"
+
+
+def _full_disk(limit):
+    """A file system that takes ``limit`` bytes per file, then fails every write (RLIMIT_FSIZE: EFBIG; Python
+    ignores SIGXFSZ): the same code path as ENOSPC, deterministic, no mount needed."""
+    import resource
+
+    def pre():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return pre
+
+
+def _left(root: Path) -> list:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
+
+
+def test_full_disk_under_every_writer_is_one_line_and_leaves_nothing(tiny, tmp_path, cli):
+    """Regression: a full disk under `simulate --out`, `import -o`, `plot -o` and `jobscript -o` ended in a
+    traceback, leaving a half-written run folder (summary.json without run.json) or `.study.yaml.<pid>.tmp`.
+    Now each is one line naming --out, exit 6, and nothing of the command is left."""
+    tl = tmp_path / "tl.csv"
+    tl.write_text("Epoch, Rank, Action Name, Action Description, Start Time, End Time, Time Taken\n"
+                  "0,0, train, Training Iteration,10.0,11.0,1.0\n0,0, load, Load File,10.0,10.4,0.4\n"
+                  "0,0, read, HDF5 File Read,10.0,10.3,0.3\n0,0, next, Call to Next Batch,10.0,10.1,0.1\n")
+    run = cli(["run", "--workload", "cosmoflow", "--data-dir", tiny, "--epochs", "1", "--compute-time", "0",
+               "--out", tmp_path / "res", "--no-progress"])
+    assert run.exit_code == 0, run.output
+    (run_dir,) = list((tmp_path / "res").glob("*/*/*"))
+    cases = {"sim": ["simulate", "--system", "laptop-pfs", "--workload", "cosmoflow", "--nodes", "2", "--strategies",
+                     "naive,prefetch", "--out"],
+             "imp": ["import", "timelogger", tl, "--name", "tl", "--out"],
+             "job": ["jobscript", "scaling-strong", "--scheduler", "slurm", "--nodes-list", "1,2", "-o"]}
+    try:
+        import matplotlib  # noqa: F401
+        cases["plot"] = ["plot", run_dir, "--kind", "bars", "-o"]
+    except ImportError:
+        pass
+    for name, args in cases.items():
+        out = tmp_path / "full" / name
+        r = _dlbench([*args, out], tmp_path, preexec_fn=_full_disk(400 if name == "job" else 1500))
+        assert r.returncode == 6, (name, r.stderr)
+        line = _one_error_line(r)
+        assert line.startswith(f"dlbench: error: --out {out}: cannot write there: File too large"), (name, line)
+        assert "nothing was kept" in line, line
+        assert _left(out) == [], (name, _left(out))
+
+
+def test_a_300_character_name_is_one_line(tiny, tmp_path):
+    """Regression: a path component of 300 characters (ENAMETOOLONG) ended in a traceback (from Path.exists
+    and mkdir). Now one line naming --out, exit != 0."""
+    long = tmp_path / ("x" * 300)
+    for args in (["run", "--workload", "cosmoflow", "--data-dir", tiny, "--epochs", "1", "--compute-time", "0",
+                  "--no-progress", "--out", long],
+                 ["simulate", "--system", "laptop-pfs", "--workload", "cosmoflow", "--nodes", "2", "--out", long],
+                 ["jobscript", "scaling-strong", "--scheduler", "slurm", "--nodes-list", "1", "-o", long]):
+        r = _dlbench(args, tmp_path)
+        assert r.returncode != 0, (args[0], r.stderr)
+        line = _one_error_line(r)
+        assert line.startswith(f"dlbench: error: --out {long}: cannot write") and "File name too long" in line, line
