@@ -683,7 +683,6 @@ def _safe(name: str) -> str:
 def write_imported(doc: dict, out) -> Path:
     """Write ``doc`` (from ``timelogger_run``/``darshan_run``) as ``<out>/<app>/imported-<kind>/<stamp>/
     run.json``; returns the folder. A failure while writing removes the folder."""
-    import shutil
 
     from . import results
 
