@@ -164,3 +164,85 @@ def test_a_300_character_name_is_one_line(tiny, tmp_path):
         assert r.returncode != 0, (args[0], r.stderr)
         line = _one_error_line(r)
         assert line.startswith(f"dlbench: error: --out {long}: cannot write") and "File name too long" in line, line
+
+
+# ----- first use, HOME="", duplicate YAML keys, jobscript and --ranks-per-node bounds ---------------------------
+
+def test_first_use_generation_says_what_and_where(tmp_path, cli, monkeypatch):
+    """Regression: `dlbench run` with no --data-dir generated the tiny dataset on first use without a word.
+    Now one line says what is generated where (and how to use another folder), one what it took; a second run
+    finds it and says nothing."""
+    monkeypatch.setenv("DLBENCH_DATA_DIR", str(tmp_path / "data"))
+    args = ["run", "--workload", "hep_cnn", "--epochs", "1", "--compute-time", "0", "--out", tmp_path / "res",
+            "--no-progress"]
+    r = cli(args)
+    assert r.exit_code == 0, r.output
+    where = tmp_path / "data" / "hep_cnn-tiny-seed0"
+    assert (f"dlbench: first use of hep_cnn (tiny, seed 0): generating its dataset of 64 samples, 0.8 MB, in "
+            f"{where} (--data-dir DIR uses another)") in r.stderr, r.stderr
+    assert "dlbench: generated hep_cnn (tiny, seed 0): 4 files" in r.stderr, r.stderr
+    r = cli(args)
+    assert r.exit_code == 0 and "first use" not in r.stderr, r.output
+
+
+def test_empty_home_is_refused_not_slash_cache(tmp_path, cli, monkeypatch):
+    """Regression: HOME="" put the default datasets in /.cache (or under the current folder). Now one line
+    naming HOME and what to set instead; nothing is generated."""
+    monkeypatch.delenv("DLBENCH_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    for home in ("", "relative/dir", "/"):
+        monkeypatch.setenv("HOME", home)
+        r = cli(["run", "--workload", "hep_cnn", "--epochs", "1", "--compute-time", "0", "--out", tmp_path / "res",
+                 "--no-progress"])
+        assert r.exit_code == 2, r.output
+        assert r.output.strip() == (f"dlbench: error: HOME={home!r}: not a usable home folder for the default "
+                                    f"dataset root (~/.cache/dlbench/data); allowed: an absolute HOME other than /, "
+                                    f"or set DLBENCH_DATA_DIR=DIR (or pass --data-dir) to say where datasets go")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("HOME", str(tmp_path))
+    from dlbench.host import data_root
+
+    assert data_root() == tmp_path / ".cache" / "dlbench" / "data"
+
+
+def test_duplicate_yaml_keys_are_refused(tmp_path, cli):
+    """Regression: a key given twice in a workload, study or DLIO YAML silently kept the last value. Now one
+    line naming the key, the file and both lines."""
+    wl = tmp_path / "wl.yaml"
+    wl.write_text("name: mine\ndescription: x\nlayout: npy\nname: other\n")
+    r = cli(["show", wl])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip() == (f"dlbench: error: workload file '{wl}': key 'name' appears twice in one mapping "
+                                f"(lines 1 and 4); allowed: each key once (YAML would keep the last value silently)")
+    study = tmp_path / "st.yaml"
+    study.write_text("name: st\nworkload: cosmoflow\nepochs: 1\nruns:\n  - {strategy: naive}\nepochs: 3\n")
+    r = cli(["jobscript", study, "--scheduler", "slurm", "--nodes-list", "1", "-o", tmp_path / "jobs"])
+    assert r.exit_code == 2 and f"study '{study}': key 'epochs' appears twice" in r.output, r.output
+    assert not (tmp_path / "jobs").exists()
+    dl = tmp_path / "dlio.yaml"
+    dl.write_text("model: {name: m}\nframework: pytorch\nworkflow: {train: true}\ndataset:\n  num_files_train: 4\n"
+                  "  record_length: 1024\n  num_files_train: 8\n")
+    r = cli(["import", "dlio-config", dl, "-o", tmp_path / "w.yaml"])
+    assert r.exit_code == 2, r.output
+    assert f"DLIO config '{dl}': key 'num_files_train' appears twice in one mapping (lines 5 and 7)" in r.output
+    # a YAML merge key is not a duplicate
+    from dlbench.config import load_yaml
+
+    merged = tmp_path / "merge.yaml"
+    merged.write_text("base: &b {a: 1, b: 2}\nx:\n  <<: *b\n  b: 3\n")
+    assert load_yaml(merged)["x"] == {"a": 1, "b": 3}
+
+
+def test_jobscript_refuses_more_ranks_than_the_dataset_feeds(tmp_path, cli):
+    """Regression: `jobscript --nodes-list 100000` wrote a job whose 100,000 ranks get no batch from the study's
+    4,096 samples (the job would fail after its wait in the queue). Now one line naming --nodes-list, the value
+    and the largest world allowed; nothing written."""
+    r = cli(["jobscript", "scaling-strong", "--scheduler", "slurm", "--nodes-list", "1,100000", "-o",
+             tmp_path / "jobs"])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip() == ("dlbench: error: --nodes-list=100000: 100,000 ranks (1 per node) get fewer than one "
+                                "local batch of 4 each from study scaling-strong's 4,096 cosmoflow samples; allowed: "
+                                "at most 1,024 ranks (1,024 nodes of 1)")
+    assert not (tmp_path / "jobs").exists()
+    r = cli(["jobscript", "scaling-strong", "--scheduler", "slurm", "--nodes-list", "1,1024", "-o", tmp_path / "jobs"])
+    assert r.exit_code == 0, r.output
