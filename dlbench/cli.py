@@ -71,17 +71,36 @@ def _os_error_line(e: OSError) -> str:
     return f"{where}{why}{hint}"
 
 
+_MPI_COMMANDS = ("run", "generate", "verify", "study", "calibrate-storage")   # the commands that start MPI
+
+
 class DlbenchGroup(click.Group):
     """Turns DlbenchError into one line and an exit code; usage errors keep click's format."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:   # a bad flag on one rank only: the others must not wait in MPI for it
+            if ctx.invoked_subcommand in _MPI_COMMANDS:
+                from .comm import fail_together
+
+                try:
+                    fail_together(ConfigError(e.format_message()))
+                except DlbenchError:
+                    pass   # every rank stops; this one says why with click's usage line
+            raise
         except OSError as e:   # an output the command could not write (stdout on a full device, a full disk)
             msg = _os_error_line(e)
             click.echo(f"dlbench: error: {msg}", err=True)
             ctx.exit(6 if e.errno != errno.EPIPE else 1)
         except DlbenchError as e:
+            if ctx.invoked_subcommand in _MPI_COMMANDS:   # stopped before MPI started: the other ranks must not wait
+                from .comm import fail_together
+
+                try:
+                    fail_together(e)
+                except DlbenchError as agreed:
+                    e = agreed
             # a config error is the same on every rank: say it once (so is one the ranks agreed on: ``once``)
             if not ((isinstance(e, ConfigError) or getattr(e, "once", False)) and _launcher_rank() != 0):
                 kind = "" if isinstance(e, Interrupted) else "error: "

@@ -141,17 +141,21 @@ class Comm:
                 raise exc
             return
         mine = None if exc is None else _describe(exc)
-        said = self.allgather(mine)
-        failed = [(r, m) for r, m in enumerate(said) if m is not None]
-        if not failed:
-            return
+        _raise_first(self.allgather(mine), self.rank, exc)
+
+
+def _raise_first(said: Sequence, rank: int, exc: BaseException | None) -> None:
+    """``Comm.settle``'s verdict from every rank's ``_describe`` (None: no failure)."""
+    size = len(said)
+    failed = [(r, m) for r, m in enumerate(said) if m is not None]
+    if failed:
         r, (cls_name, msg, code) = failed[0]
         from . import errors
 
         cls = getattr(errors, cls_name, None)
         if not (isinstance(cls, type) and issubclass(cls, errors.DlbenchError)):
             cls = errors.RunError
-        everyone_same = len(failed) == self.size and len({m[1] for _, m in failed}) == 1
+        everyone_same = len(failed) == size and len({m[1] for _, m in failed}) == 1
         if not everyone_same:
             others = len(failed) - 1
             msg = f"rank {r}: {msg}" + (f" (and {others} other rank{'s' if others > 1 else ''} failed too)"
@@ -159,9 +163,31 @@ class Comm:
         err = cls(msg)
         err.exit_code = code
         err.once = True  # type: ignore[attr-defined]
-        if exc is not None and r == self.rank:
+        if exc is not None:
             raise err from None
         raise err
+
+
+def fail_together(exc: BaseException) -> None:
+    """A rank of a multi-rank job that stopped before it created its comm (a bad flag on its command line
+    only, checked before MPI starts) would leave the other ranks waiting in MPI's first collective forever.
+    It starts MPI and joins that collective (``MPIComm``'s first allgather) with its error: every rank then
+    raises the first failed rank's error (``once``), so the job ends as one. Raises that error; returns
+    when there is no multi-rank launcher, no mpi4py, or MPI was already started (the comm's own checks
+    apply then)."""
+    if not under_mpi_launcher():
+        return
+    said = launcher_world_size()
+    if said is None or said[1] <= 1:
+        return
+    mod = sys.modules.get("mpi4py.MPI")
+    if mod is not None and mod.Is_initialized():
+        return
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return
+    MPIComm(startup_error=_describe(exc))
 
 
 def _describe(exc: BaseException) -> tuple[str, str, int]:
@@ -270,7 +296,8 @@ class MPIComm(Comm):
 
     _OPS = ("sum", "max", "min")
 
-    def __init__(self, ranks_per_node: int | None = None, comm: Any = None):
+    def __init__(self, ranks_per_node: int | None = None, comm: Any = None,
+                 startup_error: tuple[str, str, int] | None = None):
         import mpi4py
 
         mpi4py.rc.threads = True
@@ -282,7 +309,11 @@ class MPIComm(Comm):
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.tag_ub = int(self.comm.Get_attr(MPI.TAG_UB) or 32767)
         # the first collective: the layout's own collectives differ with and without --ranks-per-node
-        said = self.comm.allgather(ranks_per_node) if self.size > 1 else [ranks_per_node]
+        # a rank that failed before it created its comm joins here with its error (``fail_together``)
+        both = self.comm.allgather((ranks_per_node, startup_error)) if self.size > 1 else \
+            [(ranks_per_node, startup_error)]
+        _raise_first([e for _k, e in both], self.rank, None)
+        said = [k for k, _e in both]
         if len(set(said)) > 1:
             raise ConfigError(first_difference([{"--ranks-per-node": k} for k in said], "the node layout"))
         if ranks_per_node is not None:

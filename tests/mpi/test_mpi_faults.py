@@ -115,8 +115,10 @@ def test_sigterm_ends_a_rank_blocked_in_a_collective(tmp_path):
     """Regression: a rank waiting in an MPI collective for a peer that never comes ignored SIGTERM (Python runs
     its handler only between bytecodes; the scheduler's cancel did nothing until SIGKILL). Now a watcher thread
     sees the signal, and when the main thread has not taken it within a few seconds, aborts the job: one line,
-    exit 143. Rank 1 here is a bare MPI process that joins MPI's first collective and then never another."""
-    peer = ("import sys, time; from mpi4py import MPI; MPI.COMM_WORLD.allgather(1); print('ready', flush=True); "
+    exit 143. Rank 1 here is a bare MPI process that joins dlbench's first collective (MPIComm's allgather of
+    (--ranks-per-node, start-up error)) and then never another."""
+    peer = ("import sys, time; from mpi4py import MPI; MPI.COMM_WORLD.allgather((1, None)); "
+            "print('ready', flush=True); "
             "time.sleep(600)")
     p = _launch([(1, _run_args(tmp_path / "none", tmp_path / "res", "--ranks-per-node", "1")),
                  (1, ["-c", peer])], tmp_path)
@@ -161,3 +163,19 @@ def test_ranks_per_node_beyond_the_job_is_refused(hep, tmp_path):
     lines = _errors(err)
     assert lines == ["dlbench: error: --ranks-per-node=3: more than the job's 2 rank(s); allowed: 1 to 2 (ranks per "
                      "emulated node), or leave it out to use MPI's shared-memory split"], err
+
+
+@pytest.mark.parametrize("bad,message", [
+    (("--epochs", "0"), "dlbench: error: rank 0: --epochs=0: must be >= 1"),
+    (("--epochs", "x"), "Error: Invalid value for '--epochs' / '-e': 'x' is not a valid integer."),  # click's usage
+])
+def test_a_bad_flag_on_one_rank_before_mpi_starts_ends_the_job(hep, tmp_path, bad, message):
+    """Regression: a flag refused before MPI starts (dlbench's bounds, click's parsing) on one rank only left
+    the other ranks waiting in MPI's first collective forever. Now the failed rank joins that collective with
+    its error: every rank stops (exit 2), the reason said once."""
+    out = tmp_path / "res"
+    p = _launch([(1, _run_args(hep, out, *bad)), (1, _run_args(hep, out, "--epochs", "3"))], tmp_path)
+    rc, _, err = _finish(p)
+    assert rc == 2, err
+    assert message in err.splitlines(), err
+    assert "Traceback" not in err, err
