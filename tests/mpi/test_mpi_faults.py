@@ -41,11 +41,34 @@ def _launch(segments, cwd, env=None):
                             cwd=cwd, start_new_session=True)
 
 
+def _kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and every process below it (Hydra's proxy puts the ranks in process groups of their
+    own: killing the launcher's group leaves them spinning)."""
+    children: dict = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    todo, tree = [pid], []
+    while todo:
+        q = todo.pop()
+        tree.append(q)
+        todo += children.get(q, [])
+    for q in reversed(tree):
+        try:
+            os.kill(q, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def _finish(p, timeout=LIMIT_S):
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
+        _kill_tree(p.pid)
         p.communicate()
         pytest.fail(f"the job hung (> {timeout} s): killed")
     return p.returncode, out, err
@@ -123,13 +146,16 @@ def test_sigterm_ends_a_rank_blocked_in_a_collective(tmp_path):
     p = _launch([(1, _run_args(tmp_path / "none", tmp_path / "res", "--ranks-per-node", "1")),
                  (1, ["-c", peer])], tmp_path)
     try:
-        assert p.stdout.readline().strip() == "ready"
+        import select
+
+        ready, _, _ = select.select([p.stdout], [], [], LIMIT_S)   # the peer's line, bounded
+        assert ready and p.stdout.readline().strip() == "ready", "the peer never got past the first collective"
         rank0 = _pid_of_rank(str(tmp_path), 0)
         assert rank0 is not None
         time.sleep(2.0)   # rank 0 is in the agreement's collective by now, waiting for rank 1
         os.kill(rank0, signal.SIGTERM)
     except BaseException:
-        os.killpg(p.pid, signal.SIGKILL)
+        _kill_tree(p.pid)
         raise
     rc, _, err = _finish(p)
     assert rc == 143, err
