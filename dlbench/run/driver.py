@@ -69,13 +69,12 @@ def _run(cfg: RunConfig, comm: Comm, progress: Any, spec: Any, spec_path: str, l
 
     workload, manifest, data_dir = resolve_dataset(cfg, comm, spec, spec_path, generate_if_missing=not cfg.dry_run,
                                                    locks=locks)
-    try:
+    err: BaseException | None = None
+    try:  # the loop's set-up uses no collective (the plan is pure): any rank's failure stops every rank here
         loop = Loop(cfg, comm, workload, manifest, data_dir)
-    except Exception as e:  # noqa: BLE001 - one rank's failure here would leave the others in a collective
-        if comm.size > 1:
-            msg = str(e) if isinstance(e, DlbenchError) else f"{type(e).__name__}: {e}"
-            comm.abort(f"dlbench: error: rank {comm.rank}: {msg}", getattr(e, "exit_code", 5))
-        raise
+    except Exception as e:  # noqa: BLE001 - re-raised on every rank by settle
+        err = e
+    comm.settle(err)
     config_echo = {**to_dict(cfg), "data_dir": str(data_dir), "local_batch": loop.local_batch,
                    "options": to_dict(loop.options), "ranks": comm.size, "nodes": comm.nodes,
                    "workload_spec": manifest.spec, "shared_tier": loop.system.describe_shared_tier(),
