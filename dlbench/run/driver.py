@@ -9,6 +9,7 @@ under MPI aborts the whole job with its message, so no rank hangs in a collectiv
 
 from __future__ import annotations
 
+import os
 import socket
 import traceback
 from pathlib import Path
@@ -33,7 +34,10 @@ def run(cfg: RunConfig, comm: Comm, progress: Any = None) -> dict:
     from ..config import to_dict
 
     # every rank runs the same configuration (ranks started with other arguments: one line, every rank stops)
-    comm.agree(to_dict(cfg), "the run's configuration")
+    # (and the DLBENCH_* variables that change how it reads; the data root is checked as each rank sees it)
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith("DLBENCH_") and k not in ("DLBENCH_DATA_DIR", "DLBENCH_NO_MPI", "DLBENCH_FORCE_MPI")}
+    comm.agree({**to_dict(cfg), "environment": env}, "the run's configuration")
     err: BaseException | None = None
     try:  # checks without collectives: a failure on any rank (a node without the file) stops every rank
         spec, spec_path = wl_mod.load_spec(cfg.workload)   # the one load of the workload spec in a run

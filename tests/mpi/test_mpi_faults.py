@@ -205,3 +205,20 @@ def test_a_bad_flag_on_one_rank_before_mpi_starts_ends_the_job(hep, tmp_path, ba
     assert rc == 2, err
     assert message in err.splitlines(), err
     assert "Traceback" not in err, err
+
+
+def test_ranks_with_a_different_dlbench_environment_stop_together(hep, tmp_path):
+    """A DLBENCH_* variable that changes how a rank reads (here DLBENCH_READ_CALL) set on one rank only is a
+    configuration mismatch too: one line naming it, every rank exits 2."""
+    exe = mpiexec()
+    if exe is None:
+        pytest.skip("mpiexec not found")
+    argv = [sys.executable, *map(str, _run_args(hep, tmp_path / "res", "--epochs", "1"))]
+    p = subprocess.Popen([exe, "-n", "1", "-env", "DLBENCH_READ_CALL", "preadv", *argv, ":", "-n", "1", *argv],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path,
+                         start_new_session=True)
+    rc, _, err = _finish(p)
+    assert rc == 2, err
+    assert _errors(err) == ["dlbench: error: ranks were started with different arguments: the run's configuration "
+                            "differs at 'environment.DLBENCH_READ_CALL': 'preadv' on rank 0, unset on rank 1; start "
+                            "every rank with the same command line"], err
