@@ -6,6 +6,7 @@ imports what it needs when it runs. A ``DlbenchError`` becomes one line on stder
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -27,15 +28,81 @@ def _launcher_rank() -> int:
     return 0
 
 
+def _stdout_broken(e: OSError) -> bool:
+    """True when ``e`` came from writing standard output (a full device, a closed pipe: a ``click.echo`` to
+    stdout, or a flush of it that fails too); standard output is then pointed at /dev/null so the exit's own
+    flush does not print a second error."""
+    broken = False
+    tb = e.__traceback__
+    while tb is not None:
+        f = tb.tb_frame
+        if f.f_code.co_name == "echo" and f.f_code.co_filename.replace(os.sep, "/").endswith("click/utils.py"):
+            target = f.f_locals.get("file")
+            try:
+                broken = target is None or target.fileno() == 1
+            except (OSError, ValueError, AttributeError):
+                broken = target is sys.stdout
+        tb = tb.tb_next
+    if not broken:
+        try:
+            sys.stdout.flush()
+        except OSError:
+            broken = True
+    if broken:
+        try:
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, 1)
+            os.close(fd)
+        except OSError:
+            pass
+    return broken
+
+
+def _os_error_line(e: OSError) -> str:
+    """One line for an OSError no command turned into a DlbenchError: standard output that cannot be
+    written, or the file and the reason (a name too long, a full disk)."""
+    why = e.strerror or str(e)
+    if _stdout_broken(e):
+        return f"cannot write to standard output: {why} (errno {errno.errorcode.get(e.errno or 0, e.errno)})"
+    where = f"{e.filename}: " if e.filename else ""
+    hint = {errno.ENAMETOOLONG: "; use shorter names (at most 255 bytes per path component)",
+            errno.ENOSPC: "; free space or choose another folder",
+            errno.EDQUOT: "; free space or choose another folder"}.get(e.errno or 0, "")
+    return f"{where}{why}{hint}"
+
+
+_MPI_COMMANDS = ("run", "generate", "verify", "study", "calibrate-storage")   # the commands that start MPI
+
+
 class DlbenchGroup(click.Group):
     """Turns DlbenchError into one line and an exit code; usage errors keep click's format."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:   # a bad flag on one rank only: the others must not wait in MPI for it
+            if ctx.invoked_subcommand in _MPI_COMMANDS:
+                from .comm import fail_together
+
+                try:
+                    fail_together(ConfigError(e.format_message()))
+                except DlbenchError:
+                    pass   # every rank stops; this one says why with click's usage line
+            raise
+        except OSError as e:   # an output the command could not write (stdout on a full device, a full disk)
+            msg = _os_error_line(e)
+            click.echo(f"dlbench: error: {msg}", err=True)
+            ctx.exit(6 if e.errno != errno.EPIPE else 1)
         except DlbenchError as e:
-            # a config error is the same on every rank: say it once
-            if not (isinstance(e, ConfigError) and _launcher_rank() != 0):
+            if ctx.invoked_subcommand in _MPI_COMMANDS:   # stopped before MPI started: the other ranks must not wait
+                from .comm import fail_together
+
+                try:
+                    fail_together(e)
+                except DlbenchError as agreed:
+                    e = agreed
+            # a config error is the same on every rank: say it once (so is one the ranks agreed on: ``once``)
+            if not ((isinstance(e, ConfigError) or getattr(e, "once", False)) and _launcher_rank() != 0):
                 kind = "" if isinstance(e, Interrupted) else "error: "
                 click.echo(f"dlbench: {kind}{e}", err=True)
             sys.stdout.flush()
@@ -524,7 +591,15 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     if dry_run:
         click.echo(json.dumps(res["dry_run"], indent=2, default=str))
         return
-    click.echo(report.render_summary(res["run"]))
+    try:
+        click.echo(report.render_summary(res["run"]))
+    except OSError as e:   # stdout on a full device: the run is recorded all the same; say where
+        from .errors import OutputError
+
+        if not _stdout_broken(e):
+            raise
+        raise OutputError(f"cannot write to standard output: {e.strerror or e}; the run finished and its results "
+                          f"are in {res['run_dir']} (dlbench report {res['run_dir']})") from None
     warn = (res["run"].get("summary", {}).get("page_cache") or {}).get("warning")
     if warn:
         click.echo(f"dlbench: warning: {warn}", err=True)
@@ -1089,6 +1164,14 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
                           "write_overlap": summary["model_rules"]["write"] == "overlap", **cfg_extra}
                 with deferred():  # a folder is written whole or not at all
                     dirs.append(write_simulated_run(out, config=config, summary=summary))
+    except DlbenchError as e:   # a full disk part-way: the folders written before it go too (nothing partial)
+        from .errors import OutputError
+        from .results import remove_run_dir
+
+        if isinstance(e, OutputError):
+            for d in dirs:
+                remove_run_dir(d)
+        raise
     except KeyboardInterrupt as e:
         kept = f"{len(dirs)} of {len(results)} result folders written under {out} (each complete)" if results \
             else "nothing written (the model had not finished)"

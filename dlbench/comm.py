@@ -117,6 +117,126 @@ class Comm:
     def allreduce(self, value: Any, op: str = "sum") -> Any: ...
     def abort(self, message: str, code: int = 1) -> None: ...
 
+    # ---- failing as one job ----------------------------------------------------------------
+    def agree(self, settings: dict, what: str = "the configuration") -> None:
+        """Every rank must run with the same ``settings`` (a flat or nested dict of JSON-able values). One
+        collective when they agree (an allgather of a SHA-256 of them); when they do not, every rank raises the
+        same ConfigError naming the first setting (in rank 0's order) that differs and the ranks' values. Ranks
+        started with different arguments (an MPMD line, a node with another environment) used to run
+        mismatched collectives: a hang, or rank 0's settings silently run by every rank."""
+        if self.size == 1:
+            return
+        digest = _settings_digest(settings)
+        if len(set(self.allgather(digest))) == 1:
+            return
+        raise ConfigError(first_difference(self.allgather(_flat(settings)), what))
+
+    def settle(self, exc: BaseException | None) -> None:
+        """An agreed point: every rank tells whether it failed since the last one (``exc``, None: it did not).
+        When any rank failed, every rank raises the lowest failed rank's error (its class and exit code, the
+        message prefixed with the rank when the ranks disagree), marked ``once`` so the CLI prints it on rank 0
+        only; no rank is left waiting in a collective for one that stopped. Serially: re-raises ``exc``."""
+        if self.size == 1:
+            if exc is not None:
+                raise exc
+            return
+        mine = None if exc is None else _describe(exc)
+        _raise_first(self.allgather(mine), self.rank, exc)
+
+
+def _raise_first(said: Sequence, rank: int, exc: BaseException | None) -> None:
+    """``Comm.settle``'s verdict from every rank's ``_describe`` (None: no failure)."""
+    size = len(said)
+    failed = [(r, m) for r, m in enumerate(said) if m is not None]
+    if failed:
+        r, (cls_name, msg, code) = failed[0]
+        from . import errors
+
+        cls = getattr(errors, cls_name, None)
+        if not (isinstance(cls, type) and issubclass(cls, errors.DlbenchError)):
+            cls = errors.RunError
+        everyone_same = len(failed) == size and len({m[1] for _, m in failed}) == 1
+        if not everyone_same:
+            others = len(failed) - 1
+            msg = f"rank {r}: {msg}" + (f" (and {others} other rank{'s' if others > 1 else ''} failed too)"
+                                        if others else "")
+        err = cls(msg)
+        err.exit_code = code
+        err.once = True  # type: ignore[attr-defined]
+        if exc is not None:
+            raise err from None
+        raise err
+
+
+def fail_together(exc: BaseException) -> None:
+    """A rank of a multi-rank job that stopped before it created its comm (a bad flag on its command line
+    only, checked before MPI starts) would leave the other ranks waiting in MPI's first collective forever.
+    It starts MPI and joins that collective (``MPIComm``'s first allgather) with its error: every rank then
+    raises the first failed rank's error (``once``), so the job ends as one. Raises that error; returns
+    when there is no multi-rank launcher, no mpi4py, or MPI was already started (the comm's own checks
+    apply then)."""
+    if not under_mpi_launcher():
+        return
+    said = launcher_world_size()
+    if said is None or said[1] <= 1:
+        return
+    mod = sys.modules.get("mpi4py.MPI")
+    if mod is not None and mod.Is_initialized():
+        return
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return
+    MPIComm(startup_error=_describe(exc))
+
+
+def _describe(exc: BaseException) -> tuple[str, str, int]:
+    """(error class name, one-line message, exit code) of a rank's failure, for ``Comm.settle``."""
+    from .errors import DlbenchError
+
+    if isinstance(exc, DlbenchError):
+        return type(exc).__name__, str(exc), int(exc.exit_code)
+    return "RunError", " ".join(f"{type(exc).__name__}: {exc}".split()), 5
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _settings_digest(settings: dict) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(_flat(settings), sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def first_difference(settings: Sequence[dict], what: str = "the configuration") -> str:
+    """The line for ranks that disagree: the first key of rank 0's (flat) settings whose value differs on
+    some rank, with rank 0's value and the first differing rank's."""
+    import json
+
+    def same(a, b) -> bool:
+        return json.dumps(a, sort_keys=True, default=repr) == json.dumps(b, sort_keys=True, default=repr)
+
+    keys = list(settings[0]) + [k for s in settings[1:] for k in s if k not in settings[0]]
+    missing = object()
+    for k in keys:
+        v0 = settings[0].get(k, missing)
+        for r, s in enumerate(settings[1:], start=1):
+            v = s.get(k, missing)
+            if not same(None if v0 is missing else v0, None if v is missing else v):
+                def show(x):
+                    return "unset" if x is missing else repr(x)
+                return (f"ranks were started with different arguments: {what} differs at '{k}': {show(v0)} on "
+                        f"rank 0, {show(v)} on rank {r}; start every rank with the same command line")
+    return f"ranks were started with different arguments: {what} differs"  # pragma: no cover - digests differ
+
 
 class SerialComm(Comm):
     """One process: every collective is the identity."""
@@ -176,7 +296,8 @@ class MPIComm(Comm):
 
     _OPS = ("sum", "max", "min")
 
-    def __init__(self, ranks_per_node: int | None = None, comm: Any = None):
+    def __init__(self, ranks_per_node: int | None = None, comm: Any = None,
+                 startup_error: tuple[str, str, int] | None = None):
         import mpi4py
 
         mpi4py.rc.threads = True
@@ -187,6 +308,14 @@ class MPIComm(Comm):
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.tag_ub = int(self.comm.Get_attr(MPI.TAG_UB) or 32767)
+        # the first collective: the layout's own collectives differ with and without --ranks-per-node
+        # a rank that failed before it created its comm joins here with its error (``fail_together``)
+        both = self.comm.allgather((ranks_per_node, startup_error)) if self.size > 1 else \
+            [(ranks_per_node, startup_error)]
+        _raise_first([e for _k, e in both], self.rank, None)
+        said = [k for k, _e in both]
+        if len(set(said)) > 1:
+            raise ConfigError(first_difference([{"--ranks-per-node": k} for k in said], "the node layout"))
         if ranks_per_node is not None:
             if ranks_per_node < 1:
                 raise ConfigError(f"--ranks-per-node={ranks_per_node}: must be >= 1")
@@ -275,6 +404,56 @@ class MPIComm(Comm):
             return Request(self.comm.Irecv([base, 1, t], source=source, tag=tag), keep=base)
         finally:
             t.Free()
+
+    def abort_on_signal(self, grace_s: float = 3.0) -> None:
+        """SIGINT/SIGTERM must end a rank even while its main thread waits in an MPI call (a peer that stopped
+        or never came): Python runs a signal handler only between bytecodes, so a rank blocked in a collective
+        ignored SIGTERM (only SIGKILL ended the job). A daemon thread wakes on the signal (``set_wakeup_fd``);
+        if the main thread has not taken it ``grace_s`` later (``stop.pending()`` still None: it is inside
+        MPI), the thread prints one line and aborts the job (exit 130/143). Main thread only; idempotent. (A
+        signal left at SIG_DFL ends the process by itself.)"""
+        import signal
+        import threading
+
+        if getattr(self, "_watchdog", None) is not None or threading.current_thread() is not threading.main_thread():
+            return
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        try:
+            signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except ValueError:  # pragma: no cover - not the main thread of the main interpreter
+            os.close(r)
+            os.close(w)
+            return
+        self._watchdog = threading.Thread(target=self._signal_watch, args=(r, grace_s), daemon=True,
+                                          name="dlbench-signal-watch")
+        self._watchdog.start()
+
+    def _signal_watch(self, fd: int, grace_s: float) -> None:
+        import signal
+        import time
+
+        from .stop import pending
+
+        while True:
+            try:
+                data = os.read(fd, 64)
+            except OSError:  # pragma: no cover
+                return
+            if not data:  # pragma: no cover
+                return
+            nums = [b for b in data if b in (signal.SIGINT, signal.SIGTERM)]
+            if not nums:
+                continue
+            name = signal.Signals(nums[0]).name
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline and pending() is None:
+                time.sleep(0.05)
+            if pending() is not None:   # the main thread took it: its own clean-up and abort follow
+                continue
+            code = 143 if name == "SIGTERM" else 130
+            self.abort(f"dlbench: interrupted by {name} on rank {self.rank} while it waited for other ranks (in "
+                       f"MPI); the job is ended", code)
 
     def abort(self, message: str, code: int = 1) -> None:
         """Print the message and end the whole job. The pause lets the launcher forward this rank's
@@ -370,5 +549,10 @@ def get_comm(ranks_per_node: int | None = None) -> Comm:
                               "pip install 'dlbench[mpi]' (or mpi4py built against your MPI)") from None
         if comm.size == 1:
             check_launcher_matches(comm.size, comm.MPI.Get_library_version())
+        if source == "--ranks-per-node" and ranks_per_node is not None and ranks_per_node > comm.size:
+            raise ConfigError(f"--ranks-per-node={ranks_per_node}: more than the job's {comm.size} rank(s); allowed: "
+                              f"1 to {comm.size} (ranks per emulated node), or leave it out to use MPI's "
+                              f"shared-memory split")
+        comm.abort_on_signal()
         return comm
     return SerialComm()

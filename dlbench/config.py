@@ -244,13 +244,45 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key, first: int, again: int):
+        super().__init__(key)
+        self.key, self.first, self.again = key, first, again
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML keeps the last value
+    silently: a workload, study or DLIO file with ``epochs:`` twice ran with whichever came last). Merge keys
+    (``<<``) are not duplicates."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    hash(key)
+                except TypeError:
+                    continue   # PyYAML refuses an unhashable key itself
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    raise _DuplicateKey(key, seen[key], line)
+                seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
 def load_yaml(path: str | Path, what: str = "file") -> dict:
-    """Read a YAML mapping, with one-line errors for a missing file or bad syntax."""
+    """Read a YAML mapping, with one-line errors for a missing file, bad syntax or a key given twice."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{what} '{path}' not found")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = yaml.load(p.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+    except _DuplicateKey as e:
+        raise ConfigError(f"{what} '{path}': key '{e.key}' appears twice in one mapping (lines {e.first} and "
+                          f"{e.again}); allowed: each key once (YAML would keep the last value silently)") from None
     except UnicodeDecodeError as e:
         raise ConfigError(f"{what} '{path}' is not a text YAML file (byte {e.start} is not UTF-8: "
                           f"{e.object[e.start:e.start + 1]!r})") from None

@@ -683,7 +683,6 @@ def _safe(name: str) -> str:
 def write_imported(doc: dict, out) -> Path:
     """Write ``doc`` (from ``timelogger_run``/``darshan_run``) as ``<out>/<app>/imported-<kind>/<stamp>/
     run.json``; returns the folder. A failure while writing removes the folder."""
-    import shutil
 
     from . import results
 
@@ -692,7 +691,12 @@ def write_imported(doc: dict, out) -> Path:
     try:
         results.write_run(run_dir, config=doc["config"], summary=doc["summary"], error=None,
                           extra={"imported": doc["imported"]})
-    except BaseException:
-        shutil.rmtree(run_dir, ignore_errors=True)
+    except BaseException as e:
+        results.remove_run_dir(run_dir)
+        if isinstance(e, OSError):   # a full disk: one line, nothing kept
+            from .errors import OutputError
+            from .simulate.output import output_error_line
+
+            raise OutputError(output_error_line("--out", out, e)) from None
         raise
     return run_dir

@@ -200,9 +200,13 @@ def submit_all(opt: JobOptions, gen: str, points: list[str]) -> str:
 
 def _write(path: Path, text: str, mode: int = 0o755) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)   # a full disk: no .NAME.<pid>.tmp left
+        raise
 
 
 def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ranks_per_node: int | None = None,
@@ -240,47 +244,85 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
     else:
         raise ConfigError(f"study {st.name}: no sweep: section and no --nodes-list: nothing to schedule")
     _seconds(time)
+    _check_feeds(st, jobs, "--nodes-list" if nodes_list else f"{study_path} sweep", k)
     opt = JobOptions(scheduler=scheduler, nodes_list=nodes, ranks_per_node=k,
                      data_dir=Path(data_dir or default_sweep_data_root()).absolute(),
                      results=Path(results or st.out).absolute(), time=time, account=account, partition=partition,
                      env_line=env_line, dlbench=dlbench, generate_nodes=generate_nodes)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "logs").mkdir(exist_ok=True)
-    raw = load_yaml(Path(study_path) if Path(study_path).is_file() else _study_file(study_path), "study")
-    sweep = dict(raw.get("sweep") or {})
-    if nodes:
-        sweep.pop("ranks", None)
-        sweep.update({"nodes": list(nodes), "ranks_per_node": k})
-    raw["sweep"] = sweep
-    raw["out"] = str(opt.results)
-    written = []
-    st_path = out / "study.yaml"
-    _write(st_path, f"# written by dlbench jobscript from {study_path}: the sweep holds the points scripted here\n"
-                    + yaml.safe_dump(raw, sort_keys=False), 0o644)
-    load_study(st_path)  # what the jobs will load must load
-    written.append(st_path)
-    ext = EXT[scheduler]
-    cmd = f'{dlbench} study "$STUDY" --data-dir "$DATA_DIR" --out "$RESULTS"'
-    gn = min(generate_nodes, max(j[1] for j in jobs))
-    gen = f"generate.{ext}"
-    _write(out / gen, script(opt, name=f"dlbench-{st.name}-generate", nodes=gn, tasks=gn * k, k=k,
-                             what=f"dlbench study {st.name}: generate every dataset of the sweep in $DATA_DIR",
-                             command=f"{cmd} --generate-only", study=st_path.absolute()))
-    written.append(out / gen)
-    names = []
-    for tag, n, w, kk in jobs:
-        f = f"point-{tag}.{ext}"
-        scaling = sw.scaling if sw is not None else "strong"
-        _write(out / f, script(opt, name=f"dlbench-{st.name}-{tag}", nodes=n, tasks=w, k=kk,
-                               what=f"dlbench study {st.name}: {w} ranks on {n} node(s), up to {kk} per node "
-                                    f"({scaling} scaling), every run entry, results under $RESULTS",
-                               command=cmd, study=st_path.absolute()))
-        written.append(out / f)
-        names.append(f)
-    _write(out / "submit-all.sh", submit_all(opt, gen, names))
-    written.append(out / "submit-all.sh")
-    return written
+    created: list[Path] = []
+    written: list[Path] = []
+    try:
+        for q in (*reversed(out.absolute().parents), out.absolute(), out.absolute() / "logs"):
+            if not q.exists():
+                created.append(q)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "logs").mkdir(exist_ok=True)
+        raw = load_yaml(Path(study_path) if Path(study_path).is_file() else _study_file(study_path), "study")
+        sweep = dict(raw.get("sweep") or {})
+        if nodes:
+            sweep.pop("ranks", None)
+            sweep.update({"nodes": list(nodes), "ranks_per_node": k})
+        raw["sweep"] = sweep
+        raw["out"] = str(opt.results)
+        st_path = out / "study.yaml"
+        _write(st_path, f"# written by dlbench jobscript from {study_path}: the sweep holds the points scripted here\n"
+                        + yaml.safe_dump(raw, sort_keys=False), 0o644)
+        load_study(st_path)  # what the jobs will load must load
+        written.append(st_path)
+        ext = EXT[scheduler]
+        cmd = f'{dlbench} study "$STUDY" --data-dir "$DATA_DIR" --out "$RESULTS"'
+        gn = min(generate_nodes, max(j[1] for j in jobs))
+        gen = f"generate.{ext}"
+        _write(out / gen, script(opt, name=f"dlbench-{st.name}-generate", nodes=gn, tasks=gn * k, k=k,
+                                 what=f"dlbench study {st.name}: generate every dataset of the sweep in $DATA_DIR",
+                                 command=f"{cmd} --generate-only", study=st_path.absolute()))
+        written.append(out / gen)
+        names = []
+        for tag, n, w, kk in jobs:
+            f = f"point-{tag}.{ext}"
+            scaling = sw.scaling if sw is not None else "strong"
+            _write(out / f, script(opt, name=f"dlbench-{st.name}-{tag}", nodes=n, tasks=w, k=kk,
+                                   what=f"dlbench study {st.name}: {w} ranks on {n} node(s), up to {kk} per node "
+                                        f"({scaling} scaling), every run entry, results under $RESULTS",
+                                   command=cmd, study=st_path.absolute()))
+            written.append(out / f)
+            names.append(f)
+        _write(out / "submit-all.sh", submit_all(opt, gen, names))
+        written.append(out / "submit-all.sh")
+        return written
+    except OSError as e:   # a full disk, a name too long: one line, nothing of this call left behind
+        from .errors import OutputError
+        from .simulate.output import output_error_line
+
+        for f in written:
+            f.unlink(missing_ok=True)
+        for q in reversed(created):
+            try:
+                q.rmdir()
+            except OSError:
+                pass
+        raise OutputError(output_error_line("--out", out_dir, e)) from None
+
+
+def _check_feeds(st, jobs, flag: str, k: int) -> None:
+    """Every job's world must get at least one local batch per rank from its dataset (``dlbench run`` and the
+    study would stop there anyway, after the job waited in the queue): one line naming the node count and the
+    largest world the dataset feeds."""
+    from .runstudy import samples_for
+    from .workload import load as load_workload
+
+    wls = list(st.sweep.workloads) if st.sweep is not None and st.sweep.workloads else [st.workload]
+    for _tag, n, w, _kk in jobs:
+        for wname in wls:
+            base = load_workload(wname, scale=st.scale, samples=samples_for(st, w))
+            b = st.batch_size or base.batch_size
+            if base.samples < w * b:
+                most = base.samples // b
+                raise ConfigError(
+                    f"{flag}={n}: {w:,} ranks ({k} per node) get fewer than one local batch of {b} each from study "
+                    f"{st.name}'s {base.samples:,} {wname} samples; allowed: at most {most:,} ranks "
+                    f"({max(most // k, 0):,} nodes of {k})")
 
 
 def _study_file(name: str) -> Path:

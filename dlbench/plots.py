@@ -196,14 +196,24 @@ def _save(fig, out_dir: Path, stem: str) -> list[Path]:
     """PNG (150 dpi) and SVG, each written to a temporary name and renamed (nothing half-written)."""
     import os
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
+    from .errors import OutputError
+    from .simulate.output import output_error_line
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(output_error_line("--out", out_dir, e)) from None
+    paths: list[Path] = []
     for ext, kw in (("png", {"dpi": 150}), ("svg", {})):
         p = out_dir / f"{stem}.{ext}"
         tmp = out_dir / f".{stem}.{os.getpid()}.tmp.{ext}"
         try:
             fig.savefig(tmp, format=ext, bbox_inches="tight", **kw)
             os.replace(tmp, p)
+        except OSError as e:   # a full disk, a name too long: one line; the figure's other format goes too
+            for q in paths:
+                q.unlink(missing_ok=True)
+            raise OutputError(output_error_line("--out", out_dir, e)) from None
         finally:
             if tmp.exists():
                 tmp.unlink()

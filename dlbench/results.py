@@ -97,11 +97,20 @@ def utc_stamp() -> str:
 
 def _out_error(out, e: OSError) -> ConfigError:
     why = e.strerror or str(e)
-    if Path(out).exists() and not Path(out).is_dir():
+    if _exists(Path(out)) and not Path(out).is_dir():
         why = "it is a file, not a directory"
     where = f" ({e.filename})" if getattr(e, "filename", None) and str(e.filename) != str(out) else ""
     return ConfigError(f"--out {out}: cannot write results there: {why}{where}; pass --out DIR with a "
                        f"writable directory")
+
+
+def _exists(p: Path) -> bool:
+    """``p.exists()``, False where the name itself is refused (a component longer than 255 bytes raises
+    ENAMETOOLONG from ``exists``); the mkdir that follows reports it in one line."""
+    try:
+        return p.exists()
+    except OSError:
+        return False
 
 
 def check_out_dir(out) -> None:
@@ -111,7 +120,7 @@ def check_out_dir(out) -> None:
     p = Path(out)
     created = []  # removed again: the check leaves nothing behind if the run stops before writing
     q = p
-    while not q.exists() and q != q.parent:
+    while not _exists(q) and q != q.parent:
         created.append(q)
         q = q.parent
     try:

@@ -48,6 +48,7 @@ from .manifest import MANIFEST_NAME, Manifest, plan_manifest
 
 TMP_DIR = ".dlbench-tmp"
 LOCK_NAME = ".dlbench-generate.lock"   # held (flock) by the generation writing the directory; removed at its end
+READERS_DIR = ".dlbench-readers"       # one record per process of a run reading the dataset (ReadLock)
 CHUNK_BYTES = 32 << 20       # staging / shared-file chunk size
 MAX_FILES = 20_000_000       # beyond this the manifest alone would be gigabytes: refuse as absurd
 _pwrite = os.pwrite          # the one write call (tests monkeypatch it to simulate a full disk)
@@ -243,7 +244,7 @@ def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool, storage
             _remove_dataset(data_dir, old, storage)
             old = None
     else:
-        stray = [p.name for p in data_dir.iterdir() if p.name not in (TMP_DIR, LOCK_NAME)]
+        stray = [p.name for p in data_dir.iterdir() if p.name not in (TMP_DIR, LOCK_NAME, READERS_DIR)]
         if stray and not force:
             raise DataError(f"--data-dir {data_dir}: not empty and holds no dlbench dataset "
                             f"({len(stray)} entries, e.g. {sorted(stray)[0]}); choose an empty directory "
@@ -300,6 +301,12 @@ class GenerateLock:
                 finally:
                     os.close(fd)
                 if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    readers = live_readers(data_dir)
+                    if readers:   # runs hold the lock shared (ReadLock): replacing files under them broke them
+                        more = f"; {len(readers) - 1} more process(es) of it or other runs" if len(readers) > 1 else ""
+                        raise DataError(f"--data-dir {data_dir}: a `dlbench run` is reading this dataset "
+                                        f"({readers[0]}{more}); generate would replace the files it reads; wait "
+                                        f"for it to finish or stop it, then re-run") from None
                     raise DataError(f"--data-dir {data_dir}: another `dlbench generate` is writing this dataset "
                                     f"({holder}; lock {self.path}); wait for it to finish or stop it, then "
                                     f"re-run") from None
@@ -323,6 +330,121 @@ class GenerateLock:
             finally:
                 os.close(self.fd)
                 self.fd = None
+
+
+def _lock_path_fd(path: Path, how: int) -> int | None:
+    """A descriptor of the file at ``path`` locked with ``how`` (non-blocking), or None when another process
+    holds a conflicting lock. Retries when the file was removed and re-created by a previous holder."""
+    import fcntl
+
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, how | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return None
+            raise
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def live_readers(data_dir: Path) -> list[str]:
+    """The records of the run processes reading ``data_dir`` (``ReadLock``), oldest first; a record of a
+    process of this host that no longer exists (killed: no clean-up) is left out."""
+    import socket
+
+    d = Path(data_dir) / READERS_DIR
+    host = socket.gethostname()
+    out: list[str] = []
+    try:
+        entries = sorted(d.iterdir(), key=lambda p: p.stat().st_mtime)
+    except OSError:
+        return out
+    for p in entries:
+        h, _, pid = p.name.rpartition(".")
+        if h == host and pid.isdigit():
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                continue
+            except PermissionError:
+                pass
+        try:
+            out.append(p.read_text(errors="replace").strip() or p.name)
+        except OSError:
+            continue
+    return out
+
+
+class ReadLock:
+    """A shared ``flock`` on the dataset's generate lock file, held by every process of a run for the run's
+    life: ``dlbench generate`` (which takes it exclusively) refuses while a run reads the dataset, naming the
+    run (pid, host, command: a record in ``<data-dir>/.dlbench-readers/<host>.<pid>``), instead of deleting
+    the files under it (the run died with "damaged or truncated"). A run started while a generation writes
+    the directory stops at once, naming the generation. Released by ``release()`` or when the process ends
+    (a killed run leaves a record that ``live_readers`` skips)."""
+
+    def __init__(self, data_dir: Path):
+        import fcntl
+        import socket
+
+        data_dir = Path(data_dir)
+        self.fd: int | None = None
+        self.record: Path | None = None
+        self.path = data_dir / LOCK_NAME
+        try:
+            fd = _lock_path_fd(self.path, fcntl.LOCK_SH)
+        except OSError:   # a read-only dataset (no lock file can be made): nothing can generate there either
+            return
+        if fd is None:
+            try:
+                holder = (data_dir / LOCK_NAME).read_text(errors="replace").strip() or "another process"
+            except OSError:
+                holder = "another process"
+            raise DataError(f"--data-dir {data_dir}: a `dlbench generate` is writing this dataset ({holder}); wait "
+                            f"for it to finish, then run")
+        self.fd = fd
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        cmd = " ".join(["dlbench", *sys.argv[1:]])
+        cmd = cmd if len(cmd) <= 200 else cmd[:197] + "..."
+        host = socket.gethostname()
+        rec = data_dir / READERS_DIR / f"{host}.{os.getpid()}"
+        try:
+            rec.parent.mkdir(exist_ok=True)
+            rec.write_text(f"pid {os.getpid()} on {host}, since {stamp}: {cmd}\n")
+            self.record = rec
+        except OSError:   # a read-only dataset: the lock still holds, generate names no run
+            self.record = None
+        import atexit
+
+        atexit.register(self.release)
+
+    def release(self) -> None:
+        if self.record is not None:
+            try:
+                self.record.unlink(missing_ok=True)
+                self.record.parent.rmdir()   # the last reader's: the folder goes too
+            except OSError:
+                pass
+            self.record = None
+        if self.fd is not None:
+            import fcntl
+
+            try:   # the last holder removes the lock file (as GenerateLock does): no file left in the dataset
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
+                    self.path.unlink()
+            except OSError:
+                pass
+            os.close(self.fd)
+            self.fd = None
 
 
 # ---- every rank: writing ------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ under MPI aborts the whole job with its message, so no rank hangs in a collectiv
 
 from __future__ import annotations
 
+import os
 import socket
 import traceback
 from pathlib import Path
@@ -34,31 +35,59 @@ def run(cfg: RunConfig, comm: Comm, progress: Any = None) -> dict:
     from .. import workload as wl_mod
     from ..config import to_dict
 
-    spec, spec_path = wl_mod.load_spec(cfg.workload)   # the one load of the workload spec in a run
-    check_compute(cfg, spec, spec_path)  # before any dataset is generated
-    check_compute_options(cfg, spec.name)
-    from ..storage import check_read_call
+    # every rank runs the same configuration (ranks started with other arguments: one line, every rank stops)
+    # (and the DLBENCH_* variables that change how it reads; the data root is checked as each rank sees it)
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith("DLBENCH_") and k not in ("DLBENCH_DATA_DIR", "DLBENCH_NO_MPI", "DLBENCH_FORCE_MPI")}
+    comm.agree({**to_dict(cfg), "environment": env}, "the run's configuration")
+    err: BaseException | None = None
+    try:  # checks without collectives: a failure on any rank (a node without the file) stops every rank
+        spec, spec_path = wl_mod.load_spec(cfg.workload)   # the one load of the workload spec in a run
+        check_compute(cfg, spec, spec_path)  # before any dataset is generated
+        check_compute_options(cfg, spec.name)
+        from ..storage import check_read_call
 
-    check_read_call()  # DLBENCH_READ_CALL
+        check_read_call()  # DLBENCH_READ_CALL
+    except Exception as e:  # noqa: BLE001 - every rank raises the first failed rank's error
+        err = e
+    comm.settle(err)
     if not cfg.dry_run:
-        err = None
+        out_err = None
         if comm.rank == 0:
             try:
                 results.check_out_dir(cfg.out)
             except ConfigError as e:
-                err = str(e)
-        err = comm.bcast(err)
-        if err:
-            raise ConfigError(err)
-    workload, manifest, data_dir = resolve_dataset(cfg, comm, spec, spec_path, generate_if_missing=not cfg.dry_run)
+                out_err = str(e)
+        out_err = comm.bcast(out_err)
+        if out_err:
+            raise ConfigError(out_err)
+    locks: list = []   # the dataset's read lock: held while this rank may read the dataset
+    try:
+        return _run(cfg, comm, progress, spec, spec_path, locks)
+    finally:
+        for lock in locks:
+            lock.release()
+
+
+def _run(cfg: RunConfig, comm: Comm, progress: Any, spec: Any, spec_path: str, locks: list) -> dict:
+    from .. import results
+    from ..config import to_dict
+
+    workload, manifest, data_dir = resolve_dataset(cfg, comm, spec, spec_path, generate_if_missing=not cfg.dry_run,
+                                                   locks=locks)
     from ..host import meminfo
 
-    err = plan_size_error(manifest.samples, len(comm.node_ranks()), workload.name,
-                          meminfo("MemAvailable")) if comm.rank == 0 else None
-    err = comm.bcast(err)     # rank 0's verdict: every rank stops or none
-    if err:
-        raise ConfigError(err)
-    loop = Loop(cfg, comm, workload, manifest, data_dir)
+    too_big = plan_size_error(manifest.samples, len(comm.node_ranks()), workload.name,
+                              meminfo("MemAvailable")) if comm.rank == 0 else None
+    too_big = comm.bcast(too_big)     # rank 0's verdict: every rank stops or none
+    if too_big:
+        raise ConfigError(too_big)
+    err: BaseException | None = None
+    try:  # the loop's set-up uses no collective (the plan is pure): any rank's failure stops every rank here
+        loop = Loop(cfg, comm, workload, manifest, data_dir)
+    except Exception as e:  # noqa: BLE001 - re-raised on every rank by settle
+        err = e
+    comm.settle(err)
     config_echo = {**to_dict(cfg), "data_dir": str(data_dir), "local_batch": loop.local_batch,
                    "options": to_dict(loop.options), "ranks": comm.size, "nodes": comm.nodes,
                    "workload_spec": manifest.spec, "shared_tier": loop.system.describe_shared_tier(),
@@ -73,21 +102,21 @@ def run(cfg: RunConfig, comm: Comm, progress: Any = None) -> dict:
         return {"dry_run": dry_run_summary(loop, config_echo)}
     loop.evaluator = make_evaluator(cfg, comm, spec, spec_path, loop, data_dir)   # DLIO's evaluation, or None
 
-    err = None
+    rec_err: str | None = None
     run_dir = None
     if comm.rank == 0:
         try:
             run_dir = results.new_run_dir(Path(cfg.out), workload.name, cfg.strategy)
             results.write_run(run_dir, config=config_echo, summary={}, error="incomplete: the run did not finish")
         except ConfigError as e:
-            err = str(e)
+            rec_err = str(e)
         except OSError as e:
             if run_dir is not None:
                 results.remove_run_dir(run_dir)
-            err = f"--out {cfg.out}: cannot write results there: {e.strerror or e}; pass --out DIR with space"
-    run_dir, err = comm.bcast((str(run_dir) if run_dir else None, err))
-    if err:
-        raise ConfigError(err)  # every rank: nothing has run yet
+            rec_err = f"--out {cfg.out}: cannot write results there: {e.strerror or e}; pass --out DIR with space"
+    run_dir, rec_err = comm.bcast((str(run_dir) if run_dir else None, rec_err))
+    if rec_err:
+        raise ConfigError(rec_err)  # every rank: nothing has run yet
     # each rank writes its own interval files into the run folder as its buffer fills (bounded memory);
     # a rank that cannot see the folder (not a shared file system) keeps its intervals and sends them
     spill = Path(run_dir) if Path(run_dir).is_dir() else None

@@ -218,10 +218,13 @@ class VirtualManifest:
 
 
 def resolve_dataset(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str, *,
-                    generate_if_missing: bool = True) -> tuple[Workload, Manifest | VirtualManifest, Path]:
+                    generate_if_missing: bool = True,
+                    locks: list | None = None) -> tuple[Workload, Manifest | VirtualManifest, Path]:
     """The workload (``spec`` resolved at the dataset's scale) and its dataset's manifest; with no
     --data-dir, generate the tiny preset in the default location on first use. ``spec``, ``path``: the
-    run's workload spec and its file (``workload.load_spec``), loaded once by the caller."""
+    run's workload spec and its file (``workload.load_spec``), loaded once by the caller. Every rank takes
+    the dataset's read lock (``data.generate.ReadLock``: `generate` refuses to replace it while the run
+    reads it) before checking it, appended to ``locks`` for the caller to release."""
     from .. import workload as wl_mod
     from ..data.manifest import Manifest
 
@@ -237,17 +240,61 @@ def resolve_dataset(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str, *
     if not Manifest.exists(data_dir) and cfg.dry_run:
         workload = wl_mod.resolve(spec, scale=scale, samples=cfg.samples, spec_path=path)
         return workload, VirtualManifest(workload, cfg.seed), data_dir
-    if not explicit and not Manifest.exists(data_dir):
+    # rank 0's view decides whether to generate (a rank that sees another file system fails the checks below)
+    if not explicit and comm.bcast(not Manifest.exists(data_dir)):
         if not generate_if_missing:
             raise DataError(f"no dataset at {data_dir}; run `dlbench generate --workload {cfg.workload} "
                             f"--data-dir {data_dir}`")
         from ..data.generate import generate
 
         workload = wl_mod.resolve(spec, scale=scale, samples=cfg.samples, spec_path=path)
+        err: BaseException | None = None
         if comm.rank == 0:
-            data_dir.parent.mkdir(parents=True, exist_ok=True)
-        comm.barrier()
-        generate(workload, data_dir, seed=cfg.seed, comm=comm, progress=False)
+            try:
+                data_dir.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                err = DataError(f"{data_dir.parent}: cannot create the default dataset folder there: "
+                                f"{e.strerror or e}; set DLBENCH_DATA_DIR or pass --data-dir")
+        comm.settle(err)
+        if comm.rank == 0:  # first use: say what is written where (a bar on a terminal), and what it took
+            _say(f"dlbench: first use of {workload.name} ({workload.scale}, seed {cfg.seed}): generating its dataset "
+                 f"of {workload.samples:,} samples, {workload.dataset_nbytes / 1e6:,.1f} MB, in {data_dir} "
+                 f"(--data-dir DIR uses another)")
+        res = generate(workload, data_dir, seed=cfg.seed, comm=comm, progress=None if comm.rank == 0 else False)
+        if comm.rank == 0:
+            _say(f"dlbench: {res.line()}")
+    try:  # every rank's own view of the dataset; any rank's failure stops every rank (no collective here)
+        if not cfg.dry_run and data_dir.is_dir():
+            from ..data.generate import ReadLock
+
+            lock = ReadLock(data_dir)
+            if locks is not None:
+                locks.append(lock)
+        workload, manifest = _check_dataset(cfg, spec, path, data_dir)
+        err = None
+    except Exception as e:  # noqa: BLE001 - re-raised on every rank by settle
+        err = e
+    comm.settle(err)
+    from ..data.verify import check_regular_files
+
+    check_regular_files(data_dir, manifest, comm)  # a FIFO hung the run in open(); a symlink loop: traceback
+    return workload, manifest, data_dir
+
+
+def _say(line: str) -> None:
+    import sys
+
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except OSError:  # a closed or full stderr does not stop the run
+        pass
+
+
+def _check_dataset(cfg: RunConfig, spec: WorkloadSpec, path: str, data_dir: Path) -> tuple[Workload, Manifest]:
+    """The dataset at ``data_dir`` is there, of this workload and seed, and described by ``spec``."""
+    from ..data.manifest import Manifest
+
     if not data_dir.exists():
         raise DataError(f"--data-dir {data_dir}: no such directory; create a dataset with "
                         f"`dlbench generate --workload {cfg.workload} --data-dir {data_dir}`")
@@ -259,11 +306,7 @@ def resolve_dataset(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str, *
     if cfg.seed != manifest.seed:
         raise DataError(f"--seed={cfg.seed}: the dataset at {data_dir} was generated with seed {manifest.seed}; "
                         f"pass --seed {manifest.seed} or generate another dataset")
-    workload = _check_spec_matches(cfg, spec, path, manifest, data_dir)
-    from ..data.verify import check_regular_files
-
-    check_regular_files(data_dir, manifest, comm)  # a FIFO hung the run in open(); a symlink loop: traceback
-    return workload, manifest, data_dir
+    return _check_spec_matches(cfg, spec, path, manifest, data_dir), manifest
 
 
 def _resolve_s3(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str) -> tuple[Workload, Manifest, Path]:

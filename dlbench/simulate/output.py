@@ -11,11 +11,31 @@ from .core import display_name
 
 def write_simulated_run(out: Path | str, *, config: dict, summary: dict) -> Path:
     """One results folder for one simulated strategy; returns its path."""
-    from ..results import new_run_dir, write_run
+    from ..results import new_run_dir, remove_run_dir, write_run
 
     d = Path(new_run_dir(Path(out), summary["workload"], summary["strategy"]))
-    write_run(d, config=config, summary=summary, simulated=True)
+    try:
+        write_run(d, config=config, summary=summary, simulated=True)
+    except BaseException as e:   # a full disk: no half-written folder (write_run removed its temporary file)
+        remove_run_dir(d)
+        if isinstance(e, OSError):
+            from ..errors import OutputError
+
+            raise OutputError(output_error_line("--out", out, e)) from None
+        raise
     return d
+
+
+def output_error_line(flag: str, where: Path | str, e: OSError) -> str:
+    """``FLAG PATH: cannot write there: REASON (FILE); nothing was kept`` for an output that failed."""
+    import errno
+
+    why = e.strerror or str(e)
+    what = f" ({e.filename})" if getattr(e, "filename", None) and str(e.filename) != str(where) else ""
+    todo = {errno.ENAMETOOLONG: f"use names of at most 255 bytes per folder in {flag}",
+            errno.ENOSPC: f"free space or pass {flag} elsewhere", errno.EDQUOT: f"free space or pass {flag} elsewhere",
+            errno.EFBIG: f"free space or pass {flag} elsewhere"}.get(e.errno or 0, f"pass {flag} elsewhere")
+    return f"{flag} {where}: cannot write there: {why}{what}; nothing was kept; {todo}"
 
 
 def compare_table(run_dirs: list[Path], fmt: str = "table", reference_s: dict | None = None) -> str:

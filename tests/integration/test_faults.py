@@ -245,7 +245,8 @@ def test_prefetch_data_error_is_the_root_error(tiny, tmp_path, cli):
     assert len(line.splitlines()) == 1, line
     assert "DataLoader worker" not in line and "Traceback" not in line and 'File "' not in line, line
     assert line.startswith(f"dlbench: error: {victim}: cannot read sample"), line
-    assert len(line) < 400 + 2 * len(str(tmp_path))
+    # short apart from the paths it names (any number of times): no bound that depends on how long TMPDIR is
+    assert len(line.replace(str(victim), "").replace(str(tmp_path), "")) < 400, line
 
 
 # ----- page-cache warning ----------------------------------------------------------------------------------
