@@ -111,7 +111,17 @@ def replay(loop: Loop, steps: int) -> dict:
     plan = short_plan(loop.plan, k)
     fidx = files_read(loop, plan)
     paths = [manifest.paths[int(f)] for f in fidx]
-    src = PosixBackend(data_dir)
+    cfg = loop.cfg
+    if isinstance(cfg.data_dir, str) and cfg.data_dir.startswith("s3://"):
+        # the shared tier is a bucket: the replay's objects are fetched through the run's S3 backend, then
+        # replayed from memory like any dataset (the ceiling is of dlbench's loading path, the client's own
+        # GET ceiling is benchmarks/s3_read_path.py's)
+        from ..storage.s3 import S3Backend
+
+        src: Any = S3Backend(cfg.data_dir)     # not the run's backends: its requests stay out of summary.s3
+        src.set_sizes(manifest.paths, manifest.nbytes)
+    else:
+        src = PosixBackend(data_dir)
     data_set = set(manifest.paths)
     # the format's other files (tfrecord's indexes, the manifest): small, read whole
     others = [p for p in src.list() if p not in data_set]
@@ -120,7 +130,7 @@ def replay(loop: Loop, steps: int) -> dict:
     if worst > MAX_BYTES:
         return {"skipped": f"the replay's files take {worst / 2**20:.0f} MiB on a rank, over the "
                            f"{MAX_BYTES / 2**20:.0f} MiB its in-memory copy may take"}
-    cfg, wl = loop.cfg, loop.workload
+    wl = loop.workload
     shm = memory_dir(nbytes * len(comm.node_ranks()))
     copy_dir: Path | None = None
     if shm is not None:
@@ -128,7 +138,10 @@ def replay(loop: Loop, steps: int) -> dict:
         copy_dir = Path(tempfile.mkdtemp(prefix=f"dlbench-ceiling-r{comm.rank}-", dir=shm))
         for p in [*paths, *others]:
             (copy_dir / p).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(data_dir / p, copy_dir / p)
+            if isinstance(src, PosixBackend):
+                shutil.copyfile(data_dir / p, copy_dir / p)
+            else:
+                (copy_dir / p).write_bytes(src.file_image(p))
         backend = f"files copied to {shm} ({fs_of(shm)[0]})"
         root = copy_dir
 
