@@ -81,7 +81,7 @@ class Manifest:
     content: str = CONTENT_VERSION
     provenance: dict = field(default_factory=dict)
     _row_nbytes: int = 0     # stored bytes per sample for HDF5 layouts
-    sum64: list | None = None  # per file: generate.file_checksum of the file as written (None: not recorded)
+    sum64: list | None = None  # per file: storage.checksum.file_checksum of the file as written (None: not recorded)
 
     # ---- queries -----------------------------------------------------------------------------------
     @property

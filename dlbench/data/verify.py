@@ -3,7 +3,7 @@
 Structure (always): the manifest is complete; every file is present with the size the manifest gives;
 the format module's ``check_file`` passes (HDF5 files open and hold every array with the expected shape and
 dtype, JPEG files start with SOI and end with EOI, ...). ``checksum=True`` also reads
-every file whole and compares its ``sum64`` (``generate.file_checksum``) with the one the manifest recorded
+every file whole and compares its ``sum64`` (``storage.checksum.file_checksum``) with the one the manifest recorded
 at generation (files without a record are skipped): flipped bytes anywhere in a file, HDF5 metadata
 included. ``content=True`` reads every sample through the layout's reader and compares its bytes with
 ``content.expected_row``, and checks the checksums too (a file whose checksum differs is reported once: by
@@ -43,9 +43,9 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
     POSIX files in ``data_dir``; the manifest is read from ``data_dir``); the format module checks a file's
     bytes (``check_file(..., image=)``)."""
     from ..comm import SerialComm
+    from ..storage.checksum import SUM_BLOCK, file_checksum
     from . import content as content_mod
     from .formats import aligned_empty, open_reader
-    from .generate import SUM_BLOCK, file_checksum
 
     comm = comm or SerialComm()
     d = Path(data_dir)

@@ -10,7 +10,7 @@ A backend names files by their path relative to the dataset root and offers
 - ``size(rel)``, ``exists(rel)``, ``list(prefix="") -> sorted relative paths``, ``remove(rel)``,
   ``rename(src, dst)`` (atomic replace: the generator's ``.part`` files), ``mkdir(rel)``, ``put(rel, local)``
   (move a file made on the local disk in: libhdf5's skeletons), ``free_bytes()``, ``checksum(rel)``
-  (``generate.file_checksum``'s sum64);
+  (``storage.checksum.file_checksum``'s sum64);
 - ``file_image(rel) -> bytes``: the whole file (for libraries that read a file themselves: an HDF5 file
   image, ``h5py.File(io.BytesIO(...))``, where libhdf5 would otherwise need a path).
 
@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Protocol
 
 from . import preadv as _preadv
+from .checksum import file_checksum, sum64
 
 
 class Backend(Protocol):
@@ -119,8 +120,6 @@ class PosixBackend:
         return shutil.disk_usage(self.root).free
 
     def checksum(self, rel: str, buf: bytearray | None = None) -> int:
-        from ..data.generate import file_checksum
-
         return file_checksum(self._str(rel), buf)
 
     def pwrite(self, handle: int, buf, offset: int) -> int:
@@ -268,8 +267,6 @@ class MemoryBackend:
         return 1 << 62   # bounded by the process's memory only
 
     def checksum(self, rel: str, buf: bytearray | None = None) -> int:
-        from ..data.generate import sum64
-
         return sum64(self.files[rel])
 
     def size(self, rel: str) -> int:

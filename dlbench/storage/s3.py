@@ -493,7 +493,7 @@ class S3Backend:
         return 1 << 62   # an object store has no free-space figure; quotas show up as PUT errors
 
     def checksum(self, rel: str, buf: bytearray | None = None) -> int:
-        from ..data.generate import sum64
+        from .checksum import sum64
 
         return sum64(self.file_image(rel))
 

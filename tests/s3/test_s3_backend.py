@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from dlbench.data.content import expected_row
-from dlbench.data.generate import generate, sum64
+from dlbench.data.generate import generate
 from dlbench.data.manifest import Manifest
 from dlbench.data.verify import verify
+from dlbench.storage.checksum import sum64
 from dlbench.storage.s3 import S3Backend, S3Error, parse_url
 from dlbench.workload import load as load_workload
 

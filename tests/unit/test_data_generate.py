@@ -9,6 +9,8 @@ from dlbench.data import generate as G
 from dlbench.data.manifest import MANIFEST_NAME, Manifest
 from dlbench.data.verify import verify
 from dlbench.errors import CapacityError, ConfigError, DataError
+from dlbench.storage import backend as backend_mod
+from dlbench.storage import checksum as CS
 
 
 def _files(d):
@@ -190,12 +192,12 @@ class _ShortReads:
 def test_file_checksum_short_read_not_multiple_of_8(tmp_path, monkeypatch):
     p = tmp_path / "f"
     p.write_bytes(np.random.default_rng(0).integers(0, 256, 1000, dtype=np.uint8).tobytes())
-    want = G.file_checksum(p)
+    want = CS.file_checksum(p)
     words = np.frombuffer(p.read_bytes() + bytes(-1000 % 8), dtype="<u8")
     assert want == (int(words.sum(dtype=np.uint64)) + 1000) % (1 << 64)
-    monkeypatch.setattr(G, "open", lambda path, mode, buffering: _ShortReads(path), raising=False)
-    assert G.file_checksum(p) == want
-    assert G.file_checksum(p, bytearray(64)) == want  # a buffer smaller than the file: several full blocks
+    monkeypatch.setattr(CS, "open", lambda path, mode, buffering: _ShortReads(path), raising=False)
+    assert CS.file_checksum(p) == want
+    assert CS.file_checksum(p, bytearray(64)) == want  # a buffer smaller than the file: several full blocks
 
 
 def test_cleanup_failed_keeps_checksum_records_rerun_writes_only_missing(tmp_path, monkeypatch):
@@ -230,14 +232,14 @@ def test_checksum_of_written_pieces_equals_the_file_read_back(tmp_path):
     for size in (1, 7, 8, 9, 100, 4099):
         data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
         cuts = sorted({0, size, *rng.integers(0, size + 1, 4).tolist()})
-        pieces = [(a, b - a, G._piece_words(memoryview(data)[a:b], a)) for a, b in zip(cuts, cuts[1:])]
+        pieces = [(a, b - a, CS.piece_words(memoryview(data)[a:b], a)) for a, b in zip(cuts, cuts[1:])]
         p = tmp_path / f"f{size}"
         p.write_bytes(data)
-        assert G._pieces_sum(pieces[::-1], size) == G.file_checksum(p) == G.sum64(data)
+        assert CS.pieces_sum(pieces[::-1], size) == CS.file_checksum(p) == CS.sum64(data)
         if len(pieces) > 1:
-            assert G._pieces_sum(pieces[1:], size) is None                   # a gap at the start
-            assert G._pieces_sum(pieces + pieces[:1], size) is None          # a byte written twice
-        assert G._pieces_sum(pieces, size + 1) is None                        # short of the file's size
+            assert CS.pieces_sum(pieces[1:], size) is None                   # a gap at the start
+            assert CS.pieces_sum(pieces + pieces[:1], size) is None          # a byte written twice
+        assert CS.pieces_sum(pieces, size + 1) is None                        # short of the file's size
 
 
 @pytest.mark.parametrize("name,read_back", [("cosmoflow", False), ("ptychonn", False), ("imagenet", False),
@@ -247,8 +249,8 @@ def test_recorded_checksums_are_the_files(tmp_path, name, read_back, monkeypatch
     every byte through ``_write_all`` are summed in memory (no read-back of the .part file), NPZ (zipfile writes
     to the descriptor itself) is read back."""
     reads = []
-    real = G.file_checksum
-    monkeypatch.setattr(G, "file_checksum", lambda path, buf=None: reads.append(path) or real(path, buf))
+    real = CS.file_checksum
+    monkeypatch.setattr(backend_mod, "file_checksum", lambda path, buf=None: reads.append(path) or real(path, buf))
     wl = W.load(name, scale="tiny", samples=12)
     res = G.generate(wl, tmp_path / "d", seed=1, progress=False)
     assert bool([r for r in reads if str(r).endswith(".part")]) == read_back

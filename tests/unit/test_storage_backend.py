@@ -236,7 +236,7 @@ def test_generate_verify_read_all_in_memory(tmp_path, name, via):
     generator's records in the control folder): the same bytes as a generation on disk; a flipped byte is
     found by verify; the format's reader reads every sample as expected."""
     from dlbench.data.formats import aligned_empty, open_reader
-    from dlbench.data.generate import file_checksum, sum64
+    from dlbench.storage.checksum import file_checksum, sum64
 
     if name.startswith("npy"):
         wl = _npy_workload(tmp_path, int(name[3:]))
