@@ -36,9 +36,9 @@ import numpy as np
 from ..errors import RunError
 from ..plan import LOCAL, MEMORY, NO_TIER, Plan
 from ..storage import ArenaTier, LocalTier, MemoryTier
+from ..storage.localtier import open_local_tier, peer_stop, remove_local_tier
 from ..timeline import PHASE_ID, Timeline
 from .base import Batch, Executor, RunContext
-from .localcopy import open_local_tier, peer_stop, remove_local_tier
 from .stages import EpochView, Exchange, Filler, Loader, PeerPush, Ring, SampleStore, Stager, Stores
 
 if TYPE_CHECKING:
@@ -139,9 +139,13 @@ class PlannedExecutor(Executor):
                 tier = (ArenaTier if self.arena else MemoryTier)(int(cap), self.max_row, flag=self.capacity_flag,
                                                                  io_counters=self._counters("memory"))
             elif code == LOCAL:   # collective: every rank opens it (strategies size it by the largest need)
-                node_ranks = 1 if self.shared_local else int(np.sum(np.asarray(ctx.node_map) == ctx.node_map[ctx.rank]))
-                tier, self.root, self.stale_removed = open_local_tier(ctx, int(cap) * node_ranks, int(cap),
-                                                                      private=not self.shared_local)
+                on_node = np.nonzero(np.asarray(ctx.node_map) == ctx.node_map[ctx.rank])[0]
+                node_ranks = 1 if self.shared_local else len(on_node)
+                assert ctx.comm is not None, "a run's context: the comm"
+                tier, self.root, self.stale_removed = open_local_tier(
+                    ctx.comm, ctx.local_dir, node=int(ctx.node_map[ctx.rank]), rank=ctx.rank,
+                    first_of_node=ctx.rank == int(on_node[0]), need_per_node=int(cap) * node_ranks, cap=int(cap),
+                    private=not self.shared_local, direct=ctx.cache == "direct", io_counters=ctx.io_counters)
             else:
                 raise RunError(f"tier code {code}: not an own tier")
             stores[code] = SampleStore(tier, code)
@@ -380,8 +384,9 @@ class PlannedExecutor(Executor):
             finally:
                 if self.root is not None:
                     self.peer_stop()
-                    self.cleanup_note = remove_local_tier(self.ctx, self.root, private=not self.shared_local,
-                                                          done=done, interrupted=self.interrupted)
+                    self.cleanup_note = remove_local_tier(
+                        self.root, node=int(self.ctx.node_map[self.ctx.rank]), rank=self.ctx.rank,
+                        private=not self.shared_local, done=done, interrupted=self.interrupted)
 
 
 __all__ = ["PlannedExecutor", "peak_holdings"]

@@ -39,9 +39,9 @@ def test_second_ctrl_c_does_not_skip_the_clean_up(tiny, tmp_path, cli, monkeypat
     stopped the removal of the local copies. Here the second SIGINT arrives just as the copies are removed:
     the removal finishes, exit 130, nothing left."""
     from dlbench.compute.sleep import SleepCompute
-    from dlbench.strategies import localcopy
+    from dlbench.storage import localtier
 
-    real_step, real_rmtree = SleepCompute.step, localcopy.shutil.rmtree
+    real_step, real_rmtree = SleepCompute.step, localtier.shutil.rmtree
     n = {"step": 0, "second": 0}
 
     def step(self, *a, **k):
@@ -57,7 +57,7 @@ def test_second_ctrl_c_does_not_skip_the_clean_up(tiny, tmp_path, cli, monkeypat
         return real_rmtree(path, *a, **k)
 
     monkeypatch.setattr(SleepCompute, "step", step)
-    monkeypatch.setattr(localcopy.shutil, "rmtree", rmtree)
+    monkeypatch.setattr(localtier.shutil, "rmtree", rmtree)
     loc = tmp_path / "loc"
     r = cli(["run", "--workload", "cosmoflow", "--strategy", "staging", "--data-dir", tiny, "--epochs", 2,
              "--compute-time", "0", "--out", tmp_path / "res", "--local-dir", loc])
@@ -99,19 +99,14 @@ def test_sigint_stops_a_run_that_inherited_an_ignored_sigint(tiny, tmp_path):
 
 def test_clean_up_is_idempotent(tiny, tmp_path):
     """remove_local_tier twice (a clean-up re-run after an interrupted one) is harmless and leaves nothing."""
-    from dlbench.strategies.localcopy import remove_local_tier
-
-    class Ctx:
-        rank, node_map = 0, [0]
+    from dlbench.storage.localtier import owner_marker, remove_local_tier
 
     root = tmp_path / "loc" / "run-x"
     (root / "node0" / "rank0").mkdir(parents=True)
     (root / "node0" / "rank0" / "1.row").write_bytes(b"x")
-    from dlbench.strategies.localcopy import owner_marker
-
     (root / owner_marker()).touch()
     for _ in range(2):
-        note = remove_local_tier(Ctx(), root, private=True, done=False, interrupted=True)
+        note = remove_local_tier(root, node=0, rank=0, private=True, done=False, interrupted=True)
         assert "removed" in note
     assert not root.exists()
 

@@ -233,7 +233,7 @@ def test_stale_local_copies_of_a_dead_run_are_removed(tiny, tmp_path, cli):
     whose owners are all dead processes on this host, and leaves live or foreign ones alone."""
     import socket
 
-    from dlbench.strategies.localcopy import remove_stale_run_dirs
+    from dlbench.storage.localtier import remove_stale_run_dirs
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
@@ -276,7 +276,7 @@ def test_guardian_outlives_a_stray_sigterm_and_still_cleans_up(tmp_path):
     import sys
     import time
 
-    from dlbench.strategies.localcopy import REAPER_POLL_S, spawn_reaper
+    from dlbench.storage.localtier import REAPER_POLL_S, spawn_reaper
 
     owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     root = tmp_path / "run-x"
