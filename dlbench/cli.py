@@ -709,7 +709,7 @@ def compare_cmd(run_dirs, fmt):
     """Put runs side by side: strategy, ranks, epoch time, exposed I/O share, read share, AU, MB/s.
     A folder without run.json (a results root) stands for every run below it."""
     from . import report
-    from .plots import find_run_dirs
+    from .results import find_run_dirs
 
     dirs = [str(d) for d in find_run_dirs(run_dirs, dedup=False)]
     click.echo(report.compare(dirs, fmt=fmt))

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ConfigError, DataError
+from .results import find_run_dirs
 from .timeline import PHASES
 
 KINDS = ("bars", "timeline", "sizes", "scaling")
@@ -60,31 +61,6 @@ OPTION_ABBREV = {"exchange_fraction": "Q", "num_workers": "workers", "prefetch_f
 
 
 # ---- loading ---------------------------------------------------------------------------------------
-def find_run_dirs(paths: Sequence, dedup: bool = True) -> list[Path]:
-    """Run folders from the arguments: a folder holding ``run.json`` is a run; any other folder is
-    searched for run folders below it (a results root). Sorted within each argument, order of the
-    arguments kept, duplicates dropped unless ``dedup`` is false. A path with no run below it is an error."""
-    out: list[Path] = []
-    seen: set[Path] = set()
-    for p in map(Path, paths):
-        if p.is_file() and p.name == "run.json":
-            found = [p.parent]
-        elif (p / "run.json").is_file():
-            found = [p]
-        elif p.is_dir():
-            found = sorted(f.parent for f in p.rglob("run.json"))
-        else:
-            raise DataError(f"RUN_DIR {p}: no such folder")
-        if not found:
-            raise DataError(f"RUN_DIR {p}: no run.json in it or below it (not a dlbench results folder)")
-        for d in found:
-            r = d.resolve()
-            if r not in seen or not dedup:
-                seen.add(r)
-                out.append(d)
-    return out
-
-
 def load_runs(paths: Sequence) -> tuple[list[dict], list[str]]:
     """``read_run`` of every run folder; failed runs and unreadable run.json are left out with a note."""
     from .errors import DlbenchError

@@ -122,7 +122,7 @@ class Loop:
                               comm=self.comm if self.comm.size > 1 else None, seed=cfg.seed, model=cfg.model,
                               precision=cfg.precision, overlap=overlap)
             if factor > 1:
-                from ..storage.inject import SlowCompute
+                from ..compute.slow import SlowCompute
 
                 return SlowCompute(tc, factor)
             return tc

@@ -6,7 +6,7 @@ copes with a slow rank or a flaky file system.
   (FACTOR−1)× the read's own duration after it, and adds the wait to the read time of the reader's
   Darshan-style counters, so ``io_counters`` shows the slowed rank) and each compute step
   FACTOR× (sleep compute: FACTOR × the step time; torch compute: the step is followed by (FACTOR−1)× its
-  measured time, recorded as compute). The other ranks are untouched. R must be a rank of the job.
+  measured time, recorded as compute: ``compute.slow.SlowCompute``). The other ranks are untouched. R must be a rank of the job.
 - ``fail-read=P``: each shared-tier read fails with probability P (0 ≤ P < 1) before it reaches the file,
   seeded by (--seed, rank, sample, how many times this process has read the sample, attempt; a run of
   samples read as one request draws for each of its samples before the request), and is
@@ -198,27 +198,3 @@ def injecting_factory(factory, inj: Injection, *, seed: int, rank: int, n_sample
     if inj.fail_read_p <= 0 and inj.factor_for(rank) <= 1:
         return factory
     return _InjectingFactory(factory, inj, seed, rank, n_samples, where, registry if registry is not None else [])
-
-
-class SlowCompute:
-    """Torch (or any) compute made FACTOR× slower: after each step, wait (FACTOR−1)× its measured time and
-    record the wait as ``compute`` (it is the slow rank's compute)."""
-
-    def __init__(self, inner, factor: float, clock=time.perf_counter_ns):
-        from ..timeline import PHASE_ID
-
-        self.inner, self.factor, self.clock = inner, float(factor), clock
-        self._compute = PHASE_ID["compute"]
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def step(self, rows, ids, n, timeline, epoch, step):
-        t0 = self.clock()
-        self.inner.step(rows, ids, n, timeline, epoch, step)
-        t1 = self.clock()
-        wait_ns(int((self.factor - 1) * (t1 - t0)), self.clock)
-        timeline.add(self._compute, t1, self.clock(), epoch, step)
-
-    def close(self):
-        self.inner.close()

@@ -11,7 +11,7 @@ import pytest
 from dlbench import plots
 from dlbench.errors import ConfigError, DataError
 from dlbench.metrics import summarize
-from dlbench.results import new_run_dir, read_run, write_run
+from dlbench.results import find_run_dirs, new_run_dir, read_run, write_run
 from dlbench.timeline import PHASE_ID, Timeline
 
 needs_mpl = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
@@ -243,10 +243,10 @@ def test_load_runs_skips_bad_run_json(tmp_path):
 def test_find_run_dirs_root_and_errors(tmp_path):
     a = _run(tmp_path / "res", "naive")
     b = _run(tmp_path / "res", "prefetch")
-    assert plots.find_run_dirs([tmp_path / "res", a]) == sorted([a, b])
+    assert find_run_dirs([tmp_path / "res", a]) == sorted([a, b])
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="no run.json"):
-        plots.find_run_dirs([tmp_path / "empty"])
+        find_run_dirs([tmp_path / "empty"])
 
 
 @needs_mpl
