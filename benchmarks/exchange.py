@@ -55,7 +55,8 @@ def main() -> None:
     from dlbench.comm import get_comm
     from dlbench.data.formats import MemoryReader
     from dlbench.metrics import union_length
-    from dlbench.runner import Loop, RunConfig
+    from dlbench.run.loop import Loop
+    from dlbench.run.setup import RunConfig
     from dlbench.storage import aligned_empty, aligned_rows
     from dlbench.timeline import PHASE_ID, Timeline
 

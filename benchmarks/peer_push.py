@@ -61,7 +61,8 @@ def main() -> None:
     from dlbench.comm import get_comm
     from dlbench.data.formats import MemoryReader
     from dlbench.plan import MEMORY, PEER
-    from dlbench.runner import Loop, RunConfig
+    from dlbench.run.loop import Loop
+    from dlbench.run.setup import RunConfig
     from dlbench.storage import aligned_rows
     from dlbench.timeline import Timeline
 

@@ -122,7 +122,8 @@ def null_reader_bookkeeping(samples: int = 4096, epochs: int = 3, batch: int = 1
     from dlbench import workload as wl_mod
     from dlbench.comm import SerialComm
     from dlbench.metrics import summarize
-    from dlbench.runner import Loop, RunConfig
+    from dlbench.run.loop import Loop
+    from dlbench.run.setup import RunConfig
     from dlbench.timeline import Timeline
 
     wl = wl_mod.load(str(WORKLOAD), samples=samples)

@@ -27,7 +27,8 @@ from _bench import best_of
 
 
 def _bench_via(d, m, wl, via: str, n: int, repeats: int) -> str:
-    from dlbench.data.formats import BlockReader, aligned_empty
+    from dlbench.data.fmt_hdf5 import BlockReader
+    from dlbench.data.formats import aligned_empty
     from dlbench.storage import aligned_rows
 
     r = BlockReader(d, m, wl, via=via)

@@ -523,8 +523,8 @@ def run(workload, strategy, data_dir, scale, epochs, batch_size, seed, out, comp
     from . import report, strategies
     from .comm import get_comm
     from .errors import unknown_choice
-    from .runner import ACCELERATORS, RunConfig, check_seconds
-    from .runner import run as do_run
+    from .run.driver import run as do_run
+    from .run.setup import ACCELERATORS, RunConfig, check_seconds
 
     dlio_t = None
     if dlio_overrides and not dlio_config:
@@ -1089,7 +1089,7 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         missing = [f for f, v in (("--system", system), ("--workload", workload), ("--nodes", nodes)) if v is None]
         if missing:
             raise ConfigError(f"simulate needs {', '.join(missing)} (or --study FILE)")
-        from .runner import check_seconds
+        from .run.setup import check_seconds
         from .simulate import from_workload
         from .workload import load as load_workload
 

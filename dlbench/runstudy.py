@@ -184,8 +184,8 @@ def sweep_sizes(st: RunStudy) -> list[int]:
 def point_data_dir(st: RunStudy, root: Path, p: Point, wl) -> Path:
     """``<root>/<workload>[-<tag>]-<scale>-F<F>-seed<seed>``: one dataset per workload and size (weak scaling
     needs one per world size; strong scaling shares one). ``wl``: the point's resolved workload; ``tag``
-    (``runner.data_dir_tag``) tells a user's YAML apart from a built-in of the same name, as in run_study."""
-    from .runner import data_dir_tag
+    (``run.setup.data_dir_tag``) tells a user's YAML apart from a built-in of the same name, as in run_study."""
+    from .run.setup import data_dir_tag
 
     tag = data_dir_tag(wl.spec_path, wl)
     return Path(root) / (f"{Path(p.workload).stem}{'-' + tag if tag else ''}-{st.scale or 'full'}"
@@ -360,7 +360,7 @@ def run_simulate(st: RunStudy, *, out=None, epochs=None, echo=None, left_out: li
 def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, epochs=None, echo=None) -> list[str]:
     """Generate the data if missing, then every run; returns the run folders (rank 0; [] elsewhere)."""
     from . import workload as wl_mod
-    from .runner import data_dir_tag, default_data_dir
+    from .run.setup import data_dir_tag, default_data_dir
 
     wl = wl_mod.load(st.workload, scale=st.scale, samples=st.samples)
     d = Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed,
@@ -386,7 +386,7 @@ def check_entries(st: RunStudy, data_dir: Path, comm, *, epochs=None, local_dir=
     for i, r in enumerate(st.runs):
         cfg = dataclasses.replace(_entry_config(st, r, st.workload, data_dir, out=out, epochs=epochs,
                                                 local_dir=local_dir), dry_run=True)
-        from .runner import run
+        from .run.driver import run
 
         try:
             run(cfg, comm)
@@ -398,7 +398,7 @@ def check_entries(st: RunStudy, data_dir: Path, comm, *, epochs=None, local_dir=
 
 
 def _entry_config(st: RunStudy, r: StudyRun, workload: str, data_dir: Path, *, out, epochs, local_dir):
-    from .runner import RunConfig
+    from .run.setup import RunConfig
 
     return RunConfig(workload=workload, strategy=r.strategy, options=dict(r.options), data_dir=str(data_dir),
                      epochs=epochs or st.epochs, batch_size=st.batch_size, seed=st.seed, out=out or st.out,
@@ -411,7 +411,7 @@ def _run_entry(st: RunStudy, r: StudyRun, workload: str, data_dir: Path, comm, *
     ``head`` + the entry, runs it and returns its run folder (rank 0; None elsewhere). A run whose results
     could not be written (a full disk: ``write_error``) is an OutputError: the study cannot go on to its table."""
     from .errors import OutputError
-    from .runner import run
+    from .run.driver import run
 
     cfg = _entry_config(st, r, workload, data_dir, out=out, epochs=epochs, local_dir=local_dir)
     if echo:

@@ -306,7 +306,7 @@ def measured_dataset(wl, workload: str, ranks: int, seed: int, data_dir: str | N
     from .data.generate import generate
     from .data.manifest import Manifest
     from .host import data_root
-    from .runner import data_dir_tag
+    from .run.setup import data_dir_tag
 
     grown = W.load(workload, scale=wl.scale, samples=n)
     tag = data_dir_tag(grown.spec_path, grown)

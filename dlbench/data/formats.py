@@ -29,20 +29,6 @@ from ..errors import DataError
 from ..storage import PAGE, aligned_empty, preadv  # noqa: F401  (re-exported for readers and generate)
 from ..workload import Workload
 
-# moved to their format modules; still importable from here
-_MOVED = {"create_hdf5": "fmt_hdf5", "H5Template": "fmt_hdf5", "PerSampleReader": "fmt_hdf5",
-          "BlockReader": "fmt_hdf5", "hdf5_error": "fmt_hdf5", "JpegReader": "fmt_jpeg",
-          "decode_jpeg_into": "fmt_jpeg"}
-
-
-def __getattr__(name: str):
-    mod = _MOVED.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"dlbench.data.{mod}"), name)
-
 
 class SampleReader:
     """Base of the readers: ``read_into``, ``max_row_nbytes``, ``close``; usable as a context manager."""

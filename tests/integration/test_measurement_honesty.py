@@ -26,7 +26,7 @@ def test_page_cache_check_does_not_count_reaped_workers_twice():
     counted their bytes twice (a cold prefetch run showed 2x the dataset from the device)."""
     import numpy as np
 
-    from dlbench.runner import page_cache_check
+    from dlbench.run.summary import page_cache_check
 
     class M:
         def sample_nbytes(self):

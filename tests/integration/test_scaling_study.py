@@ -110,7 +110,7 @@ def test_sweep_full_disk_write_error_is_one_line(tmp_path, cli, monkeypatch, swe
     """Regression: run_sweep appended res["run_dir"] even when it was None (a full disk: write_error), so the
     study went on to compare and failed in read_run(None) with a TypeError traceback, losing the real message.
     run_sweep and run_study share _run_entry, which raises the OutputError."""
-    from dlbench import runner
+    from dlbench.run import driver
 
     calls = []
 
@@ -121,7 +121,7 @@ def test_sweep_full_disk_write_error_is_one_line(tmp_path, cli, monkeypatch, swe
         return {"run_dir": None, "run": {}, "write_error": f"--out {cfg.out}: the results could not be written "
                                                            f"(No space left on device)"}
 
-    monkeypatch.setattr(runner, "run", full_disk)
+    monkeypatch.setattr(driver, "run", full_disk)
     st = _study(tmp_path)
     if not sweep:  # a plain study (no sweep): run_study
         st.write_text(st.read_text().split("sweep:")[0] + "samples: 32\n")

@@ -14,7 +14,8 @@ def main() -> None:
     from dlbench.comm import get_comm
     from dlbench.data.formats import MemoryReader
     from dlbench.plan import PEER
-    from dlbench.runner import Loop, RunConfig
+    from dlbench.run.loop import Loop
+    from dlbench.run.setup import RunConfig
     from dlbench.strategies import stages
     from dlbench.timeline import Timeline
 

@@ -15,7 +15,8 @@ def main() -> None:
     from dlbench.comm import get_comm
     from dlbench.data.formats import MemoryReader
     from dlbench.plan import MEMORY, NO_TIER, PEER, SHARED, EpochPlan, Plan
-    from dlbench.runner import Loop, RunConfig
+    from dlbench.run.loop import Loop
+    from dlbench.run.setup import RunConfig
     from dlbench.strategies.cache import CacheOptions, planned_executor
     from dlbench.timeline import Timeline
 

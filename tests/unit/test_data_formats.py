@@ -3,7 +3,8 @@ import pytest
 
 from dlbench import workload as W
 from dlbench.data.content import expected_row
-from dlbench.data.formats import BlockReader, H5Template, MemoryReader, aligned_empty, create_hdf5, open_reader
+from dlbench.data.fmt_hdf5 import BlockReader, H5Template, create_hdf5
+from dlbench.data.formats import MemoryReader, aligned_empty, open_reader
 from dlbench.data.generate import generate
 from dlbench.data.manifest import Manifest
 from dlbench.errors import DataError

@@ -27,10 +27,11 @@ def test_capabilities():
 
 
 def test_reader_classes_resolve():
-    from dlbench.data import formats
-    assert registry.get_format("hdf5_blocks").reader_class() is formats.BlockReader
-    assert registry.get_format("jpeg_folders").reader_class() is formats.JpegReader
-    assert registry.get_format("hdf5_per_sample").reader_class() is formats.PerSampleReader
+    from dlbench.data import fmt_hdf5, fmt_jpeg
+
+    assert registry.get_format("hdf5_blocks").reader_class() is fmt_hdf5.BlockReader
+    assert registry.get_format("jpeg_folders").reader_class() is fmt_jpeg.JpegReader
+    assert registry.get_format("hdf5_per_sample").reader_class() is fmt_hdf5.PerSampleReader
 
 
 def test_register_twice_refused():

@@ -6,7 +6,7 @@ from dlbench import host
 
 
 def test_meminfo_one_helper_for_total_and_available(tmp_path):
-    """Regression (duplicated helpers): simulate/core.py `_mem_available` and runner.py `_mem_total_bytes`
+    """Regression (duplicated helpers): simulate/core.py `_mem_available` and run/setup.py `_mem_total_bytes`
     each parsed /proc/meminfo; both now use host.meminfo(key)."""
     f = tmp_path / "meminfo"
     f.write_text("MemTotal:       16384 kB\nMemFree:  100 kB\nMemAvailable:    8192 kB\n")
@@ -16,16 +16,16 @@ def test_meminfo_one_helper_for_total_and_available(tmp_path):
     assert host.meminfo("MemTotal", tmp_path / "none") == 0  # not Linux: 0, no error
     f.write_text("MemTotal: lots\n")
     assert host.meminfo("MemTotal", f) == 0
-    import dlbench.runner as runner
+    import dlbench.run.setup as setup
     import dlbench.simulate.core as core
 
-    assert not hasattr(runner, "_mem_total_bytes") and not hasattr(core, "_mem_available")
+    assert not hasattr(setup, "_mem_total_bytes") and not hasattr(core, "_mem_available")
 
 
 def test_data_root_shared_by_run_and_sweeps(tmp_path, monkeypatch):
-    """Regression (duplicated helpers): runstudy.default_sweep_data_root repeated runner.default_data_dir's
+    """Regression (duplicated helpers): runstudy.default_sweep_data_root repeated run.setup.default_data_dir's
     $DLBENCH_DATA_DIR logic; both now use host.data_root()."""
-    from dlbench.runner import default_data_dir
+    from dlbench.run.setup import default_data_dir
     from dlbench.runstudy import default_sweep_data_root
 
     monkeypatch.setenv("DLBENCH_DATA_DIR", str(tmp_path / "d"))

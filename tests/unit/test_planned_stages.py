@@ -8,7 +8,8 @@ import pytest
 from dlbench import workload as wl_mod
 from dlbench.comm import SerialComm
 from dlbench.data.formats import MemoryReader
-from dlbench.runner import Loop, RunConfig
+from dlbench.run.loop import Loop
+from dlbench.run.setup import RunConfig
 from dlbench.storage import ArenaTier, MemoryTier
 from dlbench.strategies.stages import SampleStore, Stopped
 from dlbench.timeline import Timeline

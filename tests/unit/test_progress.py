@@ -11,7 +11,8 @@ from dlbench.comm import SerialComm
 from dlbench.data.formats import MemoryReader
 from dlbench.metrics import per_epoch_table
 from dlbench.progress import StepProgress, wanted
-from dlbench.runner import Loop, RunConfig
+from dlbench.run.loop import Loop
+from dlbench.run.setup import RunConfig
 from dlbench.timeline import PHASE_ID, Timeline
 
 

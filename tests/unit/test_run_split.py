@@ -13,10 +13,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from dlbench import runner, strategies
+from dlbench import strategies
 from dlbench import workload as wl_mod
 from dlbench.comm import SerialComm
 from dlbench.data.formats import MemoryReader
+from dlbench.run import driver
+from dlbench.run.loop import Loop
+from dlbench.run.setup import RunConfig
 from dlbench.simulate import from_workload, load_profile, sim_context
 from dlbench.strategies import RunContext
 
@@ -39,7 +42,7 @@ def test_a_dry_run_loads_the_workload_spec_once(monkeypatch, tmp_path):
     """regression: check_compute, check_compute_options and resolve_dataset each loaded the YAML"""
     monkeypatch.setenv("DLBENCH_DATA_DIR", str(tmp_path / "data"))
     calls = _count_spec_loads(monkeypatch)
-    out = runner.run(runner.RunConfig(workload="cosmoflow", dry_run=True, out=str(tmp_path / "out")), SerialComm())
+    out = driver.run(RunConfig(workload="cosmoflow", dry_run=True, out=str(tmp_path / "out")), SerialComm())
     assert "dry_run" in out
     assert calls == ["cosmoflow"]
 
@@ -51,8 +54,8 @@ def test_a_run_loads_the_workload_spec_once(monkeypatch, tmp_path):
     calls = _count_spec_loads(monkeypatch)
     for k in range(2):
         calls.clear()
-        cfg = runner.RunConfig(workload="cosmoflow", epochs=1, compute_time_s=1e-4, out=str(tmp_path / f"out{k}"))
-        out = runner.run(cfg, SerialComm())
+        cfg = RunConfig(workload="cosmoflow", epochs=1, compute_time_s=1e-4, out=str(tmp_path / f"out{k}"))
+        out = driver.run(cfg, SerialComm())
         assert out["run"]["status"] == "ok"
         assert calls == ["cosmoflow"], k
 
@@ -66,7 +69,7 @@ def test_the_planner_gets_a_frozen_plan_context(monkeypatch):
     cls = type(strategies.get("naive"))
     real = cls.plan
     monkeypatch.setattr(cls, "plan", lambda self, ctx, o: seen.append(ctx) or real(self, ctx, o))
-    loop = runner.Loop(runner.RunConfig(workload="cosmoflow", epochs=2, batch_size=4), SerialComm(), wl, mem, None,
+    loop = Loop(RunConfig(workload="cosmoflow", epochs=2, batch_size=4), SerialComm(), wl, mem, None,
                        reader_factory=lambda: mem)
     (ctx,) = seen
     assert type(ctx) is PlanContext
@@ -85,8 +88,8 @@ def test_run_and_simulate_build_the_same_plan_context():
 
     wl = wl_mod.load("cosmoflow", scale="tiny")
     mem = MemoryReader(wl, seed=0)
-    cfg = runner.RunConfig(workload="cosmoflow", epochs=2, batch_size=4, seed=3, system="local")
-    run_ctx = runner.Loop(cfg, SerialComm(), wl, mem, None, reader_factory=lambda: mem).ctx.plan_context()
+    cfg = RunConfig(workload="cosmoflow", epochs=2, batch_size=4, seed=3, system="local")
+    run_ctx = Loop(cfg, SerialComm(), wl, mem, None, reader_factory=lambda: mem).ctx.plan_context()
     sim = sim_context(wl=from_workload(wl, local_batch=4), nodes=1, ranks_per_node=1, epochs=2, seed=3,
                       profile=load_profile("local"), sizes=mem.sample_nbytes().astype(np.float64))
     assert type(sim) is PlanContext

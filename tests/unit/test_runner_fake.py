@@ -7,7 +7,8 @@ from dlbench import workload as wl_mod
 from dlbench.comm import SerialComm
 from dlbench.data.formats import MemoryReader
 from dlbench.metrics import summarize, union_length
-from dlbench.runner import Loop, RunConfig
+from dlbench.run.loop import Loop
+from dlbench.run.setup import RunConfig
 from dlbench.timeline import PHASE_ID, Timeline
 
 

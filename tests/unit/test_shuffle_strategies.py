@@ -11,7 +11,8 @@ from dlbench.errors import CapacityError, ConfigError
 from dlbench.plan import LOCAL
 from dlbench.plan.quality import order_quality
 from dlbench.plan.shuffles import local_plan, pls_plan, staging_plan, staging_subset_plan, storage_bytes_per_rank
-from dlbench.runner import Loop, RunConfig
+from dlbench.run.loop import Loop
+from dlbench.run.setup import RunConfig
 from dlbench.strategies.localcopy import check_delivery_order
 from dlbench.system import builtin_names, load
 from dlbench.timeline import PHASE_ID, Timeline

@@ -318,7 +318,8 @@ def test_long_fake_clock_run_spills_every_interval(tmp_path):
     from dlbench import workload as wl_mod
     from dlbench.comm import SerialComm
     from dlbench.data.formats import MemoryReader
-    from dlbench.runner import Loop, RunConfig
+    from dlbench.run.loop import Loop
+    from dlbench.run.setup import RunConfig
     from dlbench.timeline import load_spilled
 
     wl = wl_mod.load("hep_cnn", scale="tiny")
