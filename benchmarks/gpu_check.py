@@ -96,7 +96,7 @@ def grad_bucket_check(device: str = "cuda", scale: str = "full", steps: int = 20
 def calibrations(out: Path, device: str = "cuda", scale: str = "full", steps: int = 15,
                  workload: str = "cosmoflow") -> dict:
     from dlbench import workload as W
-    from dlbench.compute.calibrate import calibrate, write_profile
+    from dlbench.calibrate.compute import calibrate, write_profile
 
     prof = {}
     names = ("cosmoflow", "imagenet", "deepcam") if device == "cuda" else ()

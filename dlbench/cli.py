@@ -1213,8 +1213,8 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
 def calibrate(workload_name, scale, batch_size, steps, warmup, device, model, threads, precision, out):
     """Measure the real training-step time (torch) on this machine and write a compute profile YAML
     (use it with --compute-profile FILE, or merge it into the workload file)."""
-    from .compute.calibrate import calibrate as run_calibrate
-    from .compute.calibrate import check_profile_path, default_profile_path, format_profile, write_profile
+    from .calibrate.compute import calibrate as run_calibrate
+    from .calibrate.compute import check_profile_path, default_profile_path, format_profile, write_profile
     from .workload import load
 
     check_counts(("--steps", steps, 1, 100_000), ("--warmup", warmup, 0, 100_000), ("--threads", threads, 1, MAX_THREADS),
@@ -1270,8 +1270,8 @@ def calibrate_storage_cmd(data_dir, local_dir, out, request_bytes, max_threads, 
 
     import yaml
 
+    from .calibrate.storage import calibrate_storage
     from .comm import get_comm
-    from .storage.calibrate import calibrate_storage
     from .system import from_dict
 
     outp = Path(out)

@@ -63,7 +63,7 @@ def _shared_rows(n: int, row_nbytes: int):
     return torch.empty(0, dtype=torch.uint8).set_(storage)[: n * row_nbytes].view(n, row_nbytes)
 
 
-class _StepDataset:
+class StepDataset:
     """Map-style dataset whose index is a whole step (a list of sample ids): one fetch = one batch,
     so IPC is per batch, not per sample."""
 
@@ -151,7 +151,9 @@ def _parent_of(pid: int) -> int:
         return -1
 
 
-def _identity(x):
+def identity_collate(x):
+    """The DataLoader's ``collate_fn``: a fetch of ``StepDataset`` is already one batch (module level, so worker
+    processes can pickle it)."""
     return x
 
 
@@ -192,9 +194,9 @@ class DataLoaderExecutor(Executor):
         pin = options.pin_memory and torch.cuda.is_available()
         ring = options.prefetch_factor + 2
         # a map-style dataset by duck typing (__getitem__/__len__), as DataLoader takes it
-        dataset = cast("Dataset[Any]", _StepDataset(ctx.reader_factory, decode, out_nbytes, max_raw,
+        dataset = cast("Dataset[Any]", StepDataset(ctx.reader_factory, decode, out_nbytes, max_raw,
                                                     plan.local_batch, ring))
-        self.loader: DataLoader[Any] = DataLoader(dataset, sampler=batches, batch_size=None, collate_fn=_identity,
+        self.loader: DataLoader[Any] = DataLoader(dataset, sampler=batches, batch_size=None, collate_fn=identity_collate,
                                                   num_workers=options.num_workers, pin_memory=pin, **kw)
         self.worker_io: dict[int, tuple] = {}  # worker pid -> (rchar, read_bytes, read retries) since it started
         # the workers' intervals are filed in the trainer under thread w+1 (spilling with the trainer's)

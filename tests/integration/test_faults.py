@@ -171,7 +171,7 @@ def test_sigterm_to_simulate_and_calibrate_says_so(tmp_path):
     assert r.returncode == 143, r.stderr
     assert r.stderr.strip() == "dlbench: interrupted by SIGTERM during simulate: nothing written (the model had not " \
                                "finished)", r.stderr
-    patch = ("import dlbench.compute.calibrate as c\n"
+    patch = ("import dlbench.calibrate.compute as c\n"
              "def cal(*a, **k):\n    os.kill(os.getpid(), signal.SIGTERM)\n    raise AssertionError('not stopped')\n"
              "c.calibrate = cal")
     r = _run_patched(tmp_path, patch, ["calibrate", "--workload", "cosmoflow", "--scale", "tiny", "-o",
@@ -184,7 +184,7 @@ def test_sigterm_to_simulate_and_calibrate_says_so(tmp_path):
 @pytest.mark.parametrize("bad", ["unwritable", "under-a-file"])
 def test_calibrate_out_checked_before_measuring(tmp_path, cli, monkeypatch, bad):
     """Regression: `calibrate -o` was checked only after the measurement (41 s). Now before it, one line."""
-    import dlbench.compute.calibrate as c
+    import dlbench.calibrate.compute as c
 
     def measured(*a, **k):
         raise AssertionError("measured before checking -o")

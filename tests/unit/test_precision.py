@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from dlbench import workload as W  # noqa: E402
-from dlbench.compute.calibrate import calibrate  # noqa: E402
+from dlbench.calibrate.compute import calibrate  # noqa: E402
 from dlbench.compute.torch_step import TorchCompute, check_precision  # noqa: E402
 from dlbench.errors import ConfigError  # noqa: E402
 
@@ -82,7 +82,7 @@ def test_calibrate_records_precision_and_names_the_file():
     wl = W.load("ptychonn", scale="tiny")
     prof = calibrate(wl, batch_size=2, steps=2, warmup=0, device="cpu", precision="bf16")
     assert prof["precision"] == "bf16" and prof["memory_format"] == "contiguous"
-    from dlbench.compute.calibrate import default_profile_path
+    from dlbench.calibrate.compute import default_profile_path
 
     assert default_profile_path(prof).name == "ptychonn-tiny-cpu-b2-bf16.compute.yaml"
 

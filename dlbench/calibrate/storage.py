@@ -42,7 +42,7 @@ The mechanisms the model needs beyond bandwidths (issue 19; each optional in a p
 - **loader worker start** ``worker_start_s``: a torch DataLoader with one worker process (fork), the time
   from ``iter()`` to the first sample (skipped without torch).
 - **loader hand-off** ``loader_batch_s`` and ``loader_worker_batch_s``: dlbench's own prefetch dataset
-  (``strategies.prefetch._StepDataset``) over an in-memory reader (no I/O), batches of 8 x ``request_bytes``,
+  (``strategies.prefetch.StepDataset``) over an in-memory reader (no I/O), batches of 8 x ``request_bytes``,
   a 1-worker DataLoader: the trainer's time blocked in ``next()`` per batch while the worker is ahead (a 10 ms
   sleep per step: unpickling the batch, receiving the shared-memory descriptor, mapping it) and the worker's
   extra time per batch (the loader's period per batch with no step, less the same ``__getitem__`` in the
@@ -77,8 +77,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from . import aligned_empty
-from .pagecache import evict
+from ..storage import aligned_empty
+from ..storage.pagecache import evict
 
 MB = 1e6
 LAT_BYTES = 4096
@@ -284,7 +284,7 @@ def _file_write_cost(d: Path, nbytes: int, slice_s: float, batch: int = 16) -> d
     files of 4 KiB and of ``nbytes``: rounds of ``batch`` files of each size stored, kept, then removed (as
     pls keeps a received sample until it sends it on), alternating sizes for ``slice_s`` (at least 5 rounds);
     the mean per file of each size (a run sums them, tail included)."""
-    from .tiers import LocalTier
+    from ..storage.tiers import LocalTier
 
     tier = LocalTier(d, 0, 1 << 62, check_free=False, subdir=f"w{os.getpid()}")
     rows = {}
@@ -418,12 +418,12 @@ def _loader_handoff(repeat: int, nbytes: int, steps: int = 30, step_s: float = 0
     try:
         import torch.utils.data as tud
 
-        from ..strategies.prefetch import _identity, _StepDataset
+        from ..strategies.prefetch import StepDataset, identity_collate
     except ImportError:
         return None
 
     def dataset():
-        return _StepDataset(lambda: _MemReader(nbytes), None, nbytes, nbytes, HANDOFF_BATCH, 4)
+        return StepDataset(lambda: _MemReader(nbytes), None, nbytes, nbytes, HANDOFF_BATCH, 4)
 
     idx = [list(range(HANDOFF_BATCH)) for _ in range(steps + 1)]
     trainer, worker = [], []
@@ -435,7 +435,7 @@ def _loader_handoff(repeat: int, nbytes: int, steps: int = 30, step_s: float = 0
             ds[ids]
         bare = (time.perf_counter() - a) / steps
         for sleep in (True, False):
-            dl = tud.DataLoader(dataset(), sampler=idx, batch_size=None, collate_fn=_identity, num_workers=1,
+            dl = tud.DataLoader(dataset(), sampler=idx, batch_size=None, collate_fn=identity_collate, num_workers=1,
                                 prefetch_factor=2, multiprocessing_context="fork")
             it = iter(dl)
             next(it)                    # the worker has started
@@ -529,9 +529,9 @@ def _exchange_stage_cost(comm, nbytes: int, local_dir, parts: int = 8, steps: in
 
     from ..plan import LOCAL
     from ..plan.plan import EpochPlan, Plan, Transfers
+    from ..storage.tiers import LocalTier
     from ..strategies.stages import EpochView, Exchange, SampleStore, Stores
     from ..timeline import Timeline
-    from .tiers import LocalTier
 
     me, peer = comm.rank, _peer_of_rank0(comm)
     times: list = []
@@ -693,7 +693,7 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
     # --- shared tier: t(γ), latency ---
     agg: dict = {}
     if s3url is not None:   # GETs against the endpoint (the probe's own objects)
-        from .s3 import probe
+        from ..storage.s3 import probe
 
         raw["s3"] = probe(s3url, comm=comm, threads=threads, request_bytes=request_bytes, slice_s=slice_s,
                           repeat=repeat, echo=echo)

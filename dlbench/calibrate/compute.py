@@ -35,7 +35,7 @@ def _check_int(name: str, value, lo: int) -> int:
 
 def synthetic_batch(workload, batch_size: int, fields, seed: int = 0) -> np.ndarray:
     """A (batch_size, row_nbytes) uint8 batch whose arrays hold finite, in-range values."""
-    from .models import split_rows
+    from ..compute.models import split_rows
 
     rng = np.random.default_rng(seed)
     row = fields[-1].offset + fields[-1].nbytes
@@ -57,7 +57,7 @@ def calibrate(workload, batch_size: int | None = None, steps: int = 10, warmup: 
     """Measure the step time of ``workload``'s model; returns the profile mapping (see ``write_profile``)."""
     import torch
 
-    from .torch_step import TorchCompute, device_name
+    from ..compute.torch_step import TorchCompute, device_name
 
     batch_size = _check_int("--batch-size", workload.batch_size if batch_size is None else batch_size, 1)
     steps = _check_int("--steps", steps, 1)
