@@ -201,11 +201,12 @@ def sim_context(*, wl: SimWorkload, nodes: int, ranks_per_node: int, epochs: int
                 profile: SystemProfile, sizes: np.ndarray) -> PlanContext:
     """The planner's view of a simulated run: the ``PlanContext`` a run's ranks give ``Strategy.plan``
     (``RunContext.plan_context``), with the system profile's memory tier as the memory budget."""
-    from ..strategies.base import PlanContext
+    from ..strategies.base import PlanContext, PlanWorkload
 
     W = nodes * ranks_per_node
-    return PlanContext(workload=wl, n_samples=wl.samples, sample_nbytes=np.round(sizes).astype(np.int64),
-                       world_size=W, rank=0, node_map=np.repeat(np.arange(nodes), ranks_per_node), seed=seed,
+    return PlanContext(workload=PlanWorkload(name=wl.name, layout=wl.layout), n_samples=wl.samples,
+                       sample_nbytes=np.round(sizes).astype(np.int64), world_size=W, rank=0,
+                       node_map=np.repeat(np.arange(nodes), ranks_per_node), seed=seed,
                        epochs=epochs, local_batch=wl.local_batch, system=profile,
                        memory_budget_bytes=profile.tier_capacity_bytes("memory"))
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..config import from_mapping, option_flag
 from ..errors import unknown_choice
-from .base import Batch, Executor, PlanContext, RunContext, Semantics, Strategy
+from .base import Batch, Executor, PlanContext, PlanWorkload, RunContext, Semantics, Strategy
 
 _REGISTRY: dict[str, type[Strategy]] = {}
 
@@ -51,5 +51,5 @@ def option_args(name: str, options: dict[str, Any]) -> list[str]:
     return out
 
 
-__all__ = ["Batch", "Executor", "PlanContext", "RunContext", "Semantics", "Strategy", "get", "names", "option_args", "parse_options",
+__all__ = ["Batch", "Executor", "PlanContext", "PlanWorkload", "RunContext", "Semantics", "Strategy", "get", "names", "option_args", "parse_options",
            "register"]

@@ -28,11 +28,10 @@ if TYPE_CHECKING:
     from ..comm import Comm
     from ..data.formats import SampleReader
     from ..data.manifest import Manifest
-    from ..simulate.core import SimWorkload
     from ..storage.counters import CounterSet
     from ..system import SystemProfile
     from ..timeline import Timeline
-    from ..workload import Workload
+    from ..workload import TFRecordSpec, WebDatasetSpec, Workload
 
 
 @dataclass(frozen=True)
@@ -50,13 +49,31 @@ class Semantics:
 
 
 @dataclass(frozen=True)
+class PlanWorkload:
+    """What a planner may know of the workload (``PlanContext.workload``), one typed record built alike by a run
+    (``of_workload``: from the resolved ``Workload``) and by the simulator (from its ``SimWorkload``: a name and
+    a layout, no files)."""
+
+    name: str
+    layout: str | None = None                     # the data layout (None: a simulated workload of any layout)
+    samples_per_file: int | None = None           # None: no files (the simulator's workload)
+    tfrecord: TFRecordSpec | None = None          # the tfrecord read pattern (None: the defaults)
+    webdataset: WebDatasetSpec | None = None      # the webdataset read pattern (None: the defaults)
+
+    @classmethod
+    def of_workload(cls, wl: Workload) -> PlanWorkload:
+        return cls(name=wl.name, layout=wl.layout, samples_per_file=wl.samples_per_file, tfrecord=wl.tfrecord,
+                   webdataset=wl.webdataset)
+
+
+@dataclass(frozen=True)
 class PlanContext:
     """What a planner may look at (``Strategy.plan``), and nothing else: sizes, the world, the seeds, the
     workload's planning facts and the system profile's capacities. Built by the runner
     (``RunContext.plan_context``) and by the simulator (``simulate.core.sim_context``) from the same
     inputs, so ``run`` and ``simulate`` plan alike. Planners are pure: no files, MPI or clocks here."""
 
-    workload: Workload | SimWorkload | None   # layout, tfrecord read pattern, samples per file (None: no dataset)
+    workload: PlanWorkload | None  # layout, tfrecord/webdataset read pattern, samples per file (None: no dataset)
     n_samples: int
     sample_nbytes: np.ndarray      # stored bytes per sample (int64)
     world_size: int
@@ -98,8 +115,12 @@ class RunContext:
     clock: Callable[[], int] = perf_counter_ns   # injectable (a fake clock in tests)
 
     def plan_context(self) -> PlanContext:
-        """The planner's view: exactly ``PlanContext``'s fields, taken from this context."""
-        return PlanContext(**{f.name: getattr(self, f.name) for f in fields(PlanContext)})
+        """The planner's view: exactly ``PlanContext``'s fields, taken from this context (the workload as its
+        ``PlanWorkload``)."""
+        out = {f.name: getattr(self, f.name) for f in fields(PlanContext)}
+        if self.workload is not None:
+            out["workload"] = PlanWorkload.of_workload(self.workload)
+        return PlanContext(**out)
 
 
 @dataclass

@@ -38,7 +38,7 @@ def shared_tier_plan(name: str, ctx: PlanContext, drop_last: bool, meta: dict | 
                                    seed=ctx.seed, drop_last=drop_last, drop_last_batch=drop_last_batch, tier=SHARED,
                                    meta=meta)
 
-    layout = getattr(wl, "layout", None)   # a Workload, or the simulator's SimWorkload (a layout, no dataset)
+    layout = wl.layout if wl is not None else None
     own = getattr(get_format(layout).driver(), "shared_read_plan", None) if layout is not None else None
     if own is not None:   # a format with a read order of its own (tfrecord: tf.data's, or the sampler's, indexed)
         return own(name, ctx, meta=meta, streams=streams, drop_last_batch=drop_last_batch, sampler_order=sampler_order)

@@ -170,7 +170,7 @@ class SurrogateTrain(Strategy):
         cap, src = buffer_bytes(ctx, options)
         # runs of consecutive ids are one request only in one shared HDF5 file: elsewhere the plan says one
         # request per sample, as the executor reads them (the simulator costs what runs)
-        layout = getattr(ctx.workload, "layout", None)    # None: a simulator workload without a layout
+        layout = ctx.workload.layout if ctx.workload is not None else None   # None: any layout (simulated)
         fmt = get_format(layout) if layout is not None else None
         chunking = options.chunking and (fmt is None or fmt.reads_runs)
         plan = surrogatetrain_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,

@@ -83,8 +83,8 @@ def test_the_planner_gets_a_frozen_plan_context(monkeypatch):
 
 def test_run_and_simulate_build_the_same_plan_context():
     """The simulator's context has exactly PlanContext's fields, with the values a run's rank gives (the
-    workload stands for itself: a SimWorkload in simulate)."""
-    from dlbench.strategies import PlanContext
+    workload is one typed record, ``PlanWorkload``, in both: the run's from its Workload, with its files' facts)."""
+    from dlbench.strategies import PlanContext, PlanWorkload
 
     wl = wl_mod.load("cosmoflow", scale="tiny")
     mem = MemoryReader(wl, seed=0)
@@ -96,7 +96,9 @@ def test_run_and_simulate_build_the_same_plan_context():
     for f in dataclasses.fields(PlanContext):
         a, b = getattr(run_ctx, f.name), getattr(sim, f.name)
         if f.name == "workload":
-            assert a.name == b.name and a.layout == b.layout
+            assert type(a) is PlanWorkload and type(b) is PlanWorkload
+            assert (a.name, a.layout) == (b.name, b.layout) == (wl.name, wl.layout)
+            assert a.samples_per_file == wl.samples_per_file and b.samples_per_file is None   # the simulator: no files
         elif isinstance(a, np.ndarray):
             assert np.array_equal(a, b), f.name
         elif f.name == "system":
