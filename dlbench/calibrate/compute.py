@@ -6,14 +6,14 @@ label range). ``warmup`` steps run first and are excluded; the figure is the med
 compute times (forward+loss+backward+optimizer, transfer excluded and reported beside it), with the sample
 standard deviation, min and max.
 
-The profile is a YAML file that ``--compute-profile FILE`` reads back (``load_compute_profile``); its
+The profile is a YAML file that ``--compute-profile FILE`` reads back
+(``compute.profile.load_compute_profile``); its
 ``step_time_s``/``batch_size`` are also what a workload file's ``compute:`` entry takes (see the comment
 written at its top).
 """
 
 from __future__ import annotations
 
-import math
 import platform
 import statistics
 import time
@@ -169,26 +169,6 @@ def write_profile(profile: dict, path: str | Path) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return p
-
-
-def load_compute_profile(path: str | Path) -> tuple[float, int, dict]:
-    """Read a profile written by ``dlbench calibrate``: ``(step_time_s, batch_size, meta)`` where ``meta`` is
-    the whole mapping. One-line ConfigError naming the file and key on anything missing or invalid."""
-    from ..config import load_yaml
-
-    data = load_yaml(path, "compute profile")
-    for key in ("step_time_s", "batch_size"):
-        if key not in data:
-            raise ConfigError(f"compute profile '{path}': missing key '{key}' (write one with dlbench calibrate)")
-    st, b = data["step_time_s"], data["batch_size"]
-    from ..config import MAX_BATCH, MAX_STEP_TIME_S
-
-    if isinstance(st, bool) or not isinstance(st, (int, float)) or not math.isfinite(st) or not 0 <= st <= MAX_STEP_TIME_S:
-        raise ConfigError(f"compute profile '{path}': step_time_s={st!r}: must be a number of seconds from 0 to "
-                          f"{MAX_STEP_TIME_S:g}")
-    if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_BATCH:
-        raise ConfigError(f"compute profile '{path}': batch_size={b!r}: must be an integer from 1 to {MAX_BATCH:,}")
-    return float(st), int(b), data
 
 
 def format_profile(profile: dict) -> str:

@@ -129,7 +129,7 @@ def check_compute_options(cfg: RunConfig, workload_name: str | None = None) -> N
         raise ConfigError(f"--compute-time={cfg.compute_time_s} and --compute-profile={cfg.compute_profile} "
                           f"conflict: both set the sleep step time; pass one of them")
     if cfg.compute_profile and workload_name is not None:
-        from ..calibrate.compute import load_compute_profile
+        from ..compute.profile import load_compute_profile
 
         _t, _b, meta = load_compute_profile(cfg.compute_profile)
         prof_wl = meta.get("workload")
@@ -157,7 +157,7 @@ def sleep_step_time(cfg: RunConfig, workload, local_batch: int) -> tuple[float, 
         t = check_seconds("--compute-time", cfg.compute_time_s)
         return t, f"--compute-time {t:g}", {"kind": "flag"}
     if cfg.compute_profile:
-        from ..calibrate.compute import load_compute_profile
+        from ..compute.profile import load_compute_profile
 
         t, b, meta = load_compute_profile(cfg.compute_profile)
         prec = getattr(cfg, "precision", "fp32")

@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from dlbench import workload as W  # noqa: E402
-from dlbench.calibrate.compute import calibrate, load_compute_profile, write_profile  # noqa: E402
+from dlbench.calibrate.compute import calibrate, write_profile  # noqa: E402
+from dlbench.compute.profile import load_compute_profile  # noqa: E402
 from dlbench.compute.torch_step import TorchCompute, resolve_device  # noqa: E402
 from dlbench.errors import ConfigError  # noqa: E402
 
