@@ -695,7 +695,7 @@ def write_imported(doc: dict, out) -> Path:
         results.remove_run_dir(run_dir)
         if isinstance(e, OSError):   # a full disk: one line, nothing kept
             from .errors import OutputError
-            from .simulate.output import output_error_line
+            from .results import output_error_line
 
             raise OutputError(output_error_line("--out", out, e)) from None
         raise

@@ -293,7 +293,7 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
         return written
     except OSError as e:   # a full disk, a name too long: one line, nothing of this call left behind
         from .errors import OutputError
-        from .simulate.output import output_error_line
+        from .results import output_error_line
 
         for f in written:
             f.unlink(missing_ok=True)

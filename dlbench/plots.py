@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ConfigError, DataError
+from .report import LOADER_PHASES, TRAINER_PHASES, bar_segments, is_simulated
 from .results import find_run_dirs
 from .timeline import PHASES
 
@@ -54,8 +55,6 @@ def phase_color(name: str) -> str:
         i = PHASES.index(name) if name in PHASES else sum(map(ord, name))
         c = _EXTRA_COLORS[i % len(_EXTRA_COLORS)]
     return c
-TRAINER_PHASES = ("compute", "transfer", "barrier", "checkpoint", "stall")
-LOADER_PHASES = ("read", "decode", "exchange", "stage")
 STRATEGY_ORDER = ("lowerbound", "naive", "prefetch", "staging", "local", "pls")
 OPTION_ABBREV = {"exchange_fraction": "Q", "num_workers": "workers", "prefetch_factor": "pf"}
 
@@ -89,10 +88,6 @@ def load_runs(paths: Sequence) -> tuple[list[dict], list[str]]:
 def _err(r: dict) -> str:
     e = r.get("error")
     return (e.get("message") if isinstance(e, dict) else e) or "no summary"
-
-
-def is_simulated(r: dict) -> bool:
-    return bool(r.get("simulated") or (r.get("summary") or {}).get("simulated"))
 
 
 def _options(r: dict) -> dict:
@@ -173,7 +168,7 @@ def _save(fig, out_dir: Path, stem: str) -> list[Path]:
     import os
 
     from .errors import OutputError
-    from .simulate.output import output_error_line
+    from .results import output_error_line
 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -201,28 +196,6 @@ def _save(fig, out_dir: Path, stem: str) -> list[Path]:
 
 
 # ---- bars ------------------------------------------------------------------------------------------
-def bar_segments(run: dict) -> dict:
-    """The numbers behind one run's bars (seconds, mean over ranks, all epochs):
-    ``{"prologue", "trainer": {phase: s}, "other", "loader": {phase: s}, "total", "exposed_io_share"}``.
-    Trainer phases plus ``prologue`` plus ``other`` add up to ``total``."""
-    s = run.get("summary") or {}
-    pt = {p: float((s.get("phase_time_s") or {}).get(p) or 0.0) for p in PHASES}
-    sim = is_simulated(run)
-    if sim:
-        prologue = float((s.get("modelled_breakdown") or {}).get("prologue_s") or 0.0)
-        epochs_total = float(s.get("total_time_s") or 0.0) - prologue
-        loader = {p: (0.0 if p == "stage" else pt[p]) for p in LOADER_PHASES}  # sim's stage = the prologue
-    else:
-        prologue = float(s.get("prologue_time_s") or 0.0)
-        epochs_total = float(sum(x for x in s.get("epoch_time_s") or [] if x is not None))
-        loader = {p: pt[p] for p in LOADER_PHASES}
-    trainer = {p: pt[p] for p in TRAINER_PHASES}
-    other = max(0.0, epochs_total - sum(trainer.values()))
-    return {"prologue": prologue, "trainer": trainer, "other": other, "loader": loader,
-            "total": prologue + max(epochs_total, sum(trainer.values())),
-            "exposed_io_share": s.get("exposed_io_share")}
-
-
 def _overlapping(boxes) -> bool:
     """Whether any two of the (display-space) boxes overlap by more than a pixel."""
     bs = sorted(boxes, key=lambda b: b.x0)

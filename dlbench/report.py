@@ -1,5 +1,5 @@
-"""Tables from result folders only (nothing is run here), and imports of other tools' records:
-TimeLogger CSV (NERSC DL-Parallel-IO) and Darshan logs (PyDarshan)."""
+"""Tables from result folders only (nothing is run here), and the numbers behind ``dlbench plot``'s bars
+(``bar_segments``). Imports of other tools' records (TimeLogger CSV, Darshan logs) are ``dlbench.importers``'."""
 
 from __future__ import annotations
 
@@ -107,6 +107,37 @@ RUN_FIELDS = {
     "config.epochs": _INT, "config.compute_time_s": _NUM, "config.label": _STR, "config.workload_spec": _MAP,
     "config.workload": (lambda v: v is None or isinstance(v, (str, dict)), "a string or a mapping"),
 }
+
+
+# ---- a run's time, as the bars of ``dlbench plot`` and the report's columns show it ----------------------
+TRAINER_PHASES = ("compute", "transfer", "barrier", "checkpoint", "stall")
+LOADER_PHASES = ("read", "decode", "exchange", "stage")
+
+
+def is_simulated(r: dict) -> bool:
+    return bool(r.get("simulated") or (r.get("summary") or {}).get("simulated"))
+
+
+def bar_segments(run: dict) -> dict:
+    """The numbers behind one run's bars (seconds, mean over ranks, all epochs):
+    ``{"prologue", "trainer": {phase: s}, "other", "loader": {phase: s}, "total", "exposed_io_share"}``.
+    Trainer phases plus ``prologue`` plus ``other`` add up to ``total``."""
+    s = run.get("summary") or {}
+    pt = {p: float((s.get("phase_time_s") or {}).get(p) or 0.0) for p in PHASES}
+    sim = is_simulated(run)
+    if sim:
+        prologue = float((s.get("modelled_breakdown") or {}).get("prologue_s") or 0.0)
+        epochs_total = float(s.get("total_time_s") or 0.0) - prologue
+        loader = {p: (0.0 if p == "stage" else pt[p]) for p in LOADER_PHASES}  # sim's stage = the prologue
+    else:
+        prologue = float(s.get("prologue_time_s") or 0.0)
+        epochs_total = float(sum(x for x in s.get("epoch_time_s") or [] if x is not None))
+        loader = {p: pt[p] for p in LOADER_PHASES}
+    trainer = {p: pt[p] for p in TRAINER_PHASES}
+    other = max(0.0, epochs_total - sum(trainer.values()))
+    return {"prologue": prologue, "trainer": trainer, "other": other, "loader": loader,
+            "total": prologue + max(epochs_total, sum(trainer.values())),
+            "exposed_io_share": s.get("exposed_io_share")}
 
 
 def check_run(run: dict) -> dict:
@@ -298,10 +329,8 @@ def render_summary(run: dict) -> str:
 
 def loop_overhead(run: dict) -> tuple:
     """(seconds, share of the epochs' time) of the trainer's time in no recorded phase: the bar chart's
-    ``other (loop overhead)`` segment (``plots.bar_segments``, the one computation); (None, None) without
+    ``other (loop overhead)`` segment (``bar_segments``, the one computation); (None, None) without
     epoch times."""
-    from .plots import bar_segments
-
     s = run.get("summary") or {}
     ep = [x for x in s.get("epoch_time_s") or [] if isinstance(x, (int, float))]
     if not ep or not sum(ep):
@@ -656,10 +685,6 @@ def _latency_label(r: dict) -> str:
         return "-"
     keys = ("read_p50_s", "read_p95_s", "read_p99_s", "read_max_s")
     return f"{r['read_latency_tier']} " + "/".join(f"{r[k] * 1e3:.3g}" for k in keys)
-
-
-# ---- imports of other tools' records: dlbench.importers (re-exported here) ----------------------------
-from .importers import import_darshan, import_timelogger  # noqa: E402,F401
 
 
 def _au_rule(rule) -> str:

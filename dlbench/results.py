@@ -96,6 +96,18 @@ def utc_stamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
+def output_error_line(flag: str, where: Path | str, e: OSError) -> str:
+    """``FLAG PATH: cannot write there: REASON (FILE); nothing was kept`` for an output that failed."""
+    import errno
+
+    why = e.strerror or str(e)
+    what = f" ({e.filename})" if getattr(e, "filename", None) and str(e.filename) != str(where) else ""
+    todo = {errno.ENAMETOOLONG: f"use names of at most 255 bytes per folder in {flag}",
+            errno.ENOSPC: f"free space or pass {flag} elsewhere", errno.EDQUOT: f"free space or pass {flag} elsewhere",
+            errno.EFBIG: f"free space or pass {flag} elsewhere"}.get(e.errno or 0, f"pass {flag} elsewhere")
+    return f"{flag} {where}: cannot write there: {why}{what}; nothing was kept; {todo}"
+
+
 def _out_error(out, e: OSError) -> ConfigError:
     why = e.strerror or str(e)
     if _exists(Path(out)) and not Path(out).is_dir():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..results import output_error_line
 from .core import display_name
 
 
@@ -24,18 +25,6 @@ def write_simulated_run(out: Path | str, *, config: dict, summary: dict) -> Path
             raise OutputError(output_error_line("--out", out, e)) from None
         raise
     return d
-
-
-def output_error_line(flag: str, where: Path | str, e: OSError) -> str:
-    """``FLAG PATH: cannot write there: REASON (FILE); nothing was kept`` for an output that failed."""
-    import errno
-
-    why = e.strerror or str(e)
-    what = f" ({e.filename})" if getattr(e, "filename", None) and str(e.filename) != str(where) else ""
-    todo = {errno.ENAMETOOLONG: f"use names of at most 255 bytes per folder in {flag}",
-            errno.ENOSPC: f"free space or pass {flag} elsewhere", errno.EDQUOT: f"free space or pass {flag} elsewhere",
-            errno.EFBIG: f"free space or pass {flag} elsewhere"}.get(e.errno or 0, f"pass {flag} elsewhere")
-    return f"{flag} {where}: cannot write there: {why}{what}; nothing was kept; {todo}"
 
 
 def compare_table(run_dirs: list[Path], fmt: str = "table", reference_s: dict | None = None) -> str:

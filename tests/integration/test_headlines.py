@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from runs_helper import run_dir_of
 
-from dlbench import metrics, plots
+from dlbench import metrics, plots, report
 from dlbench.report import compare_rows, render_summary
 from dlbench.results import read_run
 
@@ -78,12 +78,12 @@ def test_plotted_figures_equal_the_summary_for_every_strategy(tiny, tmp_path, cl
     staged = 0
     for r, lab in zip(runs, labs):
         s = r["summary"]
-        p = pts[(lab, plots.is_simulated(r))][s["ranks"]]
+        p = pts[(lab, report.is_simulated(r))][s["ranks"]]
         assert p["n"] == 1, lab
         assert p["samples_per_s"] == pytest.approx(s["samples_per_s"], rel=1e-12), (lab, s["ranks"])
         assert p["exposed_io_share"] == pytest.approx(s["exposed_io_share"], rel=1e-12, abs=1e-15), lab
         assert p["epoch_time_s"] == pytest.approx(sum(s["epoch_time_s"]) / len(s["epoch_time_s"]))
-        staged += bool(plots.is_simulated(r) and s["prologue_time_s"] > 0)
+        staged += bool(report.is_simulated(r) and s["prologue_time_s"] > 0)
     assert staged >= 4   # simulated strategies with staging before epoch 0: where the old correction struck
     files = plots.make_plots([root], tmp_path / "fig", kinds=["scaling"])
     assert [f.name for f in files] == ["scaling-ranks.png", "scaling-ranks.svg"]
@@ -169,7 +169,7 @@ def test_deeply_nested_run_json_is_one_line(tmp_path, cli, command):
 def test_phase_table_has_the_loop_overhead_row(tiny, tmp_path, cli):
     """Regression: the bar chart showed 'other (loop overhead)', the text phase table did not."""
     run = read_run(_run(cli, tiny, tmp_path / "res"))
-    seg = plots.bar_segments(run)
+    seg = report.bar_segments(run)
     row = [ln for ln in render_summary(run).splitlines() if ln.startswith("other (loop overhead)")]
     assert len(row) == 1
     assert float(row[0].split()[3]) == pytest.approx(seg["other"], abs=5e-4)

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from dlbench import plots
+from dlbench import plots, report
 from dlbench.errors import ConfigError, DataError
 from dlbench.metrics import summarize
 from dlbench.results import find_run_dirs, new_run_dir, read_run, write_run
@@ -88,7 +88,7 @@ def test_bars_timeline_png_and_svg(tmp_path):
 
 def test_bar_segments_add_up_to_the_run_time(tmp_path):
     r = read_run(_run(tmp_path, "naive"))
-    sg = plots.bar_segments(r)
+    sg = report.bar_segments(r)
     s = r["summary"]
     assert sg["trainer"]["stall"] == pytest.approx(s["phase_time_s"]["stall"])
     assert sg["prologue"] + sum(sg["trainer"].values()) + sg["other"] == pytest.approx(sg["total"])
@@ -100,7 +100,7 @@ def test_bar_segments_add_up_to_the_run_time(tmp_path):
 
 def test_bar_segments_simulated_prologue_not_counted_twice(tmp_path):
     r = read_run(_sim(tmp_path, "staging", 2, 2.0, 0.25, 100.0))
-    sg = plots.bar_segments(r)
+    sg = report.bar_segments(r)
     assert sg["prologue"] == 0.5 and sg["loader"]["stage"] == 0.0
     assert sg["total"] == pytest.approx(2.5)
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dlbench.importers import import_timelogger
 from dlbench.metrics import per_epoch_table, summarize
-from dlbench.report import compare, import_timelogger, render_summary
+from dlbench.report import compare, render_summary
 from dlbench.results import TIMELOGGER_COLUMNS, new_run_dir, read_intervals, read_run, write_run
 from dlbench.timeline import PHASE_ID, Timeline
 
@@ -161,7 +162,7 @@ def test_import_darshan_ior_example():
         path = log_utils.get_log_path("ior_hdf5_example.darshan")
     except Exception as exc:  # noqa: BLE001 - log not shipped with this PyDarshan
         pytest.skip(f"example log unavailable: {exc}")
-    from dlbench.report import import_darshan
+    from dlbench.importers import import_darshan
     d = import_darshan(path)
     assert "POSIX" in d["modules"] and d["job"]["nprocs"] == 4
     p = d["posix"]
