@@ -32,6 +32,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -195,11 +196,11 @@ def remove_run_dir(run_dir) -> None:
 # ---- environment ---------------------------------------------------------------------------------
 def _git(repo: Path) -> dict:
     try:
-        kw = dict(cwd=repo, capture_output=True, text=True, timeout=5)
-        r = subprocess.run(["git", "rev-parse", "HEAD"], **kw)
+        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=5)
         if r.returncode != 0:
             return {"commit": None, "dirty": None}
-        d = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], **kw)
+        d = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True,
+                           text=True, timeout=5)
         return {"commit": r.stdout.strip(), "dirty": bool(d.stdout.strip()) if d.returncode == 0 else None}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
@@ -207,7 +208,7 @@ def _git(repo: Path) -> dict:
 
 def environment() -> dict:
     """Host, Python, package versions (from metadata: nothing heavy is imported), git commit + dirty."""
-    versions = {}
+    versions: dict[str, str | None] = {}
     for p in PACKAGES:
         try:
             versions[p] = importlib.metadata.version(p)
@@ -333,7 +334,7 @@ class SpilledIntervals:
 
 
 def write_intervals(path: Path, intervals: list[dict]) -> None:
-    arrs = {}
+    arrs: dict[str, Any] = {}
     for a in intervals:
         r = int(a.get("rank", 0))
         for k, v in a.items():
@@ -584,9 +585,11 @@ def read_run(run_dir) -> dict:
         doc = json.loads(text)
     except RecursionError:
         raise DataError(f"{f}: not a dlbench run.json (nested too deep to read: damaged or foreign)") from None
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise DataError(f"{f}: not valid JSON ({e.msg}, line {e.lineno} column {e.colno}): truncated or "
                         f"corrupt") from None
+    except ValueError as e:   # valid JSON Python will not read (an integer of over 4,300 digits)
+        raise DataError(f"{f}: not a dlbench run.json ({e})") from None
     got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
     if not isinstance(doc, dict) or not (isinstance(got, str) and got.startswith("dlbench.run/")):
         raise DataError(f"{f}: not a dlbench run (schema {got!r}, expected {SCHEMA!r})")

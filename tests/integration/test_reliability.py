@@ -99,6 +99,7 @@ def test_results_write_failure_leaves_no_temp_file(tmp_path, monkeypatch):
     (None, "no run.json"),
     (b"", "empty"),
     (b'{"schema": "dlbench.run/1", "summ', "not valid JSON"),
+    (b'{"schema": "dlbench.run/2", "x": ' + b"9" * 5000 + b"}", "integer string conversion"),  # was AttributeError
     (bytes(range(256)) * 4, "binary content"),
     (b"[1, 2]", "not a dlbench run"),
     (b'{"schema": "other/1"}', "schema 'other/1'"),
