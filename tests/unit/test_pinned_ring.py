@@ -8,6 +8,7 @@ a buffer refilled before its copy completed shows up as a batch whose copied row
 ``StepPipeline`` run on CPU; the CUDA test (marker gpu) skips without a GPU."""
 
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -111,8 +112,6 @@ class IdReader:
 
 
 def _ctx(samples, batch):
-    from types import SimpleNamespace
-
     from dlbench.comm import SerialComm
     from dlbench.data.registry import get_format
     from dlbench.strategies import RunContext
@@ -337,3 +336,70 @@ def test_cuda_loader_threads_batches_cross_from_the_pinned_ring(cli, tmp_path, m
     comp = json.loads(next(out.rglob("run.json")).read_text())["summary"]["compute"]
     src = comp["h2d_sources"]
     assert src["staged"] == 0 and src["pinned"] == src["held"] > 0, src
+
+
+class PinnedCompute:
+    """A compute object with the torch compute's hand-off (``host_allocator``, ``step(..., hold=)``, ``drain``)
+    whose device is the fake above: the run loop's wiring, end to end on CPU."""
+
+    def __init__(self):
+        self.alloc = _Alloc()
+        self.pipe = StepPipeline(DMABackend(), slots=3)
+        self.holds = 0
+
+    def host_allocator(self):
+        return self.alloc
+
+    def step(self, rows, ids, n, timeline, epoch, step, hold=None):
+        self.holds += hold is not None
+        rows = rows[:n]
+        want = (np.asarray(ids) % 251).astype(np.uint8)
+
+        def copy_convert(src):
+            self.pipe.b.pending = (rows, want)
+            return src
+
+        self.pipe.step(pinned_source=True, fill=None, source=rows, copy_convert=copy_convert,
+                       compute=lambda x: None, epoch=epoch, step=step, nbytes=rows.nbytes, hold=hold)
+        self.pipe.collect()
+
+    def drain(self, timeline=None):
+        self.pipe.drain()
+
+    def close(self):
+        self.pipe.drain()
+
+
+class _IdFirstByte:
+    """The workload's in-memory reader, with each sample's first byte set to its id (mod 251)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def read_into(self, i, out):
+        n = self.inner.read_into(i, out)
+        out[0] = i % 251
+        return n
+
+
+@pytest.mark.parametrize("strategy,options", [("naive", {}), ("clairvoyant", {"loader_threads": 4})])
+def test_run_loop_allocates_the_ring_from_the_compute_and_passes_the_hold(strategy, options):
+    from dlbench import workload as wl_mod
+    from dlbench.comm import SerialComm
+    from dlbench.data.formats import MemoryReader
+    from dlbench.runner import Loop, RunConfig
+    from dlbench.timeline import Timeline
+
+    wl = wl_mod.load("cosmoflow", scale="tiny")
+    mem = MemoryReader(wl, seed=0)
+    cfg = RunConfig(workload="cosmoflow", strategy=strategy, epochs=2, batch_size=4, options=options)
+    loop = Loop(cfg, SerialComm(), wl, mem, None, reader_factory=lambda: _IdFirstByte(mem))
+    comp = PinnedCompute()
+    out = loop.run(Timeline(1 << 14, 0), compute=comp)
+    steps = sum(loop.plan.epoch(e).steps for e in range(2))
+    assert comp.alloc.calls == 1 and out["delivered_samples"] == 2 * mem.samples
+    assert comp.holds == steps and comp.pipe.b.copies == steps     # every copy read its own batch
+    assert comp.pipe.sources == {"pinned": steps, "staged": 0, "held": steps}
