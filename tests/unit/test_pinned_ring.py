@@ -310,6 +310,28 @@ def test_cpu_compute_offers_no_pinned_memory():
         tc.close()
 
 
+def test_padded_rows_cross_as_one_span_and_convert_like_contiguous_rows():
+    """A pinned ring's rows are page-aligned (padded): the step copies the span from the first row to the last
+    and views it as rows again after the copy; the inputs equal those of the same rows stored contiguously."""
+    torch = pytest.importorskip("torch")
+    from dlbench import workload as W
+    from dlbench.compute.torch_step import TorchCompute
+    from dlbench.storage import flat_span
+
+    wl = W.load("hep_cnn", scale="tiny")
+    tc = TorchCompute(wl, 3, device="cpu", overlap="on")
+    padded = aligned_rows(3, tc.row_nbytes)
+    assert not padded.flags.c_contiguous
+    padded[:] = np.random.default_rng(0).integers(0, 256, padded.shape, dtype=np.uint8)
+    ids = np.arange(3)
+    xs, ys = tc._copy_convert(torch.from_numpy(flat_span(padded)), ids, 3, (padded.shape[1], padded.strides[0]))
+    xc, yc = tc._copy_convert(torch.from_numpy(np.ascontiguousarray(padded)), ids, 3)
+    assert torch.equal(xs, xc)
+    for a, b in zip(ys if isinstance(ys, tuple) else (ys,), yc if isinstance(yc, tuple) else (yc,)):
+        assert torch.equal(a, b)
+    tc.close()
+
+
 # ----- CUDA ---------------------------------------------------------------------------------------------------
 
 def _cuda():
@@ -318,6 +340,34 @@ def _cuda():
     except ImportError:
         return False
     return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs CUDA")
+def test_cuda_step_from_the_pinned_ring_trains_like_the_synchronous_step():
+    """Batches in the compute's own pinned allocation (padded, page-aligned rows), copied from there with the
+    hold, train exactly as the synchronous step on the same bytes; every hold is settled by the ring."""
+    from dlbench import workload as W
+    from dlbench.compute.torch_step import TorchCompute
+
+    wl = W.load("cosmoflow", scale="tiny")
+    on = TorchCompute(wl, 4, device="cuda", seed=1, overlap="on")
+    off = TorchCompute(wl, 4, device="cuda", seed=1, overlap="off")
+    on.keep_losses = off.keep_losses = True
+    ring = Ring(2, 4, on.row_nbytes, alloc=on.host_allocator())
+    assert ring.pinned
+    rng = np.random.default_rng(3)
+    for s in range(5):
+        ring.settle(s)                                       # the loader's part: the buffer is free
+        ring[s][:] = rng.integers(0, 256, ring[s].shape, dtype=np.uint8)
+        off.step(np.ascontiguousarray(ring[s]), np.arange(4), 4, None, 0, s)
+        on.step(ring[s], np.arange(4), 4, None, 0, s, hold=lambda done, s=s: ring.hold(s, done))
+    on.drain()
+    ring.settle_all()
+    assert on.describe()["h2d_sources"] == {"pinned": 5, "staged": 0, "held": 5}
+    np.testing.assert_allclose(on.losses, off.losses, rtol=1e-3)
+    on.close()
+    off.close()
 
 
 @pytest.mark.gpu
