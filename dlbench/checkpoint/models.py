@@ -176,20 +176,30 @@ def _part_shape(m: Model, part: str) -> tuple[tuple[int, ...], int]:
             }.get(part, ((h,), 0))
 
 
+def _scaled_dim(d: int, f: float) -> int:
+    """``d * f`` rounded down to 3 significant bits (4-7 x a power of two, at least 1): the same for every
+    sharding of a tensor, and divisible by the power-of-two splits of TP and ZeRO."""
+    x = max(1, int(d * f))
+    e = max(0, x.bit_length() - 3)
+    return (x >> e) << e
+
+
 def slice_shape(m: Model, part: str, tp_n: int, shard: int) -> tuple[int, ...]:
     """The real shape of one rank's slice of ``part``: the TP shard of the weight (its TP dimension / TP),
-    then the ZeRO-3 shard of that (dimension 0 / DP); ``--scale`` multiplies each of its d dimensions by
-    scale ** (1/d) (at least 1). () where TP or ZeRO-3 does not divide a dimension evenly: DLIO's
-    floor-divided element count is kept and the tensor is saved flat."""
+    then the ZeRO-3 shard of that (dimension 0 / DP). ``--scale`` scales a 2-D weight's whole shape first
+    (each dimension by sqrt(scale), ``_scaled_dim``), then splits it, so every sharding of it (a resharded
+    restore's too) covers the same elements; a 1-D norm's slice is scaled by scale. () where TP or ZeRO-3 does
+    not divide a dimension evenly: DLIO's floor-divided element count (scaled) is kept, the tensor saved flat."""
     shape, split = _part_shape(m, part)
     dims = list(shape)
+    if m.scale != 1.0 and len(dims) == 2:
+        dims = [_scaled_dim(d, math.sqrt(m.scale)) for d in dims]
     if dims[split] % tp_n or (dims[0] // (tp_n if split == 0 else 1)) % shard:
         return ()
     dims[split] //= tp_n
     dims[0] //= shard
-    if m.scale != 1.0:     # every dimension by scale ** (1 / ndim): the element count shrinks by about scale
-        f = m.scale ** (1.0 / len(dims))
-        dims = [max(1, int(d * f)) for d in dims]
+    if m.scale != 1.0 and len(dims) == 1:
+        dims = [max(1, int(dims[0] * m.scale))]
     return tuple(dims)
 
 

@@ -222,7 +222,13 @@ def test_dcp_saves_tensors_of_their_real_shapes_and_reshards_by_key(tmp_path):
     s2 = engine.Saver(SerialComm(), m, 1, "dcp", tmp_path)
     rec = engine.dcp_reshard_restore(s2, tmp_path / "ckpt_0000", [1], engine.needs(new, 0), cold=False)
     assert rec["keys"] > 0 and rec["bytes"] > 0 and rec["missing_bytes"] > 0   # rank 0's halves were not written
-    # scaled: each of the 2 dimensions by scale ** 0.5, so the count shrinks by about scale
-    ms = get_model("llama3-8b", dp=2, scale=1e-4)
+    # scaled: the whole [hidden, ffn] by sqrt(scale) per dimension (3 significant bits), then split: every
+    # sharding covers the same elements, so a resharded restore (ZeRO-3 DP 2 -> TP 2) misses nothing
+    ms = get_model("llama3-8b", dp=2, scale=1e-3)
     (t,) = [t for t in engine.needs(ms, 1) if t.name == "1.mlp_4h_to_h"]
-    assert t.shape == (int(4096 // 2 * 1e-2), int(14336 * 1e-2)) and t.count == math.prod(t.shape)
+    assert t.shape == (128 // 2, 448) and t.count == math.prod(t.shape)        # 4096 -> 129 -> 128, 14336 -> 448
+    mt = get_model("llama3-8b", tp=2, dp=1, scale=1e-3)
+    (u,) = [u for u in engine.needs(mt, 1) if u.name == "1.mlp_4h_to_h"]
+    assert u.shape == (128, 448 // 2)
+    place = engine.placement(ms, [0, 1], "shards", tmp_path)
+    assert engine.read_plan(place, engine.needs(mt, 0) + engine.needs(mt, 1)).missing == 0
