@@ -1056,12 +1056,15 @@ _STUDY_SETS = ("system", "workload", "scale", "samples", "nodes", "ranks_per_nod
 @click.option("--checkpoint-every", type=int, default=0, show_default=True,
               help="cost `run --checkpoint-every N`'s checkpoints (the workload's model size, rank 0 writes) against "
                    "the profile's write side (calibration.shared_write): the `checkpoint` phase (0: none)")
+@click.option("--checkpoint-first", type=int, default=0, show_default=True,
+              help="with --checkpoint-every: the global step of the first checkpoint (0: N; a DLIO config's "
+                   "checkpoint_after_epoch x steps per epoch)")
 @click.option("--write-curve", default=None, metavar="CLIENTS:GB_PER_S,...",
               help="with --checkpoint-every: the shared file system's aggregate write bandwidth by writing nodes "
                    "[default: the calibration's measured rate, flat beyond its nodes]")
 def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strategies, epochs, local_batch,
                  accelerator, compute_time, loader_threads, seed, pls_q, options, serial_write, rules, study, out,
-                 fmt, checkpoint_every=0, write_curve=None):
+                 fmt, checkpoint_every=0, checkpoint_first=0, write_curve=None):
     """Cost strategies' plans with the HDMLP/NoPFS performance model (no I/O): exactly the plans `dlbench run`
     builds (Strategy.plan), one results folder per row (summary.simulated = true) and a comparison table."""
     from .config import to_dict
@@ -1152,7 +1155,7 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
 
     check_size(wl, nodes, ranks_per_node, prologue=prologue_rows(names, wl, nodes, ranks_per_node, opt_map))
     ckpt = _simulated_checkpoints(checkpoint_every, write_curve, study, workload, scale, samples, profile, nodes,
-                                  ranks_per_node)
+                                  ranks_per_node, checkpoint_first)
     dirs = []
     results = {}
     na: dict = {}
@@ -1200,14 +1203,17 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
 
 
 
-def _simulated_checkpoints(every, write_curve, study, workload, scale, samples, profile, nodes, ranks_per_node):
+def _simulated_checkpoints(every, write_curve, study, workload, scale, samples, profile, nodes, ranks_per_node,
+                           first=0):
     """simulate --checkpoint-every: steps per epoch -> the run's checkpoint schedule costed
     (``simulate.checkpoint.run_schedule``), or None."""
     if write_curve is not None and not every:
         raise ConfigError(f"--write-curve={write_curve}: only with --checkpoint-every N (N > 0)")
+    if first and not every:
+        raise ConfigError(f"--checkpoint-first={first}: only with --checkpoint-every N (N > 0)")
     if not every:
         return None
-    check_counts(("--checkpoint-every", every, 1, 2**62))
+    check_counts(("--checkpoint-every", every, 1, 2**62), ("--checkpoint-first", first, 0, 2**62))
     if study:
         raise ConfigError(f"--checkpoint-every={every}: not with --study (pass --system/--workload/--nodes)")
     from .run.checkpoint import checkpoint_nbytes
@@ -1220,7 +1226,7 @@ def _simulated_checkpoints(every, write_curve, study, workload, scale, samples, 
 
     def cost(steps_per_epoch):
         return run_schedule(per_rank, files, nodes=nodes, ranks_per_node=ranks_per_node,
-                            steps_per_epoch=steps_per_epoch, every=every, first=0, curve=curve, link_gbps=link,
+                            steps_per_epoch=steps_per_epoch, every=every, first=first, curve=curve, link_gbps=link,
                             file_s=file_s, what=what)
 
     return cost

@@ -55,6 +55,9 @@ def test_run_and_simulate_agree_on_checkpoint_count_and_bytes(tiny, tmp_path, cl
     base = _simulate(cli, prof, tmp_path / "sim0")
     assert "checkpoint_schedule" not in base and base["phase_time_s"]["checkpoint"] == 0
     assert abs(sim["total_time_s"] - base["total_time_s"] - 2 * one) < 1e-6     # in the epoch's time
+    # DLIO's checkpoint_after_epoch: the first checkpoint at a later step, then every N
+    late = _simulate(cli, prof, tmp_path / "sim4", "--checkpoint-every", "2", "--checkpoint-first", "5")
+    assert late["checkpoint_schedule"]["steps"] == [5, 7]
     # a file system's curve instead: 2 GB/s aggregate, the node's 0.19 GB/s link still binds; 0.1 GB/s binds
     sim3 = _simulate(cli, prof, tmp_path / "sim3", "--checkpoint-every", "3", "--write-curve", "1:0.1")
     assert abs(sim3["checkpoint_schedule"]["durable_s"] - (12 * 5_597_604 / 0.1e9 + 0.004)) < 1e-9
