@@ -107,6 +107,17 @@ class WebDatasetSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TokensSpec:
+    sample_index: str = opt("stored", help="stored (a sample is one stored sequence, as DLIO reads it) or megatron "
+                                           "(Megatron-LM GPTDataset's document, sample and shuffle indices: a "
+                                           "sample is seq_length + 1 tokens cut across shuffled documents, "
+                                           "dlbench.data.gpt_index)", choices=("stored", "megatron"))
+    seq_length: int | None = opt(None, help="megatron: tokens per sample - 1 (default: the stored sequence's "
+                                            "tokens - 1, the only value whose samples have the stored bytes)",
+                                 min=1)
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepTime:
     step_time_s: float = opt(help="seconds per training step", unit="s", min=0, max=MAX_STEP_TIME_S)
     batch_size: int = opt(help="local batch size the step time was measured at", min=1, max=MAX_BATCH)
@@ -156,6 +167,7 @@ class WorkloadSpec:
     jpeg: JpegSpec | None = opt(None, help="JPEG settings (jpeg_folders)")
     tfrecord: TFRecordSpec | None = opt(None, help="TFRecord read pattern (layout tfrecord)")
     webdataset: WebDatasetSpec | None = opt(None, help="webdataset read pattern (layout webdataset)")
+    tokens: TokensSpec | None = opt(None, help="token read pattern (layouts mmap_indexed_binary, indexed_binary)")
     compute: dict[str, StepTime] = opt(factory=dict, help="published step time per accelerator")
     measured: tuple[MeasuredStepTime, ...] = opt((), help="step times measured with dlbench calibrate, used "
                                                         "where no published figure exists")
@@ -193,6 +205,7 @@ class Workload:
     record_size: SizeDistribution | None = None
     tfrecord: TFRecordSpec | None = None
     webdataset: WebDatasetSpec | None = None
+    tokens: TokensSpec | None = None
 
     @property
     def format(self):
@@ -382,6 +395,9 @@ def _check_spec(spec: WorkloadSpec, where: str) -> None:
     if getattr(spec, "webdataset", None) is not None and spec.layout != "webdataset":
         raise ConfigError(f"workload {spec.name} ({where}): a 'webdataset' section needs layout: webdataset (the "
                           f"layout is {spec.layout})")
+    if getattr(spec, "tokens", None) is not None and spec.layout not in ("mmap_indexed_binary", "indexed_binary"):
+        raise ConfigError(f"workload {spec.name} ({where}): a 'tokens' section needs layout: mmap_indexed_binary or "
+                          f"indexed_binary (the layout is {spec.layout})")
     _check_record_size(spec, where)
     check = getattr(drv, "check_spec", None)   # the format module's own checks
     if check is not None:
@@ -482,7 +498,7 @@ def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None
                     scale=chosen if samples is None else f"{chosen}+samples", spec_path=spec_path,
                     measured=tuple(spec.measured), au_threshold=spec.au_threshold,
                     au_threshold_source=spec.au_threshold_source, record_size=record_size,
-                    tfrecord=spec.tfrecord, webdataset=spec.webdataset)
+                    tfrecord=spec.tfrecord, webdataset=spec.webdataset, tokens=spec.tokens)
 
 
 def tfrecord_options(workload) -> TFRecordSpec:

@@ -25,7 +25,8 @@ class Verifier:
         from ..data.content import expected_row
 
         self.workload, self.seed, self.ctx = workload, seed, ctx
-        self.expected_row = expected_row
+        # a format whose read sample is not a stored row (fmt_indexed's Megatron sample index) says what it reads
+        self.expected_row = getattr(workload.format.driver(), "expected_read_row", None) or expected_row
         self.count = 0
         self.decode = workload.format.decoder(workload)   # the format's decode step, or None
         if self.decode is not None:

@@ -17,6 +17,8 @@ from . import fastevents
 from .model import Costing, Model
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..strategies.base import PlanContext
 
 MODEL_OPTIONS = {
@@ -301,11 +303,13 @@ def _noting_transfers(plan: Plan, sizes: np.ndarray) -> tuple[Plan, dict[int, fl
 
 def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict | None = None,
               plan: Plan | None = None, sizes: np.ndarray | None = None,
-              transfer_bytes: dict[int, float] | None = None) -> dict:
+              transfer_bytes: dict[int, float] | None = None, checkpoint: dict | None = None) -> dict:
     """run.json's summary for a modelled run (``simulated: true``): the same function and the same
     definitions as a measured run's (``metrics.summary_from_arrays``, ``metrics.GLOSSARY``), fed with the
     model's per-rank phase times, plus the modelled breakdown (PFS, peer, local, compute, stall).
-    ``transfer_bytes``: epoch -> background-transfer bytes already noted while costing (``simulate``)."""
+    ``transfer_bytes``: epoch -> background-transfer bytes already noted while costing (``simulate``).
+    ``checkpoint``: the run's checkpoint schedule costed (``simulate.checkpoint.run_schedule``): its time is
+    every rank's ``checkpoint`` phase and is added to the epochs it falls in (``checkpoint_schedule``)."""
     from ..metrics import summary_from_arrays
 
     W = c.ranks
@@ -317,6 +321,9 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
     P = {p: np.asarray(phases.get(p, z), dtype=np.float64) for p in PHASES}
     # every rank's epoch ends at the step barrier in the model: T[r, e] = the epoch's time
     T = np.broadcast_to(np.asarray(c.epoch_time_s, dtype=np.float64), (W, c.epochs))
+    if checkpoint is not None:     # a sync save: every rank waits until the checkpoint is durable
+        T = T + np.asarray(checkpoint["per_epoch_s"], dtype=np.float64)[None, :]
+        P["checkpoint"] = np.full(W, float(checkpoint["time_s"]))
     pro_phase = {p: np.full(W, float(c.prologue_s) if p == "stage" else 0.0) for p in PHASES}
     requests = None
     if c.shared_requests is not None:   # counted by the costing (the thesis-rule engine), no second pass
@@ -351,6 +358,8 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
     }
     out["system"] = profile.name
     out["model_notes"] = list(c.notes)
+    if checkpoint is not None:
+        out["checkpoint_schedule"] = checkpoint
     if profile.pfs is not None and profile.pfs.kind == "object_store":   # S3: the requests and their cost
         from ..storage.s3 import modelled_block
 
@@ -363,7 +372,8 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
 def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int, ranks_per_node: int = 1,
              epochs: int = 1, seed: int = 0, pls_q: float | None = None, write_overlap: bool | None = None,
              options: dict | None = None, loader_threads: int | None = None,
-             rules=None, na_rows: bool = False, sizes: np.ndarray | None = None) -> dict[str, dict]:
+             rules=None, na_rows: bool = False, sizes: np.ndarray | None = None,
+             checkpoint: Callable[[list[int]], dict] | None = None) -> dict[str, dict]:
     """Cost each strategy's plan (``Strategy.plan``); returns {strategy: summary}. ``strategies``: names,
     or (label, strategy, options[, model]) rows (the result is keyed by label; ``model``: per-row model
     options, ``MODEL_OPTIONS``). ``options``: {strategy: {option: value}} as ``dlbench run`` takes them;
@@ -372,7 +382,8 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
     ``ModelRules``; default: the profile's ``rules``). ``na_rows``: a row whose plan a capacity rule refuses
     is ``{"not_applicable": reason, ...}`` and the other rows are costed (published tables have N/A rows);
     otherwise its CapacityError propagates. ``sizes``: the bytes of every sample (a dataset's manifest) instead
-    of draws from ``wl``'s size distribution."""
+    of draws from ``wl``'s size distribution. ``checkpoint``: steps per epoch -> the run's checkpoint schedule
+    costed (``simulate.checkpoint.run_schedule``; ``dlbench simulate --checkpoint-every``)."""
     if nodes < 1 or ranks_per_node < 1 or epochs < 1:
         raise ConfigError(f"nodes={nodes}, ranks_per_node={ranks_per_node}, epochs={epochs}: each must be >= 1")
     if sizes is None:
@@ -428,7 +439,9 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
                        tier_fill=bool(mo.get("fill_by_tier_threads", False)),
                        worker_restart=restarts, loader_handoff=handoff)
         c.strategy = name
+        ck = checkpoint([plan.epoch(e).steps for e in range(plan.epochs)]) if checkpoint is not None else None
         out[label] = summarize(c, workload=wl.name, profile=profile, plan=plan, sizes=sizes, transfer_bytes=noted,
+                               checkpoint=ck,
                                extra={"label": label, "plan_order": plan.meta.get("order", ""),
                                       "plan_pipeline": plan.pipeline, "plan_loader_threads_per_rank": threads,
                                       "options": o or {}, "model_options": mo,
