@@ -275,7 +275,7 @@ def show(workload_name, scale, samples):
     for w in resolved:
         click.echo(f"  [{w.scale}] {w.samples:,} samples, {w.files:,} files, "
                    f"{_human_bytes(w.sample_nbytes)} per sample ({w.sample_nbytes:,} B"
-                   f"{' mean' if hasattr(w.format.driver(), 'mean_sample_nbytes') or w.record_size else ''}), dataset "
+                   f"{' mean' if w.format.driver().size_distribution(w) or w.record_size else ''}), dataset "
                    f"{_human_bytes(w.dataset_nbytes)}, local batch {w.batch_size}"
                    + (f", {w.samples_per_file} samples per file" if w.format.samples_per_file == "block" else "")
                    + (f", {w.classes} classes" if w.classes else ""))

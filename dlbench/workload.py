@@ -216,22 +216,14 @@ class Workload:
     def sample_nbytes(self) -> int:
         """Bytes of one sample as stored (HDF5 arrays), or the format's mean (``mean_sample_nbytes``: JPEG's
         mean file size)."""
-        own = getattr(self.format.driver(), "mean_sample_nbytes", None)
-        if own is not None:
-            return int(own(self))
-        if self.record_size is not None:  # the data array's mean size (per-file sizes: the manifest)
-            return sum(int(self.record_size.mean_bytes) if a.role == "data" else a.nbytes for a in self.arrays)
-        return sum(a.nbytes for a in self.arrays)
+        # default: the arrays' sum; with a record_size, the data array's mean size (per-file sizes: the manifest)
+        return int(self.format.driver().mean_sample_nbytes(self))
 
     @property
     def decoded_nbytes(self) -> int:
         """Bytes of the largest decoded row (buffers are sized by it; the format's ``decoded_row_nbytes``)."""
-        own = getattr(self.format.driver(), "decoded_row_nbytes", None)
-        if own is not None:
-            return int(own(self))
-        if self.record_size is not None and self.format.decodes:   # tfrecord: room for the largest image
-            return sum(int(self.record_size.max_bytes) if a.role == "data" else a.nbytes for a in self.arrays)
-        return self.sample_nbytes
+        # default: sample_nbytes; a decoding format with a record_size (tfrecord): room for the largest image
+        return int(self.format.driver().decoded_row_nbytes(self))
 
     @property
     def files(self) -> int:
@@ -374,13 +366,13 @@ def _section_owner(section: str) -> str:
     """The layout whose format module owns the workload section ``section`` (its ``SECTION``)."""
     from .data.registry import FORMATS
 
-    return next((n for n, f in FORMATS.items() if getattr(f.driver(), "SECTION", None) == section), "")
+    return next((n for n, f in FORMATS.items() if f.driver().SECTION == section), "")
 
 
 def _check_spec(spec: WorkloadSpec, where: str) -> None:
     _check_name(spec.name, where)
     drv = get_format(spec.layout).driver()
-    if getattr(drv, "HAS_ARRAYS", True):   # jpeg_folders: a sample is one file's bytes (its check_spec)
+    if drv.HAS_ARRAYS:   # jpeg_folders: a sample is one file's bytes (its check_spec)
         if not spec.arrays:
             raise ConfigError(f"workload {spec.name} ({where}): layout {spec.layout} needs at least one array")
         if not any(a.role == "data" for a in spec.arrays):
@@ -399,9 +391,7 @@ def _check_spec(spec: WorkloadSpec, where: str) -> None:
         raise ConfigError(f"workload {spec.name} ({where}): a 'tokens' section needs layout: mmap_indexed_binary or "
                           f"indexed_binary (the layout is {spec.layout})")
     _check_record_size(spec, where)
-    check = getattr(drv, "check_spec", None)   # the format module's own checks
-    if check is not None:
-        check(spec, where)
+    drv.check_spec(spec, where)   # the format's own checks (default: none)
     for acc in spec.compute:
         if acc not in ACCELERATORS:
             raise unknown_choice(f"accelerator in compute of {where}", acc, ACCELERATORS)

@@ -46,12 +46,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import ConfigError, DataError
+from .format_base import FormatDriver
 from .formats import SampleReader
 
 if TYPE_CHECKING:
     from .gpt_index import GptIndex
 
-STORAGE = True   # data and index files written, checked and read through a storage backend (``storage=``)
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
 DTYPE_CODES: dict[np.dtype, int] = {np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4,
@@ -300,7 +300,7 @@ CHUNK_BYTES = 8 << 20    # staged per write (the token hash's temporaries are 4-
 def write_file(fd, workload, seed: int, m, f: int) -> int:
     """Data file ``f`` (the sequences back to back), staged ≈ 8 MiB at a time."""
     from ..storage import aligned_empty
-    from .generate import _write_all
+    from .generate import write_all
 
     first, count = int(m.first[f]), int(m.count[f])
     row, _ = _row(workload)
@@ -310,7 +310,7 @@ def write_file(fd, workload, seed: int, m, f: int) -> int:
     for s0 in range(first, first + count, per):
         b = min(per, first + count - s0)
         fill_tokens(workload, seed, s0, b, buf)
-        written += _write_all(fd, buf[:b * row], (s0 - first) * row)
+        written += write_all(fd, buf[:b * row], (s0 - first) * row)
     if written != int(m.nbytes[f]):
         raise DataError(f"{m.paths[f]}: wrote {written} B, the plan says {int(m.nbytes[f])} B")
     return written
@@ -346,7 +346,7 @@ def _matches(st, rel: str, pieces) -> bool:
 
 def write_extra(data_dir: Path, m, f: int, storage=None) -> None:
     """File f's index file(s), each atomically (``.part`` then rename), before the data file takes its name."""
-    from .generate import _write_all
+    from .generate import write_all
 
     st = _storage(data_dir, storage)
     for k, rel in enumerate(index_names(m.spec["layout"], m.paths[f])):
@@ -356,7 +356,7 @@ def write_extra(data_dir: Path, m, f: int, storage=None) -> None:
             try:
                 off = 0
                 for piece in _want_pieces(m, f, k):
-                    off += _write_all(h, np.frombuffer(piece, dtype=np.uint8), off) if piece else 0
+                    off += write_all(h, np.frombuffer(piece, dtype=np.uint8), off) if piece else 0
             finally:
                 st.close(h)
             st.rename(part, rel)
@@ -657,3 +657,24 @@ class MMapReader(_Base):
         if self.counters is not None:
             self._device_bytes()
         self._maps.clear()
+
+
+class IndexedFormat(FormatDriver):
+    """The format driver of the token layouts (mmap_indexed_binary, indexed_binary): this module's functions as its operations
+    (dlbench.data.format_base.FormatDriver lists the hooks; those left out keep their defaults)."""
+
+    STORAGE = True   # data and index files written, checked and read through a storage backend (``storage=``)
+    CONTENT_VERSION = CONTENT_VERSION
+    DIRECT_UNSUPPORTED = DIRECT_UNSUPPORTED
+
+    check_file = staticmethod(check_file)
+    check_spec = staticmethod(check_spec)
+    expected_row = staticmethod(expected_row)
+    expected_read_row = staticmethod(expected_read_row)
+    extra_ok = staticmethod(extra_ok)
+    open_reader = staticmethod(open_reader)
+    plan_files = staticmethod(plan_files)
+    remove_extra = staticmethod(remove_extra)
+    sample_nbytes = staticmethod(sample_nbytes)
+    write_extra = staticmethod(write_extra)
+    write_file = staticmethod(write_file)

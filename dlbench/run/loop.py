@@ -92,9 +92,7 @@ class Loop:
         if clock is not None:
             self.ctx.clock = clock
         self.plan: Plan = self.strategy.plan(self.ctx.plan_context(), self.options)
-        check_plan = getattr(workload.format.driver(), "check_plan", None)   # a format's own read order
-        if check_plan is not None:
-            check_plan(workload, self.plan, cfg.strategy)
+        workload.format.driver().check_plan(workload, self.plan, cfg.strategy)   # a format's own read order
         self.executor: Executor | None = None
         self.started = False
         self.evaluator: Any = None   # DLIO's evaluation after an epoch (run.evaluate.Evaluator), set by the driver

@@ -126,9 +126,9 @@ def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None
         st = step_time_s
     else:
         st = wl.choose_step_time(accelerator).scaled(b) if (accelerator or default_step) else None
-    dist = getattr(wl.format.driver(), "size_distribution", None)   # a format whose files' sizes are drawn
+    dist = wl.format.driver().size_distribution(wl)   # a format whose files' sizes are drawn (default None)
     if dist is not None:
-        kind, mean, std, lo, hi = dist(wl)
+        kind, mean, std, lo, hi = dist
         return SimWorkload(wl.name, wl.samples, b, kind, mean, std, lo, hi, st, layout=wl.layout)
     rs = getattr(wl, "record_size", None)
     if rs is not None:   # npy/npz with record sizes: the data array's distribution plus the fixed (label) arrays
