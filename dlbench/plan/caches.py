@@ -44,10 +44,11 @@ def access_table(rows: np.ndarray, bounds: np.ndarray) -> Accesses:
     W, n = rows.shape
     col = np.arange(n)
     r_idx, c_idx = np.nonzero((col[None, :] < bounds[:, -1:]) & (rows >= 0))
-    step = np.empty(len(r_idx), np.int64)
-    for r in range(W):
-        m = r_idx == r
-        step[m] = np.searchsorted(bounds[r], c_idx[m], side="right") - 1
+    # every rank's bounds in one sorted vector (row r shifted by r·(n+1), so rows never overlap): one
+    # searchsorted for all ranks (a loop over ranks masking every access was O(W x accesses))
+    S = bounds.shape[1]
+    flat = (np.asarray(bounds, dtype=np.int64) + (np.arange(W, dtype=np.int64) * (n + 1))[:, None]).ravel()
+    step = np.searchsorted(flat, r_idx * (n + 1) + c_idx, side="right") - 1 - r_idx * S
     order = np.lexsort((c_idx, r_idx, step))
     return Accesses(r_idx[order], c_idx[order], rows[r_idx[order], c_idx[order]], step[order])
 
