@@ -72,3 +72,56 @@ def test_clairvoyant_falls_back_to_the_tables_where_memory_is_short():
     p = clairvoyant_plan(**kw)
     assert not p._build.__qualname__.startswith("_all_cached_plan")
     _same_plans(p, clairvoyant_plan(**kw, method="dense"))
+
+
+def _rebalance_by_argmax(samples, owner, W, b):
+    """The former rebalance_batch (a loop over ranks, argmax over every rank per move): the reference."""
+    from dlbench.plan import MEMORY, PEER, SHARED
+
+    n = len(samples)
+    hold = owner[samples]
+    dest = np.full(n, -1, np.int64)
+    src = np.full(n, SHARED, np.uint8)
+    peer = np.full(n, -1, np.int32)
+    idx = np.argsort(hold, kind="stable")
+    hs = hold[idx]
+    starts = np.searchsorted(hs, np.arange(-1, W + 1))
+    surplus, deficit = [], np.zeros(W, np.int64)
+    for r in range(W):
+        mine = idx[starts[r + 1]:starts[r + 2]]
+        dest[mine[:b]], src[mine[:b]] = r, MEMORY
+        surplus.append(mine[b:])
+        deficit[r] = b - len(mine[:b])
+    sur = np.array([len(s) for s in surplus], np.int64)
+    taken = np.zeros(W, np.int64)
+    moved = 0
+    while sur.max(initial=0) > 0:
+        s, d = int(np.argmax(sur)), int(np.argmax(deficit))
+        m = int(min(sur[s], deficit[d]))
+        go = surplus[s][taken[s]:taken[s] + m]
+        dest[go], src[go], peer[go] = d, PEER, s
+        taken[s] += m
+        sur[s] -= m
+        deficit[d] -= m
+        moved += m
+    free = idx[:starts[1]]
+    dest[free] = np.repeat(np.arange(W), deficit)
+    order = np.lexsort((np.arange(n), dest))
+    return (samples[order].reshape(W, b), src[order].reshape(W, b), peer[order].reshape(W, b),
+            np.array([moved, len(free)]))
+
+
+@pytest.mark.parametrize("W,b,held_share", [(1, 4, 1.0), (5, 3, 1.0), (8, 4, 0.6), (33, 2, 0.9), (64, 7, 0.3),
+                                             (16, 1, 0.0)])
+def test_rebalance_batch_equals_the_argmax_loop(W, b, held_share):
+    from dlbench.plan.locality import rebalance_batch
+
+    rng = np.random.default_rng(W * b)
+    F = W * b * 3
+    for _ in range(5):
+        owner = np.where(rng.random(F) < held_share, rng.integers(0, W, F), -1)
+        if rng.random() < 0.5:      # skewed holders: long surpluses on a few ranks
+            owner = np.where(owner >= 0, owner % max(1, W // 4), -1)
+        samples = rng.permutation(F)[: W * b]
+        for got, want in zip(rebalance_batch(samples, owner, W, b), _rebalance_by_argmax(samples, owner, W, b)):
+            assert np.array_equal(got, want)
