@@ -125,3 +125,58 @@ def test_rebalance_batch_equals_the_argmax_loop(W, b, held_share):
         samples = rng.permutation(F)[: W * b]
         for got, want in zip(rebalance_batch(samples, owner, W, b), _rebalance_by_argmax(samples, owner, W, b)):
             assert np.array_equal(got, want)
+
+
+def test_staging_prologue_bound_knows_the_subset_plan():
+    """with the profile, staging's bound is an all-gather (a row per sample and node) only where the dataset fits a
+    node; beyond it each sample is staged at most once (the subset plans), so 4,096 nodes are not refused"""
+    from dlbench.simulate import SimWorkload
+    from dlbench.simulate.core import build_plan, prologue_rows
+    from dlbench.system import load
+
+    prof = load("hdmlp-thesis")                   # 100 GB node-local tier
+    small = SimWorkload("s", 6_000, 8, "fixed", 1e5)      # 0.6 GB: fits a node
+    big = SimWorkload("b", 6_000, 8, "fixed", 2e7)        # 120 GB: does not
+    assert prologue_rows(["staging"], small, 64, 1, profile=prof) == (6_000 * 64, "staging")
+    assert prologue_rows(["staging"], big, 64, 1) == (6_000 * 64, "staging")          # without sizes: the bound
+    assert prologue_rows(["staging"], big, 64, 1, profile=prof) == (6_000 + 64, "staging")
+    plan = build_plan("staging", wl=big, nodes=64, ranks_per_node=1, epochs=1, seed=0, profile=prof,
+                      sizes=big.sizes(0))
+    assert 6_000 <= len(plan.prologue.sample) <= 6_000 + 64
+
+
+def test_size_refusal_says_what_would_fit():
+    from dlbench.errors import ConfigError
+    from dlbench.simulate import SimWorkload
+    from dlbench.simulate.core import check_size, prologue_rows
+
+    wl = SimWorkload("w", 60_000, 8, "fixed", 1e5)
+    with pytest.raises(ConfigError) as e:
+        check_size(wl, 2048, 1, available=8 * 2**30, prologue=prologue_rows(["staging"], wl, 2048, 1))
+    msg = str(e.value)
+    # 0.8 x 8 GiB less one epoch's 60,000 accesses (200 B each), at 80 B per row and 60,000 rows per node
+    fit = int((0.8 * 8 * 2**30 - 200 * 60_000 - 64 * 8 * 2048) // (80 * 60_000))
+    assert "\n" not in msg and f"enough for staging at up to {fit:,} nodes" in msg
+    check_size(wl, fit - 1, 1, available=8 * 2**30, prologue=prologue_rows(["staging"], wl, fit - 1, 1))
+    with pytest.raises(ConfigError) as e:
+        check_size(SimWorkload("w", 10**9, 8), 1, 1, available=8 * 2**30)
+    assert f"enough for up to {int((0.8 * 8 * 2**30 - 64 * 8) // 200):,} samples" in str(e.value)
+
+
+def test_staging_subset_need_per_node_equals_the_per_group_sums():
+    from dlbench.simulate import SimWorkload
+    from dlbench.simulate.core import build_plan
+    from dlbench.strategies.localcopy import capacity_sizes
+    from dlbench.system import load
+
+    wl = SimWorkload("b", 999, 8, "lognormal", 2e8, 5e7)       # ~200 GB: a subset per node
+    sizes = wl.sizes(2)
+    plan = build_plan("staging", wl=wl, nodes=6, ranks_per_node=2, epochs=1, seed=2, profile=load("hdmlp-thesis"),
+                      sizes=sizes)
+    pro, node = plan.prologue, plan.node_map
+    assert "staging-subset" in plan.meta["order"]
+    stored = capacity_sizes(type("C", (), {"sample_nbytes": np.round(sizes).astype(np.int64), "n_samples": 999})(),
+                            "local")
+    want = [float(stored[np.unique(pro.sample[np.isin(pro.rank, np.nonzero(node == g)[0])])].sum())
+            for g in range(6)]
+    assert plan.meta["needed_per_node_bytes"] == max(want)
