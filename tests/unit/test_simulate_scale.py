@@ -180,3 +180,24 @@ def test_staging_subset_need_per_node_equals_the_per_group_sums():
     want = [float(stored[np.unique(pro.sample[np.isin(pro.rank, np.nonzero(node == g)[0])])].sum())
             for g in range(6)]
     assert plan.meta["needed_per_node_bytes"] == max(want)
+
+
+def test_sim_scale_benchmark_smoke():
+    """benchmarks/sim_scale.py at tiny sizes: one line per (strategy, nodes) with CPU seconds and peak memory"""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    p = subprocess.run([sys.executable, str(root / "benchmarks" / "sim_scale.py"), "--smoke", "--strategies",
+                        "naive,clairvoyant,staging,locality", "--nodes", "2,4"], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [ln.split() for ln in p.stdout.splitlines()[2:]]
+    assert [(r[0], r[1]) for r in rows] == [(s, n) for s in ("naive", "clairvoyant", "staging", "locality")
+                                           for n in ("2", "4")]
+    for r in rows:
+        cpu, wall, gb = float(r[2]), float(r[3]), float(r[4])
+        assert cpu > 0 and wall > 0 and 0.01 < gb < 4
