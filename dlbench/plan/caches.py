@@ -49,7 +49,9 @@ def access_table(rows: np.ndarray, bounds: np.ndarray) -> Accesses:
     S = bounds.shape[1]
     flat = (np.asarray(bounds, dtype=np.int64) + (np.arange(W, dtype=np.int64) * (n + 1))[:, None]).ravel()
     step = np.searchsorted(flat, r_idx * (n + 1) + c_idx, side="right") - 1 - r_idx * S
-    order = np.lexsort((c_idx, r_idx, step))
+    # nonzero lists (rank, column) in row-major order: a stable sort by step alone gives (step, rank, column)
+    # (radix sort on a small integer type)
+    order = np.argsort(step.astype(np.int16 if S < 2**15 else np.int64), kind="stable")
     return Accesses(r_idx[order], c_idx[order], rows[r_idx[order], c_idx[order]], step[order])
 
 
@@ -120,6 +122,11 @@ def lbann_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_
     def owner_before(e: int) -> np.ndarray:
         if e < state["e"]:
             state["e"], state["owner"] = 0, start_owner.copy()
+        if mode == "preload" or (state["owner"] >= 0).all():
+            # no epoch changes the owners any more (preload: none ever does; dynamic: every sample is held,
+            # and only a first touch of an unheld sample takes an owner)
+            state["e"] = max(state["e"], e)
+            return state["owner"]
         while state["e"] < e:
             rows, bounds = rows_of(state["e"])
             state["owner"] = owner_sources(rows, bounds, state["owner"], fill=mode == "dynamic")[3]

@@ -201,3 +201,19 @@ def test_sim_scale_benchmark_smoke():
     for r in rows:
         cpu, wall, gb = float(r[2]), float(r[3]), float(r[4])
         assert cpu > 0 and wall > 0 and 0.01 < gb < 4
+
+
+@pytest.mark.parametrize("mode,dl", [("dynamic", False), ("dynamic", True), ("preload", False)])
+def test_lbann_epochs_in_any_order_equal_the_sequence(mode, dl):
+    """lbann's owners stop being replayed once no epoch can change them (preload; dynamic once all are held)"""
+    from dlbench.plan.caches import lbann_plan
+
+    kw = dict(n_samples=45, world_size=4, node_map=np.arange(4), epochs=5, local_batch=3, seed=9, mode=mode,
+              drop_last=dl)
+    seq = lbann_plan(**kw)
+    ref = [seq.epoch(e) for e in range(5)]
+    shuffled = lbann_plan(**kw)
+    for e in (3, 0, 4, 2, 1, 4):
+        got = shuffled.epoch(e)
+        for name in ("sample_ids", "source", "peer", "keep"):
+            assert np.array_equal(getattr(got, name), getattr(ref[e], name)), (e, name)
