@@ -217,3 +217,21 @@ def test_lbann_epochs_in_any_order_equal_the_sequence(mode, dl):
         got = shuffled.epoch(e)
         for name in ("sample_ids", "source", "peer", "keep"):
             assert np.array_equal(getattr(got, name), getattr(ref[e], name)), (e, name)
+
+
+def test_pls_delivery_order_check_vectorised_still_catches_an_early_send():
+    import dataclasses
+
+    from dlbench.errors import RunError
+    from dlbench.plan.shuffles import pls_plan
+    from dlbench.strategies.localcopy import check_delivery_order
+
+    plan = pls_plan(n_samples=103, world_size=4, node_map=np.arange(4) // 2, epochs=3, local_batch=5, seed=5, q=0.5)
+    check_delivery_order(plan)
+
+    def early(ep):   # every transfer posted at step 0, before most of the sent samples are trained on
+        t = ep.transfers
+        return dataclasses.replace(ep, transfers=dataclasses.replace(t, step=np.zeros_like(t.step)))
+
+    with pytest.raises(RunError, match="sends a sample before training on it"):
+        check_delivery_order(plan.map_epochs(early))
