@@ -154,11 +154,9 @@ def prologue_rows(rows, wl: SimWorkload, nodes: int, ranks_per_node: int,
     fits a node)."""
     from .. import strategies
     from ..errors import DlbenchError
+    from ..strategies.base import Strategy
 
-    ctx = None
-    if profile is not None and nodes * ranks_per_node <= wl.samples:
-        ctx = sim_context(wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=1, seed=seed, profile=profile,
-                          sizes=wl.sizes(seed))
+    ctx: PlanContext | None = None
     best = (0, "")
     for x in rows:
         name, o = (x, {}) if isinstance(x, str) else (x[1], dict(x[2] or {}))
@@ -169,6 +167,10 @@ def prologue_rows(rows, wl: SimWorkload, nodes: int, ranks_per_node: int,
             opts = strategies.parse_options(st, {**(options or {}).get(name, {}), **o})
         except DlbenchError:
             continue
+        if ctx is None and profile is not None and nodes * ranks_per_node <= wl.samples and \
+                type(st).prologue_rows is not Strategy.prologue_rows:   # the sizes drawn only for a strategy that asks
+            ctx = sim_context(wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=1, seed=seed,
+                              profile=profile, sizes=wl.sizes(seed))
         n = st.prologue_rows(wl.samples, nodes, ranks_per_node, opts, ctx) if ctx is not None else \
             st.prologue_rows(wl.samples, nodes, ranks_per_node, opts)
         best = max(best, (n, name))
