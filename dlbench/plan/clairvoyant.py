@@ -34,7 +34,7 @@ import numpy as np
 
 from .caches import access_table, global_rows
 from .plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, EpochPlan, Plan
-from .sampler import batch_bounds, epoch_permutation, samples_per_rank
+from .sampler import batch_bounds, distributed_indices, epoch_permutation, samples_per_rank
 
 NEVER = np.iinfo(np.int64).max
 
@@ -118,6 +118,8 @@ def _all_cached_plan(*, F: int, W: int, node_map, epochs: int, local_batch: int,
     held = np.full((F, width), -1, rdt)   # per sample: its holders in the order they stored it (-1: none yet)
     hc = np.zeros(F, np.int64)            # holders per sample so far
     codes: list[tuple[np.ndarray, np.ndarray]] = []   # per epoch: (main by sample, padding by position - F)
+    pdt = np.int32 if F < 2**31 else np.int64
+    perms: list[np.ndarray] = []          # the epochs' permutations, drawn once (4 B per access)
     distinct = np.zeros(W)                # bytes of the distinct samples each rank reads
     n_distinct = np.zeros(W, np.int64)
     repeat_keys = []                      # (rank·F + sample) of every access of a sample its rank holds
@@ -131,6 +133,7 @@ def _all_cached_plan(*, F: int, W: int, node_map, epochs: int, local_batch: int,
 
     for e in range(int(epochs)):
         perm = epoch_permutation(seed, e, F)
+        perms.append(perm.astype(pdt))
         pos = np.empty(F, np.int64)
         pos[perm] = pos_all                              # flat position of every sample's main access
         valid = pos < reach
@@ -194,8 +197,10 @@ def _all_cached_plan(*, F: int, W: int, node_map, epochs: int, local_batch: int,
     del rk, repeat_keys
 
     def build(e: int) -> EpochPlan:
-        rows, bounds = global_rows(seed, e, F, W, local_batch, drop_last, drop_last_batch)
+        # global_rows(seed, e, ...) from the permutation drawn in the pass above
+        rows = distributed_indices(perms[e].astype(np.int64), W, drop_last)
         n = rows.shape[1]
+        bounds = np.tile(b, (W, 1))
         code_m, code_d = codes[e]
         flat = rows.T.reshape(-1)             # position p = c·W + r
         p = np.arange(len(flat), dtype=np.int64)
