@@ -1153,7 +1153,8 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         raise ConfigError(f"--ranks-per-node={ranks_per_node}: must be >= 1")
     from .simulate.core import check_size, prologue_rows
 
-    check_size(wl, nodes, ranks_per_node, prologue=prologue_rows(names, wl, nodes, ranks_per_node, opt_map))
+    check_size(wl, nodes, ranks_per_node, prologue=prologue_rows(names, wl, nodes, ranks_per_node, opt_map,
+                                                                profile=profile, seed=seed))
     ckpt = _simulated_checkpoints(checkpoint_every, write_curve, study, workload, scale, samples, profile, nodes,
                                   ranks_per_node, checkpoint_first)
     dirs = []

@@ -146,13 +146,19 @@ BYTES_PER_PROLOGUE_ROW = 80   # measured: 71-81 B per prologue row (staging, 60,
 
 
 def prologue_rows(rows, wl: SimWorkload, nodes: int, ranks_per_node: int,
-                  options: dict | None = None) -> tuple[int, str]:
+                  options: dict | None = None, *, profile: SystemProfile | None = None,
+                  seed: int = 0) -> tuple[int, str]:
     """(rows, strategy) of the largest prologue among ``simulate``'s ``rows`` (names or (label, strategy,
     options[, model options]) tuples; ``options``: {strategy: {option: value}}), from ``Strategy.prologue_rows``
-    before any plan is built; unknown strategies and bad options are left to the planning."""
+    before any plan is built; unknown strategies and bad options are left to the planning. With ``profile``
+    (and ``seed``: the sizes' draw) the strategies see the planner's view of the world (``sim_context``: sizes
+    and capacities), so a bound can say what the plan will be (staging: an all-gather only where the dataset
+    fits a node)."""
     from .. import strategies
     from ..errors import DlbenchError
+    from ..strategies.base import Strategy
 
+    ctx: PlanContext | None = None
     best = (0, "")
     for x in rows:
         name, o = (x, {}) if isinstance(x, str) else (x[1], dict(x[2] or {}))
@@ -163,7 +169,13 @@ def prologue_rows(rows, wl: SimWorkload, nodes: int, ranks_per_node: int,
             opts = strategies.parse_options(st, {**(options or {}).get(name, {}), **o})
         except DlbenchError:
             continue
-        best = max(best, (st.prologue_rows(wl.samples, nodes, ranks_per_node, opts), name))
+        if ctx is None and profile is not None and nodes * ranks_per_node <= wl.samples and \
+                type(st).prologue_rows is not Strategy.prologue_rows:   # the sizes drawn only for a strategy that asks
+            ctx = sim_context(wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=1, seed=seed,
+                              profile=profile, sizes=wl.sizes(seed))
+        n = st.prologue_rows(wl.samples, nodes, ranks_per_node, opts, ctx) if ctx is not None else \
+            st.prologue_rows(wl.samples, nodes, ranks_per_node, opts)
+        best = max(best, (n, name))
     return best
 
 
@@ -187,15 +199,20 @@ def check_size(wl: SimWorkload, nodes: int, ranks_per_node: int, *, available: i
 
         available = meminfo("MemAvailable")
     if available and est > 0.8 * available:
+        room = 0.8 * available
         if pro_est > epoch_est:
+            # the prologue grows with the nodes (a row per sample and storage group), the epochs do not
+            fit = int(max(0.0, room - epoch_est) // max(1.0, pro_est / nodes))
             raise ConfigError(f"--nodes {nodes} with {wl.samples:,} samples (--samples or the workload's): "
                               f"{pro_name}'s prologue of {pro_rows:,} moves (a row per sample and storage group) "
                               f"needs about {est / 2**30:.1f} GiB to cost; {available / 2**30:.1f} GiB available "
-                              f"here; simulate fewer nodes or samples, or leave {pro_name} out")
+                              f"here, enough for {pro_name} at up to {fit:,} nodes; simulate fewer nodes or "
+                              f"samples, or leave {pro_name} out")
+        fit_samples = int(max(0.0, room - pro_est - 64 * 8 * W) // BYTES_PER_ACCESS)
         raise ConfigError(f"--nodes {nodes} with {wl.samples:,} samples (--samples or the workload's): costing "
                           f"{W:,} ranks x {n:,} samples per epoch needs about "
-                          f"{est / 2**30:.1f} GiB; {available / 2**30:.1f} GiB available here; simulate fewer "
-                          f"nodes or samples")
+                          f"{est / 2**30:.1f} GiB; {available / 2**30:.1f} GiB available here, enough for up to "
+                          f"{fit_samples:,} samples; simulate fewer nodes or samples")
     return est
 
 

@@ -176,10 +176,12 @@ class Strategy:
         before the row's own (staging under the thesis rules: the reference simulator's redraw)."""
         return {}
 
-    def prologue_rows(self, n_samples: int, nodes: int, ranks_per_node: int, options: Any) -> int:
+    def prologue_rows(self, n_samples: int, nodes: int, ranks_per_node: int, options: Any,
+                      ctx: PlanContext | None = None) -> int:
         """An upper bound on the rows of this strategy's ``Plan.prologue`` for a world of ``nodes`` x
         ``ranks_per_node`` (the simulator's size check, before planning): at most one row per sample unless
-        the strategy says otherwise (staging's all-gather: a row per sample and storage group)."""
+        the strategy says otherwise (staging's all-gather: a row per sample and storage group). ``ctx``: the
+        planner's view of that world where the caller has it (sizes and capacities: a tighter bound)."""
         return int(n_samples)
 
     def run_label(self, options: dict) -> str | None:
