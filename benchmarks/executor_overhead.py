@@ -7,7 +7,10 @@ synchronously) is carried out by:
   (a) ``sync_read_epoch``: the bare per-sample loop (read_into + one timeline interval per sample), what
       naive's own executor was before the redesign;
   (b) ``PlannedExecutor`` inline (0 loader threads): the one executor every planned strategy runs on;
-  (c) ``PlannedExecutor`` with 1 and 2 loader threads reading ahead (window 2).
+  (c) ``PlannedExecutor`` with 1 and 2 loader threads reading ahead (window 2);
+  (d) issue 30's pinned batch ring, inline and with 2 threads: the ring allocated through ``batch_memory`` (here
+      plain page-aligned memory: no GPU) and every batch held by the consumer (``Batch.hold``) with a copy that
+      has completed: what the hand-off (hold, poll, settle, release) adds per step on the CPU.
 
 Printed: µs per delivered sample (median of --repeat) and the difference to (a). Rounds alternate, so load
 from other processes hits every variant alike.
@@ -24,6 +27,19 @@ import time
 import numpy as np
 
 ROW = 4096
+
+
+class _Copied:
+    """A device copy that has completed (``Ring.hold``'s argument)."""
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        return None
+
+
+COPIED = _Copied()
 
 
 class CopyReader:
@@ -76,12 +92,20 @@ def one(variant: str, samples: int, batch: int) -> float:
         t1 = time.perf_counter_ns()
         reader.close()
     else:
-        threads = {"planned inline": 0, "planned 1 thread": 1, "planned 2 threads": 2}[variant]
+        threads = {"planned inline": 0, "planned 1 thread": 1, "planned 2 threads": 2, "held inline": 0,
+                   "held 2 threads": 2}[variant]
         ex = PlannedExecutor(ctx, set_pipeline(plan, threads, 2 if threads else 0), capacity_bytes={},
                              fill_thread=False)
+        held = variant.startswith("held")
+        if held:
+            ex.batch_memory(aligned_rows)
         ex.start()
         t0 = time.perf_counter_ns()
-        n = sum(b.n for b in ex.epoch(0))
+        n = 0
+        for b in ex.epoch(0):
+            if held:
+                b.hold(COPIED)
+            n += b.n
         t1 = time.perf_counter_ns()
         ex.close()
     assert n == samples, (variant, n)
@@ -94,7 +118,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=7)
     a = ap.parse_args()
-    variants = ["bare loop", "planned inline", "planned 1 thread", "planned 2 threads"]
+    variants = ["bare loop", "planned inline", "planned 1 thread", "planned 2 threads", "held inline",
+                "held 2 threads"]
     res: dict[str, list[float]] = {v: [] for v in variants}
     for _ in range(a.repeat):
         for v in variants:

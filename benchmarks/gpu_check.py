@@ -14,7 +14,8 @@ without it); no MPI, no package registry. Steps:
    and clairvoyant (4 loader threads), 3 epochs each: ``--compute torch`` (``--overlap on``), the same with
    ``--overlap off`` (the synchronous copy dlbench had before), and sleep compute with the fp32 profile just
    calibrated;
-5. one table: AU torch (on / off) vs emulated, exposed and overlapped transfer shares, and the step times against
+5. one table: AU torch (on / off) vs emulated, exposed and overlapped transfer shares, the batches copied straight
+   from the loader's pinned memory vs through a staging slot (``h2d_sources``), and the step times against
    the workload files' H100 figures (measured and DLIO's published one).
 
 The bar (issue 30): every strategy's real-compute AU within 3 points of its emulated AU; exposed transfer < 2 %
@@ -53,7 +54,8 @@ def cuda_tests() -> str:
         import pytest  # noqa: F401
     except ImportError:
         return "not run: pytest is not installed on this machine"
-    files = ["tests/unit/test_overlap_ring.py", "tests/unit/test_torch_compute.py", "tests/unit/test_precision.py"]
+    files = ["tests/unit/test_overlap_ring.py", "tests/unit/test_pinned_ring.py", "tests/unit/test_torch_compute.py",
+             "tests/unit/test_precision.py"]
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *files],
                        cwd=ROOT, capture_output=True, text=True)
     tail = (r.stdout + r.stderr).strip().splitlines()[-1:] or ["(no output)"]
@@ -220,11 +222,18 @@ def _pct(x) -> str:
     return "-" if x is None else f"{x * 100:.1f}"
 
 
+def _sources(summary) -> str:
+    """Batches copied to the device straight from the loader's pinned memory / through a staging slot (torch,
+    --overlap on): staging and clairvoyant read into a pinned batch ring, so none should be staged."""
+    src = ((summary or {}).get("compute") or {}).get("h2d_sources")
+    return "-" if not src else f"{src.get('pinned', 0)}/{src.get('staged', 0)}"
+
+
 def table(rows, res, prof, scale: str = "full") -> str:
     from dlbench import workload as W
 
     head = ("strategy", "AU torch %", "AU torch off %", "AU emulated %", "|torch-emu| pts", "stall %",
-            "H2D exposed %", "H2D overlapped %", "off: H2D exposed %", "bar")
+            "H2D exposed %", "H2D overlapped %", "off: H2D exposed %", "batches loader/staged", "bar")
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
         t, o, s = r["torch"], r["torch_off"], r["sleep"]
@@ -236,7 +245,7 @@ def table(rows, res, prof, scale: str = "full") -> str:
         lines.append(" | ".join([r["strategy"], _pct(t and t["au"]), _pct(o and o["au"]), _pct(s and s["au"]),
                                  "-" if diff is None else f"{diff:.1f}", _pct(t and t["exposed_io_share"]),
                                  _pct(ps.get("transfer_exposed")), _pct(ps.get("transfer_overlapped")),
-                                 _pct(po.get("transfer_exposed")), "PASS" if ok else "FAIL"]))
+                                 _pct(po.get("transfer_exposed")), _sources(t), "PASS" if ok else "FAIL"]))
     lines.append("")
     lines.append("step times on this GPU (calibrate, median) vs the workload files' H100 figures:")
     for (name, precision), (p, _path) in prof.items():

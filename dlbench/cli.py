@@ -275,7 +275,7 @@ def show(workload_name, scale, samples):
     for w in resolved:
         click.echo(f"  [{w.scale}] {w.samples:,} samples, {w.files:,} files, "
                    f"{_human_bytes(w.sample_nbytes)} per sample ({w.sample_nbytes:,} B"
-                   f"{' mean' if hasattr(w.format.driver(), 'mean_sample_nbytes') or w.record_size else ''}), dataset "
+                   f"{' mean' if w.format.driver().size_distribution(w) or w.record_size else ''}), dataset "
                    f"{_human_bytes(w.dataset_nbytes)}, local batch {w.batch_size}"
                    + (f", {w.samples_per_file} samples per file" if w.format.samples_per_file == "block" else "")
                    + (f", {w.classes} classes" if w.classes else ""))
@@ -1053,9 +1053,18 @@ _STUDY_SETS = ("system", "workload", "scale", "samples", "nodes", "ranks_per_nod
 @click.option("--study", metavar="YAML", default=None, help="a study file (configs/studies/*.yaml) instead of the flags")
 @click.option("--out", default="results", show_default=True, help="results root")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@click.option("--checkpoint-every", type=int, default=0, show_default=True,
+              help="cost `run --checkpoint-every N`'s checkpoints (the workload's model size, rank 0 writes) against "
+                   "the profile's write side (calibration.shared_write): the `checkpoint` phase (0: none)")
+@click.option("--checkpoint-first", type=int, default=0, show_default=True,
+              help="with --checkpoint-every: the global step of the first checkpoint (0: N; a DLIO config's "
+                   "checkpoint_after_epoch x steps per epoch)")
+@click.option("--write-curve", default=None, metavar="CLIENTS:GB_PER_S,...",
+              help="with --checkpoint-every: the shared file system's aggregate write bandwidth by writing nodes "
+                   "[default: the calibration's measured rate, flat beyond its nodes]")
 def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strategies, epochs, local_batch,
                  accelerator, compute_time, loader_threads, seed, pls_q, options, serial_write, rules, study, out,
-                 fmt):
+                 fmt, checkpoint_every=0, checkpoint_first=0, write_curve=None):
     """Cost strategies' plans with the HDMLP/NoPFS performance model (no I/O): exactly the plans `dlbench run`
     builds (Strategy.plan), one results folder per row (summary.simulated = true) and a comparison table."""
     from .config import to_dict
@@ -1144,7 +1153,10 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         raise ConfigError(f"--ranks-per-node={ranks_per_node}: must be >= 1")
     from .simulate.core import check_size, prologue_rows
 
-    check_size(wl, nodes, ranks_per_node, prologue=prologue_rows(names, wl, nodes, ranks_per_node, opt_map))
+    check_size(wl, nodes, ranks_per_node, prologue=prologue_rows(names, wl, nodes, ranks_per_node, opt_map,
+                                                                profile=profile, seed=seed))
+    ckpt = _simulated_checkpoints(checkpoint_every, write_curve, study, workload, scale, samples, profile, nodes,
+                                  ranks_per_node, checkpoint_first)
     dirs = []
     results = {}
     na: dict = {}
@@ -1152,7 +1164,8 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         with _sigterm_as_interrupt():
             results = simulate(names, wl=wl, profile=profile, nodes=nodes, ranks_per_node=ranks_per_node,
                                epochs=epochs, seed=seed, pls_q=pls_q, write_overlap=False if serial_write else None,
-                               options=opt_map, loader_threads=loader_threads, rules=rules, na_rows=True)
+                               options=opt_map, loader_threads=loader_threads, rules=rules, na_rows=True,
+                               checkpoint=ckpt)
             na = {k: v for k, v in results.items() if "not_applicable" in v}
             for label, summary in results.items():
                 if label in na:
@@ -1189,6 +1202,35 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
         raise CapacityError(f"{len(na)} of {len(results)} rows could not be costed (N/A above; the others are "
                             f"complete)")
 
+
+
+def _simulated_checkpoints(every, write_curve, study, workload, scale, samples, profile, nodes, ranks_per_node,
+                           first=0):
+    """simulate --checkpoint-every: steps per epoch -> the run's checkpoint schedule costed
+    (``simulate.checkpoint.run_schedule``), or None."""
+    if write_curve is not None and not every:
+        raise ConfigError(f"--write-curve={write_curve}: only with --checkpoint-every N (N > 0)")
+    if first and not every:
+        raise ConfigError(f"--checkpoint-first={first}: only with --checkpoint-every N (N > 0)")
+    if not every:
+        return None
+    check_counts(("--checkpoint-every", every, 1, 2**62), ("--checkpoint-first", first, 0, 2**62))
+    if study:
+        raise ConfigError(f"--checkpoint-every={every}: not with --study (pass --system/--workload/--nodes)")
+    from .run.checkpoint import checkpoint_nbytes
+    from .simulate.checkpoint import run_ranks, run_schedule, write_side
+    from .workload import load as load_workload
+
+    nbytes = checkpoint_nbytes(every, load_workload(workload, scale=scale, samples=samples))
+    link, file_s, curve, what = write_side(profile, write_curve)
+    per_rank, files = run_ranks(nbytes, nodes * ranks_per_node)
+
+    def cost(steps_per_epoch):
+        return run_schedule(per_rank, files, nodes=nodes, ranks_per_node=ranks_per_node,
+                            steps_per_epoch=steps_per_epoch, every=every, first=first, curve=curve, link_gbps=link,
+                            file_s=file_s, what=what)
+
+    return cost
 
 
 # ===== compute: calibrate ===================================================================================

@@ -540,8 +540,9 @@ CHECKPOINT_GLOSSARY = {
     "durable_s": "per checkpoint, the slowest rank's time from the save's start until its checkpoint is "
                  "published (every file and the folder fsync'd, renamed from .incomplete)",
     "bandwidth_bytes_per_s": "per checkpoint, bytes of every rank / durable_s; summary value: all bytes / sum "
-                             "of durable_s; simulated (dlbench checkpoint --simulate): all bytes / the slowest "
-                             "node's modelled time",
+                             "of durable_s; simulated (dlbench checkpoint --simulate, and simulate "
+                             "--checkpoint-every's checkpoint_schedule): all bytes / the slowest node's "
+                             "modelled time",
     "mlperf_mean_of_rates_bytes_per_s": "MLPerf Storage's figure, labelled as such: mean over checkpoints of "
                                         "(bytes / that checkpoint's time): not bytes over time",
     "step_inflation": "mean step time while an async save is in flight / mean step time with none",

@@ -107,6 +107,17 @@ class WebDatasetSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TokensSpec:
+    sample_index: str = opt("stored", help="stored (a sample is one stored sequence, as DLIO reads it) or megatron "
+                                           "(Megatron-LM GPTDataset's document, sample and shuffle indices: a "
+                                           "sample is seq_length + 1 tokens cut across shuffled documents, "
+                                           "dlbench.data.gpt_index)", choices=("stored", "megatron"))
+    seq_length: int | None = opt(None, help="megatron: tokens per sample - 1 (default: the stored sequence's "
+                                            "tokens - 1, the only value whose samples have the stored bytes)",
+                                 min=1)
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepTime:
     step_time_s: float = opt(help="seconds per training step", unit="s", min=0, max=MAX_STEP_TIME_S)
     batch_size: int = opt(help="local batch size the step time was measured at", min=1, max=MAX_BATCH)
@@ -156,6 +167,7 @@ class WorkloadSpec:
     jpeg: JpegSpec | None = opt(None, help="JPEG settings (jpeg_folders)")
     tfrecord: TFRecordSpec | None = opt(None, help="TFRecord read pattern (layout tfrecord)")
     webdataset: WebDatasetSpec | None = opt(None, help="webdataset read pattern (layout webdataset)")
+    tokens: TokensSpec | None = opt(None, help="token read pattern (layouts mmap_indexed_binary, indexed_binary)")
     compute: dict[str, StepTime] = opt(factory=dict, help="published step time per accelerator")
     measured: tuple[MeasuredStepTime, ...] = opt((), help="step times measured with dlbench calibrate, used "
                                                         "where no published figure exists")
@@ -193,6 +205,7 @@ class Workload:
     record_size: SizeDistribution | None = None
     tfrecord: TFRecordSpec | None = None
     webdataset: WebDatasetSpec | None = None
+    tokens: TokensSpec | None = None
 
     @property
     def format(self):
@@ -203,22 +216,14 @@ class Workload:
     def sample_nbytes(self) -> int:
         """Bytes of one sample as stored (HDF5 arrays), or the format's mean (``mean_sample_nbytes``: JPEG's
         mean file size)."""
-        own = getattr(self.format.driver(), "mean_sample_nbytes", None)
-        if own is not None:
-            return int(own(self))
-        if self.record_size is not None:  # the data array's mean size (per-file sizes: the manifest)
-            return sum(int(self.record_size.mean_bytes) if a.role == "data" else a.nbytes for a in self.arrays)
-        return sum(a.nbytes for a in self.arrays)
+        # default: the arrays' sum; with a record_size, the data array's mean size (per-file sizes: the manifest)
+        return int(self.format.driver().mean_sample_nbytes(self))
 
     @property
     def decoded_nbytes(self) -> int:
         """Bytes of the largest decoded row (buffers are sized by it; the format's ``decoded_row_nbytes``)."""
-        own = getattr(self.format.driver(), "decoded_row_nbytes", None)
-        if own is not None:
-            return int(own(self))
-        if self.record_size is not None and self.format.decodes:   # tfrecord: room for the largest image
-            return sum(int(self.record_size.max_bytes) if a.role == "data" else a.nbytes for a in self.arrays)
-        return self.sample_nbytes
+        # default: sample_nbytes; a decoding format with a record_size (tfrecord): room for the largest image
+        return int(self.format.driver().decoded_row_nbytes(self))
 
     @property
     def files(self) -> int:
@@ -361,13 +366,13 @@ def _section_owner(section: str) -> str:
     """The layout whose format module owns the workload section ``section`` (its ``SECTION``)."""
     from .data.registry import FORMATS
 
-    return next((n for n, f in FORMATS.items() if getattr(f.driver(), "SECTION", None) == section), "")
+    return next((n for n, f in FORMATS.items() if f.driver().SECTION == section), "")
 
 
 def _check_spec(spec: WorkloadSpec, where: str) -> None:
     _check_name(spec.name, where)
     drv = get_format(spec.layout).driver()
-    if getattr(drv, "HAS_ARRAYS", True):   # jpeg_folders: a sample is one file's bytes (its check_spec)
+    if drv.HAS_ARRAYS:   # jpeg_folders: a sample is one file's bytes (its check_spec)
         if not spec.arrays:
             raise ConfigError(f"workload {spec.name} ({where}): layout {spec.layout} needs at least one array")
         if not any(a.role == "data" for a in spec.arrays):
@@ -382,10 +387,11 @@ def _check_spec(spec: WorkloadSpec, where: str) -> None:
     if getattr(spec, "webdataset", None) is not None and spec.layout != "webdataset":
         raise ConfigError(f"workload {spec.name} ({where}): a 'webdataset' section needs layout: webdataset (the "
                           f"layout is {spec.layout})")
+    if getattr(spec, "tokens", None) is not None and spec.layout not in ("mmap_indexed_binary", "indexed_binary"):
+        raise ConfigError(f"workload {spec.name} ({where}): a 'tokens' section needs layout: mmap_indexed_binary or "
+                          f"indexed_binary (the layout is {spec.layout})")
     _check_record_size(spec, where)
-    check = getattr(drv, "check_spec", None)   # the format module's own checks
-    if check is not None:
-        check(spec, where)
+    drv.check_spec(spec, where)   # the format's own checks (default: none)
     for acc in spec.compute:
         if acc not in ACCELERATORS:
             raise unknown_choice(f"accelerator in compute of {where}", acc, ACCELERATORS)
@@ -482,7 +488,7 @@ def resolve(spec: WorkloadSpec, *, scale: str | None = None, samples: int | None
                     scale=chosen if samples is None else f"{chosen}+samples", spec_path=spec_path,
                     measured=tuple(spec.measured), au_threshold=spec.au_threshold,
                     au_threshold_source=spec.au_threshold_source, record_size=record_size,
-                    tfrecord=spec.tfrecord, webdataset=spec.webdataset)
+                    tfrecord=spec.tfrecord, webdataset=spec.webdataset, tokens=spec.tokens)
 
 
 def tfrecord_options(workload) -> TFRecordSpec:

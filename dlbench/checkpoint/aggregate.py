@@ -7,6 +7,8 @@ rates (storage#646: not bytes over time; it weighs fast checkpoints as much as s
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..metrics import CHECKPOINT_GLOSSARY
@@ -53,7 +55,7 @@ def summary(per_ckpt: list[dict], records: list[list[dict]], gen: list[dict]) ->
                for b, s in zip(r.get("fsync_after_write_bytes", []), r["fsync_s"])]
     implausible = [s for b, s in file_fs if b >= (1 << 20) and s > 0 and b / s > FSYNC_IMPLAUSIBLE_BPS]
     ratios = [g["generation_bytes_per_s"] / g["write_bytes_per_s"] for g in gen if g["write_bytes_per_s"] > 0]
-    out = {
+    out: dict[str, Any] = {
         "checkpoints": len(per_ckpt),
         "bytes_per_checkpoint": per_ckpt[0]["bytes"] if per_ckpt else 0,
         "files_per_checkpoint": per_ckpt[0]["files"] if per_ckpt else 0,

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError, Interrupted
 from . import aggregate
@@ -163,7 +164,8 @@ def run(cfg: Config, comm) -> dict | None:
     return result
 
 
-def _record(rec: dict, clock, stall_end: int | None = None) -> dict:
+def _record(rec: dict | None, clock, stall_end: int | None = None) -> dict:
+    assert rec is not None, "a record is made only of a pending checkpoint"
     t0 = rec.get("t_stall_start", rec["t_start"])
     end = stall_end if stall_end is not None else rec.get("t_stall_end", rec["t_snapshot"])
     return {"checkpoint": rec["checkpoint"], "rank": rec["rank"], "bytes": rec["bytes"], "files": rec["files"],
@@ -199,6 +201,7 @@ def _restores(cfg: Config, comm, saver: Saver, ranks: list[int], folder: Path) -
     man = load_manifest(folder)
     verify = {n: (v[0], v[1]) for n, v in man["files"].items()}
     place = placement(m, ranks, cfg.layout, folder)
+    note: dict[str, Any]
     for kind in cfg.restore:
         if kind == "own":
             rp, note = read_plan(place, [t for f in saver.files for t, _ in f.tensors]), {"as_rank": me}
@@ -210,11 +213,10 @@ def _restores(cfg: Config, comm, saver: Saver, ranks: list[int], folder: Path) -
             note = {"as_rank": src, "ranks_per_node": rpn}
         else:
             m2 = _reshard_model(m, cfg.reshard, comm.size)
-            mine = range(comm.rank, m2.world, comm.size) if not cfg.subset else [r for r in range(comm.size)
-                                                                                  if r == comm.rank]
-            ts = [t for r in mine for t in needs(m2, r)]
+            new_ranks = list(range(comm.rank, m2.world, comm.size)) if not cfg.subset else [comm.rank]
+            ts = [t for r in new_ranks for t in needs(m2, r)]
             rp = read_plan(place, ts)
-            note = {"to": {"tp": m2.tp, "pp": m2.pp, "dp": m2.dp}, "new_ranks": list(mine)}
+            note = {"to": {"tp": m2.tp, "pp": m2.pp, "dp": m2.dp}, "new_ranks": new_ranks}
         comm.barrier()
         if cfg.cold and comm.rank == 0:
             from ..storage.pagecache import evict

@@ -10,7 +10,8 @@ snapshot: a copy of the state into a staging buffer, as a GPU->host copy; a back
 fsyncs while training goes on; the checkpoint is published at the next step boundary after every rank's
 writer is done). Layouts: ``stream`` and ``shards`` write raw tensor bytes with ``os.pwrite`` in
 ``CHUNK``-byte requests; ``dcp`` is real ``torch.distributed.checkpoint.save`` / ``async_save``
-(``FileSystemWriter``, one file per rank), its files fsync'd by the engine after the save."""
+of tensors of their real shapes (``models.slice_shape``: a TP shard of a [hidden, ffn] weight is [hidden,
+ffn / TP]) (``FileSystemWriter``, one file per rank), its files fsync'd by the engine after the save."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import os
 import shutil
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,6 +128,11 @@ def failure_line(e: BaseException, where: str) -> str:
     return f"{type(e).__name__}: {e}"
 
 
+def _shaped(raw: np.ndarray, t: Tensor) -> np.ndarray:
+    """``t``'s bytes in the state buffer as the tensor itself: its dtype and its real shape (a view)."""
+    return raw.view(np.float16 if t.itemsize == 2 else np.float32).reshape(t.dims)
+
+
 class Saver:
     """One process's side of checkpointing: the state of model rank ``rank`` (its files, its buffer)."""
 
@@ -153,7 +160,7 @@ class Saver:
         self.staging = content.page_aligned(self.nbytes) if mode == "async" else None
         self.crcs: dict[str, int] = {}
         self._thread: threading.Thread | None = None
-        self._future = None
+        self._future: Future | None = None
         self._pending: dict | None = None
         self._pg = None
         self._last_k = 0
@@ -212,7 +219,7 @@ class Saver:
     def _write_all(self, inc: Path, src: np.ndarray, rec: dict, clock) -> None:
         path = inc
         try:
-            mv = memoryview(src)
+            mv = src.data
             for f in self.files:
                 path = inc / f.name
                 w, s = write_file(str(path), mv[f.offset:f.offset + f.nbytes], self.fsync, self.chunk)
@@ -312,8 +319,7 @@ class Saver:
         sd = {}
         for f in self.files:
             for t, off in f.tensors:
-                a = src[f.offset + off:f.offset + off + t.nbytes].view(np.float16 if t.itemsize == 2 else np.float32)
-                sd[f"{f.name}/{t.name}"] = torch.from_numpy(a)
+                sd[f"{f.name}/{t.name}"] = torch.from_numpy(_shaped(src[f.offset + off:f.offset + off + t.nbytes], t))
         return sd
 
     def process_group(self):
@@ -336,7 +342,7 @@ class Saver:
         self.process_group()
         sd = self._state_dict(src)
         writer = dcp.FileSystemWriter(str(inc), single_file_per_rank=True, sync_files=False, thread_count=1)
-        kw = {"no_dist": True} if self.comm.size == 1 else {}
+        no_dist = self.comm.size == 1
 
         self._durable.clear()
 
@@ -366,12 +372,13 @@ class Saver:
         try:
             if self.mode == "async":
                 with _quiet():
-                    fut = dcp.async_save(sd, storage_writer=writer, **kw)
+                    fut = dcp.async_save(sd, storage_writer=writer, no_dist=no_dist)
+                assert isinstance(fut, Future)     # the thread checkpointer's answer
                 fut.add_done_callback(durable)
                 self._future = fut
             else:
                 with _quiet():
-                    dcp.save(sd, storage_writer=writer, **kw)
+                    dcp.save(sd, storage_writer=writer, no_dist=no_dist)
                 durable()
         except BaseException as e:  # noqa: BLE001
             rec["error"] = failure_line(e, str(inc))
@@ -471,7 +478,7 @@ def execute(rp: ReadPlan, *, cold: bool, verify: dict | None = None, into: np.nd
         pagecache.evict(paths)
         rec["resident_before_bytes"] = pagecache.resident_bytes(paths)[0]
     buf = into[:rp.nbytes] if into is not None and into.nbytes >= rp.nbytes else content.page_aligned(rp.nbytes)
-    mv = memoryview(buf)
+    mv = buf.data
     io0 = pagecache.proc_io().get("read_bytes")
     t0 = time.perf_counter()
     pos = 0
@@ -522,6 +529,7 @@ def dcp_restore(saver: Saver, folder: Path, as_rank: int, cold: bool) -> dict:
     from ..storage import pagecache
 
     saver.process_group()
+    assert saver.model is not None
     files = file_specs(saver.model, as_rank, "shards")
     buf = content.page_aligned(sum(f.nbytes for f in files))
     import torch
@@ -529,8 +537,7 @@ def dcp_restore(saver: Saver, folder: Path, as_rank: int, cold: bool) -> dict:
     sd = {}
     for f in files:
         for t, off in f.tensors:
-            a = buf[f.offset + off:f.offset + off + t.nbytes].view(np.float16 if t.itemsize == 2 else np.float32)
-            sd[f"{f.name}/{t.name}"] = torch.from_numpy(a)
+            sd[f"{f.name}/{t.name}"] = torch.from_numpy(_shaped(buf[f.offset + off:f.offset + off + t.nbytes], t))
     paths = [str(p) for p in Path(folder).iterdir() if p.is_file()]
     rec: dict = {"bytes": int(buf.nbytes), "needed_bytes": int(buf.nbytes), "missing_bytes": 0, "files": None}
     if cold:
@@ -596,7 +603,7 @@ def dcp_reshard_restore(saver: Saver, folder: Path, written_ranks: list[int], te
     nbytes = 0
     for key, t in keys.items():
         buf = content.page_aligned(t.nbytes)
-        sd[key] = torch.from_numpy(buf.view(np.float16 if t.itemsize == 2 else np.float32))
+        sd[key] = torch.from_numpy(_shaped(buf, t))
         nbytes += t.nbytes
     paths = [str(p) for p in Path(folder).iterdir() if p.is_file()]
     rec: dict = {"bytes": nbytes, "needed_bytes": needed, "missing_bytes": missing, "files": None,

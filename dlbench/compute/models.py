@@ -80,10 +80,10 @@ class Field:
 def row_fields(workload) -> tuple[Field, ...]:
     """Byte layout of one row (docs/architecture.md contract 1): the arrays of ``workload.arrays`` concatenated in order, or
     the format module's ``row_arrays`` (jpeg_folders: the decoded image alone)."""
-    own = getattr(workload.format.driver(), "row_arrays", None)   # a format that decodes owns its row
+    own = workload.format.driver().row_arrays(workload)   # a format that decodes owns its row
     if own is not None:
         out, off = [], 0
-        for name, shape, dtype, role in own(workload):
+        for name, shape, dtype, role in own:
             n = int(np.prod(shape)) * np.dtype(dtype).itemsize
             out.append(Field(name, off, n, tuple(shape), np.dtype(dtype), role))
             off += n

@@ -14,7 +14,11 @@ How a step runs (``StepPipeline.step``), as a training loop written the usual wa
    the optimizer between ``compute_start`` and ``compute_end``. The host does not wait for the compute: it goes
    back to the loader, and the next batch's copy runs while this step computes.
 4. **Hold the source until its copy is done.** A batch copied from the loader's own (pinned) buffer is handed back
-   to the loader only after its copy completed (the host waits on ``copy_end``; the compute goes on).
+   to the loader only after its copy completed. When the loader can take it back later (``hold``: the planned
+   executor's ring of pinned batch buffers, ``Batch.hold``), the step does not wait: it hands the loader a
+   ``CopyDone`` of the copy's ``copy_end`` event, and the loader waits on it (``release``) only before it writes
+   into that buffer again. Otherwise (a DataLoader batch) the host waits on ``copy_end`` before the step returns
+   (the compute goes on).
 
 Timing, on the device clock (events), translated to the host's ``perf_counter_ns`` by the backend:
 ``transfer`` = [copy_start, copy_end]; the part of it the compute stream had to wait for, ``transfer_exposed``
@@ -59,6 +63,23 @@ def split_transfer(copy_start: int, copy_end: int, prev_compute_end: int | None)
     return min(max(prev_compute_end, copy_start), copy_end)
 
 
+class CopyDone:
+    """A copy from the loader's buffer, for the loader (``stages.Ring.hold``): ``query()``, has it completed;
+    ``synchronize()``, wait until it has (then the buffer may be written)."""
+
+    __slots__ = ("b", "ev")
+
+    def __init__(self, backend, ev):
+        self.b, self.ev = backend, ev
+
+    def query(self) -> bool:
+        return bool(self.b.done(self.ev))
+
+    def synchronize(self) -> None:
+        self.b.synchronize(self.ev)
+        self.b.note("release", "loader")
+
+
 class StepPipeline:
     """Ring of ``slots`` pinned host buffers, at most ``depth`` steps in flight, copies on the backend's copy
     stream ordered before the compute by events (module docstring). ``backend``: ``CudaBackend``,
@@ -75,7 +96,9 @@ class StepPipeline:
         self._pending: deque = deque()                      # (events, epoch, step, nbytes) to resolve
         self._prev_end: int | None = None                   # host ns of the previous resolved step's compute_end
         self._k = 0
-        self.sources = {"pinned": 0, "staged": 0}          # batches copied from the loader's pinned buffer / a slot
+        # batches copied from the loader's pinned buffer / through a slot; ``held``: of the pinned, those the loader
+        # took back once copied (``hold``: no host wait in the step)
+        self.sources = {"pinned": 0, "staged": 0, "held": 0}
         self.records: list[StepRecord] = []                 # kept when keep_records (tests, calibration)
         self.keep_records = False
 
@@ -91,11 +114,12 @@ class StepPipeline:
 
     def step(self, *, pinned_source: bool, fill: Callable[[int], Any], source: Any,
              copy_convert: Callable[[Any], Any], compute: Callable[[Any], None], epoch: int, step: int,
-             nbytes: int) -> None:
+             nbytes: int, hold: Callable[[CopyDone], None] | None = None) -> None:
         """One step. ``fill(j)``: copy the batch into slot j, returning the host source to copy from (only
         called when ``pinned_source`` is false); ``source``: the batch itself when it is pinned;
         ``copy_convert(src)``: enqueue host→device copy and conversion (on the copy stream), returns the inputs;
-        ``compute(inputs)``: enqueue the training step (on the compute stream)."""
+        ``compute(inputs)``: enqueue the training step (on the compute stream); ``hold(done)``: the loader takes
+        its (pinned) buffer back only once ``done`` (the copy) completed; without it the step waits for the copy."""
         b = self.b
         k = self._k
         self._k += 1
@@ -124,6 +148,9 @@ class StepPipeline:
             b.record(c1)
         if j is not None:
             self._slot_copy[j] = ce
+        elif hold is not None:                                # the loader's buffer: it waits for the copy
+            hold(CopyDone(b, ce))
+            self.sources["held"] += 1
         else:                                                 # the loader's buffer: back only once copied
             b.synchronize(ce)
             b.note("release", None)

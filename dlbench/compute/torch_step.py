@@ -12,7 +12,8 @@ A step records, on the rank's timeline (docs/architecture.md contract 3/6):
 
 Under ``--overlap on`` (``overlap="on"``; ``auto``, the default, is on with CUDA and one rank) the step is
 asynchronous (``ring.py``): the batch is copied into a pinned slot (or, when the loader's buffer is already
-page-locked, from where it lies), crosses on a side stream and is converted there while the previous step still
+page-locked, from where it lies: the planned executor's batch ring allocated by ``host_allocator``, or a
+DataLoader batch pinned by its pin thread), crosses on a side stream and is converted there while the previous step still
 computes; the compute stream waits on the copy's event. The intervals are the device's (CUDA events): ``transfer``
 (copy and conversion), split into ``transfer_exposed`` (after the previous step's compute ended: the compute
 waited) and ``transfer_overlapped`` (hidden), and ``compute`` (forward to optimizer); they are filed once
@@ -241,9 +242,31 @@ class TorchCompute:
                            PHASE_ID["transfer_exposed"], PHASE_ID["transfer_overlapped"])
         return self._phase
 
-    def step(self, batch: np.ndarray, sample_ids: np.ndarray, n: int, timeline, epoch: int, step: int) -> None:
+    def host_allocator(self):
+        """Where a loader should put its batches: under ``--overlap on`` on CUDA, ``alloc(rows, row_nbytes)``
+        giving page-locked host memory as a uint8 numpy array (the planned executor's batch ring: the loader's
+        buffer is the pinned memory, the device copies from it with no staging copy); None otherwise (plain
+        memory is as good)."""
+        if self._pipe is None or self.device.type != "cuda":
+            return None
+        import torch
+
+        from ..storage import PAGE
+
+        def alloc(rows: int, row_nbytes: int) -> np.ndarray:
+            # like ``aligned_rows``: every row starts on a page (the CUDA host allocator's blocks are
+            # page-aligned), padding hidden; the array keeps the pinned tensor alive (its base)
+            stride = -(-max(row_nbytes, 1) // PAGE) * PAGE
+            block = torch.empty((rows, stride), dtype=torch.uint8, pin_memory=True).numpy()
+            return block[:, :row_nbytes]
+        return alloc
+
+    def step(self, batch: np.ndarray, sample_ids: np.ndarray, n: int, timeline, epoch: int, step: int,
+             hold=None) -> None:
         """Train one step on the first ``n`` rows of ``batch`` ((rows, row_nbytes) uint8). ``timeline`` may be
-        None (calibration): the times are still kept in ``step_times_s`` etc."""
+        None (calibration): the times are still kept in ``step_times_s`` etc. ``hold`` (``Batch.hold``): ``batch``
+        is the loader's pinned buffer, which it takes back once ``hold``'s argument (the copy) completed: an
+        overlapped step copies from it without waiting for the copy."""
         import torch
 
         clock = time.perf_counter_ns
@@ -253,7 +276,7 @@ class TorchCompute:
         if n > self.batch_size and (self._pinned is not None or self._pipe is not None):
             raise ConfigError(f"step {step}: {n} samples delivered, more than the batch size {self.batch_size}")
         if self._pipe is not None:
-            self._overlapped_step(batch, sample_ids, n, timeline, epoch, step)
+            self._overlapped_step(batch, sample_ids, n, timeline, epoch, step, hold)
             return
         t0 = clock()
         x = y = None
@@ -343,14 +366,18 @@ class TorchCompute:
         if self.keep_losses:
             self.losses.append(float(loss.detach()))
 
-    def _copy_convert(self, src, sample_ids, n: int):
-        """On the copy stream: the batch's n rows to the device in one copy, then the input conversion there."""
+    def _copy_convert(self, src, sample_ids, n: int, strided: tuple[int, int] | None = None):
+        """On the copy stream: the batch's n rows to the device in one copy, then the input conversion there.
+        ``strided`` = (row width, row stride): ``src`` is the flat span of padded rows (a pinned batch ring's
+        page-aligned rows), viewed as rows again on the device."""
         import torch
 
         from .models import split_rows_tensor
 
         dev = self.device
         raw = src if dev.type == "cpu" else src.to(dev, non_blocking=True)
+        if strided is not None:
+            raw = raw.as_strided((n, strided[0]), (strided[1], 1))
         x, y = self.task.inputs(split_rows_tensor(raw, self.fields, n), sample_ids, n, dev)
         if self.channels_last and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
@@ -360,25 +387,38 @@ class TorchCompute:
                 t.record_stream(compute)
         return x, y
 
-    def _overlapped_step(self, batch: np.ndarray, sample_ids, n: int, timeline, epoch: int, step: int) -> None:
+    def _overlapped_step(self, batch: np.ndarray, sample_ids, n: int, timeline, epoch: int, step: int,
+                         hold=None) -> None:
         import torch
 
         pipe = self._pipe
         assert pipe is not None
         rows = batch[:n]      # rows may be wider than the workload's row (a loader's buffer): split by offset
         src = torch.from_numpy(rows)
-        # the loader's own buffer when it is page-locked (a DataLoader batch pinned by its pin thread): copied
-        # from where it lies; anything else through a pinned slot (one host copy, while the device computes)
-        pinned = self.device.type == "cuda" and rows.flags.c_contiguous and bool(src.is_pinned())
+        # the loader's own buffer when it is page-locked (a DataLoader batch pinned by its pin thread, the planned
+        # executor's pinned batch ring): copied from where it lies; anything else through a pinned slot (one host
+        # copy, while the device computes)
+        pinned = False
+        span, strided = src, None
+        if self.device.type == "cuda" and bool(src.is_pinned()):
+            if rows.flags.c_contiguous:
+                pinned = True
+            elif rows.strides[1] == 1 and rows.strides[0] >= rows.shape[1]:
+                # page-aligned rows (padded): one copy of the span from the first row to the last, the padding
+                # included (< 4 KiB a row)
+                from ..storage import flat_span
+
+                span, strided, pinned = torch.from_numpy(flat_span(rows)), (rows.shape[1], rows.strides[0]), True
 
         def fill(j):
             slot = self._slots[j][:n]
             slot.copy_(src[:, :self.row_nbytes])
             return slot
 
-        pipe.step(pinned_source=pinned, fill=fill, source=src,
-                  copy_convert=lambda s: self._copy_convert(s, sample_ids, n), compute=self._train,
-                  epoch=epoch, step=step, nbytes=n * self.row_nbytes)
+        pipe.step(pinned_source=pinned, fill=fill, source=span,
+                  copy_convert=lambda s: self._copy_convert(s, sample_ids, n, strided if s is span else None),
+                  compute=self._train,
+                  epoch=epoch, step=step, nbytes=n * self.row_nbytes, hold=hold)
         pipe.collect(self._filer(timeline))
 
     def _filer(self, timeline):

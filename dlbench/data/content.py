@@ -132,14 +132,8 @@ def _fill_one(rng: np.random.Generator, typed: np.ndarray, role: str) -> None:
 
 def fill_row(workload: Workload, seed: int, i: int, out: np.ndarray) -> int:
     """Write sample ``i``'s row (docs/architecture.md contract 1) into ``out[:nbytes]`` and return nbytes
-    (the format module's ``fill_row``, or its ``expected_row`` copied)."""
-    drv = workload.format.driver()
-    fill = getattr(drv, "fill_row", None)
-    if fill is not None:
-        return fill(workload, seed, i, out)
-    row = drv.expected_row(workload, seed, i)
-    out[:row.size] = row
-    return int(row.size)
+    (the format driver's ``fill_row``; its default: ``expected_row`` copied)."""
+    return workload.format.driver().fill_row(workload, seed, i, out)
 
 
 def expected_row(workload: Workload, seed: int, i: int) -> np.ndarray:

@@ -49,6 +49,7 @@ from ..errors import ConfigError, DataError
 from ..storage import aligned_empty
 from ..storage.backend import PosixBackend
 from ..workload import Workload
+from .format_base import FormatDriver
 from .formats import SampleReader
 
 IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
@@ -686,7 +687,7 @@ class _Writer:
 
     def write_samples(self, fd: int, tpl: H5Template, first: int, count: int, base: int) -> int:
         """Samples first..first+count-1, stored at row ``first - base`` of each dataset."""
-        from .generate import _write_all
+        from .generate import write_all
 
         assert self.filler is not None, "a writer made with the files it writes"
         written = 0
@@ -694,19 +695,19 @@ class _Writer:
             bufs = self.filler.get(s0, b)
             try:
                 for off, st, n in zip(tpl.offsets, bufs, self.nb):
-                    written += _write_all(fd, st[:b * n], off + (s0 - base) * n)
+                    written += write_all(fd, st[:b * n], off + (s0 - base) * n)
             finally:
                 self.filler.release(bufs)
         return written
 
     def write_file(self, fd: int, f: int) -> int:
         """File ``f`` (not shared) into the open, empty ``fd``: the template's metadata, then the rows."""
-        from .generate import _write_all
+        from .generate import write_all
 
         tpl = self.template(_template_key(self.w, int(self.m.count[f])))
         n = 0
         for off, seg in tpl.segments:
-            n += _write_all(fd, np.frombuffer(seg, dtype=np.uint8), off)
+            n += write_all(fd, np.frombuffer(seg, dtype=np.uint8), off)
         return n + self.write_samples(fd, tpl, int(self.m.first[f]), int(self.m.count[f]), int(self.m.first[f]))
 
     def close(self) -> None:
@@ -819,9 +820,6 @@ def direct_unsupported(layout: str) -> str:
             "buffered, with the dataset evicted from the page cache before every epoch (as --cache drop)")
 
 
-STORAGE = True   # the readers read through a storage backend (open_reader's ``storage``)
-
-
 def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
                 max_open_files: int = 64, storage=None) -> SampleReader:
     """``via`` (--read-via): ``auto``/``pread`` read hdf5_shared/hdf5_blocks rows at the datasets' byte
@@ -840,3 +838,24 @@ def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None
         return PerSampleReader(d, manifest, workload, counters, storage=storage)
     return BlockReader(d, manifest, workload, max_open_files=max_open_files, via=via, counters=counters,
                        direct=direct, storage=storage)
+
+
+class Hdf5Format(FormatDriver):
+    """The format driver of the HDF5 layouts (hdf5_per_sample, hdf5_shared, hdf5_blocks): this module's functions as its operations
+    (dlbench.data.format_base.FormatDriver lists the hooks; those left out keep their defaults)."""
+
+    STORAGE = True   # the readers read through a storage backend (open_reader's ``storage``)
+
+    check_file = staticmethod(check_file)
+    direct_unsupported = staticmethod(direct_unsupported)
+    expected_row = staticmethod(expected_row)
+    file_nbytes_planner = staticmethod(file_nbytes_planner)
+    fill_row = staticmethod(fill_row)
+    finish = staticmethod(finish)
+    manifest_row_nbytes = staticmethod(manifest_row_nbytes)
+    open_reader = staticmethod(open_reader)
+    plan_files = staticmethod(plan_files)
+    prepare = staticmethod(prepare)
+    sample_nbytes = staticmethod(sample_nbytes)
+    write_dataset = staticmethod(write_dataset)
+    writer = staticmethod(writer)

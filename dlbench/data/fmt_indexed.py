@@ -4,9 +4,12 @@ one module for both (two ``register`` lines). Large-model pretraining reads its 
 Samples. The workload's one array is a sample's token sequence (1-D; DLIO configs: ``record_length`` bytes of
 uint8; the built-in ``megatron`` workload: 1,024 uint16 tokens = 2,048 B). File f holds the sequences of samples
 ``first .. first+count-1`` back to back, no header (the ``.bin``); a sample is one byte range found through the
-file's index. Each sequence is its own document (sample i is sequence i; Megatron's GPTDataset would cut
-``seq_length + 1``-token samples across documents: not emulated, the sample is the stored sequence, as DLIO reads
-it).
+file's index. Each sequence is its own document; by default sample i is sequence i (as DLIO reads it). With
+``tokens: {sample_index: megatron}`` a sample is what Megatron-LM's GPTDataset reads: ``seq_length + 1`` tokens cut
+across shuffled documents (``dlbench.data.gpt_index``: document, sample and shuffle indices built once per
+reader from the documents' lengths; a sample is 1-2+ byte ranges, each read by its own copy out of the map or
+``preadv``). Its bytes must be the stored sequence's (``seq_length`` = the sequence's tokens - 1), so the
+dataset's sizes and the plan stay those of the stored samples.
 
 Index files, beside each data file (written through the storage backend, ``.part`` + rename, before the data file
 takes its name; ``write_extra``):
@@ -38,13 +41,17 @@ import resource
 import struct
 from pathlib import Path
 from time import perf_counter_ns
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import ConfigError, DataError
+from .format_base import FormatDriver
 from .formats import SampleReader
 
-STORAGE = True   # data and index files written, checked and read through a storage backend (``storage=``)
+if TYPE_CHECKING:
+    from .gpt_index import GptIndex
+
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
 DTYPE_CODES: dict[np.dtype, int] = {np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4,
@@ -69,6 +76,23 @@ def check_spec(spec, where: str) -> None:
     if np.dtype(arrays[0].dtype) not in DTYPE_CODES:
         raise ConfigError(f"workload {spec.name} ({where}): array {arrays[0].name} dtype {arrays[0].dtype}: the "
                           f"indexed dataset stores one of {', '.join(sorted(str(d) for d in DTYPE_CODES))}")
+    gpt_seq_length(spec, where)
+
+
+def gpt_seq_length(workload, where: str = "") -> int | None:
+    """``seq_length`` of a workload whose ``tokens.sample_index`` is megatron (None: a sample is a stored
+    sequence); ConfigError unless a sample's ``seq_length + 1`` tokens are the stored sequence's."""
+    tk = getattr(workload, "tokens", None)
+    if tk is None or tk.sample_index != "megatron":
+        return None
+    tokens = int(np.prod(workload.arrays[0].shape, dtype=np.int64))
+    seq = tokens - 1 if tk.seq_length is None else int(tk.seq_length)
+    if seq + 1 != tokens or seq < 1:
+        raise ConfigError(f"workload {workload.name}{f' ({where})' if where else ''}: tokens.seq_length={seq}: a "
+                          f"sample is seq_length + 1 tokens and must have the stored sequence's {tokens} tokens "
+                          f"(arrays {workload.arrays[0].name} shape [{tokens}]): set seq_length {tokens - 1}, or "
+                          f"the shape to [{seq + 1}]")
+    return seq
 
 
 def _layout(workload_or_manifest) -> str:
@@ -243,6 +267,31 @@ def expected_row(workload, seed: int, i: int) -> np.ndarray:
     return out
 
 
+_GPT_CACHE: dict[tuple, object] = {}
+
+
+def expected_read_row(workload, seed: int, i: int) -> np.ndarray:
+    """What a reader delivers for sample ``i`` (``run --verify``): the stored row, or with the Megatron sample
+    index the tokens of its pieces, from the generated documents (every document has the stored sequence's
+    tokens, as generate writes them)."""
+    seq = gpt_seq_length(workload)
+    if seq is None:
+        return expected_row(workload, seed, i)
+    from .gpt_index import GptIndex
+
+    row, dt = _row(workload)
+    key = (workload.name, int(workload.samples), seq, int(seed), row)
+    gi = _GPT_CACHE.get(key)
+    if gi is None:
+        _GPT_CACHE.clear()
+        gi = _GPT_CACHE[key] = GptIndex(np.full(int(workload.samples), row // dt.itemsize), seq,
+                                        int(workload.samples), int(seed))
+    assert isinstance(gi, GptIndex)
+    parts = [expected_row(workload, seed, doc)[tok * dt.itemsize:(tok + n) * dt.itemsize]
+             for doc, tok, n in gi.pieces(i)]
+    return np.concatenate(parts)
+
+
 # ---- writing ---------------------------------------------------------------------------------------------------
 
 CHUNK_BYTES = 8 << 20    # staged per write (the token hash's temporaries are 4-8x this)
@@ -251,7 +300,7 @@ CHUNK_BYTES = 8 << 20    # staged per write (the token hash's temporaries are 4-
 def write_file(fd, workload, seed: int, m, f: int) -> int:
     """Data file ``f`` (the sequences back to back), staged ≈ 8 MiB at a time."""
     from ..storage import aligned_empty
-    from .generate import _write_all
+    from .generate import write_all
 
     first, count = int(m.first[f]), int(m.count[f])
     row, _ = _row(workload)
@@ -261,7 +310,7 @@ def write_file(fd, workload, seed: int, m, f: int) -> int:
     for s0 in range(first, first + count, per):
         b = min(per, first + count - s0)
         fill_tokens(workload, seed, s0, b, buf)
-        written += _write_all(fd, buf[:b * row], (s0 - first) * row)
+        written += write_all(fd, buf[:b * row], (s0 - first) * row)
     if written != int(m.nbytes[f]):
         raise DataError(f"{m.paths[f]}: wrote {written} B, the plan says {int(m.nbytes[f])} B")
     return written
@@ -297,7 +346,7 @@ def _matches(st, rel: str, pieces) -> bool:
 
 def write_extra(data_dir: Path, m, f: int, storage=None) -> None:
     """File f's index file(s), each atomically (``.part`` then rename), before the data file takes its name."""
-    from .generate import _write_all
+    from .generate import write_all
 
     st = _storage(data_dir, storage)
     for k, rel in enumerate(index_names(m.spec["layout"], m.paths[f])):
@@ -307,7 +356,7 @@ def write_extra(data_dir: Path, m, f: int, storage=None) -> None:
             try:
                 off = 0
                 for piece in _want_pieces(m, f, k):
-                    off += _write_all(h, np.frombuffer(piece, dtype=np.uint8), off) if piece else 0
+                    off += write_all(h, np.frombuffer(piece, dtype=np.uint8), off) if piece else 0
             finally:
                 st.close(h)
             st.rename(part, rel)
@@ -416,6 +465,28 @@ class _Base(SampleReader):
         self.max_row_nbytes = self.decoded_nbytes = row
         self.counters = counters
         self._index: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+        self._gpt_seq = gpt_seq_length(workload)     # None: a sample is one stored sequence
+        self._gpt: GptIndex | None = None
+        self._n, self._seed = int(manifest.samples), int(getattr(manifest, "seed", 0))
+
+    def _gpt_pieces(self, i: int) -> list[tuple[int, int, int]]:
+        """Megatron's sample ``i`` as (file, byte offset, bytes) ranges (``gpt_index``; built at the first read
+        from every file's index: the documents' lengths)."""
+        if self._gpt is None:
+            from .gpt_index import GptIndex
+
+            assert self._gpt_seq is not None
+            lengths = []
+            for f in range(len(self._rel)):
+                _, sz, unit = self._index.get(f) or self._load_index(f)
+                lengths.append(sz.astype(np.int64) * unit // self._dtype.itemsize)
+            self._gpt = GptIndex(np.concatenate(lengths), self._gpt_seq, self._n, self._seed)
+        item, out = self._dtype.itemsize, []
+        for doc, tok, ntok in self._gpt.pieces(i):
+            f = doc // self._spf
+            ptr = self._index[f][0]
+            out.append((f, int(ptr[doc - int(self._first[f])]) + tok * item, ntok * item))
+        return out
 
     def _short(self, f: int, i: int, got: int, n: int) -> DataError:
         return DataError(f"{self._rel[f]}: short read of sample {i} ({got} of {n} B): the file is truncated; check "
@@ -461,6 +532,18 @@ class PreadReader(_Base):
         return fd
 
     def read_into(self, i: int, out: np.ndarray) -> int:
+        if self._gpt_seq is not None:     # Megatron's sample: one preadv per document range
+            pos = 0
+            for f, off, n in self._gpt_pieces(i):
+                fd = self._fd(f)
+                t0 = perf_counter_ns()
+                got = self._preadv(fd, [out[pos:pos + n]], off)
+                if self.counters is not None:
+                    self.counters.read(f, off, got, perf_counter_ns() - t0)
+                if got != n:
+                    raise self._short(f, i, got, n)
+                pos += n
+            return pos
         f = i // self._spf
         fd = self._fd(f)
         ptr, sz, unit = self._index[f]
@@ -516,11 +599,37 @@ class MMapReader(_Base):
         return mm
 
     def read_into(self, i: int, out: np.ndarray) -> int:
+        if self._gpt_seq is not None:     # Megatron's sample: one copy out of the map per document range
+            pos = 0
+            for f, off, n in self._gpt_pieces(i):
+                pos += self._copy(f, i, off, n, out[pos:pos + n])
+            return pos
         f = i // self._spf
         mm = self._map(f)
         ptr, sz, unit = self._index[f]
         j = i - int(self._first[f])
         off, n = int(ptr[j]), int(sz[j]) * unit
+        if off + n > len(mm):
+            raise self._short(f, i, max(0, len(mm) - off), n)
+        c = self.counters
+        if c is None:
+            out[:n] = mm[off:off + n]
+            return n
+        ru = _getrusage
+        r0 = ru(_SELF)
+        t0 = perf_counter_ns()
+        out[:n] = mm[off:off + n]
+        dt = perf_counter_ns() - t0
+        r1 = ru(_SELF)
+        c.mmap_read(n, dt, r1.ru_minflt - r0.ru_minflt, r1.ru_majflt - r0.ru_majflt)
+        self._copies += 1
+        if self._copies % IO_EVERY == 0:
+            self._device_bytes()
+        return n
+
+    def _copy(self, f: int, i: int, off: int, n: int, out: np.ndarray) -> int:
+        """One range of file ``f`` copied out of its map (a Megatron sample's piece), counted as a copy."""
+        mm = self._map(f)
         if off + n > len(mm):
             raise self._short(f, i, max(0, len(mm) - off), n)
         c = self.counters
@@ -548,3 +657,24 @@ class MMapReader(_Base):
         if self.counters is not None:
             self._device_bytes()
         self._maps.clear()
+
+
+class IndexedFormat(FormatDriver):
+    """The format driver of the token layouts (mmap_indexed_binary, indexed_binary): this module's functions as its operations
+    (dlbench.data.format_base.FormatDriver lists the hooks; those left out keep their defaults)."""
+
+    STORAGE = True   # data and index files written, checked and read through a storage backend (``storage=``)
+    CONTENT_VERSION = CONTENT_VERSION
+    DIRECT_UNSUPPORTED = DIRECT_UNSUPPORTED
+
+    check_file = staticmethod(check_file)
+    check_spec = staticmethod(check_spec)
+    expected_row = staticmethod(expected_row)
+    expected_read_row = staticmethod(expected_read_row)
+    extra_ok = staticmethod(extra_ok)
+    open_reader = staticmethod(open_reader)
+    plan_files = staticmethod(plan_files)
+    remove_extra = staticmethod(remove_extra)
+    sample_nbytes = staticmethod(sample_nbytes)
+    write_extra = staticmethod(write_extra)
+    write_file = staticmethod(write_file)

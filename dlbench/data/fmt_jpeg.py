@@ -25,14 +25,12 @@ import numpy as np
 from ..errors import ConfigError, DataError
 from ..storage.backend import PosixBackend
 from ..workload import Workload
+from .format_base import FormatDriver
 from .formats import SampleReader
 
 # jpeg_folders files since the size-class pool (content.jpeg_bytes); "dlbench.content/1" JPEGs were encoded one
 # by one and cannot be recomputed any more (verify --content says so instead of reporting every sample)
 CONTENT_VERSION = "dlbench.jpeg/2"
-
-
-HAS_ARRAYS = False   # a sample is the file's bytes, not workload arrays
 
 
 # ---- planning and content (pure) ----------------------------------------------------------------------
@@ -124,10 +122,10 @@ def file_order(workload, mine: list[int]) -> list[int]:
 
 def write_file(fd: int, workload, seed: int, m, f: int) -> int:
     from .content import jpeg_bytes
-    from .generate import _write_all
+    from .generate import write_all
 
     data = jpeg_bytes(workload, seed, f, target=int(m.nbytes[f]))
-    return _write_all(fd, np.frombuffer(data, dtype=np.uint8), 0)
+    return write_all(fd, np.frombuffer(data, dtype=np.uint8), 0)
 
 
 # ---- verify -------------------------------------------------------------------------------------------
@@ -149,8 +147,6 @@ def check_file(path: Path, workload, seed: int, m, f: int, image: bytes | None =
 
 
 # ---- reader and decode --------------------------------------------------------------------------------
-
-STORAGE = True   # the reader reads through a storage backend (open_reader's ``storage``)
 
 
 def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
@@ -244,3 +240,27 @@ def decode_jpeg_into(raw: np.ndarray, nbytes: int, out: np.ndarray, decoded_shap
     out.reshape(-1)[:arr.size] = arr.reshape(-1)
 
 
+class JpegFormat(FormatDriver):
+    """The format driver of jpeg_folders: this module's functions as its operations
+    (dlbench.data.format_base.FormatDriver lists the hooks; those left out keep their defaults)."""
+
+    STORAGE = True   # the reader reads through a storage backend (open_reader's ``storage``)
+    HAS_ARRAYS = False   # a sample is the file's bytes, not workload arrays
+    CONTENT_VERSION = CONTENT_VERSION
+
+    check_file = staticmethod(check_file)
+    check_spec = staticmethod(check_spec)
+    decoded_row_nbytes = staticmethod(decoded_row_nbytes)
+    decoder = staticmethod(decoder)
+    expected_row = staticmethod(expected_row)
+    file_order = staticmethod(file_order)
+    fill_row = staticmethod(fill_row)
+    mean_sample_nbytes = staticmethod(mean_sample_nbytes)
+    open_reader = staticmethod(open_reader)
+    plan_files = staticmethod(plan_files)
+    prepare = staticmethod(prepare)
+    row_arrays = staticmethod(row_arrays)
+    sample_nbytes = staticmethod(sample_nbytes)
+    sample_sizes = staticmethod(sample_sizes)
+    size_distribution = staticmethod(size_distribution)
+    write_file = staticmethod(write_file)

@@ -42,6 +42,7 @@ from time import perf_counter_ns
 import numpy as np
 
 from ..errors import ConfigError, DataError
+from .format_base import FormatDriver
 from .formats import SampleReader
 
 SUFFIX = ".npy"
@@ -199,7 +200,7 @@ def write_file(fd: int, workload, seed: int, m, f: int) -> int:
     """Write file ``f`` of manifest ``m`` into the open (empty) ``fd``; returns the bytes written, which
     must equal the planned size."""
     from ..storage import aligned_empty
-    from .generate import _write_all
+    from .generate import write_all
     from .manifest import spec_of
 
     spec = spec_of(workload)
@@ -208,10 +209,10 @@ def write_file(fd: int, workload, seed: int, m, f: int) -> int:
     sh = sample_shapes(spec, seed, f)[0]
     row = int(np.prod(sh, dtype=np.int64)) * np.dtype(a.dtype).itemsize
     head = npy_header(a.dtype, file_shape(spec, sh, count))
-    n = _write_all(fd, np.frombuffer(head, dtype=np.uint8), 0)
+    n = write_all(fd, np.frombuffer(head, dtype=np.uint8), 0)
     buf = aligned_empty(row, np.uint8)
     for j, view in array_rows(workload, seed, first, count, 0, row, buf):
-        n += _write_all(fd, view, len(head) + j * row)
+        n += write_all(fd, view, len(head) + j * row)
     if n != int(m.nbytes[f]):
         raise DataError(f"{m.paths[f]}: wrote {n} B, the plan says {int(m.nbytes[f])} B")
     return n
@@ -247,9 +248,6 @@ def check_via(via: str, workload, direct: bool) -> None:
                           f"(auto = library: np.load)")
     if direct:
         raise ConfigError(DIRECT_UNSUPPORTED)
-
-
-STORAGE = True   # written, checked and read through a storage backend (``storage=``); npz: POSIX paths only
 
 
 def open_reader(d: Path, manifest, workload, *, via: str = "auto", counters=None, direct: bool = False,
@@ -436,3 +434,20 @@ def data_offset(fd: int, path: bytes, at: int, dtype: np.dtype, shape: tuple[int
         raise DataError(f"{os.fsdecode(path)}: array is {tuple(shape_got)} {dt}{' (Fortran order)' if fortran else ''}, "
                         f"expected {tuple(shape)} {dtype}; check the dataset with `dlbench verify`")
     return at + bio.tell()
+
+
+class NpyFormat(FormatDriver):
+    """The format driver of npy: this module's functions as its operations
+    (dlbench.data.format_base.FormatDriver lists the hooks; those left out keep their defaults)."""
+
+    STORAGE = True   # written, checked and read through a storage backend (``storage=``); npz: POSIX paths only
+    DIRECT_UNSUPPORTED = DIRECT_UNSUPPORTED
+
+    check_file = staticmethod(check_file)
+    check_spec = staticmethod(check_spec)
+    expected_row = staticmethod(expected_row)
+    open_reader = staticmethod(open_reader)
+    plan_files = staticmethod(plan_files)
+    row_nbytes = staticmethod(row_nbytes)
+    sample_nbytes = staticmethod(sample_nbytes)
+    write_file = staticmethod(write_file)

@@ -38,9 +38,9 @@ import numpy as np
 from ..errors import ConfigError, DataError
 from . import fmt_npy as npy
 from .fmt_npy import DIRECT_UNSUPPORTED, VIAS, expected_row, row_nbytes, sample_nbytes  # noqa: F401  (this format's)
+from .format_base import FormatDriver
 
 SUFFIX = ".npz"
-STORAGE = True   # written, checked and read through a storage backend (``storage=``)
 DATE = (1980, 1, 1, 0, 0, 0)
 ZIP64_LIMIT = (1 << 31) - 1                  # zipfile.ZIP64_LIMIT
 LOCAL_HEAD = 30                             # fixed part of a ZIP local file header
@@ -120,11 +120,11 @@ def write_file(fd: int, workload, seed: int, m, f: int) -> int:
         with os.fdopen(os.dup(fd), "wb") as fh:
             n = write_zip(fh)
     else:   # a storage backend's handle: the archive made in memory, then written at once
-        from .generate import _write_all
+        from .generate import write_all
 
         bio = io.BytesIO()
         write_zip(bio)
-        n = _write_all(fd, np.frombuffer(bio.getbuffer(), dtype=np.uint8), 0)
+        n = write_all(fd, np.frombuffer(bio.getbuffer(), dtype=np.uint8), 0)
     if n != int(m.nbytes[f]):
         raise DataError(f"{m.paths[f]}: wrote {n} B, the plan says {int(m.nbytes[f])} B")
     return n
@@ -457,3 +457,20 @@ def _from_central_directory(fd: int, path: bytes, names, dtypes, shapes, pread=o
         out.append(npy.data_offset(fd, path, info.header_offset + LOCAL_HEAD + name_len + extra_len, dt, sh,
                                    pread=pread))
     return out
+
+
+class NpzFormat(FormatDriver):
+    """The format driver of npz (sizes, rows and expected content shared with npy): this module's functions as its operations
+    (dlbench.data.format_base.FormatDriver lists the hooks; those left out keep their defaults)."""
+
+    STORAGE = True   # written, checked and read through a storage backend (``storage=``)
+    DIRECT_UNSUPPORTED = DIRECT_UNSUPPORTED
+
+    check_file = staticmethod(check_file)
+    check_spec = staticmethod(check_spec)
+    expected_row = staticmethod(expected_row)
+    open_reader = staticmethod(open_reader)
+    plan_files = staticmethod(plan_files)
+    row_nbytes = staticmethod(row_nbytes)
+    sample_nbytes = staticmethod(sample_nbytes)
+    write_file = staticmethod(write_file)

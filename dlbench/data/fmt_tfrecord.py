@@ -52,6 +52,7 @@ import numpy as np
 
 from ..errors import ConfigError, DataError
 from ..storage import aligned_empty, preadv
+from .format_base import FormatDriver
 from .formats import SampleReader
 
 HEADER = 12          # uint64 length + masked crc
@@ -60,7 +61,6 @@ FRAMING = HEADER + FOOTER
 MASK_DELTA = 0xA282EAD8
 INDEX_DIR = "index"
 READS = ("indexed", "tfdata")
-STORAGE = True   # data and index files written, checked and read through a storage backend (``storage=``)
 
 
 def _crc32c():
@@ -231,9 +231,6 @@ DIRECT_UNSUPPORTED = ("--cache direct: the tfrecord readers read through buffere
                       "before every epoch (as --cache drop)")
 
 
-SECTION = "tfrecord"   # the workload YAML section this format owns (its read pattern: workload.TFRecordSpec)
-
-
 def check_spec(spec, where: str) -> None:
     """Any arrays: a record's image is the concatenation of the sample's arrays (docs/architecture.md contract 1)."""
 
@@ -390,7 +387,7 @@ CHUNK_BYTES = 32 << 20
 def write_file(fd: int, workload, seed: int, m, f: int) -> int:
     """File ``f`` of manifest ``m`` into the open (empty) ``fd``, staged ≈ 32 MiB at a time: constant header and
     Example framing, each record's image, its payload CRC. Returns the bytes written."""
-    from .generate import _write_all
+    from .generate import write_all
 
     crc = _crc32c()
     first, count = int(m.first[f]), int(m.count[f])
@@ -412,7 +409,7 @@ def write_file(fd: int, workload, seed: int, m, f: int) -> int:
             row = buf[r]
             fill_image(workload, seed, s0 + r, row[img0:img0 + n], shapes)
             row[HEADER + p:] = np.frombuffer(struct.pack("<I", mask(crc(row[HEADER:HEADER + p]))), np.uint8)
-        written += _write_all(fd, buf[:b].reshape(-1), (s0 - first) * stride)
+        written += write_all(fd, buf[:b].reshape(-1), (s0 - first) * stride)
     if written != int(m.nbytes[f]):
         raise DataError(f"{m.paths[f]}: wrote {written} B, the plan says {int(m.nbytes[f])} B")
     return written
@@ -431,7 +428,7 @@ def _storage(data_dir: Path, storage):
 def write_extra(data_dir: Path, m, f: int, storage=None) -> None:
     """File f's index (``index/<file>.idx``), atomically (``.part`` then rename); the generator calls it before
     the data file takes its final name. ``storage``: the backend of the data files (default POSIX)."""
-    from .generate import _write_all
+    from .generate import write_all
 
     st = _storage(data_dir, storage)
     final = index_path(m.paths[f])
@@ -440,7 +437,7 @@ def write_extra(data_dir: Path, m, f: int, storage=None) -> None:
     try:
         h = st.open(part, write=True)
         try:
-            _write_all(h, np.frombuffer(index_text(int(m.count[f]), _stride(m, f)), dtype=np.uint8), 0)
+            write_all(h, np.frombuffer(index_text(int(m.count[f]), _stride(m, f)), dtype=np.uint8), 0)
         finally:
             st.close(h)
         st.rename(part, final)
@@ -781,3 +778,29 @@ def open_reader(data_dir, manifest, workload, *, via: str = "auto", counters=Non
     if tfrecord_options(workload).read == "tfdata":
         return TFDataReader(Path(data_dir), manifest, workload, counters, storage=storage)
     return IndexedReader(Path(data_dir), manifest, workload, counters, max_open_files=max_open_files, storage=storage)
+
+
+class TFRecordFormat(FormatDriver):
+    """The format driver of tfrecord: this module's functions as its operations
+    (dlbench.data.format_base.FormatDriver lists the hooks; those left out keep their defaults)."""
+
+    STORAGE = True   # data and index files written, checked and read through a storage backend (``storage=``)
+    SECTION = "tfrecord"   # the workload YAML section this format owns (its read pattern: workload.TFRecordSpec)
+    DIRECT_UNSUPPORTED = DIRECT_UNSUPPORTED
+
+    check_file = staticmethod(check_file)
+    check_plan = staticmethod(check_plan)
+    check_records = staticmethod(check_records)
+    check_spec = staticmethod(check_spec)
+    decode_into = staticmethod(decode_into)
+    expected_row = staticmethod(expected_row)
+    extra_ok = staticmethod(extra_ok)
+    open_reader = staticmethod(open_reader)
+    plan_files = staticmethod(plan_files)
+    remove_extra = staticmethod(remove_extra)
+    row_nbytes = staticmethod(row_nbytes)
+    sample_nbytes = staticmethod(sample_nbytes)
+    shared_read_plan = staticmethod(shared_read_plan)
+    summary_keys = staticmethod(summary_keys)
+    write_extra = staticmethod(write_extra)
+    write_file = staticmethod(write_file)

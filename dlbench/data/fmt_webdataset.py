@@ -39,10 +39,9 @@ from time import perf_counter_ns
 import numpy as np
 
 from ..errors import ConfigError, DataError
+from .format_base import FormatDriver
 from .formats import SampleReader
 
-STORAGE = True
-SECTION = "webdataset"
 MTIME = 946684800       # 2000-01-01T00:00:00Z, every member's mtime
 BLOCK = 512
 EXT = "bin"             # a member's last extension: webdataset's decoders (``.decode()``) leave ``.bin`` as bytes
@@ -145,7 +144,7 @@ CHUNK_BYTES = 32 << 20
 def write_file(fd, workload, seed: int, m, f: int) -> int:
     """Shard ``f``: each sample's members (header, data, padding), the end blocks, the record padding; staged
     ≈ 32 MiB at a time."""
-    from .generate import _write_all
+    from .generate import write_all
     from .manifest import spec_of
 
     spec = spec_of(workload)
@@ -167,9 +166,9 @@ def write_file(fd, workload, seed: int, m, f: int) -> int:
                 buf[p:p + BLOCK] = np.frombuffer(member_header(f"{key(i)}.{name}", nb), np.uint8)
                 buf[p + BLOCK:p + BLOCK + nb] = row[pos:pos + nb]
                 p += BLOCK + _pad(nb)
-        written += _write_all(fd, buf[:b * stride], (s0 - first) * stride)
+        written += write_all(fd, buf[:b * stride], (s0 - first) * stride)
     tail = int(m.nbytes[f]) - count * stride
-    written += _write_all(fd, np.zeros(tail, np.uint8), count * stride)
+    written += write_all(fd, np.zeros(tail, np.uint8), count * stride)
     if written != int(m.nbytes[f]):
         raise DataError(f"{m.paths[f]}: wrote {written} B, the plan says {int(m.nbytes[f])} B")
     return written
@@ -372,3 +371,23 @@ class IndexedReader(_Base):
     def close(self) -> None:
         while self._fds:
             self._close(self._fds.popitem()[1])
+
+
+class WebDatasetFormat(FormatDriver):
+    """The format driver of webdataset: this module's functions as its operations
+    (dlbench.data.format_base.FormatDriver lists the hooks; those left out keep their defaults)."""
+
+    STORAGE = True
+    SECTION = "webdataset"
+    DIRECT_UNSUPPORTED = DIRECT_UNSUPPORTED
+
+    check_file = staticmethod(check_file)
+    check_plan = staticmethod(check_plan)
+    check_spec = staticmethod(check_spec)
+    expected_row = staticmethod(expected_row)
+    open_reader = staticmethod(open_reader)
+    plan_files = staticmethod(plan_files)
+    sample_nbytes = staticmethod(sample_nbytes)
+    shared_read_plan = staticmethod(shared_read_plan)
+    summary_keys = staticmethod(summary_keys)
+    write_file = staticmethod(write_file)

@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import DataError
 from ..storage import PAGE, aligned_empty, preadv  # noqa: F401  (re-exported for readers and generate)
 from ..workload import Workload
+from .format_base import overrides
 
 
 class SampleReader:
@@ -62,19 +63,11 @@ class MemoryReader(SampleReader):
         self.n = int(workload.samples if n is None else n)
         self._cache: dict[int, np.ndarray] | None = {} if cache else None
         drv = workload.format.driver()
-        sizes = getattr(drv, "sample_sizes", None)
-        if sizes is not None:   # sizes per sample index (jpeg)
-            self._sizes = sizes(workload, self.seed, self.n)
-        elif hasattr(drv, "row_nbytes"):   # per-file row sizes (record_size)
-            from .manifest import spec_of
-
-            rows = drv.row_nbytes(spec_of(workload), seed)
-            self._sizes = rows[np.arange(self.n) // workload.samples_per_file]
-        else:
-            self._sizes = np.full(self.n, workload.sample_nbytes, dtype=np.int64)
+        # sizes per sample index (jpeg), else per-file row sizes (record_size), else the sample's bytes
+        self._sizes = drv.sample_sizes(workload, self.seed, self.n)
         self.max_row_nbytes = int(self._sizes.max()) if self.n else 0
         self.decoded_nbytes = self.max_row_nbytes
-        if hasattr(drv, "decoder"):   # the decode step bound to the workload (jpeg: its decoded shape)
+        if overrides(type(drv), "decoder"):   # the decode step bound to the workload (jpeg: its decoded shape)
             self.decode_into = drv.decoder(workload)  # type: ignore[method-assign]  # the format's decode step, bound once
             self.decoded_nbytes = int(workload.decoded_nbytes)
 
@@ -124,8 +117,8 @@ def open_reader(data_dir: str | Path, manifest, workload: Workload, *, max_open_
         from ..errors import ConfigError
         from .registry import FORMATS
 
-        if not getattr(drv, "STORAGE", False):
-            able = [n for n, f in FORMATS.items() if getattr(f.driver(), "STORAGE", False)]
+        if not drv.STORAGE:
+            able = [n for n, f in FORMATS.items() if f.driver().STORAGE]
             raise ConfigError(f"storage backend {storage.name}: layout {workload.layout}'s readers read POSIX "
                               f"files only; backends serve layouts {', '.join(able)}")
         if direct and not storage.direct:

@@ -14,7 +14,7 @@
   file is ``<name>.part`` until all chunks are done, and the chunks done are recorded in
   ``.dlbench-tmp/<name>.done`` (one byte per chunk) so an interrupted run resumes. A re-run skips a file
   only when it has its final name, the planned size **and** the checksum recorded when it was written (of
-  the bytes written, where the format wrote every byte of the file once through ``_write_all``; else read
+  the bytes written, where the format wrote every byte of the file once through ``write_all``; else read
   back from the page cache right after the write; appended to ``.dlbench-tmp/sum-<rank>``, flushed at least
   every ``REC_FLUSH_S``, kept in the manifest's ``sum64`` list at the end): a file with flipped bytes, or
   one with no record (also one whose record a killed process had not flushed), is written again; with no
@@ -84,7 +84,7 @@ def _versions() -> dict:
 
 
 REC_FLUSH_S = 0.5     # the done records of an interrupted generation reach the file at least this often
-_PIECES: dict = {}    # write handle -> [(offset, length, words)] of what ``_write_all`` wrote to it
+_PIECES: dict = {}    # write handle -> [(offset, length, words)] of what ``write_all`` wrote to it
 
 
 def _recorded_sums(data_dir: Path, m: Manifest) -> dict[int, int]:
@@ -129,9 +129,8 @@ def _remove_dataset(data_dir: Path, old: Manifest | None, storage=None) -> None:
         from .registry import FORMATS
 
         fmt = FORMATS.get(old.layout)
-        remove_extra = getattr(fmt.driver() if fmt is not None else None, "remove_extra", None)
-        if remove_extra is not None:   # a format module's files beside the data (tfrecord: index files)
-            remove_extra(data_dir, old, storage)
+        if fmt is not None:   # a format's files beside the data (tfrecord: index files)
+            fmt.driver().remove_extra(data_dir, old, storage)
     (data_dir / MANIFEST_NAME).unlink(missing_ok=True)
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
 
@@ -182,8 +181,8 @@ def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool, storage
         f.unlink()
 
     drv = workload.format.driver()
-    planner = getattr(drv, "file_nbytes_planner", None)   # HDF5: file sizes from skeletons written into tmp
-    new = plan_manifest(workload, seed, hdf5_file_nbytes=None if planner is None else planner(workload, tmp))
+    # HDF5: file sizes from skeletons written into tmp (others: None, plan_files knows its sizes)
+    new = plan_manifest(workload, seed, hdf5_file_nbytes=drv.file_nbytes_planner(workload, tmp))
     # free space: what is not written yet must fit
     have = 0
     if len(new.paths) <= 200_000:
@@ -197,9 +196,7 @@ def _prepare(workload: Workload, data_dir: Path, seed: int, force: bool, storage
                             f"{free / 1e9:.2f} GB free; choose fewer --samples or a smaller --scale")
     if old is not None and old.sum64 is not None and old.paths == new.paths and list(old.nbytes) == list(new.nbytes):
         new.sum64 = old.sum64  # the checksums of a finished generation: what a re-run checks skipped files against
-    prepare = getattr(drv, "prepare", None)   # the format's set-up (jpeg: class folders; hdf5_shared: skeleton)
-    if prepare is not None:
-        prepare(workload, data_dir, new, storage)
+    drv.prepare(workload, data_dir, new, storage)   # the format's set-up (jpeg: class folders; hdf5_shared: skeleton)
     new.complete = False
     new.provenance = {"status": "generating", **_versions()}
     new.save(data_dir)
@@ -421,13 +418,12 @@ class _Writer:
         self.storage = storage or PosixBackend(data_dir)
         self.drv = workload.format.driver()
         self.files: Any = None   # the format's file writer of this rank (``start``)
-        self.write_extra = getattr(self.drv, "write_extra", None)   # tfrecord: the index file
+        self.write_extra = self.drv.write_extra   # tfrecord: the index file (default: nothing)
         self.sum_buf = bytearray(SUM_BLOCK)
 
     def start(self, files: list[int]) -> None:
         """Before the first ``write_file``: ``files`` are the files this rank will write, in order."""
-        make = getattr(self.drv, "writer", None)
-        self.files = make(self.w, self.seed, self.d, self.m, files) if make is not None else _FileWriter(self)
+        self.files = self.drv.writer(self.w, self.seed, self.d, self.m, files)   # default: write_file per file
 
     def close(self) -> None:
         if self.files is not None:
@@ -451,36 +447,23 @@ class _Writer:
         finally:
             del _PIECES[fd]
         st.close(fd)
-        # the checksum of the bytes written, where the format wrote the whole file through _write_all (each byte
+        # the checksum of the bytes written, where the format wrote the whole file through write_all (each byte
         # once); else read back
         s = pieces_sum(pieces, int(self.m.nbytes[f]))
         self.last_sum = s if s is not None else st.checksum(part, self.sum_buf)
-        if self.write_extra is not None:   # in place before the data file takes its final name
-            try:
-                self.write_extra(self.d, self.m, f, st)
-            except BaseException:
-                st.remove(part)
-                raise
+        try:   # files beside it, in place before the data file takes its final name
+            self.write_extra(self.d, self.m, f, st)
+        except BaseException:
+            st.remove(part)
+            raise
         st.rename(part, rel)
         return n
 
 
-class _FileWriter:
-    """A format module's ``write_file(fd, workload, seed, manifest, f)`` as a file writer."""
-
-    def __init__(self, gen: _Writer):
-        self.gen = gen
-
-    def write_file(self, fd: int, f: int) -> int:
-        g = self.gen
-        return g.drv.write_file(fd, g.w, g.seed, g.m, f)
-
-    def close(self) -> None:
-        pass
-
-
-def _write_all(fd, buf: np.ndarray, offset: int) -> int:
-    """``buf`` at ``offset`` of ``fd``: a descriptor, or a storage backend's write handle (its ``pwrite``)."""
+def write_all(fd, buf: np.ndarray, offset: int) -> int:
+    """``buf`` at ``offset`` of ``fd``: a descriptor, or a storage backend's write handle (its ``pwrite``). The
+    public writer of format drivers' ``write_file``/``writer`` (bytes written through it are checksummed in
+    memory, no read-back)."""
     mv = memoryview(buf).cast("B")  # type: ignore[arg-type]  # numpy declares __buffer__ for Python >= 3.12 only
     total = len(mv)
     done = 0
@@ -498,14 +481,10 @@ def _write_all(fd, buf: np.ndarray, offset: int) -> int:
 
 def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
     w, d, drv, st = writer.w, writer.d, writer.drv, writer.storage
-    whole = getattr(drv, "write_dataset", None)   # a format that writes its dataset its own way (hdf5_shared)
-    if whole is not None and whole(writer, m, comm, prog):
+    if drv.write_dataset(writer, m, comm, prog):   # a format that writes its dataset its own way (hdf5_shared)
         return
-    mine = list(range(comm.rank, len(m.paths), comm.size))
-    order = getattr(drv, "file_order", None)   # jpeg: one class folder after another
-    if order is not None:
-        mine = order(w, mine)
-    extra_ok = getattr(drv, "extra_ok", None)   # tfrecord: the file's index is right too
+    mine = drv.file_order(w, list(range(comm.rank, len(m.paths), comm.size)))   # jpeg: class folder by folder
+    extra_ok = drv.extra_ok   # tfrecord: the file's index is right too
     complete = {}
     sums = _recorded_sums(d, m)
     for f in mine:
@@ -520,7 +499,7 @@ def _rank_work(writer: _Writer, m: Manifest, comm, prog: _Progress) -> None:
         if complete[f]:
             want = sums.get(f)
             complete[f] = want is not None and st.checksum(m.paths[f], writer.sum_buf) == want
-        if complete[f] and extra_ok is not None:
+        if complete[f]:
             complete[f] = extra_ok(d, m, f, st)
     rec = open(d / TMP_DIR / f"sum-{comm.rank}", "a")
     flushed = time.monotonic()
@@ -579,7 +558,7 @@ def generate(workload: Workload, data_dir: str | Path, *, seed: int = 0, force: 
 
     comm = comm or SerialComm()
     data_dir = Path(data_dir).absolute()
-    if storage is not None and not getattr(workload.format.driver(), "STORAGE", False):
+    if storage is not None and not workload.format.driver().STORAGE:
         raise ConfigError(f"storage backend {storage.name}: layout {workload.layout} is written to POSIX files "
                           f"only")
     if seed < 0 or seed >= 1 << 63:
@@ -707,9 +686,8 @@ def _cleanup_failed(data_dir: Path, m: Manifest, workload: Workload, storage=Non
 
 def _finish(data_dir: Path, m: Manifest, workload: Workload, ranks: int, seconds: float, storage=None) -> None:
     sums = _recorded_sums(data_dir, m)
-    finish = getattr(workload.format.driver(), "finish", None)   # hdf5_shared: the .part renamed, its checksum
-    if finish is not None:
-        finish(data_dir, m, sums, storage or PosixBackend(data_dir))
+    # hdf5_shared: the .part renamed, its checksum (default: nothing)
+    workload.format.driver().finish(data_dir, m, sums, storage or PosixBackend(data_dir))
     m.sum64 = [sums.get(i) for i in range(len(m.paths))]
     shutil.rmtree(data_dir / TMP_DIR, ignore_errors=True)
     m.complete = True

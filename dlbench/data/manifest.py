@@ -32,7 +32,7 @@ CONTENT_VERSION = "dlbench.content/1"   # a format module's ``CONTENT_VERSION`` 
 
 def content_version(layout: str) -> str:
     """The content version this dlbench writes for ``layout`` (the manifest's ``content``)."""
-    return getattr(_driver(layout), "CONTENT_VERSION", CONTENT_VERSION)
+    return _driver(layout).CONTENT_VERSION
 MANIFEST_NAME = "dlbench-manifest.json"
 
 
@@ -235,13 +235,14 @@ def plan_manifest(workload, seed: int, *, hdf5_file_nbytes=None) -> Manifest:
     module's ``plan_files``. ``hdf5_file_nbytes(k)`` gives the size of a file holding k samples, for
     formats whose file sizes come from a written template (HDF5: ``file_nbytes_planner``)."""
     drv = _driver(workload.layout)
-    if hdf5_file_nbytes is None or not hasattr(drv, "file_nbytes_planner"):   # sizes of its own
+    from .format_base import overrides
+
+    if hdf5_file_nbytes is None or not overrides(type(drv), "file_nbytes_planner"):   # sizes of its own
         paths, first, count, nbytes = drv.plan_files(workload, seed)
     else:
         paths, first, count, nbytes = drv.plan_files(workload, seed, file_nbytes=hdf5_file_nbytes)
-    row = getattr(drv, "manifest_row_nbytes", None)
     return Manifest(workload=workload.name, spec=spec_of(workload), seed=int(seed), samples=workload.samples,
                     layout=workload.layout, paths=list(paths), first=np.asarray(first, dtype=np.int64),
                     count=np.asarray(count, dtype=np.int64), nbytes=np.asarray(nbytes, dtype=np.int64),
                     scale=workload.scale, content=content_version(workload.layout),
-                    _row_nbytes=row(workload) if row is not None else 0)
+                    _row_nbytes=drv.manifest_row_nbytes(workload))

@@ -6,10 +6,11 @@ trainer sees them),
 ``samples_per_file`` (``"one"``, ``"all"`` or ``"block"``), ``reads_by_offset`` (a sample is a byte
 range of a file that pread can fetch) and ``reader`` (``module:Class`` of its reader, imported
 lazily so h5py/Pillow load only when used). Adding a layout is one ``register(Format(...))`` line
-here plus its module: every format's ``module`` (fmt_hdf5, fmt_jpeg, fmt_npy, fmt_npz, fmt_tfrecord) owns its
-writer, reader, decode step, expected content and structure check (docs/formats.md lists the functions), and
-generate/content/manifest/verify/open_reader call them through ``Format.driver()``. Pure: no I/O, no heavy
-imports.
+here plus its module: every format's ``module`` (fmt_hdf5, fmt_jpeg, fmt_npy, fmt_npz, fmt_tfrecord, ...) defines
+one ``dlbench.data.format_base.FormatDriver`` subclass owning its writer, reader, decode step, expected content
+and structure check (docs/formats.md lists the hooks), and every caller asks ``Format.driver()``, that class's
+one instance, checked on first use (a module outside dlbench.data: at its ``register`` line). Pure: no I/O, no
+heavy imports.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from ..errors import unknown_choice
+from .format_base import FormatDriver, check_driver
 
 
 @dataclass(frozen=True)
@@ -25,8 +27,8 @@ class Format:
     name: str
     decodes: bool
     samples_per_file: str  # "one" | "all" | "block"
-    reads_by_offset: bool
-    reader: str  # "module:Class": a module under dlbench.data, or a dotted module path (``module`` below)
+    reads_by_offset: bool = False  # descriptive (docs/formats.md's table, checked against it by a test)
+    reader: str = ""  # "module:Class": a module under dlbench.data, or a dotted module path (``module`` below)
     help: str = ""
     module: str = ""  # the format module owning write/read/content/verify (docs/formats.md): a name under
     # dlbench.data (the built-ins: "fmt_npz") or a dotted path to a module anywhere ("mypkg.fmt_raw")
@@ -46,20 +48,38 @@ class Format:
         ``decoder(workload)`` (the workload's decoded shape bound), else its ``decode_into``."""
         if not self.decodes:
             return None
-        drv = self.driver()
-        bind = getattr(drv, "decoder", None)
-        return bind(workload) if bind is not None else drv.decode_into
+        return self.driver().decoder(workload)
 
-    def driver(self):
-        """The format module (``module``), imported on first use (docs/formats.md lists its functions)."""
-        return _module(self.module)
+    def driver(self) -> FormatDriver:
+        """The format's driver: the one instance of the ``FormatDriver`` subclass its module defines
+        (dlbench.data.format_base; docs/formats.md lists the hooks), the module imported on first use."""
+        drv = _DRIVERS.get(self.name)   # asked per sample by content and decode paths: one dict lookup
+        if drv is None:
+            drv = _DRIVERS[self.name] = _load_driver(self.module, self.name, self.decodes)
+        return drv
 
 
 @cache
 def _module(name: str):
-    """The format module, imported once (``driver`` is asked per sample by content and decode paths): a bare
-    name is a module of dlbench.data, a dotted path is imported as it is (a format outside the package)."""
+    """The format module, imported once: a bare name is a module of dlbench.data, a dotted path is imported as
+    it is (a format outside the package)."""
     return importlib.import_module(name if "." in name else f"dlbench.data.{name}")
+
+
+_DRIVERS: dict[str, FormatDriver] = {}   # format name -> its driver instance, made on first use
+
+
+def _load_driver(module: str, name: str, decodes: bool) -> FormatDriver:
+    """The driver instance of ``module``'s one ``FormatDriver`` subclass, its class checked for format ``name``
+    (``format_base.check_driver``)."""
+    mod = _module(module)
+    found = [c for c in vars(mod).values()
+             if isinstance(c, type) and issubclass(c, FormatDriver) and c.__module__ == mod.__name__]
+    if len(found) != 1:
+        raise TypeError(f"format {name}: module {mod.__name__} defines {len(found)} FormatDriver subclasses "
+                        f"({', '.join(c.__name__ for c in found) or 'none'}); it must define exactly one")
+    check_driver(found[0], decodes, name)
+    return found[0]()
 
 
 FORMATS: dict[str, Format] = {}
@@ -72,6 +92,9 @@ def register(fmt: Format) -> Format:
         raise ValueError(f"format {fmt.name} registered twice")
     if fmt.samples_per_file not in ("one", "all", "block"):
         raise ValueError(f"format {fmt.name}: samples_per_file={fmt.samples_per_file!r}; one of one, all, block")
+    _DRIVERS.pop(fmt.name, None)
+    if "." in fmt.module:   # a format outside dlbench (user code): its class checked at its register line
+        fmt.driver()
     FORMATS[fmt.name] = fmt
     return fmt
 

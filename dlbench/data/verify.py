@@ -58,12 +58,12 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
     sum_buf = bytearray(SUM_BLOCK) if sums is not None else None
     bad_sum: dict[int, str] = {}
     drv = workload.format.driver()
-    if storage is not None and not getattr(drv, "STORAGE", False):
+    if storage is not None and not drv.STORAGE:
         from ..errors import ConfigError
 
         raise ConfigError(f"storage backend {storage.name}: layout {workload.layout}'s files are checked as POSIX "
                           f"files only")
-    deep = getattr(drv, "check_records", None)   # tfrecord: every record's CRCs (--checksum/--content)
+    deep = drv.check_records if checksum or content else None   # tfrecord: every record's CRCs
     for f in range(comm.rank, len(m.paths), comm.size):
         p = d / m.paths[f]
         if storage is not None:   # a backend's file: its size, then its bytes
@@ -77,7 +77,7 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
                 continue
             img = storage.file_image(m.paths[f])
             bad = drv.check_file(p, workload, m.seed, m, f, image=img, storage=storage)
-            if not bad and deep is not None and (checksum or content):
+            if not bad and deep is not None:
                 bad = deep(p, workload, m.seed, m, f, image=img, storage=storage)
             problems += bad
             if not bad:
@@ -105,7 +105,7 @@ def verify(data_dir: str | Path, workload: Workload | None = None, *, content: b
             problems.append(f"{p}: {size} B, the manifest says {int(m.nbytes[f])} B (truncated or corrupt)")
             continue
         bad = drv.check_file(p, workload, m.seed, m, f)   # the format module checks its own files
-        if not bad and deep is not None and (checksum or content):
+        if not bad and deep is not None:
             bad = deep(p, workload, m.seed, m, f)
         problems += bad
         if not bad:

@@ -20,6 +20,8 @@ that deepio's opportunistic mode shares.
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
 from .caches import access_table, global_rows
@@ -41,27 +43,44 @@ def rebalance_batch(samples: np.ndarray, owner: np.ndarray, W: int, b: int
     idx = np.argsort(hold, kind="stable")          # grouped by holder, batch order within a group
     hs = hold[idx]
     starts = np.searchsorted(hs, np.arange(-1, W + 1))
-    surplus: list[np.ndarray] = []
-    deficit = np.zeros(W, np.int64)
-    for r in range(W):
-        mine = idx[starts[r + 1]:starts[r + 2]]
-        stay = mine[:b]
-        dest[stay], src[stay] = r, MEMORY
-        surplus.append(mine[b:])
-        deficit[r] = b - len(stay)
-    sur = np.array([len(s) for s in surplus], np.int64)
-    taken = np.zeros(W, np.int64)
-    moved = 0
-    while sur.max(initial=0) > 0:
-        s = int(np.argmax(sur))                    # argmax: the lowest rank among ties
-        d = int(np.argmax(deficit))
-        m = int(min(sur[s], deficit[d]))
-        go = surplus[s][taken[s]:taken[s] + m]
-        dest[go], src[go], peer[go] = d, PEER, s
+    # every holder keeps its first b (vectorised over the ranks): position j within its group
+    held = hs >= 0
+    j = np.arange(n) - starts[np.where(held, hs + 1, 0)]
+    stay = held & (j < b)
+    dest[idx[stay]], src[idx[stay]] = hs[stay], MEMORY
+    count = np.diff(starts[1:])                    # samples each rank holds
+    deficit = b - np.minimum(count, b)
+    sur = np.maximum(count - b, 0)
+    sur_flat = idx[held & (j >= b)]                # each rank's surplus, rank by rank, in batch order
+    sur_start = np.concatenate(([0], np.cumsum(sur)[:-1]))
+    # greedy: the largest surplus to the largest deficit (ties: the lower rank, as argmax), by two heaps
+    hs_heap = [(-int(v), int(r)) for r, v in enumerate(sur.tolist()) if v > 0]
+    hd_heap = [(-int(v), int(r)) for r, v in enumerate(deficit.tolist()) if v > 0]
+    heapq.heapify(hs_heap)
+    heapq.heapify(hd_heap)
+    taken = [0] * W
+    mv_s, mv_d, mv_m, mv_off = [], [], [], []
+    while hs_heap:
+        ns, s = heapq.heappop(hs_heap)
+        nd, d = heapq.heappop(hd_heap)
+        m = min(-ns, -nd)
+        mv_s.append(s)
+        mv_d.append(d)
+        mv_m.append(m)
+        mv_off.append(taken[s])
         taken[s] += m
-        sur[s] -= m
-        deficit[d] -= m
-        moved += m
+        if -ns > m:
+            heapq.heappush(hs_heap, (ns + m, s))
+        if -nd > m:
+            heapq.heappush(hd_heap, (nd + m, d))
+    moved = int(sum(mv_m))
+    if mv_m:
+        M = np.array(mv_m, np.int64)
+        first = sur_start[np.array(mv_s, np.int64)] + np.array(mv_off, np.int64)
+        within = np.arange(moved) - np.repeat(np.cumsum(M) - M, M)
+        go = sur_flat[np.repeat(first, M) + within]
+        dest[go], src[go], peer[go] = np.repeat(np.array(mv_d, np.int64), M), PEER, np.repeat(np.array(mv_s), M)
+        np.subtract.at(deficit, np.array(mv_d, np.int64), M)
     free = idx[:starts[1]]                         # held by nobody: from the shared FS
     fill = np.repeat(np.arange(W), deficit)
     if len(fill) != len(free):

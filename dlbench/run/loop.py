@@ -92,9 +92,7 @@ class Loop:
         if clock is not None:
             self.ctx.clock = clock
         self.plan: Plan = self.strategy.plan(self.ctx.plan_context(), self.options)
-        check_plan = getattr(workload.format.driver(), "check_plan", None)   # a format's own read order
-        if check_plan is not None:
-            check_plan(workload, self.plan, cfg.strategy)
+        workload.format.driver().check_plan(workload, self.plan, cfg.strategy)   # a format's own read order
         self.executor: Executor | None = None
         self.started = False
         self.evaluator: Any = None   # DLIO's evaluation after an epoch (run.evaluate.Evaluator), set by the driver
@@ -146,6 +144,10 @@ class Loop:
         compute = compute if compute is not None else self.make_compute()
         drain = getattr(compute, "drain", None)
         executor = self.executor = self.strategy.executor(self.ctx, plan, self.options)
+        host_alloc = getattr(compute, "host_allocator", None)   # torch on CUDA, --overlap on: pinned memory
+        host_alloc = host_alloc() if host_alloc is not None else None
+        if host_alloc is not None and hasattr(executor, "batch_memory"):
+            executor.batch_memory(host_alloc)   # the loader reads into pinned buffers (Batch.hold, below)
         verifier = Verifier(self.workload, cfg.seed, self.ctx) if cfg.verify else None
         STALL, PLAN, VERIFY = PHASE_ID["stall"], PHASE_ID["plan"], PHASE_ID["verify"]
         clock = self.ctx.clock
@@ -193,7 +195,10 @@ class Loop:
                         v0 = clock()
                         verifier.check(plan, e, s, batch)
                         timeline.add(VERIFY, v0, clock(), e, s)
-                    compute.step(batch.rows, batch.ids, batch.n, timeline, e, s)
+                    if batch.hold is None:
+                        compute.step(batch.rows, batch.ids, batch.n, timeline, e, s)
+                    else:   # the loader's pinned buffer: reused once the compute's copy from it completed
+                        compute.step(batch.rows, batch.ids, batch.n, timeline, e, s, hold=batch.hold)
                     delivered += batch.n
                     epoch_samples += batch.n
                     global_step += 1

@@ -48,9 +48,7 @@ def finish(cfg: RunConfig, comm: Comm, workload: Workload, manifest: Any, loop: 
         per_rank = arrays
     summary["semantics"] = loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict()
     summary["order"] = loop.plan.meta.get("order")
-    keys = getattr(workload.format.driver(), "summary_keys", None)   # a format's own keys (tfrecord_read)
-    if keys is not None:
-        summary.update(keys(workload))
+    summary.update(workload.format.driver().summary_keys(workload))   # a format's own keys (tfrecord_read)
     summary["order_quality"] = order_quality(loop.plan)
     summary["shared_tier"] = loop.system.describe_shared_tier()
     summary["tier_io"] = tier_io

@@ -56,13 +56,21 @@ def cost(m: Model, nodes: int, ranks_per_node: int, curve: list[tuple[float, flo
                           f"{m.name}'s job has {m.world} ranks (TP {m.tp} x PP {m.pp} x DP {m.dp})")
     per_rank = np.array([rank_bytes(m, r) for r in range(m.world)], dtype=float)
     files = np.array([len(rank_files(m, r, layout)) for r in range(m.world)], dtype=float)
+    return {"model": m.name, **cost_ranks(per_rank, files, nodes, ranks_per_node, curve, link_gbps, file_s)}
+
+
+def cost_ranks(per_rank, files, nodes: int, ranks_per_node: int, curve: list[tuple[float, float]],
+               link_gbps: float, file_s: float = 0.0) -> dict:
+    """One checkpoint whose rank r writes ``per_rank[r]`` bytes in ``files[r]`` files (``cost``'s model)."""
+    per_rank = np.asarray(per_rank, dtype=float)
+    files = np.asarray(files, dtype=float)
     per_node = per_rank.reshape(nodes, ranks_per_node).sum(axis=1)
     writers = int((per_node > 0).sum())
     rate = min(link_gbps * 1e9, aggregate(curve, writers) / max(1, writers))
     t_bytes = per_node.max() / rate
     t = t_bytes + float((files * file_s).max())
     total = float(per_rank.sum())
-    return {"model": m.name, "nodes": nodes, "ranks": m.world, "bytes": total, "writing_nodes": writers,
+    return {"nodes": nodes, "ranks": int(per_rank.size), "bytes": total, "writing_nodes": writers,
             "node_bytes_max": float(per_node.max()), "node_bytes_min": float(per_node.min()),
             "node_rate_bytes_per_s": rate, "durable_s": t, "bandwidth_bytes_per_s": total / t,
             "files": int(files.sum())}
@@ -81,6 +89,62 @@ def from_calibration(profile) -> tuple[float, float, str]:
     return best / 1e3, float(cal["small_file_s"]), (f"from {profile.name}: node link {best / 1e3:.3f} GB/s "
                                                      f"(best measured write rate per node), "
                                                      f"{cal['small_file_s'] * 1e3:.2f} ms per file")
+
+
+def write_side(profile, curve_text: str | None = None) -> tuple[float, float, list[tuple[float, float]], str]:
+    """(node link GB/s, per-file s, aggregate write curve, what) of a system profile's write side: link and
+    per-file cost from its ``calibration.shared_write`` (``from_calibration``); the aggregate curve is
+    ``curve_text`` (CLIENTS:GB_PER_S,...) where given, else the aggregate rate calibrate-storage measured on
+    its nodes, flat beyond them (a file system's scaling is not measured by one node)."""
+    link, file_s, what = from_calibration(profile)
+    if curve_text:
+        return link, file_s, parse_curve(curve_text), what + f"; aggregate write curve {curve_text}"
+    nodes = max(1, int((profile.calibration or {}).get("nodes", 1)))
+    return link, file_s, [(float(nodes), link * nodes)], (what + f"; aggregate {link * nodes:.3f} GB/s as "
+                                                                 f"measured on {nodes} node(s), flat beyond "
+                                                                 f"(--write-curve gives a file system's curve)")
+
+
+def run_ranks(nbytes: int, world: int, model: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, files) per rank of one checkpoint of ``dlbench run --checkpoint-every``
+    (``dlbench.run.checkpoint.Checkpointer``): rank 0 writes ``nbytes`` in one file, or, for an LLM
+    (``model``: ``get_model``'s keywords, DLIO's model.*), every rank its DeepSpeed shards, DP = world / (TP x PP)."""
+    if model is None:
+        b, f = np.zeros(world), np.zeros(world)
+        b[0], f[0] = float(nbytes), 1.0
+        return b, f
+    from ..checkpoint.models import get_model
+
+    mp = model["tp"] * model["pp"]
+    if world % mp:
+        raise ConfigError(f"model.parallelism: tensor {model['tp']} x pipeline {model['pp']} = {mp} does not "
+                          f"divide the {world} ranks")
+    m = get_model(None, dp=world // mp, **model)
+    return (np.array([rank_bytes(m, r) for r in range(world)], dtype=float),
+            np.array([len(rank_files(m, r, "shards")) for r in range(world)], dtype=float))
+
+
+def run_schedule(per_rank, files, *, nodes: int, ranks_per_node: int, steps_per_epoch: list[int], every: int,
+                 first: int, curve: list[tuple[float, float]], link_gbps: float, file_s: float,
+                 what: str = "") -> dict:
+    """A run's checkpoint schedule, costed: the global steps at which ``dlbench run --checkpoint-every`` writes
+    one (``dlbench.run.checkpoint.due``), each costing ``cost_ranks``'s durable time on every rank (a sync
+    save: every rank waits at the barrier), per epoch. The simulated summary's ``checkpoint`` phase."""
+    from ..run.checkpoint import due
+
+    steps, epoch_of, g = [], [], 0
+    for e, n in enumerate(steps_per_epoch):
+        for _ in range(int(n)):
+            g += 1
+            if due(g, every, first):
+                steps.append(g)
+                epoch_of.append(e)
+    one = cost_ranks(per_rank, files, nodes, ranks_per_node, curve, link_gbps, file_s)
+    per_epoch = np.bincount(np.asarray(epoch_of, dtype=int), minlength=len(steps_per_epoch)) * one["durable_s"]
+    return {"count": len(steps), "steps": steps, "bytes_per_checkpoint": int(one["bytes"]),
+            "bytes": int(one["bytes"]) * len(steps), "files_per_checkpoint": int(np.asarray(files).sum()),
+            "durable_s": one["durable_s"], "bandwidth_bytes_per_s": one["bandwidth_bytes_per_s"],
+            "time_s": one["durable_s"] * len(steps), "per_epoch_s": per_epoch.tolist(), "write_side": what}
 
 
 def young_daly(c_s: float, mtbf_accel_h: float, accelerators: int, restart_s: float = 0.0) -> dict:

@@ -17,6 +17,8 @@ from . import fastevents
 from .model import Costing, Model
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..strategies.base import PlanContext
 
 MODEL_OPTIONS = {
@@ -124,9 +126,9 @@ def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None
         st = step_time_s
     else:
         st = wl.choose_step_time(accelerator).scaled(b) if (accelerator or default_step) else None
-    dist = getattr(wl.format.driver(), "size_distribution", None)   # a format whose files' sizes are drawn
+    dist = wl.format.driver().size_distribution(wl)   # a format whose files' sizes are drawn (default None)
     if dist is not None:
-        kind, mean, std, lo, hi = dist(wl)
+        kind, mean, std, lo, hi = dist
         return SimWorkload(wl.name, wl.samples, b, kind, mean, std, lo, hi, st, layout=wl.layout)
     rs = getattr(wl, "record_size", None)
     if rs is not None:   # npy/npz with record sizes: the data array's distribution plus the fixed (label) arrays
@@ -144,13 +146,19 @@ BYTES_PER_PROLOGUE_ROW = 80   # measured: 71-81 B per prologue row (staging, 60,
 
 
 def prologue_rows(rows, wl: SimWorkload, nodes: int, ranks_per_node: int,
-                  options: dict | None = None) -> tuple[int, str]:
+                  options: dict | None = None, *, profile: SystemProfile | None = None,
+                  seed: int = 0) -> tuple[int, str]:
     """(rows, strategy) of the largest prologue among ``simulate``'s ``rows`` (names or (label, strategy,
     options[, model options]) tuples; ``options``: {strategy: {option: value}}), from ``Strategy.prologue_rows``
-    before any plan is built; unknown strategies and bad options are left to the planning."""
+    before any plan is built; unknown strategies and bad options are left to the planning. With ``profile``
+    (and ``seed``: the sizes' draw) the strategies see the planner's view of the world (``sim_context``: sizes
+    and capacities), so a bound can say what the plan will be (staging: an all-gather only where the dataset
+    fits a node)."""
     from .. import strategies
     from ..errors import DlbenchError
+    from ..strategies.base import Strategy
 
+    ctx: PlanContext | None = None
     best = (0, "")
     for x in rows:
         name, o = (x, {}) if isinstance(x, str) else (x[1], dict(x[2] or {}))
@@ -161,7 +169,13 @@ def prologue_rows(rows, wl: SimWorkload, nodes: int, ranks_per_node: int,
             opts = strategies.parse_options(st, {**(options or {}).get(name, {}), **o})
         except DlbenchError:
             continue
-        best = max(best, (st.prologue_rows(wl.samples, nodes, ranks_per_node, opts), name))
+        if ctx is None and profile is not None and nodes * ranks_per_node <= wl.samples and \
+                type(st).prologue_rows is not Strategy.prologue_rows:   # the sizes drawn only for a strategy that asks
+            ctx = sim_context(wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=1, seed=seed,
+                              profile=profile, sizes=wl.sizes(seed))
+        n = st.prologue_rows(wl.samples, nodes, ranks_per_node, opts, ctx) if ctx is not None else \
+            st.prologue_rows(wl.samples, nodes, ranks_per_node, opts)
+        best = max(best, (n, name))
     return best
 
 
@@ -185,15 +199,20 @@ def check_size(wl: SimWorkload, nodes: int, ranks_per_node: int, *, available: i
 
         available = meminfo("MemAvailable")
     if available and est > 0.8 * available:
+        room = 0.8 * available
         if pro_est > epoch_est:
+            # the prologue grows with the nodes (a row per sample and storage group), the epochs do not
+            fit = int(max(0.0, room - epoch_est) // max(1.0, pro_est / nodes))
             raise ConfigError(f"--nodes {nodes} with {wl.samples:,} samples (--samples or the workload's): "
                               f"{pro_name}'s prologue of {pro_rows:,} moves (a row per sample and storage group) "
                               f"needs about {est / 2**30:.1f} GiB to cost; {available / 2**30:.1f} GiB available "
-                              f"here; simulate fewer nodes or samples, or leave {pro_name} out")
+                              f"here, enough for {pro_name} at up to {fit:,} nodes; simulate fewer nodes or "
+                              f"samples, or leave {pro_name} out")
+        fit_samples = int(max(0.0, room - pro_est - 64 * 8 * W) // BYTES_PER_ACCESS)
         raise ConfigError(f"--nodes {nodes} with {wl.samples:,} samples (--samples or the workload's): costing "
                           f"{W:,} ranks x {n:,} samples per epoch needs about "
-                          f"{est / 2**30:.1f} GiB; {available / 2**30:.1f} GiB available here; simulate fewer "
-                          f"nodes or samples")
+                          f"{est / 2**30:.1f} GiB; {available / 2**30:.1f} GiB available here, enough for up to "
+                          f"{fit_samples:,} samples; simulate fewer nodes or samples")
     return est
 
 
@@ -302,11 +321,13 @@ def _noting_transfers(plan: Plan, sizes: np.ndarray) -> tuple[Plan, dict[int, fl
 
 def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict | None = None,
               plan: Plan | None = None, sizes: np.ndarray | None = None,
-              transfer_bytes: dict[int, float] | None = None) -> dict:
+              transfer_bytes: dict[int, float] | None = None, checkpoint: dict | None = None) -> dict:
     """run.json's summary for a modelled run (``simulated: true``): the same function and the same
     definitions as a measured run's (``metrics.summary_from_arrays``, ``metrics.GLOSSARY``), fed with the
     model's per-rank phase times, plus the modelled breakdown (PFS, peer, local, compute, stall).
-    ``transfer_bytes``: epoch -> background-transfer bytes already noted while costing (``simulate``)."""
+    ``transfer_bytes``: epoch -> background-transfer bytes already noted while costing (``simulate``).
+    ``checkpoint``: the run's checkpoint schedule costed (``simulate.checkpoint.run_schedule``): its time is
+    every rank's ``checkpoint`` phase and is added to the epochs it falls in (``checkpoint_schedule``)."""
     from ..metrics import summary_from_arrays
 
     W = c.ranks
@@ -318,6 +339,9 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
     P = {p: np.asarray(phases.get(p, z), dtype=np.float64) for p in PHASES}
     # every rank's epoch ends at the step barrier in the model: T[r, e] = the epoch's time
     T = np.broadcast_to(np.asarray(c.epoch_time_s, dtype=np.float64), (W, c.epochs))
+    if checkpoint is not None:     # a sync save: every rank waits until the checkpoint is durable
+        T = T + np.asarray(checkpoint["per_epoch_s"], dtype=np.float64)[None, :]
+        P["checkpoint"] = np.full(W, float(checkpoint["time_s"]))
     pro_phase = {p: np.full(W, float(c.prologue_s) if p == "stage" else 0.0) for p in PHASES}
     requests = None
     if c.shared_requests is not None:   # counted by the costing (the thesis-rule engine), no second pass
@@ -352,6 +376,8 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
     }
     out["system"] = profile.name
     out["model_notes"] = list(c.notes)
+    if checkpoint is not None:
+        out["checkpoint_schedule"] = checkpoint
     if profile.pfs is not None and profile.pfs.kind == "object_store":   # S3: the requests and their cost
         from ..storage.s3 import modelled_block
 
@@ -364,7 +390,8 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
 def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int, ranks_per_node: int = 1,
              epochs: int = 1, seed: int = 0, pls_q: float | None = None, write_overlap: bool | None = None,
              options: dict | None = None, loader_threads: int | None = None,
-             rules=None, na_rows: bool = False, sizes: np.ndarray | None = None) -> dict[str, dict]:
+             rules=None, na_rows: bool = False, sizes: np.ndarray | None = None,
+             checkpoint: Callable[[list[int]], dict] | None = None) -> dict[str, dict]:
     """Cost each strategy's plan (``Strategy.plan``); returns {strategy: summary}. ``strategies``: names,
     or (label, strategy, options[, model]) rows (the result is keyed by label; ``model``: per-row model
     options, ``MODEL_OPTIONS``). ``options``: {strategy: {option: value}} as ``dlbench run`` takes them;
@@ -373,7 +400,8 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
     ``ModelRules``; default: the profile's ``rules``). ``na_rows``: a row whose plan a capacity rule refuses
     is ``{"not_applicable": reason, ...}`` and the other rows are costed (published tables have N/A rows);
     otherwise its CapacityError propagates. ``sizes``: the bytes of every sample (a dataset's manifest) instead
-    of draws from ``wl``'s size distribution."""
+    of draws from ``wl``'s size distribution. ``checkpoint``: steps per epoch -> the run's checkpoint schedule
+    costed (``simulate.checkpoint.run_schedule``; ``dlbench simulate --checkpoint-every``)."""
     if nodes < 1 or ranks_per_node < 1 or epochs < 1:
         raise ConfigError(f"nodes={nodes}, ranks_per_node={ranks_per_node}, epochs={epochs}: each must be >= 1")
     if sizes is None:
@@ -429,7 +457,9 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
                        tier_fill=bool(mo.get("fill_by_tier_threads", False)),
                        worker_restart=restarts, loader_handoff=handoff)
         c.strategy = name
+        ck = checkpoint([plan.epoch(e).steps for e in range(plan.epochs)]) if checkpoint is not None else None
         out[label] = summarize(c, workload=wl.name, profile=profile, plan=plan, sizes=sizes, transfer_bytes=noted,
+                               checkpoint=ck,
                                extra={"label": label, "plan_order": plan.meta.get("order", ""),
                                       "plan_pipeline": plan.pipeline, "plan_loader_threads_per_rank": threads,
                                       "options": o or {}, "model_options": mo,

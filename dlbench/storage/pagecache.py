@@ -239,8 +239,7 @@ def direct_support(layout: str) -> tuple[bool, str]:
     if layout not in FORMATS:
         return True, ""
     drv = FORMATS[layout].driver()
-    ask = getattr(drv, "direct_unsupported", None)
-    why: str = ask(layout) if ask is not None else getattr(drv, "DIRECT_UNSUPPORTED", "")
+    why: str = drv.direct_unsupported(layout)   # default: its DIRECT_UNSUPPORTED
     return (False, why) if why else (True, "")
 
 

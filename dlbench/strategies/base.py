@@ -62,8 +62,10 @@ class PlanWorkload:
 
     @classmethod
     def of_workload(cls, wl: Workload) -> PlanWorkload:
-        return cls(name=wl.name, layout=wl.layout, samples_per_file=wl.samples_per_file, tfrecord=wl.tfrecord,
-                   webdataset=wl.webdataset)
+        """A run's record of its workload. The files' facts are read where the object has them (a stand-in
+        workload of a test may carry a name and a layout only: the rest is then unknown, as in the simulator)."""
+        return cls(name=wl.name, layout=wl.layout, samples_per_file=getattr(wl, "samples_per_file", None),
+                   tfrecord=getattr(wl, "tfrecord", None), webdataset=getattr(wl, "webdataset", None))
 
 
 @dataclass(frozen=True)
@@ -126,11 +128,14 @@ class RunContext:
 @dataclass
 class Batch:
     """One step's delivery: ``rows[:n]`` hold the samples ``ids[:n]`` (uint8 rows: stored bytes, or the
-    decoded image for JPEG workloads)."""
+    decoded image for JPEG workloads). ``hold``: set when ``rows`` is the loader's pinned buffer
+    (``stages.Ring``): a consumer that still reads it after its step returned (an asynchronous device copy)
+    calls ``hold(done)`` and the executor reuses the buffer only once ``done`` completed."""
 
     rows: np.ndarray
     ids: np.ndarray
     n: int
+    hold: Callable[[Any], None] | None = None
 
 
 class Executor:
@@ -194,10 +199,12 @@ class Strategy:
         before the row's own (staging under the thesis rules: the reference simulator's redraw)."""
         return {}
 
-    def prologue_rows(self, n_samples: int, nodes: int, ranks_per_node: int, options: Any) -> int:
+    def prologue_rows(self, n_samples: int, nodes: int, ranks_per_node: int, options: Any,
+                      ctx: PlanContext | None = None) -> int:
         """An upper bound on the rows of this strategy's ``Plan.prologue`` for a world of ``nodes`` x
         ``ranks_per_node`` (the simulator's size check, before planning): at most one row per sample unless
-        the strategy says otherwise (staging's all-gather: a row per sample and storage group)."""
+        the strategy says otherwise (staging's all-gather: a row per sample and storage group). ``ctx``: the
+        planner's view of that world where the caller has it (sizes and capacities: a tighter bound)."""
         return int(n_samples)
 
     def run_label(self, options: dict) -> str | None:

@@ -136,18 +136,23 @@ def copies_executor(ctx: RunContext, plan: Plan, options, need_bytes: int, *, sh
 def check_delivery_order(plan: Plan) -> None:
     """Invariant of moving transfers (pls): a sample is sent no earlier than the step in which its sender
     trains on it (the sender deletes it when the exchange completes)."""
+    K = int(plan.n_samples) + 1
     for ep in plan:
         t = ep.transfers
-        if t is None or not t.move:
+        if t is None or not t.move or not len(t):
             continue
         steps = ep.step_of_columns()
-        for r in range(ep.world_size):
-            rows = t.sends(r)
-            if not len(rows):
-                continue
-            n = ep.bounds[r, -1]
-            ids = ep.sample_ids[r, :n]
-            order = np.argsort(ids, kind="stable")
-            pos = order[np.searchsorted(ids[order], t.sample[rows])]
-            if np.any(t.step[rows] < steps[r, pos]):
-                raise RunError(f"{plan.strategy} plan: rank {r} epoch {ep.epoch} sends a sample before training on it")
+        # every rank's trained columns by (rank, sample id), one sort for all ranks: a sent sample's first
+        # column in its sender's row (the lowest, as a stable sort of the row gives)
+        n = ep.sample_ids.shape[1]
+        r_idx, c_idx = np.nonzero(np.arange(n)[None, :] < ep.bounds[:, -1:])
+        key = r_idx * K + (ep.sample_ids[r_idx, c_idx] + 1)
+        order = np.argsort(key, kind="stable")
+        ks = key[order]
+        q = t.src * K + (t.sample + 1)
+        i = np.minimum(np.searchsorted(ks, q), len(ks) - 1)
+        hit = order[i]
+        bad = (ks[i] != q) | (t.step < steps[r_idx[hit], c_idx[hit]])
+        if bad.any():
+            r = int(t.src[bad].min())
+            raise RunError(f"{plan.strategy} plan: rank {r} epoch {ep.epoch} sends a sample before training on it")

@@ -39,10 +39,11 @@ def shared_tier_plan(name: str, ctx: PlanContext, drop_last: bool, meta: dict | 
                                    meta=meta)
 
     layout = wl.layout if wl is not None else None
-    own = getattr(get_format(layout).driver(), "shared_read_plan", None) if layout is not None else None
-    if own is not None:   # a format with a read order of its own (tfrecord: tf.data's, or the sampler's, indexed)
-        return own(name, ctx, meta=meta, streams=streams, drop_last_batch=drop_last_batch, sampler_order=sampler_order)
-    return sampler_order(meta)
+    if layout is None:
+        return sampler_order(meta)
+    # a format with a read order of its own (tfrecord: tf.data's, or the sampler's, indexed); default: the sampler's
+    return get_format(layout).driver().shared_read_plan(name, ctx, meta=meta, streams=streams,
+                                                        drop_last_batch=drop_last_batch, sampler_order=sampler_order)
 
 
 def sync_read_epoch(ctx: RunContext, plan: Plan, e: int, rows, read_into, tier: int, *, raw=None, decode=None,

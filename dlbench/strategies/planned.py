@@ -27,6 +27,8 @@ overflows raises CapacityError naming the option to change.
 
 from __future__ import annotations
 
+import functools
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -128,6 +130,16 @@ class PlannedExecutor(Executor):
         self._gstep = 0
 
     # ---- set-up ------------------------------------------------------------------------------------
+    def batch_memory(self, alloc) -> None:
+        """Allocate the batch ring with ``alloc(rows, row_nbytes)`` (before ``start``): the torch compute on CUDA
+        with ``--overlap on`` gives page-locked memory, so the loader reads each batch straight into pinned
+        memory and the device copies it from there (no staging copy). The compute then holds each step's buffer
+        (``Batch.hold``) until its copy completed; ``epoch`` reuses a buffer only after that (``Ring.settle``)."""
+        if self.loader is not None:
+            raise RunError("PlannedExecutor.batch_memory after start()")
+        r = self.ring
+        self.ring = Ring(r.depth, r.bufs[0].shape[0], r.bufs[0].shape[1], alloc=alloc)
+
     def _open_stores(self) -> None:
         ctx = self.ctx
         stores = {}
@@ -209,6 +221,29 @@ class PlannedExecutor(Executor):
         raw_ring, decode = self.raw_ring, self.decode
         recv_ring = ring if raw_ring is None else raw_ring
         posted = 0                    # steps whose peer receives are posted
+        # a pinned ring (``batch_memory``): the compute holds step t's buffer until its device copy completed.
+        # Inline, the loader settles the hold before it reads step t + D into the buffer; loader threads get the
+        # buffer back (``release``) once the copy completed: polled every step, waited for only when the step
+        # the trainer needs next is to be read into it (``held``: steps whose release waits for their copy)
+        pinned = ring.pinned
+        held: deque[int] = deque()
+
+        def settle_release(t: int) -> None:
+            """(fill thread) step t's buffer back to the loader threads once its copy completed."""
+            ring.settle(t)
+            loader.release(t)
+
+        def release_copied(t: int) -> None:
+            """Hand back to the loader threads the held buffers whose copy completed, in order; wait for the
+            copy of step t − D (step t is read into its buffer)."""
+            while held:
+                s = held[0]
+                if s <= t - D:
+                    ring.settle(s)
+                elif not ring.settled(s):
+                    return
+                held.popleft()
+                loader.release(s)
 
         def post_recvs_upto(limit: int, block: bool) -> None:
             """Irecvs of steps < limit into their ring buffers, once the buffer's last fill job is done."""
@@ -219,6 +254,8 @@ class PlannedExecutor(Executor):
                     if not block:
                         return
                     filler.wait(base + s - D)
+                if pinned and s >= D:
+                    ring.settle(s)            # the buffer's last device copy (step s − D) completed
                 peers.post_recvs(view, s, recv_ring[s])
                 posted += 1
 
@@ -251,10 +288,16 @@ class PlannedExecutor(Executor):
                 if exchange is not None:
                     exchange.post(view, t)      # overlaps the step (completed after the trainer's compute)
                 if self.threads:
+                    if held:
+                        release_copied(t)
                     loader.wait(t)
+                    if held:
+                        release_copied(t)
                 else:
                     if filler is not None and t >= D:
                         filler.wait(base + t - D)     # the buffer's last fills are copied out
+                    if pinned:
+                        ring.settle(t)                # the buffer's last device copy completed
                     loader.fill(view, t)
                 if peer_io:
                     post_recvs_upto(t + 1, block=True)
@@ -266,7 +309,8 @@ class PlannedExecutor(Executor):
                 b0, b1 = bounds[t], bounds[t + 1]
                 buf = ring[t]
                 kept_rows = buf if raw_ring is None else raw_ring[t]
-                yield Batch(buf, ids[b0:b1], b1 - b0)
+                yield (Batch(buf, ids[b0:b1], b1 - b0, functools.partial(ring.hold, t)) if pinned
+                       else Batch(buf, ids[b0:b1], b1 - b0))
                 # after the trainer's step: fills and evictions (fill thread, or here), the buffer back to the
                 # loader, sends and receives
                 kc = np.nonzero(keep[b0:b1] != NO_TIER)[0].tolist() if any_keep else ()
@@ -279,7 +323,8 @@ class PlannedExecutor(Executor):
                           kept_rows[j, :int(sizes[int(ids[b0 + j])])]) for j in kc]
                 if filler is not None:
                     filler.submit(base + t, e, t, keeps, evictions,
-                                  (lambda t=t: loader.release(t)) if self.threads else None)
+                                  None if not self.threads else (lambda t=t: loader.release(t)) if not pinned
+                                  else functools.partial(settle_release, t))
                 else:
                     if keeps:
                         t0 = clock()
@@ -289,7 +334,10 @@ class PlannedExecutor(Executor):
                     for sid in evictions:
                         self.stores.release(sid)
                     if self.threads:
-                        loader.release(t)
+                        if pinned:
+                            held.append(t)
+                        else:
+                            loader.release(t)
                 if exchange is not None:
                     exchange.complete(view, t)
                 if peer_io:
@@ -297,6 +345,9 @@ class PlannedExecutor(Executor):
                     post_sends(t + 1, t + D)
             if filler is not None:
                 filler.drain()
+            if pinned:                        # every copy of the epoch read its buffer: the next epoch's are free
+                ring.settle_all()
+                held.clear()
             peers.finish(view)
             if exchange is not None:
                 exchange.finish(view)

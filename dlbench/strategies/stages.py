@@ -272,16 +272,63 @@ class Stores(ClosingStage):
 
 
 class Ring(Stage):
-    """``depth`` page-aligned batch buffers of ``rows`` rows of ``row_nbytes``."""
+    """``depth`` page-aligned batch buffers of ``rows`` rows of ``row_nbytes``.
 
-    def __init__(self, depth: int, rows: int, row_nbytes: int):
+    ``alloc(rows, row_nbytes)``: where the buffers' memory comes from (default: ``aligned_rows``). The torch
+    compute on CUDA with ``--overlap on`` gives page-locked memory (``TorchCompute.host_allocator``): the loader
+    reads each batch straight into pinned memory and the device copies it from there, with no staging copy.
+
+    Hand-off of a slot read by an asynchronous consumer (the device copy): the consumer calls ``hold(step,
+    done)`` with an object whose ``query()`` says whether it is done with the buffer and ``synchronize()``
+    waits until it is (the copy's CUDA event); the executor calls ``settle(step)`` (waits) or ``settled(step)``
+    (does not) before step + depth is written into the same buffer or the buffer goes back to the loader
+    threads. A slot without a hold is free as soon as the consumer returned (every CPU run)."""
+
+    def __init__(self, depth: int, rows: int, row_nbytes: int, alloc=None):
         self.depth = int(depth)
-        block = aligned_rows(self.depth * max(rows, 1), row_nbytes)
+        block = (alloc or aligned_rows)(self.depth * max(rows, 1), row_nbytes)
+        if (block.shape != (self.depth * max(rows, 1), row_nbytes) or block.dtype != np.uint8
+                or block.ctypes.data % PAGE or block.strides[0] % PAGE or block.strides[1] != 1):
+            raise ValueError(f"Ring: the allocator gave {block.dtype}{block.shape} with strides {block.strides}, "
+                             f"not uint8 ({self.depth * max(rows, 1)}, {row_nbytes}) in page-aligned rows")
         self.bufs = [block[i * rows:(i + 1) * rows] for i in range(self.depth)]
         block[:, ::4096] = 0   # fault the pages in now, not on the hot path
+        self.pinned = alloc is not None
+        self._holds: list = [None] * self.depth     # per slot: what still reads it (``hold``), or None
 
     def __getitem__(self, step: int) -> np.ndarray:
         return self.bufs[step % self.depth]
+
+    def hold(self, step: int, done) -> None:
+        """Step ``step``'s buffer is still read (asynchronously) until ``done`` completes."""
+        self._holds[step % self.depth] = done
+
+    def held(self, step: int) -> bool:
+        return self._holds[step % self.depth] is not None
+
+    def settle(self, step: int) -> None:
+        """Wait until whatever still reads step ``step``'s buffer (``hold``) is done; the buffer is free."""
+        j = step % self.depth
+        done = self._holds[j]
+        if done is not None:
+            self._holds[j] = None
+            done.synchronize()
+
+    def settled(self, step: int) -> bool:
+        """Is step ``step``'s buffer free now (its hold, if any, completed)? Does not wait."""
+        j = step % self.depth
+        done = self._holds[j]
+        if done is None:
+            return True
+        if not done.query():
+            return False
+        self._holds[j] = None
+        done.synchronize()      # completed: returns at once (and the consumer sees the release)
+        return True
+
+    def settle_all(self) -> None:
+        for j in range(self.depth):
+            self.settle(j)
 
     def stats(self) -> dict:
         b = self.bufs[0]

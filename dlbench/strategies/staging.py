@@ -59,9 +59,14 @@ class Staging(Strategy):
     semantics = GLOBAL_SHUFFLE
     Options = StagingOptions
 
-    def prologue_rows(self, n_samples: int, nodes: int, ranks_per_node: int, options: StagingOptions) -> int:
-        # the whole set on every storage group: every sample read once, then sent to every other group
+    def prologue_rows(self, n_samples: int, nodes: int, ranks_per_node: int, options: StagingOptions,
+                      ctx: PlanContext | None = None) -> int:
+        # the whole set on every storage group: every sample read once, then sent to every other group; where
+        # the sizes and capacities say it does not fit a group (``plan``'s subset plans), each sample is staged
+        # once, a few twice (the split's padding: fewer than one per group)
         groups = nodes if options.tier == "local" else nodes * ranks_per_node
+        if ctx is not None and float(capacity_sizes(ctx, options.tier).sum()) > capacity_per_group(ctx, options)[0]:
+            return int(n_samples) + int(groups)
         return int(n_samples) * int(groups)
 
     def sim_defaults(self, rules) -> dict:
@@ -88,8 +93,11 @@ class Staging(Strategy):
         plan = staging_subset_plan(groups=groups, node_map=ctx.node_map, tier=code, sample_nbytes=sizes,
                                    capacity=cap, beyond=beyond, **common)
         pro = plan.prologue
-        need = [float(sizes[np.unique(pro.sample[np.isin(pro.rank, np.nonzero(groups == g)[0])])].sum())
-                for g in np.unique(groups)]
+        # bytes of each group's distinct staged samples (one pass over the rows, not one per group)
+        F = int(ctx.n_samples)
+        pairs = np.unique(groups[pro.rank].astype(np.int64) * F + pro.sample)
+        need = np.bincount(pairs // F, weights=sizes[pairs % F],
+                           minlength=int(groups.max()) + 1)[np.unique(groups)].tolist()
         check_capacity(np.array(need), cap, src, "staging a per-node subset (F/N samples)")   # planner's invariant
         plan.meta.update(capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=max(need),
                          semantics=(REDRAW if beyond == "redraw" else SUBSET).as_dict())

@@ -26,6 +26,7 @@ SMOKE: dict[str, tuple[list[str], int]] = {
     "exchange.py": (["--samples", "64", "--batch", "4", "--epochs", "1", "--repeat", "1"], 2),
     "executor_overhead.py": (["--samples", "256", "--batch", "8", "--repeat", "1"], 1),
     "generate.py": (["--dir", "{tmp}", "--only", "imagenet", "--imagenet-samples", "16", "--repeat", "1"], 1),
+    "format_hooks.py": (["--calls", "50", "--repeat", "1", "--dir", "{tmp}"], 1),
     "generate_resume.py": (["--dir", "{tmp}", "--repeats", "1", "--smoke"], 1),
     "npz_readers.py": (["--samples", "16", "--kib", "4", "--repeats", "1", "--dir", "{tmp}"], 1),
     "peer_push.py": (["--samples", "64", "--batch", "4", "--epochs", "1", "--repeat", "1", "--workload",

@@ -107,3 +107,36 @@ def test_dlio_token_configs_run_shrunk(cli, tmp_path, monkeypatch, name, layout)
     run = json.loads(next((tmp_path / "res").rglob("run.json")).read_text())
     assert run["config"]["workload_spec"]["layout"] == layout
     assert run["summary"]["read_bytes"] == 2 * 64 * 2048
+
+
+GPT = SPEC + "tokens: {{sample_index: megatron, seq_length: {seq}}}\n"
+
+
+@pytest.mark.parametrize("via", ["library", "pread"])
+def test_megatron_sample_index_reads_token_ranges_across_documents(cli, tmp_path, monkeypatch, via):
+    """tokens.sample_index megatron: a sample is seq_length + 1 tokens cut across shuffled documents (1-2
+    ranges here: documents are one sample long), each range its own read; --verify checks the bytes."""
+    from dlbench.data.gpt_index import GptIndex
+
+    spec = tmp_path / "gpt.yaml"
+    spec.write_text(GPT.format(tag="gpt", layout="mmap_indexed_binary", seq=255))
+    d = tmp_path / "data"
+    assert cli(["generate", "--workload", spec, "--data-dir", d, "--no-progress"]).exit_code == 0
+    out = tmp_path / "res"
+    r = cli(["run", "--workload", spec, "--data-dir", d, "-e", "1", "--compute-time", "0", "--verify",
+             "--no-progress", "--read-via", via, "-o", out])
+    assert r.exit_code == 0, r.output
+    s = json.loads(next(out.rglob("run.json")).read_text())["summary"]
+    seed = json.loads((d / "dlbench-manifest.json").read_text())["seed"]
+    gi = GptIndex([256] * 48, 255, 48, seed)
+    ranges = sum(len(gi.pieces(i)) for i in range(48))
+    assert s["verified_samples"] == 48 and s["read_bytes"] == 48 * 512
+    assert 48 < ranges < 2 * 48 + 1          # most samples span two documents
+    shared = s["io_counters"]["by_class"]["shared"]
+    reads, nbytes = (shared["MMAP_READS"], shared["MMAP_BYTES_READ"]) if via == "library" else \
+        (shared["POSIX_READS"], shared["POSIX_BYTES_READ"])
+    assert (reads, nbytes) == (ranges, 48 * 512)
+    # a seq_length whose samples are not the stored sequence's bytes: one line
+    spec.write_text(GPT.format(tag="gpt", layout="mmap_indexed_binary", seq=300))
+    r = cli(["run", "--workload", spec, "--data-dir", d, "-e", "1", "--no-progress", "-o", out])
+    assert r.exit_code == 2 and "tokens.seq_length=300" in r.output and "Traceback" not in r.output

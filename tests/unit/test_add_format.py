@@ -1,6 +1,6 @@
 """Adding a format is its module + one registration (issue 16): ``rawformat/fmt_raw.py`` (next to this file)
-defines layout "raw" (a file per sample, the row's bytes as they are, read by pread) with only the functions
-docs/formats.md lists as required, registered here with one ``register(Format(...))`` whose ``module`` is a
+defines layout "raw" (a file per sample, the row's bytes as they are, read by pread) with only the operations
+docs/formats.md lists as required (its ``RawFormat(FormatDriver)`` class), registered here with one ``register(Format(...))`` whose ``module`` is a
 dotted path outside dlbench.data. A workload YAML written by the test uses it: ``dlbench generate``, ``verify``
 (``--checksum``, ``--content``), ``run --verify`` (naive, clairvoyant, staging) and ``simulate`` of the same configuration count the same
 bytes and requests. Nothing else in dlbench knows the name."""
@@ -61,7 +61,7 @@ def test_the_module_is_the_registered_one(raw):
 
     from dlbench.data.registry import get_format, names
 
-    assert "raw" in names() and get_format("raw").driver() is fmt_raw
+    assert "raw" in names() and type(get_format("raw").driver()) is fmt_raw.RawFormat
     assert raw.reader_class() is fmt_raw.RawReader
 
 

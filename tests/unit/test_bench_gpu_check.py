@@ -28,6 +28,9 @@ def test_gpu_check_cpu_smoke(tmp_path, capsys):
     assert rc == 0, out
     assert "strategy | AU torch % | AU torch off % | AU emulated %" in out
     assert "\nnaive | " in out and "flat gradient bucket vs plain" in out
+    assert "| batches loader/staged |" in out     # CPU: nothing pinned, every batch through a slot
+    src = json.loads((tmp_path / "out" / "gpu_check.json").read_text())["runs"][0]["torch"]["compute"]["h2d_sources"]
+    assert src["pinned"] == 0 and src["staged"] > 0
     res = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
     run = res["runs"][0]
     assert run["torch"]["compute"]["overlap"] == "on" and run["torch_off"]["compute"]["overlap"] == "off"

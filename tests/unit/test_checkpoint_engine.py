@@ -1,6 +1,7 @@
 """dlbench.checkpoint.engine and `dlbench checkpoint` in one process: durable publish, restores, faults."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -195,3 +196,39 @@ def test_cross_node_restore_on_one_node_says_it_read_its_own_files(cli, tmp_path
     r = cli(["checkpoint", *TINY, "--checkpoints", "1", "--restore", "cross", "--out", tmp_path])
     assert r.exit_code == 0, r.output
     assert "NOTE: the cross-node restore read each rank's own files" in r.output
+
+
+def test_dcp_saves_tensors_of_their_real_shapes_and_reshards_by_key(tmp_path):
+    """dcp: every layer tensor has its real shape (a TP shard of the row-parallel [hidden, ffn] weight is
+    [hidden, ffn / TP]); the bytes equal the shards layout's; a resharded restore dcp.loads the needed keys."""
+    import torch.distributed.checkpoint as dcp
+
+    m = get_model(None, layers=1, hidden=64, ffn=256, vocab=512, heads=4, kv_heads=2, tp=2, dp=1, zero=1)
+    s = engine.Saver(SerialComm(), m, 1, "dcp", tmp_path)          # model rank 1: TP rank 1 of 2
+    s.generate(0)
+    clock = time.perf_counter_ns
+    s.begin(0, clock)
+    s.finish(clock)
+    meta = dcp.FileSystemReader(str(tmp_path / "ckpt_0000")).read_metadata().state_dict_metadata
+    pre = "layer_01-model_01_model_states.pt/1." if m.pp > 1 else "model_01_model_states.pt/1."
+    assert tuple(meta[pre + "mlp_4h_to_h"].size) == (64, 256 // 2)          # row-parallel: [hidden, ffn / TP]
+    assert tuple(meta[pre + "mlp_h_to_4h"].size) == (2 * 256 // 2, 64)     # column-parallel, gated
+    assert tuple(meta[pre + "attention_qkv"].size) == ((64 + 2 * 32) // 2, 64)
+    assert tuple(meta[pre + "input_norm"].size) == (64,)
+    assert tuple(meta["model_01_model_states.pt/0.embedding"].size) == (512 // 2, 64)
+    assert sum(math.prod(v.size) * (2 if "optim" not in k else 4) for k, v in meta.items()) == s.nbytes
+    # a resharded restore (TP 1) loads, by key, every old shard holding part of what TP rank 0 of TP 1 needs
+    new = get_model(None, layers=1, hidden=64, ffn=256, vocab=512, heads=4, kv_heads=2, tp=1, dp=1, zero=1)
+    s2 = engine.Saver(SerialComm(), m, 1, "dcp", tmp_path)
+    rec = engine.dcp_reshard_restore(s2, tmp_path / "ckpt_0000", [1], engine.needs(new, 0), cold=False)
+    assert rec["keys"] > 0 and rec["bytes"] > 0 and rec["missing_bytes"] > 0   # rank 0's halves were not written
+    # scaled: the whole [hidden, ffn] by sqrt(scale) per dimension (3 significant bits), then split: every
+    # sharding covers the same elements, so a resharded restore (ZeRO-3 DP 2 -> TP 2) misses nothing
+    ms = get_model("llama3-8b", dp=2, scale=1e-3)
+    (t,) = [t for t in engine.needs(ms, 1) if t.name == "1.mlp_4h_to_h"]
+    assert t.shape == (128 // 2, 448) and t.count == math.prod(t.shape)        # 4096 -> 129 -> 128, 14336 -> 448
+    mt = get_model("llama3-8b", tp=2, dp=1, scale=1e-3)
+    (u,) = [u for u in engine.needs(mt, 1) if u.name == "1.mlp_4h_to_h"]
+    assert u.shape == (128, 448 // 2)
+    place = engine.placement(ms, [0, 1], "shards", tmp_path)
+    assert engine.read_plan(place, engine.needs(mt, 0) + engine.needs(mt, 1)).missing == 0

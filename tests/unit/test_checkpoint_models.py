@@ -24,6 +24,25 @@ def test_405b_is_5292_gib_and_parallelism_is_mlperfs():
     assert (M.PRESETS["llama3-1t"].world, M.PRESETS["llama3-70b"].world, M.PRESETS["llama3-8b"].world) == (1024, 64, 8)
 
 
+def _split_gib(m):
+    """(model states, optimizer states) of the whole job, GiB."""
+    every = [t for r in range(m.world) for _, ts in M.rank_files(m, r, "stream") for t in ts]
+    opt = sum(t.nbytes for t in every if t.name.startswith("optim"))
+    return (sum(t.nbytes for t in every) - opt) / GiB, opt / GiB
+
+
+def test_1t_is_15427_gib_and_table_2s_18_tb_counts_the_model_states_twice():
+    # mlpstorage's LLM_SIZE_BY_RANK (model GB, optimizer GB), the source of Rules Table 2's sizes
+    llm_size_by_rank = {"llama3-405b": (755, 4533), "llama3-1t": (2571, 15426)}
+    model, opt = _split_gib(M.PRESETS["llama3-405b"])
+    assert abs(model - 755) < 2 and abs(opt - 4533) < 4          # 405B: DLIO's own split
+    m = M.PRESETS["llama3-1t"]
+    total = M.total_bytes(m) / GiB
+    assert round(total) == 15427 == llm_size_by_rank["llama3-1t"][1] + 1   # their "optimizer" is our total
+    assert abs(llm_size_by_rank["llama3-1t"][0] - total / 6) < 1          # and their "model" a sixth of it
+    assert abs(sum(llm_size_by_rank["llama3-1t"]) / 1000 - 18) < 0.01     # 2571 + 15426: Table 2's "18 TB"
+
+
 def test_zero1_is_uneven_data_parallel_rank_0_holds_the_model_states():
     m = M.PRESETS["llama3-405b"]
     r0, r_dp1 = 0, m.tp * m.pp          # same tp/pp coordinates, data-parallel rank 1

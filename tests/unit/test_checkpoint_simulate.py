@@ -48,3 +48,42 @@ def test_scale_benchmark_smoke():
     spec.loader.exec_module(mod)
     rows = mod.main(["--models", "llama3-70b"])
     assert rows[0]["ranks"] == 64 and rows[0]["goodput"] < 1
+
+
+def test_a_runs_schedule_is_costed_per_epoch_and_llm_ranks_are_the_engines():
+    from dlbench.checkpoint.engine import Saver
+    from dlbench.comm import SerialComm
+
+    b, f = S.run_ranks(1000, 4)                      # rank 0 writes the model size in one file
+    assert b.tolist() == [1000, 0, 0, 0] and f.tolist() == [1, 0, 0, 0]
+    kw = {"layers": 2, "hidden": 64, "ffn": 128, "vocab": 500, "heads": 4, "kv_heads": 2, "tp": 2, "pp": 1,
+          "zero": 1}
+    b, f = S.run_ranks(0, 4, kw)                     # an LLM: every rank its shards, DP = 4 / (TP x PP) = 2
+    m = get_model(None, dp=2, **kw)
+    assert b.tolist() == [Saver(SerialComm(), m, r, "shards", "/nonexistent").nbytes for r in range(4)]
+    assert f.tolist() == [2, 2, 1, 1]                # data-parallel rank 1 of ZeRO-1: optimizer states only
+    with pytest.raises(ConfigError, match="does not divide the 3 ranks"):
+        S.run_ranks(0, 3, kw)
+    ck = S.run_schedule(*S.run_ranks(10**9, 2), nodes=2, ranks_per_node=1, steps_per_epoch=[5, 5, 5], every=4,
+                        first=0, curve=S.parse_curve("1:1,2:1.5"), link_gbps=2.0, file_s=0.5)
+    assert ck["steps"] == [4, 8, 12] and ck["count"] == 3 and ck["bytes"] == 3 * 10**9
+    assert ck["durable_s"] == pytest.approx(1.0 + 0.5)     # one writing node: t(1) = 1 GB/s binds, + a file
+    assert ck["per_epoch_s"] == pytest.approx([1.5, 1.5, 1.5]) and ck["time_s"] == pytest.approx(4.5)
+
+
+def test_the_write_side_comes_from_the_calibration():
+    class P:
+        name = "p"
+        calibration = {"nodes": 2, "shared_write": {"small_file_s": 0.002, "mb_per_s": {"2": [300.0, 500.0]}}}
+
+    link, file_s, curve, what = S.write_side(P())
+    assert (link, file_s, curve) == (pytest.approx(0.2), 0.002, [(2.0, pytest.approx(0.4))])
+    assert "flat beyond" in what
+    assert S.write_side(P(), "1:3")[2] == [(1.0, 3.0)]
+
+    class Q:
+        name = "q"
+        calibration = None
+
+    with pytest.raises(ConfigError, match="calibration.shared_write"):
+        S.write_side(Q())

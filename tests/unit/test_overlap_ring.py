@@ -120,7 +120,7 @@ def test_ring_order_fill_copy_wait_release_and_no_early_overwrite():
     assert fb.log[9:13] == [("release", 0), ("fill", 0), ("copy", 0), ("wait", 0)]
     fills = [s for w, s in fb.log if w == "fill"]
     assert fills == [0, 1, 2, 0, 1, 2, 0]
-    assert pipe.sources == {"pinned": 0, "staged": 7}
+    assert pipe.sources == {"pinned": 0, "staged": 7, "held": 0}
 
 
 def test_ring_check_fails_when_a_slot_is_reused_before_its_copy():
@@ -139,7 +139,7 @@ def test_pinned_source_is_copied_in_place_and_held_until_copied():
     _run(pipe, fb, 4, pinned=True, held=held)
     assert held == [True] * 4                  # every batch handed back only after its copy completed
     assert [w for w, _ in fb.log] == ["copy", "wait", "release"] * 4
-    assert pipe.sources == {"pinned": 4, "staged": 0}
+    assert pipe.sources == {"pinned": 4, "staged": 0, "held": 0}
 
 
 def test_at_most_depth_steps_in_flight():
@@ -224,7 +224,7 @@ def test_overlap_on_cpu_equals_the_synchronous_step():
     per_step = [[r[0] for r in tl.rows if r[4] == s] for s in range(3)]
     # a synchronous device: the compute waited for every transfer
     assert all(k == [PHASE_ID["transfer"], PHASE_ID["transfer_exposed"], PHASE_ID["compute"]] for k in per_step)
-    assert d["overlap"] == "on" and d["h2d_sources"] == {"pinned": 0, "staged": 3}
+    assert d["overlap"] == "on" and d["h2d_sources"] == {"pinned": 0, "staged": 3, "held": 0}
     assert len(d["step_times_s"]) == 3 and d["transfer_exposed_times_s"] == d["transfer_times_s"]
     assert runs["off"][3]["overlap"] == "off" and runs["off"][3]["h2d_sources"] is None
 
@@ -367,7 +367,7 @@ def test_cuda_pinned_batch_is_copied_in_place():
     for s in range(3):
         tc.step(pinned.numpy(), np.arange(4), 4, None, 0, s)
     tc.drain()
-    assert tc.describe()["h2d_sources"] == {"pinned": 3, "staged": 0}
+    assert tc.describe()["h2d_sources"] == {"pinned": 3, "staged": 0, "held": 0}
     tc.close()
 
 

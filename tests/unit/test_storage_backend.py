@@ -189,7 +189,7 @@ def test_backend_refusals(tmp_path, monkeypatch):
     wl = load_workload("unet3d", scale="tiny", samples=4)
     generate(wl, tmp_path / "u", seed=0)
     m = Manifest.load(tmp_path / "u")
-    monkeypatch.setattr(fmt_npz, "STORAGE", False)   # a format module without the capability
+    monkeypatch.setattr(fmt_npz.NpzFormat, "STORAGE", False)   # a format without the capability
     with pytest.raises(ConfigError, match="storage backend memory: layout npz's readers read POSIX files only; "
                                           "backends serve layouts hdf5_per_sample, hdf5_shared, hdf5_blocks, "
                                           "jpeg_folders, npy, tfrecord, mmap_indexed_binary, indexed_binary, "
@@ -278,7 +278,7 @@ def test_generate_and_verify_refuse_formats_without_backend(tmp_path, monkeypatc
     from dlbench.data import fmt_npz
     from dlbench.errors import ConfigError
 
-    monkeypatch.setattr(fmt_npz, "STORAGE", False)   # a format module without the capability
+    monkeypatch.setattr(fmt_npz.NpzFormat, "STORAGE", False)   # a format without the capability
     wl = load_workload("unet3d", scale="tiny", samples=4)
     with pytest.raises(ConfigError, match="storage backend memory: layout npz is written to POSIX files only"):
         generate(wl, tmp_path / "u", storage=MemoryBackend())

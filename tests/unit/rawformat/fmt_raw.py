@@ -1,7 +1,8 @@
 """Format ``raw``: one file per sample (``sample-<i>.raw``) holding the sample's row exactly (its arrays'
-bytes in order, no header), read with one ``preadv`` at offset 0. Only the functions docs/formats.md lists
+bytes in order, no header), read with one ``preadv`` at offset 0. Only the operations docs/formats.md lists
 as required: ``plan_files``, ``write_file``, ``expected_row``, ``sample_nbytes``, ``check_file``,
-``open_reader``."""
+``open_reader``, bound in one ``FormatDriver`` subclass (``RawFormat``); it writes through the public
+``dlbench.data.generate.write_all``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from time import perf_counter_ns
 import numpy as np
 
 from dlbench.data.content import fill_arrays
+from dlbench.data.format_base import FormatDriver
 from dlbench.data.formats import SampleReader
 from dlbench.errors import ConfigError, DataError
 from dlbench.storage import aligned_empty
@@ -32,9 +34,9 @@ def expected_row(workload, seed: int, i: int) -> np.ndarray:
 
 
 def write_file(fd, workload, seed: int, m, f: int) -> int:
-    from dlbench.data.generate import _write_all
+    from dlbench.data.generate import write_all
 
-    return _write_all(fd, expected_row(workload, seed, int(m.first[f])), 0)
+    return write_all(fd, expected_row(workload, seed, int(m.first[f])), 0)
 
 
 def sample_nbytes(manifest) -> np.ndarray:
@@ -75,3 +77,15 @@ class RawReader(SampleReader):
         if got != n:
             raise DataError(f"{os.fsdecode(self._paths[i])}: short read of sample {i} ({got} of {n} B)")
         return n
+
+
+class RawFormat(FormatDriver):
+    """The format driver of raw: only the required operations: this module's functions as its operations
+    (dlbench.data.format_base.FormatDriver lists the hooks; those left out keep their defaults)."""
+
+    check_file = staticmethod(check_file)
+    expected_row = staticmethod(expected_row)
+    open_reader = staticmethod(open_reader)
+    plan_files = staticmethod(plan_files)
+    sample_nbytes = staticmethod(sample_nbytes)
+    write_file = staticmethod(write_file)
