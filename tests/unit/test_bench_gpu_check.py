@@ -47,6 +47,24 @@ def test_gpu_check_refuses_without_cuda(tmp_path, capsys):
     assert "no CUDA device" in capsys.readouterr().out
 
 
+def test_gpu_check_sh_runs_the_check_from_a_source_tree(tmp_path):
+    """benchmarks/gpu_check.sh (the one command a GPU session runs): on a machine without CUDA it reaches
+    gpu_check.py and stops with its one line, exit 2 (a broken wrapper exits otherwise)."""
+    import os
+    import subprocess
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("has CUDA")
+    env = {**os.environ, "PYTHON": sys.executable}
+    r = subprocess.run(["bash", str(BENCH / "gpu_check.sh"), "--out", str(tmp_path)], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "no CUDA device" in r.stdout
+
+
 def test_torch_step_overhead_smoke(capsys):
     rc = _load("torch_step_overhead").main(["--steps", "1", "--rounds", "1", "--book-steps", "50", "--batch", "1"])
     out = capsys.readouterr().out

@@ -63,12 +63,13 @@ def test_dlrm_extra_keys_are_known_keys(tmp_path):
 
 
 def test_a_format_without_a_layout_names_the_dlio_key_and_the_users_file(tmp_path, cli):
-    f = _file(tmp_path, DLRM_LIKE, "dlrm.yaml")
+    # DLIO's csv has no dlbench layout (indexed_binary, dlrm's, has one since the token formats)
+    f = _file(tmp_path, DLRM_LIKE.replace("format: indexed_binary", "format: csv"), "dlrm.yaml")
     with pytest.raises(ConfigError) as e:
         dlio.load(f, allow_unsupported=True)
-    assert str(e.value).startswith(f"dataset.format='indexed_binary' ({f}): ")
+    assert str(e.value).startswith(f"dataset.format='csv' ({f}): ")
     r = cli(["run", "--dlio-config", f, "--allow-unsupported", "--dry-run"])
-    assert r.exit_code != 0 and "dataset.format='indexed_binary'" in r.output
+    assert r.exit_code != 0 and "dataset.format='csv'" in r.output
     assert "dlio-workloads" not in r.output and "layout=" not in r.output and "Traceback" not in r.output
 
 
