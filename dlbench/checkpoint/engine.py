@@ -117,11 +117,11 @@ def failure_line(e: BaseException, where: str) -> str:
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         what = {errno.ENOSPC: "disk full", errno.EDQUOT: "quota exceeded", errno.EFBIG: "file too large"}[e.errno]
         try:
-            free = f"{shutil.disk_usage(where).free / 1e6:,.1f} MB free"
+            free = f"{shutil.disk_usage(where).free / 2**20:,.1f} MiB free"
         except OSError:
             free = "free space unknown"
         try:
-            free = f"{shutil.disk_usage(os.path.dirname(where)).free / 1e6:,.1f} MB free"
+            free = f"{shutil.disk_usage(os.path.dirname(where)).free / 2**20:,.1f} MiB free"
         except OSError:
             pass
         return f"{what} writing {getattr(e, 'filename', None) or where} ({free})"

@@ -85,7 +85,7 @@ class Checkpointer:
                     from ..errors import OutputError
 
                     raise OutputError(f"checkpoint: disk full: {self._saver.nbytes:,} bytes do not fit in "
-                                      f"{self.directory} ({free / 1e6:,.1f} MB free); free space there, or pass "
+                                      f"{self.directory} ({free / 2**20:,.1f} MiB free); free space there, or pass "
                                       f"--checkpoint-every 0")
         return self._saver
 

@@ -258,7 +258,7 @@ def resolve_dataset(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str, *
         comm.settle(err)
         if comm.rank == 0:  # first use: say what is written where (a bar on a terminal), and what it took
             _say(f"dlbench: first use of {workload.name} ({workload.scale}, seed {cfg.seed}): generating its dataset "
-                 f"of {workload.samples:,} samples, {workload.dataset_nbytes / 1e6:,.1f} MB, in {data_dir} "
+                 f"of {workload.samples:,} samples, {workload.dataset_nbytes / 2**20:,.1f} MiB, in {data_dir} "
                  f"(--data-dir DIR uses another)")
         res = generate(workload, data_dir, seed=cfg.seed, comm=comm, progress=None if comm.rank == 0 else False)
         if comm.rank == 0:

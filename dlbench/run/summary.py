@@ -155,8 +155,8 @@ def residency_check(cache: dict, ranks: list[dict]) -> None:
         e, d = stayed[0]
         where = "the prologue" if e < 0 else f"epoch {e}"
         cache["residency_warning"] = (
-            f"the eviction did not take: {d['resident_after_bytes'] / 1e6:.1f} MB of the evicted files' "
-            f"{d['resident_before_bytes'] / 1e6:.1f} MB stayed in the page cache before {where} "
+            f"the eviction did not take: {d['resident_after_bytes'] / 2**20:.1f} MiB of the evicted files' "
+            f"{d['resident_before_bytes'] / 2**20:.1f} MiB stayed in the page cache before {where} "
             f"({len(stayed)} of {len(by)} evictions): reads may come from memory")
 
 
@@ -186,8 +186,8 @@ def page_cache_check(manifest: Any, gathered: list) -> dict:
     from_memory = rchar > 0 and dev < 0.1 * rchar
     warn = None
     if fits and (from_memory or rchar == 0):
-        warn = (f"dataset ({ds / 1e9:.2f} GB) fits in the page cache ({mem / 1e9:.1f} GB RAM) and "
-                f"{dev / 1e6:.1f} MB of {rchar / 1e6:.1f} MB read came from the device: I/O figures measure "
+        warn = (f"dataset ({ds / 2**30:.2f} GiB) fits in the page cache ({mem / 2**30:.1f} GiB RAM) and "
+                f"{dev / 2**20:.1f} MiB of {rchar / 2**20:.1f} MiB read came from the device: I/O figures measure "
                 f"memory, not storage (MLPerf Storage asks for a dataset >= 5x RAM)")
     return {"dataset_bytes": ds, "mem_total_bytes": mem, "fits_in_memory": fits, "rchar_bytes": rchar,
             "device_read_bytes": dev, "workers_rchar_bytes": workers_rchar, "warning": warn}

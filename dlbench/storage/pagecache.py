@@ -227,7 +227,7 @@ def verdict(requested_bytes: int, device_bytes: int, available: bool, reason: st
         return "none", "none: no bytes were read from files (samples came from memory or peers)"
     r = device_bytes / requested_bytes
     word = "cold" if r >= COLD_AT else "warm" if r <= WARM_AT else "mixed"
-    return word, (f"{word}: {device_bytes / 1e6:.1f} MB of {requested_bytes / 1e6:.1f} MB requested came from the "
+    return word, (f"{word}: {device_bytes / 2**20:.1f} MiB of {requested_bytes / 2**20:.1f} MiB requested came from the "
                   f"device ({r:.0%}; cold >= {COLD_AT:.0%}, warm <= {WARM_AT:.0%})")
 
 
@@ -360,13 +360,13 @@ def summarize(mode: str, ranks: list[dict], *, direct_reads: bool, warning: str 
         ml = (f"the dataset is on {acc.get('fs_type')} ({acc.get('mount')}), a memory-backed file system: every read "
               f"is a memory read, whatever its size or the cache mode: not met")
     elif meets:
-        ml = f"dataset {dataset_bytes / 1e9:.2f} GB is {ratio:.1f}x a node's RAM (>= {MLPERF_RATIO:g}x): met"
+        ml = f"dataset {dataset_bytes / 2**30:.2f} GiB is {ratio:.1f}x a node's RAM (>= {MLPERF_RATIO:g}x): met"
     elif moot:
-        ml = (f"dataset {dataset_bytes / 1e9:.2f} GB is {ratio or 0:.2g}x a node's RAM (< {MLPERF_RATIO:g}x), moot: "
+        ml = (f"dataset {dataset_bytes / 2**30:.2f} GiB is {ratio or 0:.2g}x a node's RAM (< {MLPERF_RATIO:g}x), moot: "
               f"--cache {mode} " + ("reads with O_DIRECT" if mode == "direct" and direct_reads
                                     else "evicts the dataset before every epoch"))
     else:
-        ml = (f"dataset {dataset_bytes / 1e9:.2f} GB is {ratio or 0:.2g}x a node's RAM (< {MLPERF_RATIO:g}x): not met; "
+        ml = (f"dataset {dataset_bytes / 2**30:.2f} GiB is {ratio or 0:.2g}x a node's RAM (< {MLPERF_RATIO:g}x): not met; "
               f"pass --cache drop or --cache direct for cold reads")
     return {
         "mode": mode, "direct_reads": bool(direct_reads), "warning": warning, "device_bytes": acc,

@@ -222,7 +222,7 @@ def test_full_disk_during_checkpoint_names_the_path(tiny, tmp_path, cli, monkeyp
     line = r.output.strip()
     assert len(line.splitlines()) == 1 and "Traceback" not in line, line
     assert "checkpoint 0: disk full writing" in line and "ckpt_0000.incomplete/model_states.pt" in line, line
-    assert "MB free" in line and "nothing was published" in line, line
+    assert "MiB free" in line and "nothing was published" in line, line
     assert not list(out.rglob("*.incomplete")) and not list(out.rglob("ckpt_*"))
 
 

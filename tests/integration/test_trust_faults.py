@@ -178,7 +178,7 @@ def test_first_use_generation_says_what_and_where(tmp_path, cli, monkeypatch):
     r = cli(args)
     assert r.exit_code == 0, r.output
     where = tmp_path / "data" / "hep_cnn-tiny-seed0"
-    assert (f"dlbench: first use of hep_cnn (tiny, seed 0): generating its dataset of 64 samples, 0.8 MB, in "
+    assert (f"dlbench: first use of hep_cnn (tiny, seed 0): generating its dataset of 64 samples, 0.8 MiB, in "
             f"{where} (--data-dir DIR uses another)") in r.stderr, r.stderr
     assert "dlbench: generated hep_cnn (tiny, seed 0): 4 files" in r.stderr, r.stderr
     r = cli(args)

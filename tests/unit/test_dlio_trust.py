@@ -2,6 +2,8 @@
 dot as a string; DLIO reads 0.005), dlrm's extra keys (known keys dlbench does not emulate: refused, or warned
 with --allow-unsupported) and errors that name the DLIO key and the user's file, never the workload YAML the
 translation writes under the data root."""
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -99,3 +101,31 @@ def test_plan_size_error_bounds():
     n = int(0.8 * 8 * gib / PLAN_BYTES_PER_SAMPLE / 4) + 1000
     assert "use fewer samples" in plan_size_error(n, 4, "w", 8 * gib)
     assert plan_size_error(n, 4, "w", 0) is None                                     # no /proc/meminfo: no check
+
+
+UNET3D_V2 = """model: unet3d
+framework: pytorch
+workflow: {generate_data: False, train: True, checkpoint: True}
+dataset: {data_folder: data/unet3d/, format: npz, num_files_train: 168, num_samples_per_file: 1,
+          record_length: 146600628, record_length_stdev: 68341808, record_length_resize: 2097152}
+reader: {data_loader: pytorch, batch_size: 7, read_threads: 4, file_shuffle: seed, sample_shuffle: seed}
+train: {epochs: 5, computation_time: 0.323}
+checkpoint: {checkpoint_folder: checkpoints/unet3d, checkpoint_after_epoch: 5, epochs_between_checkpoints: 2,
+             model_size: 499153191}
+metric: {au: 0.90}
+"""
+
+
+def test_readme_unet3d_example_runs_on_dlio_2_0_0s_shape(tmp_path, cli):
+    """Regression: the README's example deleted model.model_size, which DLIO 2.0.0's unet3d configs do not have
+    (their size is checkpoint.model_size): the command failed on the file users have."""
+    f = _file(tmp_path, UNET3D_V2, "unet3d_h100.yaml")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    line = next(ln for ln in readme.splitlines() if ln.startswith("dlbench run --dlio-config unet3d_h100.yaml"))
+    args = line.split()[4:-1]   # the overrides after the file name, without the line continuation
+    assert "~workload.model.model_size" not in args
+    r = cli(["run", "--dlio-config", f, *args, "++workload.workflow.checkpoint=False", "--dry-run"])
+    assert r.exit_code == 0, r.output
+    t = dlio.load(f)
+    # 2.0.0's schedule (first after epoch 5, then every 2 epochs) and size are emulated
+    assert (t.run["checkpoint_after_epochs"], t.run["checkpoint_every_epochs"]) == (5, 2)
