@@ -123,7 +123,6 @@ def split_rows_tensor(rows, fields: tuple[Field, ...], n: int) -> dict:
     """``split_rows`` for a (rows, row_nbytes) uint8 torch tensor (the batch after its host-to-device copy):
     views shaped (n, *shape) in the stored dtype, made contiguous only where a field is not aligned to its
     item size. Runs on the tensor's device (the conversion after an overlapped copy)."""
-    from .torch_step import _torch_dtype
 
     rows = rows[:n]
     out = {}
@@ -132,7 +131,7 @@ def split_rows_tensor(rows, fields: tuple[Field, ...], n: int) -> dict:
         isz = f.dtype.itemsize
         if isz > 1 and (cols.storage_offset() % isz or cols.stride(0) % isz):
             cols = cols.contiguous()
-        out[f.name] = cols.view(_torch_dtype(f.dtype)).reshape((n, *f.shape))
+        out[f.name] = cols.view(torch_dtype(f.dtype)).reshape((n, *f.shape))
     return out
 
 
@@ -634,3 +633,13 @@ def parameter_count(workload, model: str | None = None) -> int:
     """Trainable parameters of the workload's model at the workload's (resolved) shapes, counted on torch's meta
     device (no memory, no initialisation cost). This is what ``dlbench show WORKLOAD`` prints."""
     return count_parameters(make_task(workload, model, meta=True).model)
+
+
+def torch_dtype(dt):
+    """The torch dtype of a numpy dtype (the rows' arrays viewed as tensors)."""
+    import torch
+
+    return {np.dtype(np.uint8): torch.uint8, np.dtype(np.int8): torch.int8, np.dtype(np.int16): torch.int16,
+            np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.float16): torch.float16,
+            np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+            np.dtype(np.uint16): torch.uint16, np.dtype(np.uint32): torch.uint32}[np.dtype(dt)]

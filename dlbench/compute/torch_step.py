@@ -38,7 +38,7 @@ import time
 import numpy as np
 
 from ..errors import ConfigError, unknown_choice
-from .models import count_parameters, make_task, row_fields, split_rows
+from .models import count_parameters, make_task, row_fields, split_rows, torch_dtype
 
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -221,7 +221,7 @@ class TorchCompute:
             self._slots = [torch.empty((self.batch_size, self.row_nbytes), dtype=torch.uint8,
                                        pin_memory=self.device.type == "cuda") for _ in range(RING_SLOTS)]
         elif self.device.type == "cuda":
-            self._pinned = {f.name: torch.empty((self.batch_size, *f.shape), dtype=_torch_dtype(f.dtype),
+            self._pinned = {f.name: torch.empty((self.batch_size, *f.shape), dtype=torch_dtype(f.dtype),
                                                 pin_memory=True) for f in self.fields}
         self._sync = _Sync(self.device)
         self._phase = None
@@ -493,10 +493,3 @@ class TorchCompute:
         self.opt = None
 
 
-def _torch_dtype(dt):
-    import torch
-
-    return {np.dtype(np.uint8): torch.uint8, np.dtype(np.int8): torch.int8, np.dtype(np.int16): torch.int16,
-            np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.float16): torch.float16,
-            np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
-            np.dtype(np.uint16): torch.uint16, np.dtype(np.uint32): torch.uint32}[np.dtype(dt)]

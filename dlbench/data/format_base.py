@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .manifest import CONTENT_VERSION as _CONTENT_V1
+from .spec import CONTENT_VERSION as _CONTENT_V1
 
 
 class FormatDriver(ABC):
@@ -99,7 +99,7 @@ class FormatDriver(ABC):
     def sample_sizes(self, workload, seed: int, n: int) -> np.ndarray:
         """Bytes of samples ``0..n-1`` without a manifest (``MemoryReader``); default: ``row_nbytes`` per file,
         else ``workload.sample_nbytes`` each."""
-        from .manifest import spec_of
+        from .spec import spec_of
 
         rows = self.row_nbytes(spec_of(workload), seed)
         if rows is None:

@@ -25,9 +25,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DataError
+from .spec import CONTENT_VERSION, spec_of  # noqa: F401 (this module's names too: data/spec.py sits below the registry)
 
 SCHEMA = "dlbench.manifest/1"
-CONTENT_VERSION = "dlbench.content/1"   # a format module's ``CONTENT_VERSION`` replaces it (jpeg: dlbench.jpeg/2)
 
 
 def content_version(layout: str) -> str:
@@ -41,28 +41,6 @@ class FileEntry(NamedTuple):
     first: int     # first sample in the file
     count: int     # type: ignore[assignment]  # samples in the file (the field shadows tuple.count)
     nbytes: int    # file size in bytes
-
-
-def spec_of(workload) -> dict:
-    """The data-defining part of a resolved Workload (what two datasets must share to be the same)."""
-    return {
-        "name": workload.name,
-        "layout": workload.layout,
-        "arrays": [{"name": a.name, "shape": list(a.shape), "dtype": a.dtype, "role": a.role}
-                   for a in workload.arrays],
-        "samples": int(workload.samples),
-        "samples_per_file": int(workload.samples_per_file),
-        "shared_file": workload.shared_file,
-        "classes": int(workload.classes),
-        "jpeg": None if workload.jpeg is None else {
-            "size": {k: getattr(workload.jpeg.size, k) for k in
-                     ("kind", "mean_bytes", "std_bytes", "min_bytes", "max_bytes")},
-            "decoded_shape": list(workload.jpeg.decoded_shape)},
-        # only when set, so the spec (and the identity) of every dataset without it is unchanged
-        **({"record_size": {k: getattr(workload.record_size, k) for k in
-                            ("kind", "mean_bytes", "std_bytes", "min_bytes", "max_bytes")}}
-           if getattr(workload, "record_size", None) is not None else {}),
-    }
 
 
 @dataclass
