@@ -199,10 +199,20 @@ def default_sweep_data_root() -> Path:
     return data_root() / "sweeps"
 
 
-def _generate_if_missing(wl, d: Path, st: RunStudy, comm, echo) -> None:
+def _generate_if_missing(wl, d: Path | str, st: RunStudy, comm, echo) -> None:
     from .data.generate import generate
     from .data.manifest import Manifest
 
+    if isinstance(d, str):   # s3://bucket/prefix: the manifest object says whether it is there
+        from .data.manifest import MANIFEST_NAME
+        from .storage.s3 import S3Backend, generate_to
+
+        if S3Backend(d).exists(MANIFEST_NAME):
+            return
+        if echo:
+            echo(f"generating {wl.name} ({wl.samples} samples, {wl.dataset_nbytes / 1e6:.0f} MB) in {d}")
+        generate_to(wl, d, seed=st.seed, comm=comm, progress=False)
+        return
     if Manifest.exists(d):
         return
     if echo:
@@ -363,7 +373,9 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
     from .runner import data_dir_tag, default_data_dir
 
     wl = wl_mod.load(st.workload, scale=st.scale, samples=st.samples)
-    d = Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed,
+    # an s3:// URL stays a string (Path would fold it into a local folder "s3:"): dlbench.storage.s3
+    d = data_dir if isinstance(data_dir, str) and data_dir.startswith("s3://") else \
+        Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed,
                                                          data_dir_tag(wl.spec_path, wl))
     check_entries(st, d, comm, epochs=epochs, local_dir=local_dir, out=out)
     _generate_if_missing(wl, d, st, comm, echo)
@@ -376,7 +388,7 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
     return dirs
 
 
-def check_entries(st: RunStudy, data_dir: Path, comm, *, epochs=None, local_dir=None, out=None) -> None:
+def check_entries(st: RunStudy, data_dir: Path | str, comm, *, epochs=None, local_dir=None, out=None) -> None:
     """Every entry's plan-time checks (options, capacities, batch splits: a ``--dry-run`` of each, no I/O)
     before anything runs: a study used to run its entries in full up to the first bad one and end with no
     table. All bad entries are named in one error."""
@@ -397,7 +409,7 @@ def check_entries(st: RunStudy, data_dir: Path, comm, *, epochs=None, local_dir=
                           + "; ".join(bad))
 
 
-def _entry_config(st: RunStudy, r: StudyRun, workload: str, data_dir: Path, *, out, epochs, local_dir):
+def _entry_config(st: RunStudy, r: StudyRun, workload: str, data_dir: Path | str, *, out, epochs, local_dir):
     from .runner import RunConfig
 
     return RunConfig(workload=workload, strategy=r.strategy, options=dict(r.options), data_dir=str(data_dir),
@@ -405,7 +417,7 @@ def _entry_config(st: RunStudy, r: StudyRun, workload: str, data_dir: Path, *, o
                      compute_time_s=st.compute_time_s, system=st.system, local_dir=local_dir, ranks_per_node=None)
 
 
-def _run_entry(st: RunStudy, r: StudyRun, workload: str, data_dir: Path, comm, *, out, epochs, local_dir, echo,
+def _run_entry(st: RunStudy, r: StudyRun, workload: str, data_dir: Path | str, comm, *, out, epochs, local_dir, echo,
                head: str) -> str | None:
     """One run entry of a study (``run_study``) or a sweep point (``run_sweep``) on ``data_dir``: echoes
     ``head`` + the entry, runs it and returns its run folder (rank 0; None elsewhere). A run whose results

@@ -61,6 +61,10 @@ BACKOFF_S = 0.05
 KINDS = ("GET", "PUT", "HEAD", "LIST", "DELETE")
 
 
+class NoDataset(DataError):
+    """``fetch_manifest``: the prefix holds no dataset (no manifest object)."""
+
+
 class S3Error(DataError):
     """A request the store refused or could not answer (one line naming the object and the reason)."""
 
@@ -636,7 +640,7 @@ def fetch_manifest(url: str, *, required: bool = True) -> Path:
         img = _manifest_backend(url).file_image(MANIFEST_NAME)
     except FileNotFoundError:
         if required:
-            raise DataError(f"--data-dir {url}: no dataset here ({MANIFEST_NAME} missing); run `dlbench generate "
+            raise NoDataset(f"--data-dir {url}: no dataset here ({MANIFEST_NAME} missing); run `dlbench generate "
                             f"--workload W --data-dir {url}` first") from None
         (ctl / MANIFEST_NAME).unlink(missing_ok=True)
         return ctl
@@ -695,14 +699,21 @@ def open_run_backend(url: str, manifest) -> S3Backend:
 
 
 def process_stats() -> dict | None:
-    """The counters of every backend this process's run opened, combined (None: none opened)."""
+    """The counters of every backend this process's run opened, combined (None: none opened). Read once, at
+    the run's end: the run's backends and its workers' counts are then let go, so that the next run in this
+    process (a study's next entry) counts from zero."""
     pid = os.getpid()
     mine = [b for p, b in _LIVE if p == pid]
-    if not mine and not _WORKERS:
+    _LIVE[:] = [(p, b) for p, b in _LIVE if p != pid]
+    workers, worker_ns = list(_WORKERS.values()), (list(_WORKER_NS[0]), list(_WORKER_NS[1]))
+    _WORKERS.clear()
+    _WORKER_NS[0].clear()
+    _WORKER_NS[1].clear()
+    if not mine and not workers:
         return None
     out: dict[str, Any] = {"requests": dict.fromkeys(KINDS, 0), "bytes": dict.fromkeys(KINDS, 0), "retries": 0,
                            "throttled": 0, "get_ns": [], "ttfb_ns": []}
-    for s in [b.stats() for b in mine] + list(_WORKERS.values()):
+    for s in [b.stats() for b in mine] + workers:
         for k in KINDS:
             out["requests"][k] += s["requests"][k]
             out["bytes"][k] += s["bytes"][k]
@@ -711,8 +722,8 @@ def process_stats() -> dict | None:
     for b in mine:
         out["get_ns"].extend(b.get_ns)
         out["ttfb_ns"].extend(b.ttfb_ns)
-    out["get_ns"].extend(_WORKER_NS[0])
-    out["ttfb_ns"].extend(_WORKER_NS[1])
+    out["get_ns"].extend(worker_ns[0])
+    out["ttfb_ns"].extend(worker_ns[1])
     return out
 
 
