@@ -83,6 +83,10 @@ def test_webdataset_over_s3_beside_posix(tmp_path, s3_url, monkeypatch):
     assert s3s["s3"]["bytes"]["GET"] == 2 * shard_bytes == \
         pos["io_counters"]["by_class"]["shared"]["POSIX_BYTES_READ"]
     assert "s3" not in pos or not pos["s3"]
+    # no client page cache over S3: no "warm"/"cold" verdict from /proc/self/io (it counts no GET), no
+    # "I/O figures measure memory" warning
+    assert s3s["cache"]["verdict"] == "unknown" and "the shared tier is S3" in s3s["cache"]["verdict_line"]
+    assert s3s["page_cache"]["warning"] is None and "--cache drop" not in s3s["cache"]["mlperf"]["line"]
 
     idx = _run(specs["indexed"], s3_url, tmp_path / "res")
     assert idx["webdataset_read"] == "indexed" and idx["verified_samples"] == 80
