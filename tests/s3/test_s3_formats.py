@@ -49,7 +49,7 @@ def _run(spec, data_dir, out, strategy="naive", epochs=2, *extra) -> dict:
     return json.loads((Path(line.split("results: ", 1)[1]) / "run.json").read_text())["summary"]
 
 
-def test_webdataset_over_s3_beside_posix(tmp_path, s3_url, monkeypatch):
+def test_webdataset_over_s3_beside_posix(tmp_path, s3_url, monkeypatch, cli):
     """The same shards in the bucket and on disk (byte for byte); read: stream reads each shard with one GET per
     epoch, the same bytes the POSIX run reads, in the same order; read: indexed makes one ranged GET per sample."""
     from dlbench.storage.s3 import S3Backend
@@ -60,11 +60,11 @@ def test_webdataset_over_s3_beside_posix(tmp_path, s3_url, monkeypatch):
         specs[read] = tmp_path / f"{read}.yaml"
         specs[read].write_text(WDS.format(spf=8, shape="[4, 16]", samples=40, batch=4, read=read))
     posix = tmp_path / "wds"
-    for d in (s3_url, posix):
-        g = dlbench("generate", "-w", specs["stream"], "--data-dir", d, "--no-progress")
-        assert g.returncode == 0, g.stderr
-    v = dlbench("verify", "--data-dir", s3_url, "--checksum")
-    assert v.returncode == 0 and "checksums match" in v.stdout, v.stdout + v.stderr
+    for d in (s3_url, posix):     # generate and verify in this process (a run's S3 counters: in its own)
+        g = cli(["generate", "-w", specs["stream"], "--data-dir", d, "--no-progress"])
+        assert g.exit_code == 0, g.output
+    v = cli(["verify", "--data-dir", s3_url, "--checksum"])
+    assert v.exit_code == 0 and "checksums match" in v.output, v.output
     shards = sorted(p.name for p in posix.glob("shard-*.tar"))
     st = S3Backend(s3_url)
     assert sorted(x for x in st.list() if x.endswith(".tar")) == shards == [f"shard-{f:06d}.tar" for f in range(5)]
@@ -95,14 +95,14 @@ def test_webdataset_over_s3_beside_posix(tmp_path, s3_url, monkeypatch):
 
 
 @pytest.mark.parametrize("layout", ["mmap_indexed_binary", "indexed_binary"])
-def test_token_formats_over_s3(tmp_path, s3_url, monkeypatch, layout):
+def test_token_formats_over_s3(tmp_path, s3_url, monkeypatch, layout, cli):
     monkeypatch.setenv("DLBENCH_DATA_DIR", str(tmp_path / "data"))
     spec = tmp_path / "tok.yaml"
     spec.write_text(TOK.format(tag=layout.split("_")[0], layout=layout))
-    g = dlbench("generate", "-w", spec, "--data-dir", s3_url, "--no-progress")
-    assert g.returncode == 0, g.stderr
-    v = dlbench("verify", "--data-dir", s3_url, "--content")
-    assert v.returncode == 0 and "content match" in v.stdout, v.stdout + v.stderr
+    g = cli(["generate", "-w", spec, "--data-dir", s3_url, "--no-progress"])
+    assert g.exit_code == 0, g.output
+    v = cli(["verify", "--data-dir", s3_url, "--content"])
+    assert v.exit_code == 0 and "content match" in v.output, v.output
     s = _run(spec, s3_url, tmp_path / "res", "naive", 1)
     assert s["verified_samples"] == 24 and s["s3"]["requests"]["HEAD"] == 0
     # one ranged GET of the .bin object per sample, plus the index object's read(s) at open
@@ -117,27 +117,6 @@ def _big_spec(tmp_path) -> Path:
     p = tmp_path / "big.yaml"
     p.write_text(WDS.format(spf=2, shape="[1026, 1024]", samples=2, batch=1, read="stream"))
     return p
-
-
-def test_multipart_object_written_and_read_back(tmp_path, s3_url, monkeypatch):
-    """A shard larger than the client's part size is PUT in parts (its ETag says how many), verified, and read
-    back with one GET."""
-    from dlbench.storage.s3 import S3Backend, process_client
-
-    monkeypatch.setenv("DLBENCH_DATA_DIR", str(tmp_path / "data"))
-    spec = _big_spec(tmp_path)
-    g = dlbench("generate", "-w", spec, "--data-dir", s3_url, "--no-progress")
-    assert g.returncode == 0, g.stderr
-    st = S3Backend(s3_url)
-    size = st.size("shard-000000.tar")
-    part = process_client().part_size
-    assert size > part == 8 << 20 and size >= BIG
-    etag = st._head(st.key("shard-000000.tar")).etag.strip('"')
-    assert etag.endswith("-2"), etag                         # a multipart upload of two parts
-    v = dlbench("verify", "--data-dir", s3_url, "--checksum")
-    assert v.returncode == 0 and "checksums match" in v.stdout, v.stdout + v.stderr
-    s = _run(spec, s3_url, tmp_path / "res", "naive", 1)
-    assert s["s3"]["requests"]["GET"] == 1 and s["s3"]["bytes"]["GET"] == size and s["verified_samples"] == 2
 
 
 class _FailingWriter:
@@ -170,10 +149,11 @@ class _Client:
         return _FailingWriter(w, 8 << 20) if key.endswith(".tar") else w
 
 
-def test_failure_mid_multipart_leaves_no_object_and_resumes(tmp_path, s3_url, monkeypatch):
-    """The shard's upload fails after its first 8 MiB part went to the server (every attempt): the generation
-    stops with one line naming the object; the bucket holds no shard (an incomplete multipart upload is no
-    object) and no spool is left on disk; the same command again writes the shard, and verify passes."""
+def test_multipart_failure_leaves_no_object_then_resumes_and_reads_back(tmp_path, s3_url, monkeypatch):
+    """A shard larger than the client's part size. Its upload fails after its first 8 MiB part went to the
+    server (every attempt): the generation stops with one line naming the object; the bucket holds no shard
+    (an incomplete multipart upload is no object) and no spool is left on disk. The same generation again PUTs
+    it in parts (its ETag says how many); verify --checksum passes; a run reads it back with one GET."""
     from dlbench.errors import DataError
     from dlbench.storage import s3 as s3mod
     from dlbench.workload import load as load_workload
@@ -200,5 +180,11 @@ def test_failure_mid_multipart_leaves_no_object_and_resumes(tmp_path, s3_url, mo
     monkeypatch.setattr(s3mod, "process_client", lambda: real)
     res = s3mod.generate_to(wl, s3_url, seed=0)
     assert (res.files_written, res.files_skipped) == (1, 0)
+    size = st.size("shard-000000.tar")
+    assert size > real.part_size == 8 << 20 and size >= BIG
+    etag = st._head(st.key("shard-000000.tar")).etag.strip('"')
+    assert etag.endswith("-2"), etag                         # a multipart upload of two parts
     v = dlbench("verify", "--data-dir", s3_url, "--checksum")
     assert v.returncode == 0 and "checksums match" in v.stdout, v.stdout + v.stderr
+    s = _run(tmp_path / "big.yaml", s3_url, tmp_path / "res", "naive", 1)
+    assert s["s3"]["requests"]["GET"] == 1 and s["s3"]["bytes"]["GET"] == size and s["verified_samples"] == 2
