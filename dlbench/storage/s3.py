@@ -32,6 +32,9 @@ connections. Requests:
   throttling (503 SlowDown), server errors and connection failures, each counted; then one line naming the
   object. Missing object: ``FileNotFoundError``; missing bucket, refused credentials: ``S3Error`` at once.
 
+``--cache``: only ``keep`` (``check_cache``); a run's cache verdict is ``unknown`` with that reason
+(``restate_cache``: the kernel's device-byte counters count no GET; the server's caching is the server's).
+
 ``stats()``: requests and bytes by kind (GET/PUT/HEAD/LIST/DELETE), retries, throttled replies, and per GET the
 latency and the time to first byte (ns, lists), for the run's summary (``request_summary``; a DataLoader worker's
 travel with its batches: ``worker_payload``/``absorb_worker``); ``modelled_block``: the same block for
