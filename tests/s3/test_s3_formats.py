@@ -119,6 +119,21 @@ def _big_spec(tmp_path) -> Path:
     return p
 
 
+def _uploads(url: str) -> list[str]:
+    """The keys of the bucket's open multipart uploads under the URL's prefix (ListMultipartUploads, signed
+    by curl as scripts/s3-local.sh does)."""
+    import os
+    import re
+
+    bucket, _, prefix = url[5:].partition("/")
+    r = subprocess.run(["curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                        f"{os.environ['AWS_ACCESS_KEY_ID']}:{os.environ['AWS_SECRET_ACCESS_KEY']}",
+                        f"{os.environ['AWS_ENDPOINT_URL'].rstrip('/')}/{bucket}?prefix={prefix}&uploads="],  # sorted: curl signs the query as given
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "ListMultipartUploadsResult" in r.stdout, r.stdout + r.stderr
+    return re.findall(r"<Key>([^<]*)</Key>", r.stdout)
+
+
 class _FailingWriter:
     """The real multipart upload, broken off after its first part: the connection drops (the client's error)."""
 
@@ -175,6 +190,7 @@ def test_multipart_failure_leaves_no_object_then_resumes_and_reads_back(tmp_path
     assert "\n" not in msg and "shard-000000.tar" in msg and "PUT failed after 2 attempt(s)" in msg, msg
     st = s3mod.S3Backend(s3_url)
     assert st.list() == ["dlbench-manifest.json"]            # no shard, whole or half
+    assert _uploads(s3_url) == []                             # and no multipart upload left open (its parts)
     assert json.loads(st.file_image("dlbench-manifest.json"))["complete"] is False
     assert list(spool.iterdir()) == []                        # the local spool file went too
     monkeypatch.setattr(s3mod, "process_client", lambda: real)
