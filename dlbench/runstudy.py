@@ -181,15 +181,21 @@ def sweep_sizes(st: RunStudy) -> list[int]:
     return sorted({p.ranks for p in points(st)})
 
 
-def point_data_dir(st: RunStudy, root: Path, p: Point, wl) -> Path:
+def _is_s3(d) -> bool:
+    return isinstance(d, str) and d.startswith("s3://")
+
+
+def point_data_dir(st: RunStudy, root: Path | str, p: Point, wl) -> Path | str:
     """``<root>/<workload>[-<tag>]-<scale>-F<F>-seed<seed>``: one dataset per workload and size (weak scaling
     needs one per world size; strong scaling shares one). ``wl``: the point's resolved workload; ``tag``
     (``runner.data_dir_tag``) tells a user's YAML apart from a built-in of the same name, as in run_study."""
     from .runner import data_dir_tag
 
     tag = data_dir_tag(wl.spec_path, wl)
-    return Path(root) / (f"{Path(p.workload).stem}{'-' + tag if tag else ''}-{st.scale or 'full'}"
-                         f"-F{p.samples or 'preset'}-seed{st.seed}")
+    name = f"{Path(p.workload).stem}{'-' + tag if tag else ''}-{st.scale or 'full'}-F{p.samples or 'preset'}-seed{st.seed}"
+    if isinstance(root, str) and _is_s3(root):   # a bucket prefix: the point's dataset under it
+        return f"{root.rstrip('/')}/{name}"
+    return Path(root) / name
 
 
 def default_sweep_data_root() -> Path:
@@ -223,11 +229,11 @@ def _generate_if_missing(wl, d: Path | str, st: RunStudy, comm, echo) -> None:
     generate(wl, d, seed=st.seed, comm=comm, progress=False)
 
 
-def generate_sweep(st: RunStudy, comm, *, data_root=None, echo=None, nodes_list=None) -> list[Path]:
+def generate_sweep(st: RunStudy, comm, *, data_root=None, echo=None, nodes_list=None) -> list[Path | str]:
     """Generate every dataset of the sweep (``dlbench study FILE --generate-only``, a cluster's first job)."""
     from . import workload as wl_mod
 
-    root = Path(data_root) if data_root else default_sweep_data_root()
+    root = data_root if _is_s3(data_root) else Path(data_root) if data_root else default_sweep_data_root()
     out = []
     for key in dict.fromkeys((p.workload, p.samples) for p in points(st, nodes_list=nodes_list)):
         p = Point(key[0], 0, None, key[1])
@@ -249,7 +255,7 @@ def run_sweep(st: RunStudy, comm, *, data_root=None, local_dir=None, out=None, e
         sizes = ", ".join(map(str, sweep_sizes(st)))
         raise ConfigError(f"sweep of {st.name}: no point with {comm.size} rank(s) (this launch's world size); "
                           f"the sweep has {sizes}: launch with mpiexec -n <one of them>")
-    root = Path(data_root) if data_root else default_sweep_data_root()
+    root = data_root if _is_s3(data_root) else Path(data_root) if data_root else default_sweep_data_root()
     dirs = []
     k = 0
     total = len(mine) * len(st.runs)
@@ -374,7 +380,7 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
 
     wl = wl_mod.load(st.workload, scale=st.scale, samples=st.samples)
     # an s3:// URL stays a string (Path would fold it into a local folder "s3:"): dlbench.storage.s3
-    d = data_dir if isinstance(data_dir, str) and data_dir.startswith("s3://") else \
+    d = data_dir if _is_s3(data_dir) else \
         Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed,
                                                          data_dir_tag(wl.spec_path, wl))
     check_entries(st, d, comm, epochs=epochs, local_dir=local_dir, out=out)

@@ -1,6 +1,6 @@
 """`dlbench study --data-dir s3://...`: the dataset generated into the bucket (not a local folder named "s3:"),
 the entries' plan-time checks pass before it exists, and each entry's S3 counters are its own (the entries run
-in one process: the second used to count the first's GETs too)."""
+in one process: the second used to count the first's GETs too); a sweep's datasets under an s3:// root."""
 
 import json
 import subprocess
@@ -52,3 +52,22 @@ def test_study_over_s3(tmp_path, s3_url):
     for row in lines[i + 2:i + 4]:
         cell = re.split(r"\s{2,}", row.strip())[-2]
         assert re.fullmatch(r"1 \d+\.\d\d/\d+\.\d\d", cell), row
+
+
+def test_sweep_over_s3(tmp_path, s3_url):
+    """A sweep's datasets under an s3:// root: one prefix per point (was: local folders under "s3:")."""
+    from dlbench.storage.s3 import S3Backend
+
+    st = tmp_path / "sweep.yaml"
+    st.write_text(STUDY.replace("runs:\n  - {strategy: naive}\n  - {strategy: naive}\n",
+                                "runs:\n  - {strategy: naive}\nsweep: {ranks: [1], scaling: strong}\n"))
+    env = {**__import__("os").environ, "DLBENCH_DATA_DIR": str(tmp_path / "data")}
+    r = subprocess.run([sys.executable, "-m", "dlbench", "study", st, "--data-dir", s3_url, "--out",
+                        tmp_path / "res"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "s3:").exists()
+    name = "imagenet-tiny-F8-seed0"
+    assert S3Backend(f"{s3_url}/{name}").exists("dlbench-manifest.json")
+    (run,) = (tmp_path / "res").rglob("run.json")
+    doc = json.loads(run.read_text())
+    assert doc["config"]["data_dir"] == f"{s3_url}/{name}" and doc["summary"]["s3"]["requests"]["GET"] == 16
