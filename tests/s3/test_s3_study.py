@@ -1,6 +1,6 @@
 """`dlbench study --data-dir s3://...`: the dataset generated into the bucket (not a local folder named "s3:"),
 the entries' plan-time checks pass before it exists, and each entry's S3 counters are its own (the entries run
-in one process: the second used to count the first's GETs too); a sweep's datasets under an s3:// root."""
+in one process: the second used to count the first's GETs too); a sweep's datasets under an s3:// root; sustain's measured dataset in a bucket."""
 
 import json
 import subprocess
@@ -71,3 +71,19 @@ def test_sweep_over_s3(tmp_path, s3_url):
     (run,) = (tmp_path / "res").rglob("run.json")
     doc = json.loads(run.read_text())
     assert doc["config"]["data_dir"] == f"{s3_url}/{name}" and doc["summary"]["s3"]["requests"]["GET"] == 16
+
+
+def test_sustain_measured_dataset_over_s3(tmp_path, s3_url, monkeypatch):
+    """sustain --data-dir s3://...: the sample count from the bucket's manifest (was: Manifest.load of the URL as
+    a local path, 'no dataset')."""
+    from dlbench.errors import ConfigError
+    from dlbench.storage.s3 import generate_to
+    from dlbench.sustain import measured_dataset
+    from dlbench.workload import load
+
+    monkeypatch.setenv("DLBENCH_DATA_DIR", str(tmp_path / "data"))
+    wl = load("imagenet", scale="tiny", samples=8)
+    generate_to(wl, s3_url, seed=0)
+    assert measured_dataset(wl, "imagenet", 1, 0, s3_url)[:2] == (s3_url, 8)
+    with pytest.raises(ConfigError, match=r"--data-dir s3://.*: 8 samples, fewer than --measure-ranks=4"):
+        measured_dataset(wl, "imagenet", 4, 0, s3_url)
