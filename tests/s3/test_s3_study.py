@@ -1,6 +1,7 @@
 """`dlbench study --data-dir s3://...`: the dataset generated into the bucket (not a local folder named "s3:"),
 the entries' plan-time checks pass before it exists, and each entry's S3 counters are its own (the entries run
-in one process: the second used to count the first's GETs too); a sweep's datasets under an s3:// root; sustain's measured dataset in a bucket."""
+in one process: the second used to count the first's GETs too); a sweep's datasets under an s3:// root;
+sustain's measured dataset in a bucket."""
 
 import json
 import subprocess
