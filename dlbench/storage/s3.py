@@ -459,19 +459,13 @@ class S3Backend:
 
         def go():
             w = client.put_object(self.bucket, key)
-            try:
-                with open(path, "rb", buffering=0) as fh:
-                    while True:
-                        b = fh.read(PART)
-                        if not b:
-                            break
-                        w.write(b)
-                w.close()
-            except BaseException:
-                # the client aborts an upload when its writer is dropped: dropped here, not kept alive by the
-                # error's traceback (this frame), so no multipart parts are left on the server
-                del w
-                raise
+            with open(path, "rb", buffering=0) as fh:
+                while True:
+                    b = fh.read(PART)
+                    if not b:
+                        break
+                    w.write(b)
+            w.close()
         self._call("PUT", key, go)
         self.nbytes["PUT"] += size
 
