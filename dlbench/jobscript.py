@@ -86,7 +86,7 @@ class JobOptions:
     scheduler: str
     nodes_list: tuple[int, ...]
     ranks_per_node: int
-    data_dir: Path
+    data_dir: Path | str    # str: an s3://bucket/prefix (dlbench.storage.s3)
     results: Path
     time: str = "01:00:00"
     account: str | None = None
@@ -246,7 +246,8 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
     _seconds(time)
     _check_feeds(st, jobs, "--nodes-list" if nodes_list else f"{study_path} sweep", k)
     opt = JobOptions(scheduler=scheduler, nodes_list=nodes, ranks_per_node=k,
-                     data_dir=Path(data_dir or default_sweep_data_root()).absolute(),
+                     data_dir=(str(data_dir) if str(data_dir or "").startswith("s3://")
+                               else Path(data_dir or default_sweep_data_root()).absolute()),
                      results=Path(results or st.out).absolute(), time=time, account=account, partition=partition,
                      env_line=env_line, dlbench=dlbench, generate_nodes=generate_nodes)
     out = Path(out_dir)

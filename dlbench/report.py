@@ -516,6 +516,15 @@ def compare_rows(run_dirs: Sequence, skipped: list | None = None) -> list[dict]:
     return rows
 
 
+def _s3_label(r: dict) -> str:
+    """compare's S3 column: GETs per delivered sample and the per-GET P50/P99 (ms); "-" for a run whose shared
+    tier is not S3 (a simulated object-store run has GETs but no latency percentiles: "-" for them)."""
+    if r.get("s3_gets_per_sample") is None:
+        return "-"
+    return (f"{_f(r['s3_gets_per_sample'], '{:.3g}')} {_f(r.get('s3_get_p50_ms'), '{:.2f}')}/"
+            f"{_f(r.get('s3_get_p99_ms'), '{:.2f}')}")
+
+
 def _s3_fields(s: dict) -> dict:
     """compare's S3 fields (None for runs whose shared tier is not S3)."""
     s3 = s.get("s3") or {}
@@ -641,11 +650,11 @@ def compare(run_dirs: Sequence, fmt: str = "table") -> str:
             _f(r["exposed_io_share"], "{:.1%}"),
             _f(r["e2e_exposed_io_share"], "{:.1%}"), _f(r["read_share"], "{:.1%}"), _f(r["au"], "{:.1%}"), _f(r["read_MiB_per_s"], "{:.1f}"),
             _f(r["samples_per_s"], "{:.1f}"), "yes" if r["simulated"] else "no",
-            r["status"], _cache_label(r), _latency_label(r), _h2d_label(r), r["shared_tier"]) for r in rows]
+            r["status"], _cache_label(r), _latency_label(r), _h2d_label(r), _s3_label(r), r["shared_tier"]) for r in rows]
     out = _table(["workload", "run", "compute", "ranks", "epoch (s)", "I/O-bound", "own stall", "own stall+prologue", "read",
                   "AU", "MiB/s",
                   "samples/s", "simulated", "status", "cache (device/req)", "read P50/P95/P99/max ms",
-                  "H2D exposed/overlapped", "shared tier"],
+                  "H2D exposed/overlapped", "S3 GETs/sample P50/P99 ms", "shared tier"],
                  tab, align_left=3)
     notes = ["I/O-bound = 1 - AU - non-I/O overhead: own stall + waiting for data-starved peers at the step barrier "
              "+ exchange (dlbench report --explain)"]

@@ -181,15 +181,21 @@ def sweep_sizes(st: RunStudy) -> list[int]:
     return sorted({p.ranks for p in points(st)})
 
 
-def point_data_dir(st: RunStudy, root: Path, p: Point, wl) -> Path:
+def _is_s3(d) -> bool:
+    return isinstance(d, str) and d.startswith("s3://")
+
+
+def point_data_dir(st: RunStudy, root: Path | str, p: Point, wl) -> Path | str:
     """``<root>/<workload>[-<tag>]-<scale>-F<F>-seed<seed>``: one dataset per workload and size (weak scaling
     needs one per world size; strong scaling shares one). ``wl``: the point's resolved workload; ``tag``
     (``run.setup.data_dir_tag``) tells a user's YAML apart from a built-in of the same name, as in run_study."""
     from .run.setup import data_dir_tag
 
     tag = data_dir_tag(wl.spec_path, wl)
-    return Path(root) / (f"{Path(p.workload).stem}{'-' + tag if tag else ''}-{st.scale or 'full'}"
-                         f"-F{p.samples or 'preset'}-seed{st.seed}")
+    name = f"{Path(p.workload).stem}{'-' + tag if tag else ''}-{st.scale or 'full'}-F{p.samples or 'preset'}-seed{st.seed}"
+    if isinstance(root, str) and _is_s3(root):   # a bucket prefix: the point's dataset under it
+        return f"{root.rstrip('/')}/{name}"
+    return Path(root) / name
 
 
 def default_sweep_data_root() -> Path:
@@ -199,10 +205,20 @@ def default_sweep_data_root() -> Path:
     return data_root() / "sweeps"
 
 
-def _generate_if_missing(wl, d: Path, st: RunStudy, comm, echo) -> None:
+def _generate_if_missing(wl, d: Path | str, st: RunStudy, comm, echo) -> None:
     from .data.generate import generate
     from .data.manifest import Manifest
 
+    if isinstance(d, str):   # s3://bucket/prefix: the manifest object says whether it is there
+        from .data.manifest import MANIFEST_NAME
+        from .storage.s3 import S3Backend, generate_to
+
+        if S3Backend(d).exists(MANIFEST_NAME):
+            return
+        if echo:
+            echo(f"generating {wl.name} ({wl.samples} samples, {wl.dataset_nbytes / 1e6:.0f} MB) in {d}")
+        generate_to(wl, d, seed=st.seed, comm=comm, progress=False)
+        return
     if Manifest.exists(d):
         return
     if echo:
@@ -213,11 +229,11 @@ def _generate_if_missing(wl, d: Path, st: RunStudy, comm, echo) -> None:
     generate(wl, d, seed=st.seed, comm=comm, progress=False)
 
 
-def generate_sweep(st: RunStudy, comm, *, data_root=None, echo=None, nodes_list=None) -> list[Path]:
+def generate_sweep(st: RunStudy, comm, *, data_root=None, echo=None, nodes_list=None) -> list[Path | str]:
     """Generate every dataset of the sweep (``dlbench study FILE --generate-only``, a cluster's first job)."""
     from . import workload as wl_mod
 
-    root = Path(data_root) if data_root else default_sweep_data_root()
+    root = data_root if _is_s3(data_root) else Path(data_root) if data_root else default_sweep_data_root()
     out = []
     for key in dict.fromkeys((p.workload, p.samples) for p in points(st, nodes_list=nodes_list)):
         p = Point(key[0], 0, None, key[1])
@@ -239,7 +255,7 @@ def run_sweep(st: RunStudy, comm, *, data_root=None, local_dir=None, out=None, e
         sizes = ", ".join(map(str, sweep_sizes(st)))
         raise ConfigError(f"sweep of {st.name}: no point with {comm.size} rank(s) (this launch's world size); "
                           f"the sweep has {sizes}: launch with mpiexec -n <one of them>")
-    root = Path(data_root) if data_root else default_sweep_data_root()
+    root = data_root if _is_s3(data_root) else Path(data_root) if data_root else default_sweep_data_root()
     dirs = []
     k = 0
     total = len(mine) * len(st.runs)
@@ -363,7 +379,9 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
     from .run.setup import data_dir_tag, default_data_dir
 
     wl = wl_mod.load(st.workload, scale=st.scale, samples=st.samples)
-    d = Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed,
+    # an s3:// URL stays a string (Path would fold it into a local folder "s3:"): dlbench.storage.s3
+    d = data_dir if _is_s3(data_dir) else \
+        Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed,
                                                          data_dir_tag(wl.spec_path, wl))
     check_entries(st, d, comm, epochs=epochs, local_dir=local_dir, out=out)
     _generate_if_missing(wl, d, st, comm, echo)
@@ -376,7 +394,7 @@ def run_study(st: RunStudy, comm, *, data_dir=None, local_dir=None, out=None, ep
     return dirs
 
 
-def check_entries(st: RunStudy, data_dir: Path, comm, *, epochs=None, local_dir=None, out=None) -> None:
+def check_entries(st: RunStudy, data_dir: Path | str, comm, *, epochs=None, local_dir=None, out=None) -> None:
     """Every entry's plan-time checks (options, capacities, batch splits: a ``--dry-run`` of each, no I/O)
     before anything runs: a study used to run its entries in full up to the first bad one and end with no
     table. All bad entries are named in one error."""
@@ -397,7 +415,7 @@ def check_entries(st: RunStudy, data_dir: Path, comm, *, epochs=None, local_dir=
                           + "; ".join(bad))
 
 
-def _entry_config(st: RunStudy, r: StudyRun, workload: str, data_dir: Path, *, out, epochs, local_dir):
+def _entry_config(st: RunStudy, r: StudyRun, workload: str, data_dir: Path | str, *, out, epochs, local_dir):
     from .run.setup import RunConfig
 
     return RunConfig(workload=workload, strategy=r.strategy, options=dict(r.options), data_dir=str(data_dir),
@@ -405,7 +423,7 @@ def _entry_config(st: RunStudy, r: StudyRun, workload: str, data_dir: Path, *, o
                      compute_time_s=st.compute_time_s, system=st.system, local_dir=local_dir, ranks_per_node=None)
 
 
-def _run_entry(st: RunStudy, r: StudyRun, workload: str, data_dir: Path, comm, *, out, epochs, local_dir, echo,
+def _run_entry(st: RunStudy, r: StudyRun, workload: str, data_dir: Path | str, comm, *, out, epochs, local_dir, echo,
                head: str) -> str | None:
     """One run entry of a study (``run_study``) or a sweep point (``run_sweep``) on ``data_dir``: echoes
     ``head`` + the entry, runs it and returns its run folder (rank 0; None elsewhere). A run whose results

@@ -294,7 +294,12 @@ def measured_dataset(wl, workload: str, ranks: int, seed: int, data_dir: str | N
     if data_dir:
         from .data.manifest import Manifest
 
-        n = int(Manifest.load(data_dir).samples)
+        if str(data_dir).startswith("s3://"):   # a bucket: its manifest fetched (dlbench.storage.s3)
+            from .storage.s3 import fetch_manifest
+
+            n = int(Manifest.load(fetch_manifest(str(data_dir))).samples)
+        else:
+            n = int(Manifest.load(data_dir).samples)
         if n < ranks * batch:
             raise ConfigError(f"--data-dir {data_dir}: {n} samples, fewer than --measure-ranks={ranks} x batch "
                               f"{batch}; generate at least {measured_samples(n, ranks, batch)} samples or leave "

@@ -717,34 +717,39 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
                  f"({min(vals):,.1f} .. {max(vals):,.1f})")
     raw["shared_mb_per_s"] = {str(k): v for k, v in agg.items()}
     # --- shared tier, write side: checkpoint-like files, fsync, a publish's metadata operations ---
-    wd = Path(data_dir) / f".dlbench-calibrate-write-r{comm.rank}"
-    try:
-        wagg: dict = {}
-        wfs: list = []
-        for t in threads:
-            vals = []
-            for _ in range(repeat):
-                comm.barrier()
-                mb, fs = _shared_write(wd, t, slice_s)
-                vals.append(comm.allreduce(mb, "sum"))
-                wfs += fs
-            wagg[t * comm.size] = vals
-            if echo and comm.rank == 0:
-                echo(f"  shared tier: {t * comm.size:>3} writers  {_median(vals):>10,.1f} MB/s  (files of "
-                     f"{WRITE_FILE_BYTES >> 20} MiB, each fsync'd)")
-        ops = _dir_ops(wd)
-    finally:
+    if s3url is not None:   # an object store's write side is its PUT rate (calibration.s3.put_mb_per_s); the
+        # POSIX probe below would write its files under the URL taken as a local path (the cwd's "s3:/...")
+        if echo and comm.rank == 0:
+            echo("  shared tier, write side: not measured as files (the shared tier is S3: its PUT rate above)")
+    else:
+        wd = Path(data_dir) / f".dlbench-calibrate-write-r{comm.rank}"
         try:
-            wd.rmdir()
-        except OSError:
-            pass
-    raw["shared_write"] = {"file_bytes": WRITE_FILE_BYTES, "mb_per_s": {str(k): v for k, v in wagg.items()},
-                           "fsync_s": {"median": _median(wfs), "p99": float(np.percentile(wfs, 99)) if wfs else 0.0,
-                                       "count": len(wfs)}, **ops}
-    if echo and comm.rank == 0:
-        echo(f"  shared tier: fsync of a {WRITE_FILE_BYTES >> 20} MiB file {_median(wfs) * 1e3:,.2f} ms (median); "
-             f"small file + fsync {ops['small_file_s'] * 1e3:,.2f} ms, rename {ops['rename_s'] * 1e6:,.0f} us, "
-             f"folder fsync {ops['dir_fsync_s'] * 1e3:,.2f} ms, unlink {ops['unlink_s'] * 1e6:,.0f} us")
+            wagg: dict = {}
+            wfs: list = []
+            for t in threads:
+                vals = []
+                for _ in range(repeat):
+                    comm.barrier()
+                    mb, fs = _shared_write(wd, t, slice_s)
+                    vals.append(comm.allreduce(mb, "sum"))
+                    wfs += fs
+                wagg[t * comm.size] = vals
+                if echo and comm.rank == 0:
+                    echo(f"  shared tier: {t * comm.size:>3} writers  {_median(vals):>10,.1f} MB/s  (files of "
+                         f"{WRITE_FILE_BYTES >> 20} MiB, each fsync'd)")
+            ops = _dir_ops(wd)
+        finally:
+            try:
+                wd.rmdir()
+            except OSError:
+                pass
+        raw["shared_write"] = {"file_bytes": WRITE_FILE_BYTES, "mb_per_s": {str(k): v for k, v in wagg.items()},
+                               "fsync_s": {"median": _median(wfs), "p99": float(np.percentile(wfs, 99)) if wfs else 0.0,
+                                           "count": len(wfs)}, **ops}
+        if echo and comm.rank == 0:
+            echo(f"  shared tier: fsync of a {WRITE_FILE_BYTES >> 20} MiB file {_median(wfs) * 1e3:,.2f} ms (median); "
+                 f"small file + fsync {ops['small_file_s'] * 1e3:,.2f} ms, rename {ops['rename_s'] * 1e6:,.0f} us, "
+                 f"folder fsync {ops['dir_fsync_s'] * 1e3:,.2f} ms, unlink {ops['unlink_s'] * 1e6:,.0f} us")
     # --- the format reader's own cost (page cache warm) ---
     rc: dict = _reader_cost(Path(data_dir), slice_s, seed=3 + comm.rank) if s3url is None else \
         {"skipped": "the shared tier is S3 (no page cache)"}

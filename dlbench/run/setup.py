@@ -309,11 +309,11 @@ def _check_dataset(cfg: RunConfig, spec: WorkloadSpec, path: str, data_dir: Path
     return _check_spec_matches(cfg, spec, path, manifest, data_dir), manifest
 
 
-def _resolve_s3(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str) -> tuple[Workload, Manifest, Path]:
+def _resolve_s3(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str) -> tuple[Workload, Manifest | VirtualManifest, Path]:
     """``--data-dir s3://bucket/prefix``: the bucket's manifest fetched into the dataset's control folder
     (``storage.s3.control_dir``), which ``Loop`` gets as its data dir (the reads go to the bucket)."""
     from ..data.manifest import Manifest
-    from ..storage.s3 import check_cache, fetch_manifest
+    from ..storage.s3 import NoDataset, check_cache, control_dir, fetch_manifest
 
     url = str(cfg.data_dir)
     check_cache(cfg.cache, url)
@@ -321,17 +321,24 @@ def _resolve_s3(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str) -> tu
     if comm.rank == 0:
         try:
             res = ("ok", str(fetch_manifest(url)))
+        except NoDataset as e:
+            res = ("missing", str(e))
         except DataError as e:
             res = ("error", str(e))
     res = comm.bcast(res)
-    if res[0] == "error" and cfg.generate_s3 and not cfg.dry_run:   # DLIO's generate-on-first-use
+    if res[0] == "missing" and cfg.dry_run:   # as on POSIX: a dry run (a study's checks) before the generation
+        from .. import workload as wl_mod
+
+        workload = wl_mod.resolve(spec, scale=cfg.scale, samples=cfg.samples, spec_path=path)
+        return workload, VirtualManifest(workload, cfg.seed), control_dir(url)
+    if res[0] != "ok" and cfg.generate_s3 and not cfg.dry_run:   # DLIO's generate-on-first-use
         from .. import workload as wl_mod
         from ..storage.s3 import generate_to
 
         generate_to(wl_mod.resolve(spec, scale=cfg.scale, samples=cfg.samples, spec_path=path), url, seed=cfg.seed,
                     comm=comm, progress=False)
         res = comm.bcast(("ok", str(fetch_manifest(url))) if comm.rank == 0 else None)
-    if res[0] == "error":
+    if res[0] != "ok":
         raise DataError(res[1])
     ctl = Path(res[1])
     manifest = Manifest.load(ctl)

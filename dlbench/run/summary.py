@@ -96,6 +96,9 @@ def finish(cfg: RunConfig, comm: Comm, workload: Workload, manifest: Any, loop: 
         summary["s3"] = request_summary([g["s3"] for g in gathered if g.get("s3")],
                                         int(sum(g.get("delivered_samples", 0) for g in gathered)),
                                         price=pfs.usd_per_million_requests if pfs is not None else None)
+        from ..storage.s3 import restate_cache
+
+        restate_cache(summary)
     from ..storage import READ_CALL
 
     summary["io_counters"]["read_call"] = "lseek+readv" if READ_CALL == "readv" else "preadv (glibc preadv64v2)"

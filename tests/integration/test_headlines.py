@@ -100,6 +100,10 @@ def test_modelled_shared_tier_is_named(tiny, tmp_path, cli):
     head, _, a, b = r.output.splitlines()[:4]
     assert head.rstrip().endswith("shared tier")
     assert a.rstrip().endswith("modelled shared tier: laptop-pfs") and b.rstrip().endswith("real storage")
+    # the S3 column (GETs/sample, P50/P99 ms) just before it: "-" where the shared tier is not S3
+    import re
+    assert re.split(r"\s{2,}", head.strip())[-2] == "S3 GETs/sample P50/P99 ms"
+    assert [re.split(r"\s{2,}", x.strip())[-2] for x in (a, b)] == ["-", "-"]
     rows = compare_rows([thr, real])
     assert [x["shared_tier"] for x in rows] == ["modelled shared tier: laptop-pfs", "real storage"]
 

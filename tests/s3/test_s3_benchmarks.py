@@ -31,6 +31,8 @@ def test_s3_read_path_smoke(s3_server):
 
 def test_s3_matrix_smoke(s3_server, tmp_path, monkeypatch):
     monkeypatch.setenv("DLBENCH_DATA_DIR", str(tmp_path))
-    out = _bench("s3_matrix.py", "--workloads", "imagenet", "--strategies", "naive", "--samples", "8")
+    out = _bench("s3_matrix.py", "--workloads", "imagenet,webdataset", "--strategies", "naive", "--samples", "8")
     row = [ln for ln in out.splitlines() if ln.startswith("imagenet")][0].split()
     assert row[:3] == ["imagenet", "naive", "0"] and row[4] == "1.00"     # exit 0, one GET per sample
+    row = [ln for ln in out.splitlines() if ln.startswith("webdataset")][0].split()
+    assert row[:3] == ["webdataset", "naive", "0"] and row[4] == "0.12"   # one GET per shard of 8 samples

@@ -26,13 +26,15 @@ def _run_json(out: str) -> dict:
     return json.loads((Path(line.split("results: ", 1)[1]) / "run.json").read_text())
 
 
-def test_generate_verify_run_report_over_s3(tmp_path, s3_url, monkeypatch):
+def test_generate_verify_run_report_over_s3(tmp_path, s3_url, monkeypatch, cli):
+    """generate, verify, report in this process (fewer interpreter starts); the runs in their own (a run's S3
+    counters are its process's)."""
     monkeypatch.setenv("DLBENCH_DATA_DIR", str(tmp_path / "data"))
-    g = dlbench("generate", "-w", "imagenet", "--scale", "tiny", "--samples", 16, "--data-dir", s3_url,
-                "--no-progress")
-    assert g.returncode == 0, g.stderr
-    v = dlbench("verify", "--data-dir", s3_url, "--checksum")
-    assert v.returncode == 0 and "checksums match" in v.stdout, v.stderr
+    g = cli(["generate", "-w", "imagenet", "--scale", "tiny", "--samples", 16, "--data-dir", s3_url,
+             "--no-progress"])
+    assert g.exit_code == 0, g.output
+    v = cli(["verify", "--data-dir", s3_url, "--checksum"])
+    assert v.exit_code == 0 and "checksums match" in v.output, v.output
     for strategy in ("naive", "prefetch"):
         r = dlbench("run", "-w", "imagenet", "--data-dir", s3_url, "--strategy", strategy, "--epochs", 2,
                     "--verify", "--compute-time", "0.001", "--out", tmp_path / "res")
@@ -43,16 +45,16 @@ def test_generate_verify_run_report_over_s3(tmp_path, s3_url, monkeypatch):
         assert s3["bytes"]["GET"] == s["read_bytes"] and s3["get_latency_ms"]["p99"] >= s3["get_latency_ms"]["p50"]
         assert "S3 requests" in r.stdout and "GETs per delivered sample" in r.stdout
         assert s["verified_samples"] == 32
-    rep = dlbench("report", Path([ln for ln in r.stdout.splitlines() if ln.startswith("results: ")][-1][9:]))
-    assert rep.returncode == 0
+    rep = cli(["report", Path([ln for ln in r.stdout.splitlines() if ln.startswith("results: ")][-1][9:])])
+    assert rep.exit_code == 0 and "GETs per delivered sample" in rep.output
     c = dlbench("run", "-w", "imagenet", "--data-dir", s3_url, "--cache", "drop", "--out", tmp_path / "res")
     assert c.returncode != 0 and c.stderr.strip().splitlines()[-1].startswith(
         "dlbench: error: --cache drop: the shared tier is S3") and "Traceback" not in c.stderr
     from dlbench.storage.s3 import S3Backend
 
     S3Backend(s3_url).remove("n00000000/n00000000_00000000.JPEG")
-    v = dlbench("verify", "--data-dir", s3_url)
-    assert v.returncode != 0 and f"{s3_url}/n00000000/n00000000_00000000.JPEG: missing" in v.stdout
+    v = cli(["verify", "--data-dir", s3_url])
+    assert v.exit_code != 0 and f"{s3_url}/n00000000/n00000000_00000000.JPEG: missing" in v.stdout
     m = dlbench("run", "-w", "imagenet", "--data-dir", s3_url + "-none", "--out", tmp_path / "res")
     assert m.returncode != 0 and "no dataset here (dlbench-manifest.json missing)" in m.stderr
     assert "Traceback" not in m.stderr

@@ -92,13 +92,17 @@ def test_measured_gets_equal_simulated(s3_url, tmp_path, monkeypatch):
 def test_calibrate_storage_measures_s3(s3_url, tmp_path):
     out = tmp_path / "p.yaml"
     r = dlbench("calibrate-storage", "--data-dir", s3_url, "-o", out, "--budget-s", "1", "--repeat", "1",
-                "--max-threads", "2", "--request-bytes", "65536")
+                "--max-threads", "2", "--request-bytes", "65536", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    # no POSIX write probe under the URL taken as a local path (it wrote "<cwd>/s3:/bucket/..." and recorded
+    # the local disk's rates as the object store's write side)
+    assert not (tmp_path / "s3:").exists() and "not measured as files" in r.stdout
     assert "S3 GET:   1 concurrent" in r.stdout and "S3 latency (4 KiB GET, median)" in r.stdout
     d = yaml.safe_load(out.read_text())
     p = from_dict(d).pfs
     assert p.kind == "object_store" and p.latency_s > 0 and [a.clients for a in p.aggregate] == [1, 2]
     assert d["calibration"]["s3"]["put_mb_per_s"] > 0 and len(d["calibration"]["s3"]["get_mb_per_s_by_size"]) == 3
+    assert "shared_write" not in d["calibration"]
     from dlbench.storage.s3 import S3Backend
 
     assert S3Backend(s3_url).list() == []        # every probe object deleted

@@ -131,3 +131,12 @@ def test_cli_jobscript(tmp_path, cli):
     assert res.exit_code == 0, res.output
     assert "point-N1.sbatch" in res.output and "point-N4.sbatch" in res.output
     assert res.output.strip().splitlines()[-1] == f"submit: {tmp_path / 'jobs' / 'submit-all.sh'}"
+
+
+def test_cli_jobscript_s3_data_dir(tmp_path, cli):
+    """An s3:// data root stays a URL in the scripts (was: made absolute as a local path, "<cwd>/s3:/...")."""
+    res = cli(["jobscript", WEAK, "--scheduler", "slurm", "--nodes-list", "1", "-o", tmp_path / "jobs",
+               "--data-dir", "s3://bucket/sweeps", "--results", tmp_path / "r"])
+    assert res.exit_code == 0, res.output
+    text = (tmp_path / "jobs" / "point-N1.sbatch").read_text()
+    assert "DATA_DIR=s3://bucket/sweeps\n" in text
