@@ -3,7 +3,6 @@ section, shrunk by overrides: the files and bytes each checkpoint writes are DLI
 (BaseCheckpointing: model, optimizer, one file per layer)."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 
