@@ -353,14 +353,18 @@ _DLIO2_GIVEN = ("checkpoint.type", "checkpoint.optimization_groups", "checkpoint
                 "model.optimization_groups", "model.layer_parameters")
 
 
-def _dlio2_checkpoint(flat: dict, model_bytes, where: str) -> dict | None:
+def _dlio2_checkpoint(flat: dict, model_bytes, where: str, v2_spelling: bool = False) -> dict | None:
     """DLIO 2.0.0's checkpoint (``checkpoint.type`` / ``optimization_groups`` / ``num_layers`` /
     ``layer_parameters`` / ``tensor_parallelism`` / ``pipeline_parallelism``, or their model.* spellings) as
-    the spec ``dlbench.run.checkpoint.dlio2_files`` writes, or None when none of these keys is given. Keys not
-    given take DLIO 2.0.0's defaults (``rank_zero``, 1 layer of [17371, 24740228] parameters)."""
-    if not any(k in flat for k in _DLIO2_GIVEN):
+    the spec ``dlbench.run.checkpoint.dlio2_files`` writes, or None when none of these keys is given and the
+    file is not in DLIO 2.0.0's spelling (``v2_spelling``: ``record_length``, ``checkpoint.model_size``). Keys
+    not given take DLIO 2.0.0's defaults (``rank_zero``, 1 layer of [17371, 24740228] parameters: what DLIO
+    2.0.0 writes beside the model for its unet3d files too)."""
+    shaped = any(k in flat for k in _DLIO2_GIVEN)
+    transformer = any(k.startswith("model.transformer.") for k in flat)
+    if not shaped and (not v2_spelling or transformer):
         return None
-    if any(k.startswith("model.transformer.") for k in flat):
+    if transformer:
         raise ConfigError(f"{where}: model.transformer.* (an LLM checkpoint sized from its shape) and DLIO 2.0.0's "
                           f"{', '.join(k for k in _DLIO2_GIVEN if k in flat)}: give one checkpoint shape")
     spec: dict = {}
@@ -494,6 +498,7 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     flat = _flatten(cfg)
     check_keys(flat, where)
     dlio_2_0 = "dataset.record_length" in flat   # DLIO <= 2.0's spelling: its generators' record sizes apply
+    v2_spelling = any(k in flat for k in _ALIASES)   # DLIO 2.0.0's checkpoint defaults apply (_dlio2_checkpoint)
     for old_key, new_key in _ALIASES.items():
         if old_key in flat:
             flat[new_key] = flat.pop(old_key)
@@ -644,7 +649,7 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
             # DLIO: at the end of epoch checkpoint_after_epoch (1-based), then every epochs_between_checkpoints
             ckpt_after_epochs = after
         ckpt_every_epochs = between if steps_between in (None, -1) else 0
-        ckpt_model = _dlio2_checkpoint(flat, model_bytes, where) or _checkpoint_model(flat, where)
+        ckpt_model = _dlio2_checkpoint(flat, model_bytes, where, v2_spelling) or _checkpoint_model(flat, where)
         workload["model"] = {"name": wname, "parameters": int(math.ceil(float(model_bytes) / 12)),
                              "source": f"DLIO model.model_size_bytes={model_bytes} (dlbench writes 12 B per "
                                        f"parameter)"}

@@ -110,3 +110,31 @@ def test_two_shapes_are_refused():
     cfg = {**MEGATRON, "model": {"name": "m", "transformer": {"hidden_size": 64}}}
     with pytest.raises(ConfigError, match=r"model\.transformer\.\* .* give one checkpoint shape"):
         dlio.translate(cfg)
+
+
+UNET3D_2_0_0 = {"model": "unet3d", "framework": "pytorch", "workflow": {"train": True, "checkpoint": True},
+                "dataset": {"format": "npz", "num_files_train": 168, "num_samples_per_file": 1,
+                            "record_length": 146600628, "record_length_stdev": 68341808},
+                "reader": {"data_loader": "pytorch", "batch_size": 7, "read_threads": 4, "sample_shuffle": "seed"},
+                "train": {"epochs": 5, "computation_time": 0.323},
+                "checkpoint": {"checkpoint_after_epoch": 5, "epochs_between_checkpoints": 2, "model_size": 499153191}}
+
+
+def test_a_2_0_0_file_without_a_shape_gets_dlio_2_0_0s_defaults():
+    """DLIO 2.0.0's unet3d files give no shape: DLIO 2.0.0 still writes, on rank 0, its default layer
+    (num_layers 1, layer_parameters [17371, 24740228]) beside the model; later DLIO's spelling keeps the one
+    model file."""
+    spec = dlio.translate(UNET3D_2_0_0).run["checkpoint_model"]
+    assert _sizes(spec, 0) == {"model-0.pt": 499153191, "layer-0-0.pt": 17371 + 24740228}
+    assert _sizes(spec, 1) == {}
+    later = {**UNET3D_2_0_0, "dataset": {**UNET3D_2_0_0["dataset"], "record_length_bytes": 146600628,
+                                         "record_length_bytes_stdev": 68341808},
+             "model": {"name": "unet3d", "model_size_bytes": 499153191},
+             "checkpoint": {"checkpoint_after_epoch": 5, "epochs_between_checkpoints": 2}}
+    for k in ("record_length", "record_length_stdev"):
+        del later["dataset"][k]
+    assert dlio.translate(later).run["checkpoint_model"] is None
+    # an LLM shape (model.transformer.*) on a 2.0.0-spelled file stays the LLM checkpoint
+    llm = {**UNET3D_2_0_0, "model": {"name": "m", "num_layers": 2, "transformer": {
+        "hidden_size": 64, "ffn_hidden_size": 128, "vocab_size": 500, "num_attention_heads": 4}}}
+    assert "hidden" in dlio.translate(llm).run["checkpoint_model"]
