@@ -757,6 +757,9 @@ def workload_yaml(t: Translation) -> str:
     if t.run.get("eval"):
         head.append("# NOT EMULATED by `dlbench run --workload THIS.yaml`: DLIO's evaluation (`dlbench run "
                     "--dlio-config` emulates it)")
+    if t.run.get("checkpoint_model"):
+        head.append("# NOT EMULATED by `dlbench run --workload THIS.yaml`: DLIO's checkpoint files per rank (there: "
+                    "rank 0 writes one file of model.parameters x 12 bytes; `dlbench run --dlio-config` emulates them)")
     return "\n".join(head) + "\n" + yaml.safe_dump(t.workload, sort_keys=False, default_flow_style=None)
 
 

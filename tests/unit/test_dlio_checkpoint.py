@@ -138,3 +138,10 @@ def test_a_2_0_0_file_without_a_shape_gets_dlio_2_0_0s_defaults():
     llm = {**UNET3D_2_0_0, "model": {"name": "m", "num_layers": 2, "transformer": {
         "hidden_size": 64, "ffn_hidden_size": 128, "vocab_size": 500, "num_attention_heads": 4}}}
     assert "hidden" in dlio.translate(llm).run["checkpoint_model"]
+
+
+def test_imported_workload_says_the_checkpoint_files_are_dlio_config_only():
+    text = dlio.workload_yaml(dlio.translate(MEGATRON))
+    assert "NOT EMULATED by `dlbench run --workload THIS.yaml`: DLIO's checkpoint files per rank" in text
+    off = {**MEGATRON, "workflow": {**MEGATRON["workflow"], "checkpoint": False}}
+    assert "checkpoint files per rank" not in dlio.workload_yaml(dlio.translate(off))
