@@ -135,7 +135,7 @@ KEYS: dict[str, Key] = {
     "checkpoint.checkpoint_folder": _n("dlbench writes checkpoints in the run folder"),
     "checkpoint.checkpoint_after_epoch": _M, "checkpoint.epochs_between_checkpoints": _M,
     "checkpoint.steps_between_checkpoints": _M,
-    "checkpoint.type": _u("rank-zero/all-ranks checkpoint layouts are not emulated", None),
+    "checkpoint.type": _M,
     "checkpoint.checkpoint_mechanism_classname": _u("custom checkpoint classes are not emulated", None, ""),
     "checkpoint.fsync": _n("dlbench fsyncs every checkpoint (DLIO stores this key as checkpoint_sync)"),
     "checkpoint.time_between_checkpoints": _u("time-based checkpoints are not emulated", -1, None),
@@ -150,9 +150,9 @@ KEYS: dict[str, Key] = {
     "checkpoint.ksm.low_ram_exit": _u("KSM is not emulated", None),
     "checkpoint.ksm.await_time": _u("KSM is not emulated", None),
     "model.name": _M, "model.type": _n("metadata"), "model.model_size_bytes": _M,
-    "model.optimization_groups": _u("LLM checkpoint shapes are not emulated", None, []),
+    "model.optimization_groups": _M,
     "model.num_layers": _M,
-    "model.layer_parameters": _u("LLM checkpoint shapes are not emulated", None, []),
+    "model.layer_parameters": _M,
     "model.model_datatype": _n("checkpoint dtype"), "model.optimizer_datatype": _n("checkpoint dtype"),
     "model.parallelism.tensor": _M,
     "model.parallelism.pipeline": _M,
@@ -177,11 +177,9 @@ KEYS: dict[str, Key] = {
         "DLIO's in-memory size after its emulated resize: no I/O effect"), "checkpoint.model_size": _M,
     # keys DLIO 2.0.0 reads that later DLIO moved or dropped
     "workflow.debug": _n("DLIO 2.0.0 waits for Enter before starting"),
-    "checkpoint.optimization_groups": _u("LLM checkpoint shapes are not emulated", None, []),
-    "checkpoint.num_layers": _u("LLM checkpoint shapes are not emulated", None, 1, -1),
-    "checkpoint.layer_parameters": _u("LLM checkpoint shapes are not emulated", None, []),
-    "checkpoint.tensor_parallelism": _u("model parallelism is not emulated", 1),
-    "checkpoint.pipeline_parallelism": _u("model parallelism is not emulated", 1),
+    # DLIO 2.0.0's checkpoint shape (translated by _dlio2_checkpoint)
+    "checkpoint.optimization_groups": _M, "checkpoint.num_layers": _M, "checkpoint.layer_parameters": _M,
+    "checkpoint.tensor_parallelism": _M, "checkpoint.pipeline_parallelism": _M,
 }
 # DLIO reads `reader` or its old name `data_reader`
 KEYS.update({"data_reader." + k[len("reader."):]: v for k, v in list(KEYS.items()) if k.startswith("reader.")})
@@ -343,6 +341,56 @@ def _checkpoint_model(flat: dict, where: str) -> dict | None:
     return out
 
 
+# DLIO 2.0.0's checkpoint shape: each key's 2.0.0 spelling (checkpoint.*), the model.* spelling, its default
+_DLIO2_SHAPE = {"type": ("checkpoint.type", None, "rank_zero"),
+                "optimization_groups": ("checkpoint.optimization_groups", "model.optimization_groups", []),
+                "num_layers": ("checkpoint.num_layers", "model.num_layers", 1),
+                "layer_parameters": ("checkpoint.layer_parameters", "model.layer_parameters", [17371, 24740228]),
+                "tp": ("checkpoint.tensor_parallelism", "model.parallelism.tensor", 1),
+                "pp": ("checkpoint.pipeline_parallelism", "model.parallelism.pipeline", 1)}
+_DLIO2_GIVEN = ("checkpoint.type", "checkpoint.optimization_groups", "checkpoint.num_layers",
+                "checkpoint.layer_parameters", "checkpoint.tensor_parallelism", "checkpoint.pipeline_parallelism",
+                "model.optimization_groups", "model.layer_parameters")
+
+
+def _dlio2_checkpoint(flat: dict, model_bytes, where: str, v2_spelling: bool = False) -> dict | None:
+    """DLIO 2.0.0's checkpoint (``checkpoint.type`` / ``optimization_groups`` / ``num_layers`` /
+    ``layer_parameters`` / ``tensor_parallelism`` / ``pipeline_parallelism``, or their model.* spellings) as
+    the spec ``dlbench.run.checkpoint.dlio2_files`` writes, or None when none of these keys is given and the
+    file is not in DLIO 2.0.0's spelling (``v2_spelling``: ``record_length``, ``checkpoint.model_size``). Keys
+    not given take DLIO 2.0.0's defaults (``rank_zero``, 1 layer of [17371, 24740228] parameters: what DLIO
+    2.0.0 writes beside the model for its unet3d files too)."""
+    shaped = any(k in flat for k in _DLIO2_GIVEN)
+    transformer = any(k.startswith("model.transformer.") for k in flat)
+    if not shaped and (not v2_spelling or transformer):
+        return None
+    if transformer:
+        raise ConfigError(f"{where}: model.transformer.* (an LLM checkpoint sized from its shape) and DLIO 2.0.0's "
+                          f"{', '.join(k for k in _DLIO2_GIVEN if k in flat)}: give one checkpoint shape")
+    spec: dict = {}
+    for name, (key, alt, default) in _DLIO2_SHAPE.items():
+        used = key if key in flat else alt if alt is not None and alt in flat else key
+        v = flat.get(used, default)
+        if name == "type":
+            if v not in ("rank_zero", "all_ranks"):
+                raise ConfigError(f"{where}: {used}={v!r}: DLIO allows rank_zero, all_ranks")
+        elif name in ("optimization_groups", "layer_parameters"):
+            if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                raise ConfigError(f"{where}: {used}={v!r}: must be a list of integers (element counts)")
+        elif not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "num_layers" else 1):
+            raise ConfigError(f"{where}: {used}={v!r}: must be an integer >= {0 if name == 'num_layers' else 1}")
+        spec[name] = v
+    for name in ("pp", "tp"):   # DLIO 2.0.0's own check (ConfigArguments.validate)
+        if spec["num_layers"] % spec[name]:
+            key = _DLIO2_SHAPE[name][0] if _DLIO2_SHAPE[name][0] in flat else _DLIO2_SHAPE[name][1]
+            raise ConfigError(f"{where}: {key}={spec[name]}: must divide the number of layers "
+                              f"({spec['num_layers']}), as DLIO requires")
+    if not isinstance(model_bytes, int) or isinstance(model_bytes, bool) or model_bytes < 0:
+        raise ConfigError(f"{where}: checkpoint.model_size={model_bytes!r}: must be an integer >= 0")
+    spec["model_size"] = model_bytes
+    return spec
+
+
 def _num(key: str, v, where: str):
     """The value ``v`` of the numeric DLIO key ``key`` as its ``NUMBERS`` entry says (int or float, bounded
     below; ``5e-3`` read as DLIO reads it), or a one-line ConfigError."""
@@ -450,6 +498,7 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
     flat = _flatten(cfg)
     check_keys(flat, where)
     dlio_2_0 = "dataset.record_length" in flat   # DLIO <= 2.0's spelling: its generators' record sizes apply
+    v2_spelling = any(k in flat for k in _ALIASES)   # DLIO 2.0.0's checkpoint defaults apply (_dlio2_checkpoint)
     for old_key, new_key in _ALIASES.items():
         if old_key in flat:
             flat[new_key] = flat.pop(old_key)
@@ -600,11 +649,18 @@ def translate(cfg: dict, *, where: str = "DLIO config", name: str | None = None,
             # DLIO: at the end of epoch checkpoint_after_epoch (1-based), then every epochs_between_checkpoints
             ckpt_after_epochs = after
         ckpt_every_epochs = between if steps_between in (None, -1) else 0
-        ckpt_model = _checkpoint_model(flat, where)
+        ckpt_model = _dlio2_checkpoint(flat, model_bytes, where, v2_spelling) or _checkpoint_model(flat, where)
         workload["model"] = {"name": wname, "parameters": int(math.ceil(float(model_bytes) / 12)),
                              "source": f"DLIO model.model_size_bytes={model_bytes} (dlbench writes 12 B per "
                                        f"parameter)"}
-        if ckpt_model is not None:
+        if ckpt_model is not None and "type" in ckpt_model:   # DLIO 2.0.0's checkpoint shape
+            from .run.checkpoint import dlio2_files
+
+            rank0 = sum(f.nbytes for f in dlio2_files(ckpt_model, 0))
+            workload["model"] = {"name": wname, "parameters": int(math.ceil(rank0 / 12)), "source":
+                                 f"DLIO 2.0.0 checkpoint.* ({ckpt_model['type']}: model, optimizer and layer "
+                                 f"files as DLIO writes them, {rank0:,} bytes on rank 0; dlbench.run.checkpoint)"}
+        elif ckpt_model is not None:
             from .checkpoint.models import get_model
 
             workload["model"] = {"name": wname, "parameters": get_model(
@@ -701,6 +757,9 @@ def workload_yaml(t: Translation) -> str:
     if t.run.get("eval"):
         head.append("# NOT EMULATED by `dlbench run --workload THIS.yaml`: DLIO's evaluation (`dlbench run "
                     "--dlio-config` emulates it)")
+    if t.run.get("checkpoint_model"):
+        head.append("# NOT EMULATED by `dlbench run --workload THIS.yaml`: DLIO's checkpoint files per rank (there: "
+                    "rank 0 writes one file of model.parameters x 12 bytes; `dlbench run --dlio-config` emulates them)")
     return "\n".join(head) + "\n" + yaml.safe_dump(t.workload, sort_keys=False, default_flow_style=None)
 
 

@@ -2,7 +2,9 @@
 step ``first`` (default N; DLIO's ``checkpoint_after_epoch`` sets it) and every N steps after, rank 0 writes
 the workload's checkpoint (its model size) as one durable file (or, for a DLIO config with an LLM shape,
 ``model.num_layers`` / ``model.transformer.*`` / ``model.parallelism.*``, every rank writes its DeepSpeed
-shards as DLIO sizes them, data parallelism = ranks / (TP x PP)): incompressible content generated before the
+shards as DLIO sizes them, data parallelism = ranks / (TP x PP); for DLIO 2.0.0's ``checkpoint.type`` /
+``optimization_groups`` / ``num_layers`` / ``layer_parameters``, the writing ranks write DLIO 2.0.0's model,
+optimizer and layer files: ``dlio2_files``): incompressible content generated before the
 phase starts, written into ``checkpoints/ckpt_NNNN.incomplete/``, fsync'd with its folder, published by
 rename (a disk-full failure publishes nothing and says so in one line), then removed (``dlbench checkpoint
 --keep`` keeps checkpoints); every rank waits at a barrier. The ``checkpoint`` phase interval covers the
@@ -20,7 +22,7 @@ from ..timeline import PHASE_ID
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..checkpoint.engine import Saver
+    from ..checkpoint.engine import FileSpec, Saver
     from ..comm import Comm
     from ..storage.counters import CounterSet, IOCounters
     from ..timeline import Timeline
@@ -46,6 +48,35 @@ def due(global_step: int, every: int, first: int = 0) -> bool:
     return bool(every) and global_step >= first and (global_step - first) % every == 0
 
 
+def dlio2_files(spec: dict, rank: int) -> list[FileSpec]:
+    """The files DLIO 2.0.0 (``BaseCheckpointing.checkpoint``) writes on ``rank`` per checkpoint, from the spec
+    ``dlbench.dlio`` translates: nothing unless ``rank`` writes (``all_ranks``: every rank; ``rank_zero``: rank 0);
+    ``model-R.pt`` (``model_size`` int8 elements, if > 0); ``optimizer-R.pt`` (each optimization group g > 0
+    as two tensors of g elements plus one "combined" tensor of their sum: 3 x sum bytes, if any group is given);
+    and, when ``rank`` % pipeline parallelism == 0, one ``layer-L-R.pt`` of sum(layer_parameters > 0) bytes per
+    layer, ``num_layers`` layers (+ tensor parallelism when it is > 1). DLIO names them ``-{epoch}-{step}-R``:
+    dlbench's ``ckpt_NNNN`` folder carries the checkpoint instead. Raw tensor bytes (no pickle framing)."""
+    from ..checkpoint.engine import FileSpec
+
+    if spec["type"] == "rank_zero" and rank != 0:
+        return []
+    sizes = []
+    if spec["model_size"] > 0:
+        sizes.append((f"model-{rank}.pt", spec["model_size"]))
+    groups = [g for g in spec["optimization_groups"] if g > 0]
+    if spec["optimization_groups"] and groups:
+        sizes.append((f"optimizer-{rank}.pt", 3 * sum(groups)))
+    layer = sum(p for p in spec["layer_parameters"] if p > 0)
+    if rank % spec["pp"] == 0 and layer and spec["num_layers"] > 0:
+        total = spec["num_layers"] + (spec["tp"] if spec["tp"] > 1 else 0)
+        sizes += [(f"layer-{i}-{rank}.pt", layer) for i in range(total)]
+    out, pos = [], 0
+    for name, n in sizes:
+        out.append(FileSpec(name, pos, n, []))
+        pos += n
+    return out
+
+
 class Checkpointer:
     """Writes ``nbytes`` into ``directory``/checkpoints on the schedule (``every`` 0: never)."""
 
@@ -62,7 +93,10 @@ class Checkpointer:
         if self._saver is None:
             from ..checkpoint.engine import FileSpec, Saver
 
-            if self.model is not None:   # an LLM: every rank writes its DeepSpeed shards as DLIO sizes them
+            if self.model is not None and "type" in self.model:   # DLIO 2.0.0's model/optimizer/layer files
+                self._saver = Saver(self.comm, None, self.comm.rank, "stream", self.directory / "checkpoints",
+                                    chunk=CHUNK_BYTES, files=dlio2_files(self.model, self.comm.rank))
+            elif self.model is not None:   # an LLM: every rank writes its DeepSpeed shards as DLIO sizes them
                 from ..checkpoint.models import get_model
 
                 kw = dict(self.model)

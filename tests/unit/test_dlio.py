@@ -260,8 +260,9 @@ def test_keys_dlio_2_0_0_reads():
     base = {"model": "bert", "dataset": {"format": "hdf5", "num_files_train": 4, "record_length": 4096},
             "reader": {"data_loader": "pytorch", "sample_shuffle": "seed"}}
     assert any("workflow.debug" in n for n in dlio.translate({**base, "workflow": {"debug": False}}).notes)
-    with pytest.raises(ConfigError, match=r"does not emulate.*checkpoint\.num_layers=40 \(LLM checkpoint shapes"):
-        dlio.translate({**base, "checkpoint": {"num_layers": 40, "tensor_parallelism": 1}})
+    t = dlio.translate({**base, "workflow": {"checkpoint": True},
+                        "checkpoint": {"num_layers": 40, "tensor_parallelism": 1}})
+    assert t.run["checkpoint_model"]["num_layers"] == 40 and not t.unsupported   # emulated: test_dlio_checkpoint
 
 
 @pytest.mark.parametrize("override, key", [
