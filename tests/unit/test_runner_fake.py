@@ -156,16 +156,15 @@ def _fake_run(clock, *, verify=False, epochs=2, plan_build_ns=0, monkeypatch=Non
             return build(e)
 
         loop.plan._build = slow_build
-    if verify_ns:
-        import dlbench.data.content as content
-
-        real = content.expected_row
+    if verify_ns:   # --verify asks the format driver what a reader delivers (FormatDriver.expected_read_row)
+        drv = wl.format.driver()
+        real = drv.expected_read_row
 
         def slow_expected(*a, **k):
             clock.advance(verify_ns)
             return real(*a, **k)
 
-        monkeypatch.setattr(content, "expected_row", slow_expected)
+        monkeypatch.setattr(drv, "expected_read_row", slow_expected)
     out = loop.run(Timeline(4096, 0), compute=FakeCompute(clock, step_ns=3_000_000))
     return wl, loop, out["arrays"]
 
