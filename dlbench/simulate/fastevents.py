@@ -606,29 +606,10 @@ def _cost_ondemand_exchange(model, plan: Plan, sizes: np.ndarray, t0: float):
         sh_c = np.concatenate([[0], np.cumsum(shared)])
         lo, hi = off[:, None] + rel[:, :-1], off[:, None] + rel[:, 1:]
         py_step = ((sh_c[hi] - sh_c[lo]) > 0).any(axis=0).tolist()
-        whole = not any(py_step)
-        if whole:     # no PFS read in the epoch: its steps' columns at once, (W, steps, n) padded with 0.0
-            n3 = int((hi - lo).max()) if W else 0
-            idx3 = lo[:, :, None] + np.arange(n3)
-            pad3 = idx3 >= hi[:, :, None]
-            idx3[pad3] = 0
-            D3 = _cols(d, idx3, pad3)
-            ST = np.cumsum(_cols(io, idx3, pad3), axis=2)[:, :, -1] if n3 else np.zeros((W, steps))
-            CM = np.cumsum(_cols(comp, idx3, pad3), axis=2)[:, :, -1] if n3 else np.zeros((W, steps))
-            # fetch and bytes do not depend on the steps: one running sum per rank over the epoch, in its order
-            for c, (fc, sc) in by_code.items():
-                fetch[:, c] = np.cumsum(np.concatenate([fetch[:, c:c + 1], _cols(fc, idx3, pad3).reshape(W, -1)],
-                                                       axis=1), axis=1)[:, -1]
-                byts[:, c] = np.cumsum(np.concatenate([byts[:, c:c + 1], _cols(sc, idx3, pad3).reshape(W, -1)],
-                                                      axis=1), axis=1)[:, -1]
         for k in range(steps):
             a, b = lo[:, k], hi[:, k]
             L = b - a
-            if whole:
-                tr_v = np.cumsum(np.concatenate([np.full((W, 1), B), D3[:, k, :]], axis=1), axis=1)[:, -1]
-                stall += ST[:, k]
-                compute += CM[:, k]
-            elif py_step[k]:
+            if py_step[k]:
                 t = np.full(W, B)
                 st_l, cm_l, fr_l, br_l = stall.tolist(), compute.tolist(), fetch.tolist(), byts.tolist()
                 for r in range(W):
