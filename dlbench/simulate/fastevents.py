@@ -32,8 +32,12 @@ node's own entry leaves the sorted log while its rank schedules (γ = nodes - bi
 test. (A fixed-point iteration over all ranks of a step at once was tried: exact at convergence, but at 1,024
 nodes it needs tens to a hundred rounds per step and is slower than this loop; so was stepping γ's index
 linearly along a chain: a γ change crosses many logged starts.) With tier fills (``fill_by_tier_threads``),
-``shared_reads_in_trainer``, background transfers (pls) or sizes with fractions of a byte (prefetch) the
-reference's loop runs as is, with γ by bisection (``_cost_events_generic``).
+``shared_reads_in_trainer``, background transfers under prefetch or sizes with fractions of a byte (prefetch)
+the reference's loop runs as is, with γ by bisection (``_cost_events_generic``). pls (background transfers,
+ondemand: the trainer reads its own samples) takes ``_cost_ondemand_exchange``: the generic ondemand loop's
+floats, its steps without a PFS read (pls reads its local tier) as running sums with ``np.cumsum`` along the
+step's columns for every rank at once (sequential sums, the loop's additions in its order), the steps with a
+PFS read by the per-rank loop (tests/unit/test_simulate_pls_fast.py: bit for bit the generic loop's results).
 """
 
 from __future__ import annotations
@@ -547,6 +551,136 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
     return out + (win.requests.copy(),) if win.next_epoch >= plan.epochs else out
 
 
+def _cols(x: np.ndarray, idx: np.ndarray, pad: np.ndarray, first: np.ndarray | None = None) -> np.ndarray:
+    """A step's columns (W, n) of the flat per-access ``x`` (0.0 where a rank has fewer), ``first`` before them."""
+    m = x[idx] if len(x) else np.zeros(idx.shape)
+    m[pad] = 0.0
+    return m if first is None else np.concatenate([first[:, None], m], axis=1)
+
+
+def _cost_ondemand_exchange(model, plan: Plan, sizes: np.ndarray, t0: float):
+    """``_cost_events_generic``'s ondemand loop (pls: background transfers, a trainer that reads its own
+    samples), the same floats, with the time-independent steps vectorised across ranks. A step in which no rank
+    reads the PFS costs only fixed-rate reads: nothing in it depends on γ, so every rank's chain
+    (``tr += io + compute``), its stall, compute, fetch and byte sums are running sums in the loop's order. They
+    are taken with ``np.cumsum`` along the step's columns (a sequential left-to-right sum: the loop's additions,
+    one by one; the columns of a rank with fewer accesses padded with 0.0, which leaves a non-negative sum as it
+    is), the exchange's arithmetic elementwise. A step with a PFS read runs the reference's per-rank loop."""
+    W, node_of, nodes, K, fixed_spb, w_spb, series, lat, pfs_spb, fixed_gamma, comp_const, cap = _setup(model, plan)
+    comp_spb = model.compute_s_per_byte
+    spb_code = np.asarray(fixed_spb, dtype=np.float64)
+    NT = len(TIER_NAMES)
+    compute = np.zeros(W)
+    stall = np.zeros(W)
+    barrier = np.zeros(W)
+    fetch = np.zeros((W, NT))
+    byts = np.zeros((W, NT))
+    samples = np.zeros(W, np.int64)
+    requests = np.zeros(W)
+    log = [-np.inf] * nodes
+    slog = sorted(log)
+    B = t0
+    step_end: list[float] = []
+    epoch_steps: list[int] = []
+    ranks = np.arange(W)
+    for e in range(plan.epochs):
+        ids, src, kp, counts, rel, steps, req = _Window.epoch_arrays(plan, e, sizes, with_chunk=True,
+                                                                     transfers_ok=True)
+        requests += np.bincount(np.repeat(ranks, counts), weights=req, minlength=W)
+        ex = exchange_per_step(model, plan.epoch(e), sizes, W)
+        epoch_steps.append(steps)
+        if not steps:
+            continue
+        s = sizes[ids].astype(np.float64)
+        comp = np.full(len(s), comp_const) if comp_const is not None else s * comp_spb
+        fe = s * spb_code[src]                  # a fixed-rate read's fetch (a PFS read's is set per step)
+        io = fe + s * w_spb
+        d = io + comp                           # the chain's step: tr += io + cf
+        shared = src == SHARED
+        codes = [c for c in np.unique(src).tolist() if c != SHARED]
+        # per tier code, its reads' fetch seconds and bytes (0.0 elsewhere: the code's own running sum)
+        by_code = {c: (fe, s) if len(codes) == 1 else (np.where(src == c, fe, 0.0), np.where(src == c, s, 0.0))
+                   for c in codes}
+        off = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        # the steps with a PFS read (any rank): the per-rank loop
+        sh_c = np.concatenate([[0], np.cumsum(shared)])
+        lo, hi = off[:, None] + rel[:, :-1], off[:, None] + rel[:, 1:]
+        py_step = ((sh_c[hi] - sh_c[lo]) > 0).any(axis=0).tolist()
+        for k in range(steps):
+            a, b = lo[:, k], hi[:, k]
+            L = b - a
+            if py_step[k]:
+                t = np.full(W, B)
+                st_l, cm_l, fr_l, br_l = stall.tolist(), compute.tolist(), fetch.tolist(), byts.tolist()
+                for r in range(W):
+                    nd = node_of[r]
+                    own = log[nd]
+                    tr = B
+                    fr, br = fr_l[r], br_l[r]
+                    st_r = 0.0
+                    cm = 0.0
+                    a_, b_ = int(a[r]), int(b[r])
+                    for s_, c, fill, cf in zip(s[a_:b_].tolist(), src[a_:b_].tolist(),
+                                              (kp[a_:b_] != NO_TIER).tolist(), comp[a_:b_].tolist()):
+                        if c == SHARED:
+                            if fill:
+                                g = nodes
+                            elif fixed_gamma is not None:
+                                g = fixed_gamma
+                            else:
+                                g = 1 + nodes - bisect_left(slog, tr) - (1 if own >= tr else 0)
+                            f_ = s_ * pfs_spb[g] + lat
+                            if tr > log[nd]:
+                                log[nd] = tr
+                        else:
+                            f_ = s_ * fixed_spb[c]
+                        io_ = f_ + s_ * w_spb
+                        fr[c] += f_
+                        br[c] += s_
+                        st_r += io_
+                        cm += cf
+                        tr += io_ + cf
+                    st_l[r] += st_r
+                    cm_l[r] += cm
+                    t[r] = tr
+                    new = log[nd]
+                    if new != own:
+                        del slog[bisect_left(slog, own)]
+                        insort(slog, new)
+                stall, compute = np.asarray(st_l), np.asarray(cm_l)
+                fetch, byts = np.asarray(fr_l).reshape(W, NT), np.asarray(br_l).reshape(W, NT)
+                tr_v = t
+            else:
+                n = int(L.max()) if W else 0
+                idx = a[:, None] + np.arange(n)
+                pad = idx >= b[:, None]
+                idx[pad] = 0
+
+                tr_v = np.cumsum(_cols(d, idx, pad, np.full(W, B)), axis=1)[:, -1]
+                stall += np.cumsum(_cols(io, idx, pad), axis=1)[:, -1] if n else 0.0
+                compute += np.cumsum(_cols(comp, idx, pad), axis=1)[:, -1] if n else 0.0
+                for c, (fc, sc) in by_code.items():
+                    fetch[:, c] = np.cumsum(_cols(fc, idx, pad, fetch[:, c]), axis=1)[:, -1]
+                    byts[:, c] = np.cumsum(_cols(sc, idx, pad, byts[:, c]), axis=1)[:, -1]
+            samples += L
+            if ex is not None:      # pls: the exchange's files, then its sends (from the step's start)
+                x = ex[1][:, k]
+                stall = stall + x       # + 0.0 where it has none: the same floats as skipping it
+                tr_v = tr_v + x
+                x = B + ex[0][:, k]
+                w = x > tr_v
+                stall = np.where(w, stall + (x - tr_v), stall)
+                tr_v = np.where(w, x, tr_v)
+            Bn = float(tr_v.max()) if W else B
+            barrier += Bn - tr_v
+            B = Bn
+            step_end.append(B)
+    epoch_times = _epoch_times(plan, epoch_steps, step_end, t0)
+    fetch_by = {n: fetch[:, i].copy() for i, n in enumerate(TIER_NAMES)}
+    bytes_by = {n: byts[:, i].copy() for i, n in enumerate(TIER_NAMES)}
+    return (epoch_times, compute, stall, barrier, fetch_by, bytes_by, samples.astype(np.float64), requests)
+
+
 def trainer_reads_shared(plan: Plan, model) -> Plan:
     """``plan`` marked for model option ``shared_reads_in_trainer`` (the ``events`` module doc): under the
     thesis-window costing its loader threads read ahead only what the plan serves from a tier or a peer, the
@@ -783,6 +917,8 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
             (policy != "ondemand" and not _whole_bytes(sizes, setup.cap, plan.local_batch)):
         # background transfers (pls), tier fills, the trainer's own reads, a buffer counted in fractional
         # bytes: the generic loop costs them
+        if policy == "ondemand":      # only background transfers bring ondemand here
+            return _cost_ondemand_exchange(model, plan, sizes, t0)
         return _cost_events_generic(model, plan, sizes, policy, threads_per_rank, t0, tier_fill)
     W, node_of, nodes, K, fixed_spb, w_spb, series, lat, pfs_spb, fixed_gamma, comp_const, cap = setup
     ondemand = policy == "ondemand"
