@@ -524,7 +524,6 @@ def load_manifest(folder: Path) -> dict:
 
 def dcp_restore(saver: Saver, folder: Path, as_rank: int, cold: bool) -> dict:
     """Real ``torch.distributed.checkpoint.load`` of model rank ``as_rank``'s tensors from ``folder``."""
-    import torch.distributed.checkpoint as dcp
 
     from ..storage import pagecache
 
@@ -545,6 +544,23 @@ def dcp_restore(saver: Saver, folder: Path, as_rank: int, cold: bool) -> dict:
             pagecache.evict(paths)
         saver.comm.barrier()
         rec["resident_before_bytes"] = pagecache.resident_bytes(paths)[0]
+    _timed_dcp_load(saver, folder, sd, rec)
+    # the content: what model rank as_rank wrote
+    want = content.page_aligned(buf.nbytes)
+    content.fill(want, saver.seed, as_rank, saver._last_k)
+    if not np.array_equal(buf, want):
+        raise DataError(f"checkpoint {folder}: dcp.load of rank {as_rank}'s tensors returned other bytes "
+                        f"than were saved (damaged .distcp file)")
+    return rec
+
+
+def _timed_dcp_load(saver: Saver, folder: Path, sd: dict, rec: dict) -> None:
+    """``torch.distributed.checkpoint.load`` of ``sd`` from ``folder``, timed (``rec["read_s"]``) with the bytes
+    this process read from the device meanwhile (``rec["device_bytes"]``, /proc/self/io; None where unknown)."""
+    import torch.distributed.checkpoint as dcp
+
+    from ..storage import pagecache
+
     io0 = pagecache.proc_io().get("read_bytes")
     t0 = time.perf_counter()
     kw = {"no_dist": True} if saver.comm.size == 1 else {}
@@ -553,13 +569,6 @@ def dcp_restore(saver: Saver, folder: Path, as_rank: int, cold: bool) -> dict:
     rec["read_s"] = time.perf_counter() - t0
     io1 = pagecache.proc_io().get("read_bytes")
     rec["device_bytes"] = None if io0 is None or io1 is None else io1 - io0
-    # the content: what model rank as_rank wrote
-    want = content.page_aligned(buf.nbytes)
-    content.fill(want, saver.seed, as_rank, saver._last_k)
-    if not np.array_equal(buf, want):
-        raise DataError(f"checkpoint {folder}: dcp.load of rank {as_rank}'s tensors returned other bytes "
-                        f"than were saved (damaged .distcp file)")
-    return rec
 
 
 def dcp_reshard_restore(saver: Saver, folder: Path, written_ranks: list[int], tensors: list[Tensor],
@@ -570,7 +579,6 @@ def dcp_reshard_restore(saver: Saver, folder: Path, written_ranks: list[int], te
     import bisect
 
     import torch
-    import torch.distributed.checkpoint as dcp
 
     from ..storage import pagecache
 
@@ -610,12 +618,5 @@ def dcp_reshard_restore(saver: Saver, folder: Path, written_ranks: list[int], te
                  "keys": len(sd)}
     if cold:
         rec["resident_before_bytes"] = pagecache.resident_bytes(paths)[0]
-    io0 = pagecache.proc_io().get("read_bytes")
-    t0 = time.perf_counter()
-    kw = {"no_dist": True} if saver.comm.size == 1 else {}
-    with _quiet():
-        dcp.load(sd, storage_reader=dcp.FileSystemReader(str(folder)), **kw)
-    rec["read_s"] = time.perf_counter() - t0
-    io1 = pagecache.proc_io().get("read_bytes")
-    rec["device_bytes"] = None if io0 is None or io1 is None else io1 - io0
+    _timed_dcp_load(saver, folder, sd, rec)
     return rec
