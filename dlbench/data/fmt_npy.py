@@ -440,7 +440,7 @@ class NpyFormat(FormatDriver):
     """The format driver of npy: this module's functions as its operations
     (dlbench.data.format_base.FormatDriver lists the hooks; those left out keep their defaults)."""
 
-    STORAGE = True   # written, checked and read through a storage backend (``storage=``); npz: POSIX paths only
+    STORAGE = True   # written, checked and read through a storage backend (``storage=``)
     DIRECT_UNSUPPORTED = DIRECT_UNSUPPORTED
 
     check_file = staticmethod(check_file)
