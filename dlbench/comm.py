@@ -110,12 +110,23 @@ class Comm:
         self.ranks_per_node = int(counts.max())
 
     # ---- collectives (implemented by subclasses) ------------------------------------------
-    def barrier(self) -> None: ...
-    def bcast(self, obj: Any, root: int = 0) -> Any: ...
-    def gather(self, obj: Any, root: int = 0) -> list | None: ...
-    def allgather(self, obj: Any) -> list: ...
-    def allreduce(self, value: Any, op: str = "sum") -> Any: ...
-    def abort(self, message: str, code: int = 1) -> None: ...
+    def barrier(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.barrier")
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.bcast")
+
+    def gather(self, obj: Any, root: int = 0) -> list | None:
+        raise NotImplementedError(f"{type(self).__name__}.gather")
+
+    def allgather(self, obj: Any) -> list:
+        raise NotImplementedError(f"{type(self).__name__}.allgather")
+
+    def allreduce(self, value: Any, op: str = "sum") -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.allreduce")
+
+    def abort(self, message: str, code: int = 1) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.abort")
 
     # ---- failing as one job ----------------------------------------------------------------
     def agree(self, settings: dict, what: str = "the configuration") -> None:
@@ -476,7 +487,7 @@ def unlink_mpi_shm(maps: str = "/proc/self/maps") -> list[str]:
     process's memory map). MPICH removes them in MPI_Finalize; MPI_Abort kills the job's processes before
     any of them can, leaving a 2 MB file in /dev/shm per aborted job. Every process of the node has it
     mapped by now, so unlinking the name changes nothing for the live job. Returns the paths removed."""
-    out = []
+    out: list[str] = []
     try:
         with open(maps) as f:
             paths = {line.split(None, 5)[5].strip() for line in f if "/mpich_shm_" in line and
@@ -542,7 +553,7 @@ def get_comm(ranks_per_node: int | None = None) -> Comm:
             said = launcher_world_size()
             ranks_per_node, source = ranks_per_node_from_allocation(said[1] if said else None)
         try:
-            comm: Comm = MPIComm(ranks_per_node=ranks_per_node)
+            comm = MPIComm(ranks_per_node=ranks_per_node)
             comm.layout_source = source
         except ImportError:
             raise ConfigError("running under an MPI launcher but mpi4py is not installed; "

@@ -40,7 +40,7 @@ BUCKETS = ("POSIX_SIZE_READ_0_100", "POSIX_SIZE_READ_100_1K", "POSIX_SIZE_READ_1
 # upper bounds (inclusive) of the first nine buckets: bisect_left(BUCKET_EDGES, s) is the bucket of s
 BUCKET_EDGES = (100, 1024, 10240, 102400, 1 << 20, 4 << 20, 10 << 20, 100 << 20, 1 << 30)
 
-COUNTERS = ("POSIX_OPENS", "POSIX_READS", "POSIX_BYTES_READ", *BUCKETS, "POSIX_SEQ_READS", "POSIX_CONSEC_READS",
+COUNTERS: tuple[str, ...] = ("POSIX_OPENS", "POSIX_READS", "POSIX_BYTES_READ", *BUCKETS, "POSIX_SEQ_READS", "POSIX_CONSEC_READS",
             "POSIX_MAX_BYTE_READ", "POSIX_F_READ_TIME", "POSIX_F_MAX_READ_TIME", "POSIX_WRITES",
             "POSIX_BYTES_WRITTEN", "POSIX_F_WRITE_TIME", "H5D_OPENS", "H5D_READS", "H5D_BYTES_READ", "H5F_OPENS")
 # memory-mapped reads (the token datasets' numpy.memmap reader, dlbench/data/fmt_indexed.py): copies out of a map

@@ -189,7 +189,7 @@ _ALIASES = {"dataset.record_length": "dataset.record_length_bytes",
             "dataset.record_length_resize": "dataset.record_length_bytes_resize",
             "checkpoint.model_size": "model.model_size_bytes"}
 LAYOUT_OF = {"npz": "npz", "npy": "npy", "tfrecord": "tfrecord"}
-DLIO_FORMATS = ("hdf5", "npz", "npy", "tfrecord")
+DLIO_FORMATS: tuple[str, ...] = ("hdf5", "npz", "npy", "tfrecord")
 # token datasets (dlbench/data/fmt_indexed.py): DLIO's megatron_deepspeed.yaml and dlrm.yaml
 LAYOUT_OF.update({"indexed_binary": "indexed_binary", "mmap_indexed_binary": "mmap_indexed_binary"})
 DLIO_FORMATS += ("indexed_binary", "mmap_indexed_binary")
@@ -256,13 +256,13 @@ def apply_overrides(cfg: dict, overrides: list[str] | tuple[str, ...]) -> dict:
                               f"read; hydra/other config groups are not")
         parts = key[len("workload."):].split(".")
         if op == "~":
-            node = cfg
+            found: object = cfg
             for p in parts[:-1]:
-                node = node.get(p) if isinstance(node, dict) else None
-            if not isinstance(node, dict) or parts[-1] not in node:
+                found = found.get(p) if isinstance(found, dict) else None
+            if not isinstance(found, dict) or parts[-1] not in found:
                 raise ConfigError(f"override {raw!r}: key {'.'.join(parts)} is not in the config (nothing to "
                                   f"delete)")
-            del node[parts[-1]]
+            del found[parts[-1]]
             continue
         if value is None:
             raise ConfigError(f"override {raw!r}: expected KEY=VALUE")
@@ -382,7 +382,8 @@ def _dlio2_checkpoint(flat: dict, model_bytes, where: str, v2_spelling: bool = F
         spec[name] = v
     for name in ("pp", "tp"):   # DLIO 2.0.0's own check (ConfigArguments.validate)
         if spec["num_layers"] % spec[name]:
-            key = _DLIO2_SHAPE[name][0] if _DLIO2_SHAPE[name][0] in flat else _DLIO2_SHAPE[name][1]
+            key, alt = _DLIO2_SHAPE[name][0], _DLIO2_SHAPE[name][1]
+            key = key if key in flat or alt is None else alt
             raise ConfigError(f"{where}: {key}={spec[name]}: must divide the number of layers "
                               f"({spec['num_layers']}), as DLIO requires")
     if not isinstance(model_bytes, int) or isinstance(model_bytes, bool) or model_bytes < 0:

@@ -227,7 +227,7 @@ def timelogger_run(path, *, name: str | None = None, nodes: int | None = None, f
                 "descriptions": {k: {"count": v["count"], "sum_s": v["sum_s"], "per_node_s": v["per_node_s"],
                                      "per_epoch_s": {str(e): x for e, x in v["per_epoch_s"].items()}}
                                  for k, v in d.items()}}
-    doc = {"config": {"workload": app, "strategy": "imported-timelogger", "source": str(path), "nodes": nodes,
+    doc: dict[str, dict | list] = {"config": {"workload": app, "strategy": "imported-timelogger", "source": str(path), "nodes": nodes,
                       "fold_setup": fold_setup, "strict": strict},
            "summary": summary, "imported": imported}
     if warnings:

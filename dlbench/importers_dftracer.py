@@ -48,6 +48,7 @@ import zlib
 from array import array
 from bisect import bisect_left
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -379,14 +380,15 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
                 s = s[:-1]
             try:
                 e = json.loads(s)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 bad.append((str(f), lineno, f"not JSON ({exc.msg})"))
                 continue
             if not isinstance(e, dict) or not isinstance(e.get("name"), str):
                 bad.append((str(f), lineno, "not a trace event (a JSON object with a name)"))
                 continue
             cat, name = e.get("cat"), e.get("name")
-            a = e.get("args") if isinstance(e.get("args"), dict) else {}
+            args = e.get("args")
+            a: dict = args if isinstance(args, dict) else {}
             if cat == "dftracer" or e.get("ph") in (4, "M"):
                 if name == "FH" and "value" in a:
                     fnames[str(a["value"])] = str(a.get("name", ""))
@@ -442,7 +444,7 @@ def parse_traces(paths, *, tiers: dict | None = None, strict: bool = False, moun
     return {"files": [str(p) for p in files], "procs": procs, "per_file": per_file, "bad_lines": bad[:MAX_BAD_LINES_KEPT],
             "bad_line_count": len(bad), "failed_calls": failed, "calls_without_ret": no_ret,
             "other_calls": other, "events": events,
-            "time_unit": unit, "classes": sorted(class_no, key=class_no.get)}
+            "time_unit": unit, "classes": sorted(class_no, key=lambda c: class_no[c])}
 
 
 def ranks_of(procs: dict) -> tuple[list[tuple], dict]:
@@ -520,7 +522,7 @@ def dftracer_run(paths, *, name: str | None = None, tiers: dict | None = None, s
         order = np.argsort(cols[0], kind="stable")
         cols = [c[order] for c in cols]
         n = len(cols[0])
-        arr = {f: np.zeros(n, dtype=dt) for f, dt in FIELDS}
+        arr: dict[str, Any] = {f: np.zeros(n, dtype=dt) for f, dt in FIELDS}   # the columns, then rank/pid ints
         arr["start_ns"], arr["end_ns"], arr["nbytes"] = cols[0], cols[1], cols[2]
         arr["tier"] = tier_of[cols[4]] if n else np.zeros(0, np.uint8)
         arr["phase"][:] = PHASE_ID["read"]

@@ -235,8 +235,9 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
                  *([("--nodes-list", min(nodes_list), 1, MAX_NODES), ("--nodes-list", max(nodes_list), 1, MAX_NODES)]
                    if nodes_list else []))
     # jobs: (file tag, nodes, ranks, ranks per node); a ranks sweep puts W ranks on ceil(W / k) nodes
-    if nodes_list or (sw is not None and sw.nodes):
-        nodes = tuple(nodes_list or sw.nodes)
+    given_nodes = nodes_list or (sw.nodes if sw is not None else None)
+    if given_nodes:
+        nodes = tuple(given_nodes)
         jobs = [(f"N{n}", n, n * k, k) for n in nodes]
     elif sw is not None:
         nodes = ()
@@ -269,7 +270,7 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
         st_path = out / "study.yaml"
         _write(st_path, f"# written by dlbench jobscript from {study_path}: the sweep holds the points scripted here\n"
                         + yaml.safe_dump(raw, sort_keys=False), 0o644)
-        load_study(st_path)  # what the jobs will load must load
+        load_study(str(st_path))  # what the jobs will load must load
         written.append(st_path)
         ext = EXT[scheduler]
         cmd = f'{dlbench} study "$STUDY" --data-dir "$DATA_DIR" --out "$RESULTS"'
@@ -296,8 +297,8 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
         from .errors import OutputError
         from .results import output_error_line
 
-        for f in written:
-            f.unlink(missing_ok=True)
+        for made in written:
+            made.unlink(missing_ok=True)
         for q in reversed(created):
             try:
                 q.rmdir()

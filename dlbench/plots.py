@@ -302,6 +302,11 @@ def default_epoch(run: dict) -> int:
     return 1 if n > 1 else 0
 
 
+def _span_ns(span: tuple[int, int] | None) -> int:
+    """An epoch's length on one rank (-1: the rank has no such epoch)."""
+    return span[1] - span[0] if span else -1
+
+
 def timeline_lanes(intervals: list[dict], epoch: int, max_ranks: int = 32) -> dict:
     """What the timeline draws: ``{"t0_ns", "lanes": [(rank, thread)], "bars": {(lane, phase): [(x0_s, w_s)]},
     "epoch_spans": {rank: (x0_s, x1_s)}, "ranks_total", "ranks_shown"}``; x in seconds from the earliest
@@ -311,14 +316,14 @@ def timeline_lanes(intervals: list[dict], epoch: int, max_ranks: int = 32) -> di
     from .metrics import merge_intervals
 
     starts = []
-    per = []
+    per: list[tuple[int, tuple[int, int] | None, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for a in intervals:
         r = int(a.get("rank", 0))
         off = int(a.get("wall_offset_ns", 0))
         eps = np.asarray(a.get("epochs", ()))
         es = np.asarray(a.get("epoch_start_ns", ()), dtype=np.int64)
         ee = np.asarray(a.get("epoch_end_ns", ()), dtype=np.int64)
-        span = None
+        span: tuple[int, int] | None = None
         k = np.nonzero(eps == epoch)[0]
         if k.size:
             span = (int(es[k[0]]) + off, int(ee[k[0]]) + off)
@@ -335,10 +340,12 @@ def timeline_lanes(intervals: list[dict], epoch: int, max_ranks: int = 32) -> di
     per.sort(key=lambda x: x[0])
     total = len(per)
     if total > max_ranks:
-        slowest = max(range(total), key=lambda i: (per[i][1][1] - per[i][1][0]) if per[i][1] else -1)
+        slowest = max(range(total), key=lambda i: _span_ns(per[i][1]))
         keep = set(np.linspace(0, total - 1, max_ranks - 1).round().astype(int).tolist()) | {0, slowest}
         per = [x for i, x in enumerate(per) if i in keep]
-    lanes, bars, spans = [], {}, {}
+    lanes: list[tuple[int, int]] = []
+    bars: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    spans: dict[int, tuple[float, float]] = {}
     for r, span, s, e, ph, th in per:
         if span is not None:
             spans[r] = ((span[0] - t0) / 1e9, (span[1] - t0) / 1e9)

@@ -28,8 +28,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 PHASES = ("read", "decode", "transfer", "exchange", "stage", "compute", "checkpoint", "stall", "barrier", "plan",
           "verify", "evict", "transfer_exposed", "transfer_overlapped", "eval")
@@ -77,7 +81,7 @@ class Timeline:
         self._n = 0
         self._store = {name: np.zeros(self._cap, dtype=dt) for name, dt in FIELDS}
         self._epochs: dict[int, list[int]] = {}
-        self.spill_path = None
+        self.spill_path: Path | None = None
         self.spilled = 0         # records written to spill_path so far
         if spill_dir is not None:
             from pathlib import Path
@@ -135,6 +139,11 @@ class Timeline:
     def __len__(self) -> int:
         return self.spilled + self._n + len(self._l_start)
 
+    def _spill_file(self) -> Path:
+        if self.spill_path is None:
+            raise RuntimeError("a timeline without a spill folder has no spill file")   # a caller's bug
+        return self.spill_path
+
     def _spill(self) -> None:
         """Append the store's records to the spill file and empty the store."""
         if self._n == 0:
@@ -142,7 +151,7 @@ class Timeline:
         rec = np.empty(self._n, dtype=RECORD)
         for name, _ in FIELDS:
             rec[name] = self._store[name][:self._n]
-        with open(self.spill_path, "ab") as f:
+        with open(self._spill_file(), "ab") as f:
             f.write(rec.tobytes())
         self.spilled += self._n
         self._n = 0
@@ -190,10 +199,11 @@ class Timeline:
 
         self.flush()
         self._spill()
+        spill = self._spill_file()
         meta = {"rank": self.rank, "thread": self.thread, "pid": self.pid, "wall_offset_ns": self.wall_offset_ns,
-                "records": self.spilled, "file": self.spill_path.name,
+                "records": self.spilled, "file": spill.name,
                 "epochs": [[e, *v] for e, v in sorted(self._epochs.items())]}
-        side = self.spill_path.with_suffix(".json")
+        side = spill.with_suffix(".json")
         tmp = side.with_name("." + side.name + ".tmp")
         tmp.write_text(json.dumps(meta))
         os.replace(tmp, side)
@@ -207,7 +217,7 @@ class Timeline:
         self.flush()
         out = {name: self._store[name][:self._n].copy() for name, _ in FIELDS}
         if self.spilled:
-            disk = np.fromfile(self.spill_path, dtype=RECORD, count=self.spilled)
+            disk = np.fromfile(self._spill_file(), dtype=RECORD, count=self.spilled)
             for name, dt in FIELDS:
                 out[name] = np.concatenate([disk[name].astype(dt), out[name]])
         n = len(out["start_ns"])
@@ -263,14 +273,14 @@ def load_spilled(folder, rank: int | None = None) -> list[dict]:
     from pathlib import Path
 
     folder = Path(folder)
-    by_rank: dict[int, list[dict]] = {}
+    by_rank: dict[int, list[tuple[int, dict]]] = {}
     pat = f"intervals-rank{rank}-*.json" if rank is not None else "intervals-rank*.json"
     for side in sorted(folder.glob(pat)):
         meta = json.loads(side.read_text())
         n = int(meta["records"])
         path = folder / meta["file"]
         rec = np.memmap(path, dtype=RECORD, mode="r", shape=(n,)) if n else np.zeros(0, dtype=RECORD)
-        a = {name: rec[name] for name, _ in FIELDS}
+        a: dict[str, np.ndarray | int] = {name: rec[name] for name, _ in FIELDS}
         a["thread"] = np.full(n, int(meta["thread"]), dtype=np.int32)
         eps = meta.get("epochs") or []
         a["epochs"] = np.array([e[0] for e in eps], dtype=np.int32)

@@ -137,15 +137,9 @@ def split_rows_tensor(rows, fields: tuple[Field, ...], n: int) -> dict:
 
 # ----- the models ---------------------------------------------------------------------------------------------
 
-def _nn():
-    import torch
+def build_ptychonn(hw: tuple[int, int], nconv: int = 32):
     from torch import nn
 
-    return torch, nn
-
-
-def build_ptychonn(hw: tuple[int, int], nconv: int = 32):
-    torch, nn = _nn()
     if hw[0] % 8 or hw[1] % 8:
         raise ConfigError(f"ptychonn: diffraction pattern {hw[0]}x{hw[1]}: H and W must be multiples of 8 "
                           "(three 2x poolings)")
@@ -179,7 +173,8 @@ def build_ptychonn(hw: tuple[int, int], nconv: int = 32):
 
 def build_cosmoflow(shape_dhwc: tuple[int, ...], target_size: int = 4, conv_size: int = 32, n_conv_layers: int = 5,
                     fc1_size: int = 128, fc2_size: int = 64, dropout: float = 0.5):
-    torch, nn = _nn()
+    from torch import nn
+
     d, h, w, c = shape_dhwc
     spatial = [d, h, w]
     layers: list[Any] = []
@@ -207,7 +202,8 @@ def build_cosmoflow(shape_dhwc: tuple[int, ...], target_size: int = 4, conv_size
 
 
 def build_hep_cnn(chw: tuple[int, int, int], conv_sizes=(128, 128, 128, 128, 128), dense_sizes=(), dropout=0.5):
-    torch, nn = _nn()
+    from torch import nn
+
     c, h, w = chw
     layers: list[Any] = []
     cin = c
@@ -229,7 +225,9 @@ def build_hep_cnn(chw: tuple[int, int, int], conv_sizes=(128, 128, 128, 128, 128
 
 
 def _resnet_parts():
-    torch, nn = _nn()
+    import torch
+    from torch import nn
+
 
     class Bottleneck(nn.Module):
         expansion = 4
@@ -310,8 +308,9 @@ def _conv_bn_relu(nn, cin, cout, k, padding=0, dilation=1):
 
 
 def build_deepcam_resnet50(in_channels: int = 16, n_classes: int = 3):
-    torch, nn = _nn()
+    import torch
     import torch.nn.functional as F
+    from torch import nn
 
     ResNet50 = _resnet_parts()
 
@@ -341,8 +340,9 @@ def build_deepcam_resnet50(in_channels: int = 16, n_classes: int = 3):
 
 def build_deepcam(in_channels: int = 16, n_classes: int = 3):
     """MLPerf HPC DeepCAM: DeepLabv3+ on the modified aligned Xception (output stride 16)."""
-    torch, nn = _nn()
+    import torch
     import torch.nn.functional as F
+    from torch import nn
 
     class SepConv(nn.Module):
         """Depthwise 3×3 ('same' padding for the dilation) + pointwise 1×1, no bias."""

@@ -137,7 +137,7 @@ def write_checkpoint(directory, nbytes: int, timeline=None, epoch: int = 0, step
     ``keep``. Returns the seconds taken."""
     nbytes = int(nbytes)
     chunk = max(1, min(nbytes, int(chunk_bytes)))
-    buf = memoryview(_buffer(chunk))
+    buf = _buffer(chunk).data
     path = Path(directory) / f".dlbench-ckpt-{os.getpid()}-{epoch}-{step}"
     import shutil
 

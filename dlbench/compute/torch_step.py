@@ -188,12 +188,14 @@ class TorchCompute:
             raise ConfigError(f"grad_bucket=plain: {self.world} ranks average their gradients in one flat "
                               f"buffer; use flat or auto")
         self._flat = None
+        self._flat_nbytes = 0   # the flat gradient buffer's bytes: what one allreduce moves
         if self.grad_bucket == "flat":
             # under MPI: one flat gradient buffer; each parameter's .grad is a view of it (one allreduce bucket,
             # no copies). One rank has no allreduce, and keeps torch's own per-parameter gradients: strided views
             # of one buffer under the GradScaler's unscale and the optimizer cost the fp16 step ~40 % on an H100
             # (issue 30: 36.9 ms against 25.8 ms with plain parameters).
             self._flat = torch.zeros(sum(p.numel() for p in params), device=self.device)
+            self._flat_nbytes = self._flat.numel() * self._flat.element_size()
             off = 0
             for p in params:  # each view with its parameter's strides (channels-last weights stay channels-last)
                 p.grad = self._flat[off:off + p.numel()].as_strided(p.size(), p.stride())
@@ -216,15 +218,15 @@ class TorchCompute:
         if self.overlap == "on":
             from .ring import CudaBackend, HostBackend, StepPipeline
 
-            backend = CudaBackend(self.device) if self.device.type == "cuda" else HostBackend()
-            self._pipe = StepPipeline(backend, slots=RING_SLOTS)
+            ring_backend = CudaBackend(self.device) if self.device.type == "cuda" else HostBackend()
+            self._pipe = StepPipeline(ring_backend, slots=RING_SLOTS)
             self._slots = [torch.empty((self.batch_size, self.row_nbytes), dtype=torch.uint8,
                                        pin_memory=self.device.type == "cuda") for _ in range(RING_SLOTS)]
         elif self.device.type == "cuda":
             self._pinned = {f.name: torch.empty((self.batch_size, *f.shape), dtype=torch_dtype(f.dtype),
                                                 pin_memory=True) for f in self.fields}
         self._sync = _Sync(self.device)
-        self._phase = None
+        self._phase: tuple[int, int, int, int, int] | None = None
         self.step_times_s: list[float] = []
         self.transfer_times_s: list[float] = []
         self.transfer_exposed_times_s: list[float] = []
@@ -292,6 +294,7 @@ class TorchCompute:
         t1 = clock()
         self._zero_grad()
         if n > 0:
+            assert x is not None   # the inputs of the n > 0 rows, made above
             if self.channels_last and x.dim() == 4:
                 x = x.contiguous(memory_format=torch.channels_last)
             if self._amp_dtype is not None:
@@ -308,10 +311,12 @@ class TorchCompute:
         if self.world > 1:
             import torch.distributed as dist
 
+            flat = self._flat
+            assert flat is not None   # more than one rank runs grad_bucket=flat (checked in __init__)
             self._sync()
             t2 = clock()
-            dist.all_reduce(self._flat)
-            self._flat.div_(self.world)
+            dist.all_reduce(flat)
+            flat.div_(self.world)
             self._sync()
             t3 = clock()
         if self._scaler is not None:
@@ -327,7 +332,7 @@ class TorchCompute:
             timeline.add(p_te, t0, t1, epoch, step)   # synchronous: the compute waited for all of it
             if self.world > 1:
                 timeline.add(p_co, t1, t2, epoch, step)
-                timeline.add(p_ba, t2, t3, epoch, step, nbytes=self._flat.numel() * self._flat.element_size())
+                timeline.add(p_ba, t2, t3, epoch, step, nbytes=self._flat_nbytes)
                 timeline.add(p_co, t3, t4, epoch, step)
             else:
                 timeline.add(p_co, t1, t4, epoch, step)
@@ -382,6 +387,7 @@ class TorchCompute:
         if self.channels_last and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
         if dev.type == "cuda":   # made on the copy stream, used on the compute stream: the allocator must know
+            assert self._pipe is not None   # the overlapped path runs on the ring (overlap on)
             compute = self._pipe.b.compute_stream
             for t in (raw, x, *(y if isinstance(y, tuple) else (y,))):
                 t.record_stream(compute)

@@ -224,7 +224,8 @@ class ReaderCounter:
                 words[0] = _MAGIC
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
-        self._fd, self._mm, self._words = fd, mm, words
+        self._fd, self._words = fd, words
+        self._mm: mmap.mmap | None = mm
         n = N_SLOTS
         self._counts = words[_HEADER:_HEADER + n]
         self._pids = words[_HEADER + n:_HEADER + 2 * n]
@@ -253,7 +254,7 @@ class ReaderCounter:
         return {"key": self.key, "directory": self.directory}
 
     def __setstate__(self, state):
-        self.__init__(state["key"], state["directory"])
+        ReaderCounter.__init__(self, state["key"], state["directory"])
 
     def _claim(self):
         fd = self._fd
@@ -322,7 +323,8 @@ class ReaderCounter:
 
     def close(self) -> None:
         """Free this process's slot (also done at interpreter exit)."""
-        if getattr(self, "_mm", None) is None:
+        mm = getattr(self, "_mm", None)   # None: closed, or __init__ failed before the map (then __del__ runs)
+        if mm is None:
             return
         try:
             if self._slot >= 0 and self._pid == os.getpid():
@@ -336,7 +338,7 @@ class ReaderCounter:
             self._slot = -1
             for v in (self._counts, self._pids, self._starts, self._words):
                 v.release()
-            self._mm.close()
+            mm.close()
             os.close(self._fd)
         except (OSError, ValueError, BufferError):
             pass
