@@ -13,6 +13,7 @@ import dataclasses
 import math
 import typing
 from collections.abc import Callable, Mapping
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,7 @@ def convert(value: Any, tp: Any, name: str, where: str) -> Any:
             raise ConfigError(f"{name}={value!r}{where}: expected a mapping")
         kt, vt = (args + (Any, Any))[:2] if args else (Any, Any)
         return {convert(k, kt, name, where): convert(v, vt, f"{name}.{k}", where) for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
         if not isinstance(value, Mapping):
@@ -241,6 +242,8 @@ def to_dict(obj: Any) -> Any:
         return {str(k): to_dict(v) for k, v in obj.items()}
     if isinstance(obj, Path):
         return str(obj)
+    if isinstance(obj, Enum):   # a typed choice (storage.pagecache.CacheMode): its option string
+        return obj.value
     return obj
 
 

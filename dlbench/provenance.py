@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from .host import meminfo
+from .units import format_bytes
 
 SCHEMA = "dlbench.provenance/1"
 # fields that differ from run to run by nature: recorded and shown, never warned about by compare
@@ -164,14 +165,18 @@ def source() -> dict:
         version = importlib.metadata.version("dlbench")
     except Exception:  # noqa: BLE001 - not installed (PYTHONPATH checkout)
         version = None
-    out = {"version": version, "git_commit": None, "git_dirty": None, "files_sha256": None}
+    out: dict[str, str | bool | None] = {"version": version, "git_commit": None, "git_dirty": None,
+                                         "files_sha256": None}
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=pkg.parent, capture_output=True, text=True, timeout=5)
+
     try:
-        kw = dict(cwd=pkg.parent, capture_output=True, text=True, timeout=5)
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], **kw)
+        top = git("rev-parse", "--show-toplevel")
         if top.returncode == 0 and (Path(top.stdout.strip()) / "dlbench" / "provenance.py").resolve() == \
                 Path(__file__).resolve():
-            r = subprocess.run(["git", "rev-parse", "HEAD"], **kw)
-            d = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "."], **kw)
+            r = git("rev-parse", "HEAD")
+            d = git("status", "--porcelain", "--untracked-files=no", "--", ".")
             if r.returncode == 0:
                 out["git_commit"] = r.stdout.strip()
                 out["git_dirty"] = bool(d.stdout.strip()) if d.returncode == 0 else None
@@ -457,7 +462,7 @@ def render(prov: dict | None) -> str:
              f"  libraries: {libs}",
              f"  MPI: {lib.get('mpi_library') or 'not initialised (serial run)'}; launcher: {prov.get('launcher')}",
              f"  hosts: {', '.join(prov.get('hosts') or [])}; CPU: {prov.get('cpu_model')}; RAM: "
-             f"{mem / 2**30:.1f} GiB" if mem else "  hosts: ?"]
+             f"{format_bytes(mem, 'GiB')}" if mem else "  hosts: ?"]
     if sch.get("name"):
         lines.append(f"  scheduler: {sch['name']} job {sch.get('job_id')}, nodes {sch.get('nodes')}, tasks per "
                      f"node {sch.get('tasks_per_node')}; ranks per node from {prov.get('ranks_per_node_source')}")

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from .errors import DlbenchError
 from .timeline import OUTSIDE_EPOCH, PHASES
+from .units import format_bytes
 
 MIB = 2**20   # every size printed here is binary (MiB, MiB/s), as MLPerf Storage reports them
 
@@ -290,7 +291,7 @@ def render_summary(run: dict) -> str:
     pt = s.get("phase_time_s") or {}
     ps = s.get("phase_share") or {}
     if pt:
-        rows = [(p, _f(pt.get(p)), _f(ps.get(p), "{:.1%}")) for p in PHASES if pt.get(p) and p not in OUTSIDE_EPOCH]
+        rows: list[tuple] = [(p, _f(pt.get(p)), _f(ps.get(p), "{:.1%}")) for p in PHASES if pt.get(p) and p not in OUTSIDE_EPOCH]
         other, share = loop_overhead(run if ("summary" in run or "config" in run) else {"summary": s})
         if other is not None:
             rows.append(("other (loop overhead)", _f(other), _f(share, "{:.1%}")))
@@ -450,15 +451,15 @@ def render_io_counters(ioc: dict | None) -> str:
                        f"the reads above (a POSIX tracer counts them: dlbench import dftracer)")
     for cls, c in ioc["by_class"].items():
         if c.get("MMAP_READS"):   # memory-mapped reads (token datasets' numpy.memmap reader): no read calls
-            mib = 2 ** 20
-            out.append(f"mmap ({cls}): {c['MMAP_READS']} copies out of maps, {c.get('MMAP_BYTES_READ', 0) / mib:.1f} "
-                       f"MiB; page faults {c.get('MMAP_MINOR_FAULTS', 0)} minor, {c.get('MMAP_MAJOR_FAULTS', 0)} major; "
-                       f"{c.get('MMAP_DEVICE_BYTES_READ', 0) / mib:.1f} MiB from the device while mapped")
+            out.append(f"mmap ({cls}): {c['MMAP_READS']} copies out of maps, "
+                       f"{format_bytes(c.get('MMAP_BYTES_READ', 0), 'MiB')}; page faults "
+                       f"{c.get('MMAP_MINOR_FAULTS', 0)} minor, {c.get('MMAP_MAJOR_FAULTS', 0)} major; "
+                       f"{format_bytes(c.get('MMAP_DEVICE_BYTES_READ', 0), 'MiB')} from the device while mapped")
     h5 = ioc.get("hdf5_metadata")
     if h5 and h5.get("files_split"):
         out.append(f"hdf5 metadata (libhdf5's own reads, not data, included above): {h5['metadata_reads']:,} reads, "
-                   f"{h5['metadata_bytes'] / MIB:.3f} MiB; data: {h5['data_reads']:,} reads, "
-                   f"{h5['data_bytes'] / MIB:.1f} MiB ({h5['files_split']:,} HDF5 files)")
+                   f"{format_bytes(h5['metadata_bytes'], 'MiB', digits=3)}; data: {h5['data_reads']:,} reads, "
+                   f"{format_bytes(h5['data_bytes'], 'MiB')} ({h5['files_split']:,} HDF5 files)")
     sr = ioc.get("slowest_rank")
     if sr and len(ioc.get("by_rank") or []) > 1:
         if sr.get("POSIX_F_READ_TIME") is not None:

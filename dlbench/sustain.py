@@ -34,6 +34,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .errors import ConfigError
+from .units import format_bytes
 
 MODEL_STEPS = 16
 AU_NOISE = 0.03        # run-to-run noise of a measured AU (repeats of one tiny sustain: ±1-2 % AU, note 18)
@@ -139,6 +140,11 @@ def with_checkpoints(cost: Callable[[int], Point], checkpoint_s: float, mtbf_h: 
     return f
 
 
+def _at_any_n(p: Point) -> Callable[[int], Point]:
+    """A measured point as a cost function: the same point at any n (what ``with_checkpoints`` wraps)."""
+    return lambda n: p
+
+
 def scaled_profile(profile, s: float):
     """The profile with its shared tier scaled by s (no PFS section: a flat 1000 MB/s × s curve)."""
     from .system import ClientPoint, PfsSpec
@@ -221,7 +227,7 @@ def render(rows: list[dict]) -> str:
                    f"scale {r['measured_scale']}: {r['measured_passing']} pass; model rms AU error here "
                    f"{r['fit_rms_au_strategy']:.3f}")
         if r.get("need_bytes_per_s_per_accelerator") is not None:
-            out.append(f"  an accelerator needs {r['need_bytes_per_s_per_accelerator'] / MIB:,.1f} MiB/s at the AU "
+            out.append(f"  an accelerator needs {format_bytes(r['need_bytes_per_s_per_accelerator'], 'MiB', group=True)}/s at the AU "
                        f"threshold ({r.get('need_how', '')})")
         out.append(f"  {'accel':>6}  {'kind':<9} {'scale':<6} {'AU':>6}  {'samples/s':>10}  {'shared MiB/s':>12}  "
                    f"{'MiB/s per accel':>15}")
@@ -387,19 +393,20 @@ def sustain(*, workload: str, accelerator: str, strategies: list[str], system: s
         mp = meas[strategy]
         if ckpt_s is not None:
             assert checkpoint is not None
-            mp = [with_checkpoints(lambda n, p=p: p, ckpt_s, checkpoint[1])(p.accelerators) for p in mp]
+            mp = [with_checkpoints(_at_any_n(p), ckpt_s, checkpoint[1])(p.accelerators) for p in mp]
         rms_st = math.sqrt(sum((model_au_of(strategy, p.accelerators, s) - p.au) ** 2 for p in meas[strategy])
                            / len(mp))   # the fit: data loading only
         passing = max((p.accelerators for p in mp if p.au >= threshold), default=0)
 
-        def cost(n, strategy=strategy, opts=opts):
+        def model_cost(n: int, strategy: str = strategy, opts: dict = opts) -> Point:
             return model_point(strategy=strategy, wl=full_wl, accelerator=accelerator, profile=prof, n=n,
                                ranks_per_node=rpn, epochs=epochs, seed=seed, options=opts,
                                full_samples=full_wl.samples)
 
+        cost: Callable[[int], Point] = model_cost
         if ckpt_s is not None:
             assert checkpoint is not None
-            cost = with_checkpoints(cost, ckpt_s, checkpoint[1])
+            cost = with_checkpoints(model_cost, ckpt_s, checkpoint[1])
 
         def cost_nodes(m, cost=cost):   # worlds of whole nodes (rpn accelerators each)
             return cost(m * rpn)

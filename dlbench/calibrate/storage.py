@@ -78,7 +78,8 @@ import numpy as np
 
 from ..errors import ConfigError, DataError
 from ..storage import aligned_empty
-from ..storage.pagecache import evict
+from ..storage.pagecache import CacheMode, evict
+from ..units import format_bytes
 
 MB = 1e6
 LAT_BYTES = 4096
@@ -181,7 +182,7 @@ def _write_files(d: Path, threads: int, per_thread: int, nbytes: int) -> tuple[l
         try:
             off = 0
             while off < per_thread:
-                off += os.pwrite(fd, buf, off)
+                off += os.pwrite(fd, buf.data, off)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -219,7 +220,7 @@ def _shared_write(d: Path, threads: int, slice_s: float, file_bytes: int = WRITE
             try:
                 off = 0
                 while off < file_bytes:
-                    off += os.pwrite(fd, buf[off:off + (16 << 20)], off)
+                    off += os.pwrite(fd, buf.data[off:off + (16 << 20)], off)
                 a = time.perf_counter()
                 os.fsync(fd)
                 fsyncs.append(time.perf_counter() - a)
@@ -648,11 +649,10 @@ def _median(v):
 
 
 def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | None = None,
-                      max_threads: int = 8, budget_s: float = 60.0, repeat: int = 3, cache: str = "drop",
+                      max_threads: int = 8, budget_s: float = 60.0, repeat: int = 3, cache: CacheMode | str = CacheMode.DROP,
                       network_mb_per_s: float = 10000.0, name: str | None = None, echo=print) -> dict:
     """Measure (module docstring) and return the profile as a mapping (``system.from_dict`` reads it)."""
-    if cache not in ("direct", "drop", "keep"):
-        raise ConfigError(f"--cache {cache!r}: choose direct, drop or keep")
+    mode = CacheMode.parse(cache)
     if budget_s <= 0 or not np.isfinite(budget_s):
         raise ConfigError(f"--budget-s {budget_s}: must be a positive number of seconds")
     s3url = str(data_dir) if str(data_dir).startswith("s3://") else None   # an S3 endpoint (storage.s3.probe)
@@ -673,19 +673,20 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
               + 2 * len(threads) * repeat)
     slice_s = max(0.05, budget_s / points)
     first_node_rank = comm.rank == min(r for r in range(comm.size) if comm.node_map[r] == comm.node_map[comm.rank])
-    raw: dict = {"request_bytes": request_bytes, "slice_s": slice_s, "cache": cache, "ranks": comm.size,
+    raw: dict = {"request_bytes": request_bytes, "slice_s": slice_s, "cache": mode.value, "ranks": comm.size,
                  "nodes": int(len(set(comm.node_map.tolist()))), "files": len(files),
                  "dataset_bytes": int(sizes.sum())}
     t_start = time.perf_counter()
-    direct = cache == "direct"
-    if direct and s3url is None and not _direct_ok(files[0][0]):
+    if mode is CacheMode.DIRECT and s3url is None and not _direct_ok(files[0][0]):
         if echo and comm.rank == 0:
             echo(f"  warning: O_DIRECT is not supported on {data_dir}'s file system: measuring with --cache drop")
-        direct, cache = False, "drop"
+        mode = CacheMode.DROP
         raw["cache"] = "drop (O_DIRECT unsupported)"
+    policy = mode.policy()   # the shared tier's O_DIRECT reads and the evictions before every point
+    direct = policy.shared_direct
 
     def cold(paths):
-        if cache == "drop":
+        if policy.evict:
             if first_node_rank:
                 evict(paths)
             comm.barrier()
@@ -736,7 +737,7 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
                 wagg[t * comm.size] = vals
                 if echo and comm.rank == 0:
                     echo(f"  shared tier: {t * comm.size:>3} writers  {_median(vals):>10,.1f} MB/s  (files of "
-                         f"{WRITE_FILE_BYTES >> 20} MiB, each fsync'd)")
+                         f"{format_bytes(WRITE_FILE_BYTES, 'MiB', digits=0)}, each fsync'd)")
             ops = _dir_ops(wd)
         finally:
             try:
@@ -747,7 +748,7 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
                                "fsync_s": {"median": _median(wfs), "p99": float(np.percentile(wfs, 99)) if wfs else 0.0,
                                            "count": len(wfs)}, **ops}
         if echo and comm.rank == 0:
-            echo(f"  shared tier: fsync of a {WRITE_FILE_BYTES >> 20} MiB file {_median(wfs) * 1e3:,.2f} ms (median); "
+            echo(f"  shared tier: fsync of a {format_bytes(WRITE_FILE_BYTES, 'MiB', digits=0)} file {_median(wfs) * 1e3:,.2f} ms (median); "
                  f"small file + fsync {ops['small_file_s'] * 1e3:,.2f} ms, rename {ops['rename_s'] * 1e6:,.0f} us, "
                  f"folder fsync {ops['dir_fsync_s'] * 1e3:,.2f} ms, unlink {ops['unlink_s'] * 1e6:,.0f} us")
     # --- the format reader's own cost (page cache warm) ---
@@ -863,7 +864,7 @@ def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | No
     profile: dict = {
         "name": name or f"calibrated-{os.uname().nodename}",
         "description": f"measured by dlbench calibrate-storage on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
-                       f" ({comm.size} rank(s), cache {cache}, {request_bytes:,} B requests)",
+                       f" ({comm.size} rank(s), cache {mode}, {request_bytes:,} B requests)",
         "network_mb_per_s": round(float(net), 3) if net else float(network_mb_per_s),
         "pfs": {"latency_s": round(raw["latency_s"]["median"], 7),
                 "client_link_mb_per_s": round(max(_median(agg[min(agg)]) / comm.size, 1e-3), 3),

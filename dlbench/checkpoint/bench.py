@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, Interrupted
+from ..units import format_bytes
 from . import aggregate
 from .engine import Saver, dcp_reshard_restore, dcp_restore, execute, load_manifest, needs, placement, read_plan
 from .models import LAYOUTS, Model, ranks_to_run
@@ -249,17 +250,20 @@ def _restore_summary(per_rank: list[dict]) -> dict:
     return out
 
 
+def _mib(n: float) -> str:
+    return format_bytes(n, "MiB", group=True)
+
+
 def render(res: dict) -> str:
     s, c = res["summary"], res["config"]
-    mb = 1 << 20
     lines = [f"checkpoint {c['model']['name']} (scale {c['model']['scale']:g}) layout {c['layout']} mode "
              f"{c['mode']} on {c['ranks']} ranks (model ranks {c['model_ranks'][:8]}{'...' if len(c['model_ranks']) > 8 else ''}), "
              f"file system {res['filesystem']}",
-             f"  per checkpoint: {s['bytes_per_checkpoint'] / mb:,.1f} MiB in {s['files_per_checkpoint']} files",
+             f"  per checkpoint: {_mib(s['bytes_per_checkpoint'])} in {s['files_per_checkpoint']} files",
              f"  stall: mean {s['stall_s']['mean']:.4f} s  max {s['stall_s']['max']:.4f} s;  durable: mean "
              f"{s['durable_s']['mean']:.4f} s  max {s['durable_s']['max']:.4f} s",
-             f"  bandwidth (bytes / slowest rank's durable time): {s['bandwidth_bytes_per_s'] / mb:,.1f} MiB/s;  "
-             f"MLPerf's mean of per-checkpoint rates: {s['mlperf_mean_of_rates_bytes_per_s'] / mb:,.1f} MiB/s",
+             f"  bandwidth (bytes / slowest rank's durable time): {_mib(s['bandwidth_bytes_per_s'])}/s;  "
+             f"MLPerf's mean of per-checkpoint rates: {_mib(s['mlperf_mean_of_rates_bytes_per_s'])}/s",
              f"  fsync: {s['fsync_s']['count']} calls, p50 {s['fsync_s']['p50'] * 1e3:.2f} ms  p90 "
              f"{s['fsync_s']['p90'] * 1e3:.2f} ms  p99 {s['fsync_s']['p99'] * 1e3:.2f} ms  max "
              f"{s['fsync_s']['max'] * 1e3:.2f} ms",
@@ -277,10 +281,10 @@ def render(res: dict) -> str:
         if "skipped" in r:
             lines.append(f"  restore {kind}: skipped ({r['skipped']})")
             continue
-        dev = "n/a" if r["device_bytes"] is None else f"{r['device_bytes'] / mb:,.1f} MiB"
-        bw = f"{r['bandwidth_bytes_per_s'] / mb:,.1f} MiB/s" if r["bandwidth_bytes_per_s"] else "n/a"
-        lines.append(f"  restore {kind}: {r['bytes'] / mb:,.1f} MiB in {r['read_s']:.4f} s ({bw}), "
-                     + (f"{r['requests']} requests, " if r["requests"] else "read by dcp.load, ") + f"resident before {r['resident_before_bytes'] / mb:,.1f} MiB, "
+        dev = "n/a" if r["device_bytes"] is None else _mib(r["device_bytes"])
+        bw = f"{_mib(r['bandwidth_bytes_per_s'])}/s" if r["bandwidth_bytes_per_s"] else "n/a"
+        lines.append(f"  restore {kind}: {_mib(r['bytes'])} in {r['read_s']:.4f} s ({bw}), "
+                     + (f"{r['requests']} requests, " if r["requests"] else "read by dcp.load, ") + f"resident before {_mib(r['resident_before_bytes'])}, "
                      f"device {dev}" + (f", missing {r['missing_bytes']:,} B" if r["missing_bytes"] else ""))
     for w in s["warnings"]:
         lines.append(f"  WARNING: {w}")

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError, OutputError
+from ..units import format_bytes
 from . import content
 from .models import Model, Tensor, rank_files
 
@@ -117,11 +118,11 @@ def failure_line(e: BaseException, where: str) -> str:
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         what = {errno.ENOSPC: "disk full", errno.EDQUOT: "quota exceeded", errno.EFBIG: "file too large"}[e.errno]
         try:
-            free = f"{shutil.disk_usage(where).free / 2**20:,.1f} MiB free"
+            free = f"{format_bytes(shutil.disk_usage(where).free, 'MiB', group=True)} free"
         except OSError:
             free = "free space unknown"
         try:
-            free = f"{shutil.disk_usage(os.path.dirname(where)).free / 2**20:,.1f} MiB free"
+            free = f"{format_bytes(shutil.disk_usage(os.path.dirname(where)).free, 'MiB', group=True)} free"
         except OSError:
             pass
         return f"{what} writing {getattr(e, 'filename', None) or where} ({free})"
@@ -152,9 +153,9 @@ class Saver:
             from ..errors import ConfigError
 
             what = f"--scale={model.scale:g}" if model is not None else "checkpoint"
-            raise ConfigError(f"{what}: rank {rank}'s checkpoint content is {self.nbytes / 2**30:,.2f} GiB "
+            raise ConfigError(f"{what}: rank {rank}'s checkpoint content is {format_bytes(self.nbytes, 'GiB', digits=2, group=True)} "
                               f"({'twice, for async' if mode == 'async' else 'held in memory'}) but "
-                              f"{avail / 2**30:,.1f} GiB of memory are available"
+                              f"{format_bytes(avail, 'GiB', group=True)} of memory are available"
                               + ("; pass a smaller --scale" if model is not None else ""))
         self.state = content.page_aligned(self.nbytes)
         self.staging = content.page_aligned(self.nbytes) if mode == "async" else None
@@ -162,7 +163,7 @@ class Saver:
         self._thread: threading.Thread | None = None
         self._future: Future | None = None
         self._pending: dict | None = None
-        self._pg = None
+        self._pg: bool | None = None
         self._last_k = 0
         self._durable = threading.Event()   # dcp: set when this rank's files are fsync'd
         if layout == "dcp":     # imported before any timed region

@@ -16,7 +16,7 @@ manifest's file index). Without it (the default) the read loops are the uncounte
 
 Direct I/O. ``open_reader(..., direct=True)`` (``dlbench run --cache direct``): each format module reads
 with O_DIRECT where it can and raises a ConfigError naming why where it cannot
-(``dlbench.storage.pagecache.direct_support``).
+(``dlbench.data.registry.direct_support``).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from .. import __version__
 from ..errors import CapacityError, ConfigError, DataError, DlbenchError
 from ..storage.backend import PosixBackend
 from ..storage.checksum import SUM_BLOCK, piece_words, pieces_sum
+from ..units import format_bytes
 from ..workload import Workload
 from .manifest import MANIFEST_NAME, Manifest, plan_manifest
 
@@ -70,8 +71,8 @@ class GenerateResult:
 
     def line(self) -> str:
         return (f"generated {self.manifest.workload} ({self.manifest.scale}, seed {self.manifest.seed}): "
-                f"{self.files_written} files, {self.bytes_written / 2**20:.1f} MiB in {self.seconds:.2f} s, "
-                f"{self.bytes_written / 2**20 / self.seconds if self.seconds > 0 else 0.0:.0f} MiB/s "
+                f"{self.files_written} files, {format_bytes(self.bytes_written, 'MiB')} in {self.seconds:.2f} s, "
+                f"{format_bytes(self.bytes_written / self.seconds if self.seconds > 0 else 0.0, 'MiB', digits=0)}/s "
                 f"({self.files_skipped} files already complete, {self.ranks} ranks)")   # binary, as `show`'s
 
 

@@ -107,6 +107,16 @@ def get_format(name: str, where: str = "") -> Format:
         raise unknown_choice("layout", name, FORMATS, where) from None
 
 
+def direct_support(layout: str) -> tuple[bool, str]:
+    """(can ``--cache direct`` read this layout with O_DIRECT, why not): the format driver's
+    ``direct_unsupported(layout)`` (default: its ``DIRECT_UNSUPPORTED``; a non-empty reason: it cannot). A layout
+    not registered here (a test's fake reader) has no such limit."""
+    if layout not in FORMATS:
+        return True, ""
+    why: str = FORMATS[layout].driver().direct_unsupported(layout)
+    return (False, why) if why else (True, "")
+
+
 def names() -> tuple[str, ...]:
     return tuple(FORMATS)
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from ..comm import Comm
     from ..storage.counters import CounterSet
+    from ..storage.pagecache import CacheMode
     from ..strategies.base import Executor
     from ..timeline import Timeline
     from ..workload import Workload
@@ -25,26 +26,21 @@ class CacheControl:
     buffered reads), and per epoch the bytes requested from files and those that reached the device (this
     process and the executor's child processes still running, ``Executor.unreaped_io``)."""
 
-    def __init__(self, mode: str, workload: Workload, manifest, data_dir: Path | None, comm: Comm,
+    def __init__(self, mode: CacheMode, workload: Workload, manifest, data_dir: Path | None, comm: Comm,
                  local_root: Path, *, probe: bool = True):
         from ..data.manifest import MANIFEST_NAME
-        from ..errors import unknown_choice
+        from ..data.registry import direct_support
         from ..storage import pagecache
 
-        if mode not in pagecache.CACHE_MODES:
-            raise unknown_choice("cache", mode, pagecache.CACHE_MODES)
         # data_dir None: a fake reader (tests): nothing on disk to evict or probe; probe False: --dry-run
-        self.mode, self.comm, self.manifest = mode, comm, manifest
+        self.comm, self.manifest = comm, manifest
         self.data_dir = Path(data_dir) if data_dir is not None and probe else None
         self.pc = pagecache
-        self.warning: str | None = None
-        self.read_direct = False
-        if mode == "direct":
-            ok, why = pagecache.direct_support(workload.layout)
-            self.read_direct = ok
-            self.warning = why or None
+        # the mode resolved once, with the layout's O_DIRECT support, into what the run does (RunContext.cache)
+        self.policy = mode.policy(direct_support(workload.layout)[1] if mode is pagecache.CacheMode.DIRECT else "")
+        if mode is pagecache.CacheMode.DIRECT:
             paths = list(getattr(manifest, "paths", []) or [])
-            if ok and paths and self.data_dir is not None:           # a file system that refuses O_DIRECT: one line now, not mid-run
+            if self.policy.shared_direct and paths and self.data_dir is not None:   # a file system that refuses O_DIRECT: one line now, not mid-run
                 os.close(pagecache.open_direct(os.fsencode(str(self.data_dir / paths[0]))))
             if probe and local_root.is_dir():
                 probe_file = local_root / f".dlbench-direct-probe-{os.getpid()}"
@@ -53,7 +49,6 @@ class CacheControl:
                     os.close(pagecache.open_direct(os.fsencode(str(probe_file)), flag="--cache direct (--local-dir)"))
                 finally:
                     probe_file.unlink(missing_ok=True)
-        self.evicting = mode == "drop" or (mode == "direct" and not self.read_direct)
         self.leader = comm.rank == min(comm.node_ranks())   # one rank per node evicts
         self.accounting: dict | None = None
         if comm.rank == 0 and self.data_dir is not None and (self.data_dir / MANIFEST_NAME).exists():
@@ -65,7 +60,7 @@ class CacheControl:
     def evict_before(self, e: int, timeline: Timeline, clock: Callable[[], int], executor: Executor) -> None:
         """Evict (node leader) and wait at the barrier; the ``evict`` phase interval, tagged with the epoch it
         precedes (the prologue's: epoch 0, so the prologue's bounds stay the staging's own)."""
-        if not self.evicting:
+        if not self.policy.evict:
             return
         from ..timeline import PHASE_ID
 

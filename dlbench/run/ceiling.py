@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..units import format_bytes
+
 if TYPE_CHECKING:
     from ..plan import Plan
     from ..plan.plan import EpochPlan
@@ -99,7 +101,7 @@ def replay(loop: Loop, steps: int) -> dict:
     from ..data.formats import open_reader
     from ..storage.backend import MemoryBackend, PosixBackend
     from ..storage.counters import CounterSet
-    from ..storage.pagecache import fs_of
+    from ..storage.pagecache import ReadPolicy, fs_of
     from ..timeline import Timeline
 
     comm, manifest, data_dir = loop.comm, loop.manifest, loop.data_dir
@@ -128,8 +130,8 @@ def replay(loop: Loop, steps: int) -> dict:
     nbytes = int(np.asarray(manifest.nbytes)[fidx].sum()) + sum(src.size(p) for p in others)
     worst = max(comm.allgather(nbytes))
     if worst > MAX_BYTES:
-        return {"skipped": f"the replay's files take {worst / 2**20:.0f} MiB on a rank, over the "
-                           f"{MAX_BYTES / 2**20:.0f} MiB its in-memory copy may take"}
+        return {"skipped": f"the replay's files take {format_bytes(worst, 'MiB', digits=0)} on a rank, over the "
+                           f"{format_bytes(MAX_BYTES, 'MiB', digits=0)} its in-memory copy may take"}
     wl = loop.workload
     shm = memory_dir(nbytes * len(comm.node_ranks()))
     copy_dir: Path | None = None
@@ -159,7 +161,7 @@ def replay(loop: Loop, steps: int) -> dict:
     b = loop.local_batch
     timeline = Timeline(max(1024, (4 + 2 * b) * (k + 1) + 2 * len(plan.prologue.sample) + 64), comm.rank)
     ctx = dataclasses.replace(loop.ctx, reader_factory=factory, timeline=timeline, io_counters=CounterSet(),
-                              epochs=1, cache="keep")
+                              epochs=1, cache=ReadPolicy())   # keep: no eviction, no O_DIRECT
     clock = ctx.clock
     ex = loop.strategy.executor(ctx, plan, loop.options)
     n = 0

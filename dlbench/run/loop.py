@@ -64,7 +64,7 @@ class Loop:
         self._injected_readers: list = []
         local_dir = Path(cfg.local_dir) if cfg.local_dir else default_local_dir()
         self.cache = CacheControl(cfg.cache, workload, manifest, data_dir, comm, local_dir, probe=not cfg.dry_run)
-        direct = self.cache.read_direct
+        direct = self.cache.policy.shared_direct
         s3_url = cfg.data_dir if isinstance(cfg.data_dir, str) and cfg.data_dir.startswith("s3://") else None
 
         def open_shared() -> SampleReader:
@@ -88,7 +88,7 @@ class Loop:
                                              where=getattr(manifest, "file_of", None),
                                              registry=self._injected_readers),
             system=self.system, local_dir=local_dir, memory_budget_bytes=self.system.tier_capacity_bytes("memory"),
-            io_counters=io, cache=cfg.cache)
+            io_counters=io, cache=self.cache.policy)
         if clock is not None:
             self.ctx.clock = clock
         self.plan: Plan = self.strategy.plan(self.ctx.plan_context(), self.options)

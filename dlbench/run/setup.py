@@ -14,6 +14,7 @@ import numpy as np
 
 from ..config import MAX_STEP_TIME_S
 from ..errors import ConfigError, DataError, unknown_choice
+from ..storage.pagecache import CacheMode
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -54,11 +55,14 @@ class RunConfig:
     system: str = "local"                  # system profile: name in configs/systems or a YAML path
     local_dir: str | None = None           # node-local storage root (default: default_local_dir())
     inject: tuple = ()                     # --inject KIND=VALUE (dlbench.storage.inject)
-    cache: str = "keep"                    # --cache keep|drop|direct (dlbench.storage.pagecache)
+    cache: CacheMode = CacheMode.KEEP      # --cache keep|drop|direct (dlbench.storage.pagecache; a string: parsed)
     read_via: str = "auto"                 # --read-via auto|library|pread (formats.open_reader)
     ceiling_steps: int = 32                # --ceiling-steps: the replay from memory after the epochs (run.ceiling)
     eval: dict | None = None               # DLIO's evaluation phase (--dlio-config: dlio.Translation.run["eval"])
     generate_s3: bool = False              # an s3:// data dir from a DLIO config: generated on first use
+
+    def __post_init__(self) -> None:
+        self.cache = CacheMode.parse(self.cache)   # the CLI and a study give the option's string: parsed once here
 
 
 PLAN_BYTES_PER_SAMPLE = 64   # a rank's plan and per-sample arrays: ids, tiers, sizes, the cached epochs (estimate)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..units import format_bytes
+
 if TYPE_CHECKING:
     from ..comm import Comm
     from ..workload import Workload
@@ -68,8 +70,7 @@ def finish(cfg: RunConfig, comm: Comm, workload: Workload, manifest: Any, loop: 
     from ..host import meminfo
     from ..storage import pagecache
 
-    summary["cache"] = pagecache.summarize(cfg.cache, [g.get("cache") or {} for g in gathered],
-                                           direct_reads=loop.cache.read_direct, warning=loop.cache.warning,
+    summary["cache"] = pagecache.summarize(loop.cache.policy, [g.get("cache") or {} for g in gathered],
                                            dataset_bytes=int(manifest.sample_nbytes().sum()),
                                            node_mem_bytes=meminfo("MemTotal"))
     residency_check(summary["cache"], [g.get("cache") or {} for g in gathered])
@@ -79,7 +80,7 @@ def finish(cfg: RunConfig, comm: Comm, workload: Workload, manifest: Any, loop: 
     for g in gathered:   # every rank's own process (LD_PRELOAD may differ between ranks)
         defeating.update((g.get("preloaded") or {}).get("defeating") or {})
     summary["preloaded_warning"] = defeating_warning({"defeating": defeating})
-    if cfg.cache != "keep" and summary["cache"]["verdict"] == "cold":
+    if cfg.cache is not pagecache.CacheMode.KEEP and summary["cache"]["verdict"] == "cold":
         summary["page_cache"]["warning"] = None   # the eviction / O_DIRECT made the reads cold (verdict says so)
     # bookkeeping inside the timed loop: moving >= FLUSH_RECORDS pending records into arrays mid-epoch
     summary["timeline_flush_s"] = [float(g.get("timeline_flush_s", 0.0)) for g in gathered]
@@ -158,8 +159,8 @@ def residency_check(cache: dict, ranks: list[dict]) -> None:
         e, d = stayed[0]
         where = "the prologue" if e < 0 else f"epoch {e}"
         cache["residency_warning"] = (
-            f"the eviction did not take: {d['resident_after_bytes'] / 2**20:.1f} MiB of the evicted files' "
-            f"{d['resident_before_bytes'] / 2**20:.1f} MiB stayed in the page cache before {where} "
+            f"the eviction did not take: {format_bytes(d['resident_after_bytes'], 'MiB')} of the evicted files' "
+            f"{format_bytes(d['resident_before_bytes'], 'MiB')} stayed in the page cache before {where} "
             f"({len(stayed)} of {len(by)} evictions): reads may come from memory")
 
 
@@ -189,8 +190,8 @@ def page_cache_check(manifest: Any, gathered: list) -> dict:
     from_memory = rchar > 0 and dev < 0.1 * rchar
     warn = None
     if fits and (from_memory or rchar == 0):
-        warn = (f"dataset ({ds / 2**30:.2f} GiB) fits in the page cache ({mem / 2**30:.1f} GiB RAM) and "
-                f"{dev / 2**20:.1f} MiB of {rchar / 2**20:.1f} MiB read came from the device: I/O figures measure "
+        warn = (f"dataset ({format_bytes(ds, 'GiB', digits=2)}) fits in the page cache ({format_bytes(mem, 'GiB')} RAM) "
+                f"and {format_bytes(dev, 'MiB')} of {format_bytes(rchar, 'MiB')} read came from the device: I/O figures measure "
                 f"memory, not storage (MLPerf Storage asks for a dataset >= 5x RAM)")
     return {"dataset_bytes": ds, "mem_total_bytes": mem, "fits_in_memory": fits, "rchar_bytes": rchar,
             "device_read_bytes": dev, "workers_rchar_bytes": workers_rchar, "warning": warn}

@@ -16,7 +16,12 @@ Modes:
   local tier's row files. ``hdf5_per_sample`` cannot: libhdf5 opens and reads every per-sample file itself
   (sec2 driver), and h5py has no direct VFD here (``h5py.get_config().direct_vfd``); the run falls back to
   buffered reads with the ``drop`` eviction before every epoch, says so once and records it
-  (``direct_support``).
+  (``dlbench.data.registry.direct_support``, resolved with the mode into a ``ReadPolicy``).
+
+The mode is a ``CacheMode``, parsed once from the option's string (``CacheMode.parse``: run.json and every
+message keep the string), and resolved once, with the layout's O_DIRECT support, into the ``ReadPolicy`` the
+run carries (``CacheMode.policy``): whether the shared tier and the local tier read with O_DIRECT, whether the
+files are evicted (and the eviction verified) before the prologue and every epoch.
 
 Device bytes. Linux counts per process, in ``/proc/<pid>/io``, ``rchar`` (bytes returned by read calls, pipes
 and sockets included) and ``read_bytes`` (bytes this process caused to be fetched from a block device; page
@@ -32,10 +37,61 @@ from __future__ import annotations
 
 import errno
 import os
+from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 
-CACHE_MODES = ("keep", "drop", "direct")
+from ..errors import unknown_choice
+from ..units import format_bytes
+
+
+class CacheMode(Enum):
+    """``--cache``: ``keep`` (reads as they come), ``drop`` (evict before the prologue and every epoch),
+    ``direct`` (O_DIRECT reads where the layout allows them, else as ``drop``). ``str()`` is the option's
+    string (messages, run.json)."""
+
+    KEEP = "keep"
+    DROP = "drop"
+    DIRECT = "direct"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, value: CacheMode | str) -> CacheMode:
+        """The mode of an option's string (a mode passes through); one line naming the allowed ones else."""
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            raise unknown_choice("cache", value, CACHE_MODES) from None
+
+    def policy(self, direct_unsupported: str = "") -> ReadPolicy:
+        """This mode resolved into what the run does, given why the layout cannot be read with O_DIRECT
+        (``dlbench.data.registry.direct_support``; "" when it can)."""
+        shared_direct = self is CacheMode.DIRECT and not direct_unsupported
+        return ReadPolicy(mode=self, shared_direct=shared_direct, local_direct=self is CacheMode.DIRECT,
+                          evict=self is CacheMode.DROP or (self is CacheMode.DIRECT and not shared_direct),
+                          warning=direct_unsupported if self is CacheMode.DIRECT and direct_unsupported else None)
+
+
+CACHE_MODES = tuple(m.value for m in CacheMode)
+
+
+@dataclass(frozen=True)
+class ReadPolicy:
+    """``--cache`` resolved once (``CacheMode.policy``): ``shared_direct`` the shared tier's reads by offset use
+    O_DIRECT; ``local_direct`` the node-local copies' reads do; ``evict`` the dataset's files and the node's
+    local copies are evicted from the page cache, and the eviction verified (mincore), before the prologue and
+    every epoch; ``warning`` why ``direct`` falls back to buffered reads with the eviction (None: it does not)."""
+
+    mode: CacheMode = CacheMode.KEEP
+    shared_direct: bool = False
+    local_direct: bool = False
+    evict: bool = False
+    warning: str | None = None
 COLD_AT = 0.9
 WARM_AT = 0.1
 DIRECT_ALIGN = 4096
@@ -227,20 +283,8 @@ def verdict(requested_bytes: int, device_bytes: int, available: bool, reason: st
         return "none", "none: no bytes were read from files (samples came from memory or peers)"
     r = device_bytes / requested_bytes
     word = "cold" if r >= COLD_AT else "warm" if r <= WARM_AT else "mixed"
-    return word, (f"{word}: {device_bytes / 2**20:.1f} MiB of {requested_bytes / 2**20:.1f} MiB requested came from the "
+    return word, (f"{word}: {format_bytes(device_bytes, 'MiB')} of {format_bytes(requested_bytes, 'MiB')} requested came from the "
                   f"device ({r:.0%}; cold >= {COLD_AT:.0%}, warm <= {WARM_AT:.0%})")
-
-
-def direct_support(layout: str) -> tuple[bool, str]:
-    """(can ``--cache direct`` read this layout with O_DIRECT, why not): the format module's
-    ``direct_unsupported(layout)`` or ``DIRECT_UNSUPPORTED`` (a non-empty reason: it cannot)."""
-    from ..data.registry import FORMATS
-
-    if layout not in FORMATS:
-        return True, ""
-    drv = FORMATS[layout].driver()
-    why: str = drv.direct_unsupported(layout)   # default: its DIRECT_UNSUPPORTED
-    return (False, why) if why else (True, "")
 
 
 # ---- O_DIRECT -----------------------------------------------------------------------------------------
@@ -318,9 +362,9 @@ def pread_direct(fd: int, out, nbytes: int, offset: int, bounce: DirectBuffer) -
 MLPERF_RATIO = 5.0
 
 
-def summarize(mode: str, ranks: list[dict], *, direct_reads: bool, warning: str | None, dataset_bytes: int,
-              node_mem_bytes: int) -> dict:
-    """run.json's ``summary["cache"]`` from every rank's record (``{"epochs", "evictions", "accounting"}``):
+def summarize(policy: ReadPolicy, ranks: list[dict], *, dataset_bytes: int, node_mem_bytes: int) -> dict:
+    """run.json's ``summary["cache"]`` under ``policy`` from every rank's record (``{"epochs", "evictions",
+    "accounting"}``):
     bytes per epoch summed over ranks (epoch -1: the prologue), evictions (time: the slowest rank, files and
     bytes: summed over the node leaders), the verdict over the epochs (the prologue apart) and the MLPerf
     Storage check (dataset >= 5 x a node's RAM, or a cache mode that makes it moot)."""
@@ -354,22 +398,23 @@ def summarize(mode: str, ranks: list[dict], *, direct_reads: bool, warning: str 
     ratio = dataset_bytes / node_mem_bytes if node_mem_bytes else None
     meets = bool(ratio is not None and ratio >= MLPERF_RATIO)
     in_memory = acc.get("fs_type") in MEMORY_FS
-    moot = mode in ("drop", "direct") and not in_memory
+    mode = policy.mode
+    moot = mode in (CacheMode.DROP, CacheMode.DIRECT) and not in_memory
     if in_memory:
         meets = False
         ml = (f"the dataset is on {acc.get('fs_type')} ({acc.get('mount')}), a memory-backed file system: every read "
               f"is a memory read, whatever its size or the cache mode: not met")
     elif meets:
-        ml = f"dataset {dataset_bytes / 2**30:.2f} GiB is {ratio:.1f}x a node's RAM (>= {MLPERF_RATIO:g}x): met"
+        ml = f"dataset {format_bytes(dataset_bytes, 'GiB', digits=2)} is {ratio:.1f}x a node's RAM (>= {MLPERF_RATIO:g}x): met"
     elif moot:
-        ml = (f"dataset {dataset_bytes / 2**30:.2f} GiB is {ratio or 0:.2g}x a node's RAM (< {MLPERF_RATIO:g}x), moot: "
-              f"--cache {mode} " + ("reads with O_DIRECT" if mode == "direct" and direct_reads
+        ml = (f"dataset {format_bytes(dataset_bytes, 'GiB', digits=2)} is {ratio or 0:.2g}x a node's RAM (< {MLPERF_RATIO:g}x), moot: "
+              f"--cache {mode} " + ("reads with O_DIRECT" if policy.shared_direct
                                     else "evicts the dataset before every epoch"))
     else:
-        ml = (f"dataset {dataset_bytes / 2**30:.2f} GiB is {ratio or 0:.2g}x a node's RAM (< {MLPERF_RATIO:g}x): not met; "
+        ml = (f"dataset {format_bytes(dataset_bytes, 'GiB', digits=2)} is {ratio or 0:.2g}x a node's RAM (< {MLPERF_RATIO:g}x): not met; "
               f"pass --cache drop or --cache direct for cold reads")
     return {
-        "mode": mode, "direct_reads": bool(direct_reads), "warning": warning, "device_bytes": acc,
+        "mode": mode.value, "direct_reads": policy.shared_direct, "warning": policy.warning, "device_bytes": acc,
         "per_epoch": rows, "evictions": [ev[k] for k in sorted(ev)], "verdict": word, "verdict_line": line,
         "mlperf": {"dataset_bytes": int(dataset_bytes), "node_mem_bytes": int(node_mem_bytes),
                    "ratio": ratio, "meets_5x": meets, "moot": moot, "ok": meets or moot, "line": ml},

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DataError
+from .pagecache import CacheMode
 
 WHOLE_MAX = 16 << 20       # a header read of an object at most this big fetches the object (then one GET/sample)
 PART = 8 << 20             # PUT chunk handed to the client (it uploads parts of its own part size)
@@ -142,7 +143,7 @@ def _s3_exception():
     return _S3EXC
 
 
-_S3EXC = None
+_S3EXC: type[Exception] | None = None
 
 
 def _make_client():
@@ -708,11 +709,11 @@ def generate_to(workload, url: str, **kw):
             publish_manifest(url, ctl)
 
 
-def check_cache(mode: str, url: str) -> None:
+def check_cache(mode: CacheMode, url: str) -> None:
     """``--cache`` over S3: there is no client page cache (every read is a GET); ``keep`` is the one mode."""
-    if mode != "keep":
+    if mode is not CacheMode.KEEP:
         raise ConfigError(f"--cache {mode}: the shared tier is S3 ({url}): there is no client page cache to "
-                          f"{'drop' if mode == 'drop' else 'bypass'} (every read is a GET; the server's own "
+                          f"{'drop' if mode is CacheMode.DROP else 'bypass'} (every read is a GET; the server's own "
                           "caching is the server's); use --cache keep")
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import CapacityError, ConfigError
+from ..units import format_bytes
 from . import PAGE, aligned_empty, aligned_rows, flat_span, preadv
 
 if TYPE_CHECKING:
@@ -48,10 +49,6 @@ class TierCounters:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def _fmt_bytes(n: float) -> str:
-    return f"{int(n)} bytes ({n / 1e9:.3g} GB)"
 
 
 def free_bytes(path: str | os.PathLike) -> int:
@@ -88,8 +85,8 @@ def check_local_dir(path: str | os.PathLike, needed_bytes: int = 0, *, flag: str
     if needed_bytes > 0:
         free = free_bytes(p)
         if free < needed_bytes:
-            raise CapacityError(f"{flag}={path}: too small: {_fmt_bytes(needed_bytes)} needed, "
-                                f"{_fmt_bytes(free)} available on its file system")
+            raise CapacityError(f"{flag}={path}: too small: {format_bytes(needed_bytes, exact=True)} needed, "
+                                f"{format_bytes(free, exact=True)} available on its file system")
     return p
 
 
@@ -180,7 +177,7 @@ class LocalTier:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise CapacityError(
                     f"{self.flag}={self.root}: file system full while storing sample {sid} ({n} bytes); "
-                    f"{_fmt_bytes(free_bytes(self.root))} available") from None
+                    f"{format_bytes(free_bytes(self.root), exact=True)} available") from None
             raise
         c = self.counters
         c.writes += 1

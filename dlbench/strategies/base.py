@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..plan import Plan
+from ..storage.pagecache import ReadPolicy
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -113,7 +114,7 @@ class RunContext:
     local_dir: Path | None = None  # --local-dir: node-local storage root (node<k> under it per node)
     memory_budget_bytes: float | None = None   # memory tier per node (the profile's), None: unbounded
     io_counters: CounterSet | None = None        # Darshan-style counters of this process (None: not counted)
-    cache: str = "keep"            # --cache keep|drop|direct (dlbench.storage.pagecache): direct = O_DIRECT tier reads
+    cache: ReadPolicy = ReadPolicy()   # --cache resolved (dlbench.storage.pagecache): local_direct = O_DIRECT tier reads
     clock: Callable[[], int] = perf_counter_ns   # injectable (a fake clock in tests)
 
     def plan_context(self) -> PlanContext:

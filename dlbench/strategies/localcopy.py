@@ -26,6 +26,7 @@ from ..config import opt
 from ..errors import CapacityError, RunError
 from ..plan import LOCAL, MEMORY, Plan
 from ..storage import PAGE
+from ..units import format_bytes
 from .base import Executor, PlanContext, RunContext
 
 TIER_CODES = {"local": LOCAL, "memory": MEMORY}
@@ -100,7 +101,7 @@ def capacity_sizes(ctx: PlanContext | RunContext, tier: str) -> np.ndarray:
 
 
 def fmt_bytes(n: float) -> str:
-    return f"{int(n):,} bytes ({n / 1e9:.3g} GB)"
+    return format_bytes(n, exact=True, group=True)
 
 
 def check_capacity(need_per_group: np.ndarray, cap: float, src: str, what: str) -> None:

@@ -157,7 +157,7 @@ class PlannedExecutor(Executor):
                 tier, self.root, self.stale_removed = open_local_tier(
                     ctx.comm, ctx.local_dir, node=int(ctx.node_map[ctx.rank]), rank=ctx.rank,
                     first_of_node=ctx.rank == int(on_node[0]), need_per_node=int(cap) * node_ranks, cap=int(cap),
-                    private=not self.shared_local, direct=ctx.cache == "direct", io_counters=ctx.io_counters)
+                    private=not self.shared_local, direct=ctx.cache.local_direct, io_counters=ctx.io_counters)
             else:
                 raise RunError(f"tier code {code}: not an own tier")
             stores[code] = SampleStore(tier, code)

@@ -12,8 +12,10 @@ from dlbench.data.content import expected_row
 from dlbench.data.formats import open_reader
 from dlbench.data.generate import generate
 from dlbench.data.manifest import Manifest
+from dlbench.data.registry import direct_support
 from dlbench.errors import ConfigError
 from dlbench.storage import LocalTier, aligned_empty, pagecache
+from dlbench.storage.pagecache import CacheMode, ReadPolicy
 from dlbench.timeline import PHASE_ID, Timeline
 
 
@@ -95,18 +97,18 @@ def test_summarize_sums_ranks_and_checks_mlperf():
              {"epochs": [{"epoch": 0, "requested_bytes": 100, "device_read_bytes": 100, "rchar_bytes": 110},
                          {"epoch": 1, "requested_bytes": 100, "device_read_bytes": 0, "rchar_bytes": 110}],
               "evictions": [{"before_epoch": 0, "evict_s": 0.7, "files": 0, "bytes": 0}], "accounting": None}]
-    s = pagecache.summarize("keep", ranks, direct_reads=False, warning=None, dataset_bytes=10, node_mem_bytes=100)
+    s = pagecache.summarize(CacheMode.KEEP.policy(), ranks, dataset_bytes=10, node_mem_bytes=100)
     ep = {d["epoch"]: d for d in s["per_epoch"]}
     assert ep[0]["requested_bytes"] == 200 and ep[0]["verdict"] == "cold" and ep[1]["verdict"] == "warm"
     assert s["verdict"] == "mixed"
     assert s["evictions"] == [{"before_epoch": 0, "evict_s": 0.7, "files": 3, "bytes": 300}]
     assert not s["mlperf"]["ok"] and "not met" in s["mlperf"]["line"]
-    s = pagecache.summarize("drop", ranks, direct_reads=False, warning=None, dataset_bytes=10, node_mem_bytes=100)
+    s = pagecache.summarize(CacheMode.DROP.policy(), ranks, dataset_bytes=10, node_mem_bytes=100)
     assert s["mlperf"]["ok"] and s["mlperf"]["moot"]
-    s = pagecache.summarize("keep", ranks, direct_reads=False, warning=None, dataset_bytes=600, node_mem_bytes=100)
+    s = pagecache.summarize(CacheMode.KEEP.policy(), ranks, dataset_bytes=600, node_mem_bytes=100)
     assert s["mlperf"]["meets_5x"]
     ranks[0]["accounting"] = {"available": False, "reason": "tmpfs", "fs_type": "tmpfs", "mount": "/dev/shm"}
-    s = pagecache.summarize("direct", ranks, direct_reads=True, warning=None, dataset_bytes=600, node_mem_bytes=100)
+    s = pagecache.summarize(CacheMode.DIRECT.policy(), ranks, dataset_bytes=600, node_mem_bytes=100)
     assert not s["mlperf"]["ok"] and "memory-backed" in s["mlperf"]["line"] and s["verdict"] == "unknown"
 
 
@@ -172,11 +174,11 @@ def test_direct_hdf5_per_sample_is_refused_with_the_reason(datasets):
     """libhdf5 opens per-sample files itself and h5py has no direct VFD here: the reader refuses, and the
     runner's fallback (buffered + eviction) carries this message as its warning."""
     wl, d = datasets["cosmoflow"]
-    ok, why = pagecache.direct_support("hdf5_per_sample")
+    ok, why = direct_support("hdf5_per_sample")
     assert not ok and "libhdf5" in why and "direct_vfd" in why and "evicted" in why
     with pytest.raises(ConfigError, match="hdf5_per_sample"):
         open_reader(d, Manifest.load(d), wl, direct=True)
-    assert pagecache.direct_support("hdf5_shared") == (True, "")
+    assert direct_support("hdf5_shared") == (True, "")
 
 
 def test_local_tier_direct_reads(tmp_path):
@@ -242,3 +244,33 @@ def test_read_latency_merged_over_ranks_within_histogram_resolution():
     # one rank: the exact figures
     one = metrics.merge_read_latency(parts[:1])["all"]["shared"]
     assert one["p99_s"] == parts[0]["tiers"]["shared"]["p99_s"]
+
+
+# ---- one CacheMode, resolved once into a read policy (issue 27) --------------------------------------------
+
+def test_cache_mode_parses_the_option_string_once():
+    assert [CacheMode.parse(v) for v in ("keep", "drop", "direct")] == [CacheMode.KEEP, CacheMode.DROP,
+                                                                        CacheMode.DIRECT]
+    assert CacheMode.parse(CacheMode.DROP) is CacheMode.DROP and f"--cache {CacheMode.DIRECT}" == "--cache direct"
+    with pytest.raises(ConfigError, match=r"unknown cache 'dorp'; choose one of: direct, drop, keep.*'drop'"):
+        CacheMode.parse("dorp")
+
+
+def test_read_policy_of_each_mode():
+    """keep: nothing; drop: evict; direct: O_DIRECT on both tiers, or, where the layout cannot, the shared tier
+    buffered with the eviction and the reason as the run's warning (the local tier's row files stay direct)."""
+    assert CacheMode.KEEP.policy() == ReadPolicy()
+    assert CacheMode.DROP.policy("any reason") == ReadPolicy(CacheMode.DROP, evict=True)
+    assert CacheMode.DIRECT.policy() == ReadPolicy(CacheMode.DIRECT, shared_direct=True, local_direct=True)
+    why = direct_support("hdf5_per_sample")[1]
+    assert CacheMode.DIRECT.policy(why) == ReadPolicy(CacheMode.DIRECT, local_direct=True, evict=True, warning=why)
+
+
+def test_run_config_carries_the_mode_and_echoes_its_string():
+    from dlbench.config import to_dict
+    from dlbench.run.setup import RunConfig
+
+    cfg = RunConfig(cache="direct")
+    assert cfg.cache is CacheMode.DIRECT and to_dict(cfg)["cache"] == "direct"
+    with pytest.raises(ConfigError, match="unknown cache 'cold'"):
+        RunConfig(cache="cold")
