@@ -164,7 +164,7 @@ def generate(workload_name, scale, samples, data_dir, seed, force, fsync, progre
     comm = get_comm()
     with _sigterm_as_interrupt():
         if data_dir.startswith("s3://"):   # objects in a bucket (dlbench.storage.s3)
-            from .storage.s3 import generate_to as run_generate  # noqa: F811
+            from .data.bucket import generate_to as run_generate  # noqa: F811
         res = run_generate(wl, data_dir, seed=seed, force=force, comm=comm, fsync=fsync,
                            progress=progress if comm.rank == 0 else False)
     if comm.rank == 0:
@@ -192,7 +192,8 @@ def verify(data_dir, check_content, check_sum):
     if url.startswith("s3://"):   # objects in a bucket: the manifest fetched into its control folder
         from pathlib import Path
 
-        from .storage.s3 import S3Backend, fetch_manifest
+        from .data.bucket import fetch_manifest
+        from .storage.s3 import S3Backend
 
         data_dir = str(comm.bcast(fetch_manifest(url) if comm.rank == 0 else None))
         storage = S3Backend(url)

@@ -210,8 +210,9 @@ def _generate_if_missing(wl, d: Path | str, st: RunStudy, comm, echo) -> None:
     from .data.manifest import Manifest
 
     if isinstance(d, str):   # s3://bucket/prefix: the manifest object says whether it is there
+        from .data.bucket import generate_to
         from .data.manifest import MANIFEST_NAME
-        from .storage.s3 import S3Backend, generate_to
+        from .storage.s3 import S3Backend
 
         if S3Backend(d).exists(MANIFEST_NAME):
             return

@@ -300,8 +300,8 @@ def measured_dataset(wl, workload: str, ranks: int, seed: int, data_dir: str | N
     if data_dir:
         from .data.manifest import Manifest
 
-        if str(data_dir).startswith("s3://"):   # a bucket: its manifest fetched (dlbench.storage.s3)
-            from .storage.s3 import fetch_manifest
+        if str(data_dir).startswith("s3://"):   # a bucket: its manifest fetched (dlbench.data.bucket)
+            from .data.bucket import fetch_manifest
 
             n = int(Manifest.load(fetch_manifest(str(data_dir))).samples)
         else:

@@ -16,8 +16,10 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..checkpoint.schedule import due
 from ..errors import ConfigError
 from ..timeline import PHASE_ID
+from ..units import format_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,13 +41,6 @@ def checkpoint_nbytes(every: int, workload: Workload) -> int:
         raise ConfigError(f"--checkpoint-every={every}: workload {workload.name} gives no model "
                           f"size (model.parameters in its YAML), so the checkpoint size is unknown")
     return nbytes
-
-
-def due(global_step: int, every: int, first: int = 0) -> bool:
-    """Whether a checkpoint is due after ``global_step`` steps: at ``first`` (0: ``every``), then every
-    ``every`` steps."""
-    first = first or every
-    return bool(every) and global_step >= first and (global_step - first) % every == 0
 
 
 def dlio2_files(spec: dict, rank: int) -> list[FileSpec]:
@@ -119,7 +114,7 @@ class Checkpointer:
                     from ..errors import OutputError
 
                     raise OutputError(f"checkpoint: disk full: {self._saver.nbytes:,} bytes do not fit in "
-                                      f"{self.directory} ({free / 2**20:,.1f} MiB free); free space there, or pass "
+                                      f"{self.directory} ({format_bytes(free, 'MiB', group=True)} free); free space there, or pass "
                                       f"--checkpoint-every 0")
         return self._saver
 

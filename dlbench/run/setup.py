@@ -315,9 +315,10 @@ def _check_dataset(cfg: RunConfig, spec: WorkloadSpec, path: str, data_dir: Path
 
 def _resolve_s3(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str) -> tuple[Workload, Manifest | VirtualManifest, Path]:
     """``--data-dir s3://bucket/prefix``: the bucket's manifest fetched into the dataset's control folder
-    (``storage.s3.control_dir``), which ``Loop`` gets as its data dir (the reads go to the bucket)."""
+    (``data.bucket.control_dir``), which ``Loop`` gets as its data dir (the reads go to the bucket)."""
+    from ..data.bucket import control_dir, fetch_manifest
     from ..data.manifest import Manifest
-    from ..storage.s3 import NoDataset, check_cache, control_dir, fetch_manifest
+    from ..storage.s3 import NoDataset, check_cache
 
     url = str(cfg.data_dir)
     check_cache(cfg.cache, url)
@@ -337,7 +338,7 @@ def _resolve_s3(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str) -> tu
         return workload, VirtualManifest(workload, cfg.seed), control_dir(url)
     if res[0] != "ok" and cfg.generate_s3 and not cfg.dry_run:   # DLIO's generate-on-first-use
         from .. import workload as wl_mod
-        from ..storage.s3 import generate_to
+        from ..data.bucket import generate_to
 
         generate_to(wl_mod.resolve(spec, scale=cfg.scale, samples=cfg.samples, spec_path=path), url, seed=cfg.seed,
                     comm=comm, progress=False)

@@ -128,9 +128,9 @@ def run_schedule(per_rank, files, *, nodes: int, ranks_per_node: int, steps_per_
                  first: int, curve: list[tuple[float, float]], link_gbps: float, file_s: float,
                  what: str = "") -> dict:
     """A run's checkpoint schedule, costed: the global steps at which ``dlbench run --checkpoint-every`` writes
-    one (``dlbench.run.checkpoint.due``), each costing ``cost_ranks``'s durable time on every rank (a sync
+    one (``dlbench.checkpoint.schedule.due``), each costing ``cost_ranks``'s durable time on every rank (a sync
     save: every rank waits at the barrier), per epoch. The simulated summary's ``checkpoint`` phase."""
-    from ..run.checkpoint import due
+    from ..checkpoint.schedule import due
 
     steps, epoch_of, g = [], [], 0
     for e, n in enumerate(steps_per_epoch):

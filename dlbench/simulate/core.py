@@ -379,7 +379,7 @@ def summarize(c: Costing, *, workload: str, profile: SystemProfile, extra: dict 
     if checkpoint is not None:
         out["checkpoint_schedule"] = checkpoint
     if profile.pfs is not None and profile.pfs.kind == "object_store":   # S3: the requests and their cost
-        from ..storage.s3 import modelled_block
+        from .objectstore import modelled_block
 
         out["s3"] = modelled_block(out, plan, sizes, profile)
     if extra:

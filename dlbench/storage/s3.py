@@ -37,13 +37,12 @@ connections. Requests:
 
 ``stats()``: requests and bytes by kind (GET/PUT/HEAD/LIST/DELETE), retries, throttled replies, and per GET the
 latency and the time to first byte (ns, lists), for the run's summary (``request_summary``; a DataLoader worker's
-travel with its batches: ``worker_payload``/``absorb_worker``); ``modelled_block``: the same block for
-``simulate`` on a ``pfs.kind: object_store`` profile.
+travel with its batches: ``worker_payload``/``absorb_worker``); ``dlbench.simulate.objectstore.modelled_block``:
+the same block for ``simulate`` on a ``pfs.kind: object_store`` profile.
 
-Datasets at ``s3://`` URLs: the manifest's master copy is the object ``<prefix>/dlbench-manifest.json``; ``run``
-and ``verify`` fetch it into a local control folder (``control_dir``) that the rest of dlbench treats as the data
-dir; ``generate`` keeps its records there and publishes the manifest at the end (also after a failure, so a
-re-run anywhere resumes). ``probe``: calibrate-storage's measurement of an endpoint.
+Datasets at ``s3://`` URLs (the manifest's master copy in the bucket, the local control folder, ``generate`` into
+a bucket) are ``dlbench.data.bucket``'s: this backend knows objects, not datasets. ``probe``: calibrate-storage's
+measurement of an endpoint.
 """
 
 from __future__ import annotations
@@ -66,7 +65,7 @@ KINDS = ("GET", "PUT", "HEAD", "LIST", "DELETE")
 
 
 class NoDataset(DataError):
-    """``fetch_manifest``: the prefix holds no dataset (no manifest object)."""
+    """``dlbench.data.bucket.fetch_manifest``: the prefix holds no dataset (no manifest object)."""
 
 
 class S3Error(DataError):
@@ -563,38 +562,9 @@ class S3Backend:
                 "throttled": self.throttled, "get_ns": list(self.get_ns), "ttfb_ns": list(self.ttfb_ns)}
 
 
-def modelled_block(summary: dict, plan, sizes, profile) -> dict:
-    """``summary["s3"]`` of a simulated run on an object-store profile (``pfs.kind: object_store``): the GETs the
-    plan makes of the shared tier (the epochs' ``shared_read_requests`` plus the prologue's reads), their bytes,
-    GETs per sample and, with ``pfs.usd_per_million_requests``, their cost; no latency percentiles (the model
-    has one per-request latency, ``pfs.latency_s``)."""
-    from ..plan import SHARED
-
-    pro = 0
-    pro_b = 0.0
-    if plan is not None and len(plan.prologue.sample):
-        m = plan.prologue.src == SHARED
-        pro = int(m.sum())
-        if sizes is not None:
-            pro_b = float(np.asarray(sizes, dtype=np.float64)[plan.prologue.sample[m]].sum())
-    gets = int(summary.get("shared_read_requests") or 0) + pro
-    nbytes = float((summary.get("bytes_by_tier") or {}).get("shared", 0.0)) + pro_b
-    req = dict.fromkeys(KINDS, 0)
-    req["GET"] = gets
-    samples = int(summary.get("samples") or 0)
-    out = {"requests": req, "bytes": {**dict.fromkeys(KINDS, 0), "GET": int(round(nbytes))}, "retries": 0,
-           "throttled": 0, "requests_per_sample": round(gets / samples, 4) if samples else None,
-           "get_latency_ms": None, "ttfb_ms": None, "per_rank_requests": []}
-    price = profile.pfs.usd_per_million_requests if profile.pfs is not None else None
-    if price is not None:
-        out["cost_usd"] = round(gets / 1e6 * float(price), 6)
-    return out
-
-
 def request_summary(stats: list[dict], samples: int, price: float | None = None) -> dict:
     """Ranks' ``S3Backend.stats()`` -> the summary's ``s3`` block: requests and bytes by kind (summed over
     ranks), retries, throttled replies, requests per sample, GET latency and time to first byte P50/P95/P99 (ms)."""
-    import numpy as np
 
     req = {k: sum(int(s["requests"].get(k, 0)) for s in stats) for k in KINDS}
     nb = {k: sum(int(s["bytes"].get(k, 0)) for s in stats) for k in KINDS}
@@ -635,78 +605,6 @@ def restate_cache(summary: dict) -> None:
     pc = summary.get("page_cache")
     if pc:
         pc["warning"] = None
-
-
-# ---- datasets at s3:// URLs: the control folder, the manifest in the bucket ------------------------------------
-
-def control_dir(url: str) -> Path:
-    """The local folder that holds an S3 dataset's manifest and the generator's records:
-    ``$DLBENCH_DATA_DIR/s3/<endpoint>/<bucket>/<prefix>`` (the manifest's master copy is the object
-    ``<prefix>/dlbench-manifest.json``, fetched from the bucket by every ``run``/``verify``)."""
-    import re
-
-    from ..host import data_root
-
-    bucket, prefix = parse_url(url)
-    ep = re.sub(r"[^A-Za-z0-9.-]+", "_", (endpoint() or "aws").split("://")[-1]).strip("_")
-    return data_root() / "s3" / ep / bucket / (prefix or "_root")
-
-
-def _manifest_backend(url: str) -> S3Backend:
-    return S3Backend(url)
-
-
-def fetch_manifest(url: str, *, required: bool = True) -> Path:
-    """The bucket's manifest copied into the control folder (returned). ``required``: a bucket without one is
-    a DataError naming the generate command; else the control folder's stale copy is removed."""
-    from ..data.manifest import MANIFEST_NAME
-
-    ctl = control_dir(url)
-    ctl.mkdir(parents=True, exist_ok=True)
-    try:
-        img = _manifest_backend(url).file_image(MANIFEST_NAME)
-    except FileNotFoundError:
-        if required:
-            raise NoDataset(f"--data-dir {url}: no dataset here ({MANIFEST_NAME} missing); run `dlbench generate "
-                            f"--workload W --data-dir {url}` first") from None
-        (ctl / MANIFEST_NAME).unlink(missing_ok=True)
-        return ctl
-    tmp = ctl / (MANIFEST_NAME + ".part")
-    tmp.write_bytes(img)
-    os.replace(tmp, ctl / MANIFEST_NAME)
-    return ctl
-
-
-def publish_manifest(url: str, ctl: Path) -> None:
-    """The control folder's manifest PUT into the bucket (after a generation, complete or not)."""
-    from ..data.manifest import MANIFEST_NAME
-
-    src = ctl / MANIFEST_NAME
-    if src.is_file():
-        _manifest_backend(url)._put_file(_manifest_backend(url).key(MANIFEST_NAME), str(src))
-
-
-def generate_to(workload, url: str, **kw):
-    """``dlbench generate --data-dir s3://...``: the objects written through the backend, the manifest
-    published to the bucket (also after a failure, so a re-run anywhere resumes)."""
-    from ..data.generate import generate
-
-    comm = kw.get("comm")
-    size = comm.size if comm is not None else 1
-    if workload.layout == "hdf5_shared" and size > 1:
-        raise ConfigError(f"--data-dir {url}: layout hdf5_shared is one object that several ranks cannot write "
-                          "in parts; generate it with one process")
-    ctl: Path | None = None
-    if comm is None or comm.rank == 0:
-        ctl = fetch_manifest(url, required=False)
-    ctl = comm.bcast(ctl) if comm is not None else ctl
-    assert ctl is not None
-    st = S3Backend(url, spool_dir=None)
-    try:
-        return generate(workload, ctl, storage=st, **kw)
-    finally:
-        if comm is None or comm.rank == 0:
-            publish_manifest(url, ctl)
 
 
 def check_cache(mode: CacheMode, url: str) -> None:
@@ -793,7 +691,6 @@ def absorb_worker(payload: dict | None) -> None:
 
 def _get_worker(url: str, rels: list[str], size: int, stop_at: float, seed: int, out: list, k: int,
                 lat: list | None) -> None:
-    import numpy as np
 
     b = S3Backend(url)
     b.set_sizes(rels, [size] * len(rels))
@@ -841,7 +738,6 @@ def probe(url: str, *, comm, threads: list[int], request_bytes: int, slice_s: fl
     latency (4 KiB objects, one thread), the aggregate GET rate t(γ) against concurrency (γ = ranks x threads,
     objects of ``request_bytes``) and the one-thread GET rate against object size (4 KiB, ``request_bytes``,
     4 MiB); every probe object is deleted at the end. Returns the figures (MB/s, s)."""
-    import numpy as np
 
     sizes = sorted({4096, int(request_bytes), 4 << 20})
     base = f"{url.rstrip('/')}/.dlbench-calibrate/r{comm.rank}"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench.run.checkpoint import due
+from dlbench.checkpoint.schedule import due
 from dlbench.timeline import PHASE_ID
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "dlio"

@@ -240,8 +240,8 @@ def test_failed_generation_leaves_no_partial_object_and_resumes(tmp_path, s3_url
     import json
 
     from dlbench.data import generate as gen_mod
+    from dlbench.data.bucket import generate_to
     from dlbench.errors import DataError
-    from dlbench.storage.s3 import generate_to
 
     monkeypatch.setenv("DLBENCH_DATA_DIR", str(tmp_path / "data"))
     wl = load_workload("imagenet", scale="tiny", samples=6)
@@ -267,8 +267,8 @@ def test_failed_generation_leaves_no_partial_object_and_resumes(tmp_path, s3_url
 
 
 def test_hdf5_shared_over_s3_needs_one_process(s3_url):
+    from dlbench.data.bucket import generate_to
     from dlbench.errors import ConfigError
-    from dlbench.storage.s3 import generate_to
 
     class TwoRanks:
         size, rank = 2, 0

@@ -169,6 +169,7 @@ def test_multipart_failure_leaves_no_object_then_resumes_and_reads_back(tmp_path
     server (every attempt): the generation stops with one line naming the object; the bucket holds no shard
     (an incomplete multipart upload is no object) and no spool is left on disk. The same generation again PUTs
     it in parts (its ETag says how many); verify --checksum passes; a run reads it back with one GET."""
+    from dlbench.data.bucket import generate_to
     from dlbench.errors import DataError
     from dlbench.storage import s3 as s3mod
     from dlbench.workload import load as load_workload
@@ -185,7 +186,7 @@ def test_multipart_failure_leaves_no_object_then_resumes_and_reads_back(tmp_path
     real = s3mod.process_client()
     monkeypatch.setattr(s3mod, "process_client", lambda: _Client(real))
     with pytest.raises(DataError) as ei:
-        s3mod.generate_to(wl, s3_url, seed=0)
+        generate_to(wl, s3_url, seed=0)
     msg = str(ei.value)
     assert "\n" not in msg and "shard-000000.tar" in msg and "PUT failed after 2 attempt(s)" in msg, msg
     st = s3mod.S3Backend(s3_url)
@@ -199,7 +200,7 @@ def test_multipart_failure_leaves_no_object_then_resumes_and_reads_back(tmp_path
     assert json.loads(st.file_image("dlbench-manifest.json"))["complete"] is False
     assert list(spool.iterdir()) == []                        # the local spool file went too
     monkeypatch.setattr(s3mod, "process_client", lambda: real)
-    res = s3mod.generate_to(wl, s3_url, seed=0)
+    res = generate_to(wl, s3_url, seed=0)
     assert (res.files_written, res.files_skipped) == (1, 0)
     size = st.size("shard-000000.tar")
     assert size > real.part_size == 8 << 20 and size >= BIG

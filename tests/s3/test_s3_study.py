@@ -77,8 +77,8 @@ def test_sweep_over_s3(tmp_path, s3_url):
 def test_sustain_measured_dataset_over_s3(tmp_path, s3_url, monkeypatch):
     """sustain --data-dir s3://...: the sample count from the bucket's manifest (was: Manifest.load of the URL as
     a local path, 'no dataset')."""
+    from dlbench.data.bucket import generate_to
     from dlbench.errors import ConfigError
-    from dlbench.storage.s3 import generate_to
     from dlbench.sustain import measured_dataset
     from dlbench.workload import load
 

@@ -84,12 +84,19 @@ def test_no_import_cycles_but_the_known_one():
 
 
 def test_lower_packages_do_not_import_upper_ones():
-    """storage/ (tiers, backends, checksums, the local tier's lifecycle) and compute/ sit below the strategies, the
-    simulator, the run and the calibration commands; strategies/ below the simulator, the run and calibration;
-    nothing but the CLI imports calibrate/ (its commands)."""
-    above = {"storage": ("strategies", "simulate", "run", "calibrate", "runstudy", "cli"),
-             "compute": ("strategies", "simulate", "run", "calibrate", "runstudy", "cli"),
-             "strategies": ("simulate", "run", "calibrate", "runstudy", "cli")}
+    """storage/ (tiers, backends, checksums, the local tier's lifecycle, the page cache and --cache's CacheMode)
+    sits below data/ and plan/ (formats and manifests: the format-aware O_DIRECT check is data.registry's, a
+    dataset in a bucket data.bucket's) and everything above them; compute/ below the strategies, the
+    simulator, the run and the calibration commands; checkpoint/ (the engine, the --checkpoint-every schedule)
+    below the simulator and the run that both use it; strategies/ below the simulator, the run and calibration;
+    the simulator below the run (what both share lives below both); nothing but the CLI imports calibrate/ (its
+    commands)."""
+    top = ("strategies", "simulate", "run", "calibrate", "runstudy", "cli")
+    above = {"storage": ("data", "plan", "workload", "system", "checkpoint", "compute") + top,
+             "compute": ("data", "plan") + top,
+             "checkpoint": ("data", "plan") + top,
+             "strategies": ("simulate", "run", "calibrate", "runstudy", "cli"),
+             "simulate": ("run", "calibrate", "runstudy", "cli")}
     bad = []
     for mod, deps in _graph().items():
         layer = mod.split(".")[1] if mod.count(".") else ""
@@ -98,6 +105,11 @@ def test_lower_packages_do_not_import_upper_ones():
             if target in above.get(layer, ()) or (target == "calibrate" and layer not in ("calibrate", "cli")):
                 bad.append(f"{mod} -> {d}")
     assert bad == []
+
+
+def test_the_byte_formatter_sits_at_the_bottom():
+    """dlbench.units (format_bytes) imports nothing of dlbench, so storage/ and every layer above may use it."""
+    assert _graph()["dlbench.units"] == set()
 
 
 def test_the_checker_sees_function_level_and_type_checking_imports(tmp_path):
