@@ -15,6 +15,7 @@ import numpy as np
 from ..config import MAX_STEP_TIME_S
 from ..errors import ConfigError, DataError, unknown_choice
 from ..storage.pagecache import CacheMode
+from ..units import format_bytes
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -75,9 +76,9 @@ def plan_size_error(samples: int, ranks_on_node: int, name: str, available: int)
     est = PLAN_BYTES_PER_SAMPLE * int(samples) * max(1, int(ranks_on_node))
     if not available or est <= 0.8 * available:
         return None
-    return (f"workload {name}: {int(samples):,} samples: planning them needs about {est / 2**30:.1f} GiB on this "
+    return (f"workload {name}: {int(samples):,} samples: planning them needs about {format_bytes(est, 'GiB')} on this "
             f"node ({PLAN_BYTES_PER_SAMPLE} B per sample per rank, {ranks_on_node} rank(s) here); "
-            f"{available / 2**30:.1f} GiB available; use fewer samples (--scale, or a DLIO config's "
+            f"{format_bytes(available, 'GiB')} available; use fewer samples (--scale, or a DLIO config's "
             f"num_files_train x num_samples_per_file)")
 
 
@@ -262,7 +263,7 @@ def resolve_dataset(cfg: RunConfig, comm: Comm, spec: WorkloadSpec, path: str, *
         comm.settle(err)
         if comm.rank == 0:  # first use: say what is written where (a bar on a terminal), and what it took
             _say(f"dlbench: first use of {workload.name} ({workload.scale}, seed {cfg.seed}): generating its dataset "
-                 f"of {workload.samples:,} samples, {workload.dataset_nbytes / 2**20:,.1f} MiB, in {data_dir} "
+                 f"of {workload.samples:,} samples, {format_bytes(workload.dataset_nbytes, 'MiB', group=True)}, in {data_dir} "
                  f"(--data-dir DIR uses another)")
         res = generate(workload, data_dir, seed=cfg.seed, comm=comm, progress=None if comm.rank == 0 else False)
         if comm.rank == 0:
