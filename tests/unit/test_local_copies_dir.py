@@ -56,9 +56,10 @@ class _Copies(Executor):
 
 def test_cache_drop_evicts_the_executors_local_copies(tmp_path):
     from dlbench.run.cache import CacheControl
+    from dlbench.storage.pagecache import CacheMode
 
     wl = wl_mod.load("cosmoflow", scale="tiny")
-    cc = CacheControl("drop", wl, None, None, SerialComm(), tmp_path, probe=False)
+    cc = CacheControl(CacheMode.DROP, wl, None, None, SerialComm(), tmp_path, probe=False)
     seen: list[str] = []
 
     class PC:
