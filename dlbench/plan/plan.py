@@ -83,6 +83,9 @@ class Exchange:
     samples_per_epoch: int
 
 
+_PER_RANK = ("cache_peak_samples", "cache_peak_bytes", "local_cache_peak_bytes", "storage_bytes_per_rank",
+             "arena_bytes_per_rank")
+
 # the dry run's ``capacity`` keys, in its order (``Capacity.summary``)
 CAPACITY_SUMMARY_KEYS = ("needed_per_node_bytes", "capacity_per_node_bytes", "capacity_source", "cache_peak_samples",
                          "cache_peak_bytes", "cache_bytes_per_rank", "cache_capacity_per_rank_bytes",
@@ -106,6 +109,14 @@ class Capacity:
     local_cache_peak_bytes: list[int] | None = None  # per rank: the most bytes its node-local cache holds
     storage_bytes_per_rank: list[int] | None = None  # per rank: its shard's peak store (local, pls)
     arena_bytes_per_rank: list[int] | None = None    # per rank: the highest byte of its best-fit arena
+
+    def of_rank(self, figure: str, rank: int) -> int:
+        """The per-rank ``figure`` (``cache_peak_samples``, ``storage_bytes_per_rank``, ...) of ``rank``; a plan
+        that states none is a strategy bug, said in one line."""
+        values = getattr(self, figure)
+        if figure not in _PER_RANK or values is None:
+            raise ValueError(f"plan capacity: no per-rank {figure!r} stated (per-rank figures: {', '.join(_PER_RANK)})")
+        return int(values[rank])
 
     def summary(self) -> dict:
         """The dry run's ``capacity``: the stated figures among ``CAPACITY_SUMMARY_KEYS``, in that order."""

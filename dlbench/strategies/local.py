@@ -36,9 +36,8 @@ class LocalOptions(LocalCopyOptions):
 def shard_executor(ctx: RunContext, plan: Plan, options) -> Executor:
     """The planned executor with a rank-private store holding the rank's shard (and, for pls, what it
     receives: the plan's peak, ``storage_bytes_per_rank``)."""
-    per_rank = plan.capacity.storage_bytes_per_rank
-    assert per_rank is not None, f"plan of {plan.strategy}: no storage_bytes_per_rank (shard_capacity_check states it)"
-    return copies_executor(ctx, plan, options, int(per_rank[ctx.rank]), shared_local=False)
+    return copies_executor(ctx, plan, options, plan.capacity.of_rank("storage_bytes_per_rank", ctx.rank),
+                           shared_local=False)
 
 
 def shard_capacity_check(ctx: PlanContext, plan: Plan, options, what: str) -> Plan:

@@ -113,7 +113,7 @@ class SurrogateTrainExecutor(PlannedExecutor):
         super().__init__(*a, **kw)
         self.delivered: list[int] = []       # samples per step delivered to this rank (its local batches)
         # the arena: the plan's highest byte for this rank (its peak bytes plus what best fit leaves between)
-        self.capacity[MEMORY] = float(self.plan.capacity.arena_bytes_per_rank[self.ctx.rank])
+        self.capacity[MEMORY] = float(self.plan.capacity.of_rank("arena_bytes_per_rank", self.ctx.rank))
 
     def _open_stores(self) -> None:
         cap = int(self.capacity.get(MEMORY, 0))
@@ -179,8 +179,8 @@ class SurrogateTrain(Strategy):
                                    sample_nbytes=ctx.sample_nbytes, align=ARENA_ALIGN,
                                    reorder=options.reorder, remap=options.remap, balance=options.balance,
                                    chunking=chunking, eviction=options.eviction, pipeline=pipeline_of(options))
-        plan.meta["buffer_source"] = src
         plan = plan.replace(semantics=SEMANTICS)
+        plan.meta["buffer_source"] = src      # a note, on this strategy's own copy
         if options.chunking and not chunking:
             plan = plan.replace(warning=f"--chunking: layout {layout} does not read runs of samples as one request "
                                         f"(hdf5_shared does); runs of consecutive ids are read one sample per request")

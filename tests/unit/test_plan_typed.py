@@ -72,6 +72,11 @@ def test_capacity_summary_keeps_the_dry_runs_keys_and_order():
     c = Capacity(local_cache_peak_bytes=[3], cache_peak_samples=[1], capacity_source="s", arena_bytes_per_rank=[9])
     assert list(c.summary()) == ["capacity_source", "cache_peak_samples", "local_cache_peak_bytes"]
     assert Capacity().summary() == {}
+    assert c.of_rank("arena_bytes_per_rank", 0) == 9
+    with pytest.raises(ValueError, match="no per-rank 'storage_bytes_per_rank' stated"):
+        c.of_rank("storage_bytes_per_rank", 0)
+    with pytest.raises(ValueError, match="no per-rank 'capacity_source'"):
+        c.of_rank("capacity_source", 0)
 
 
 def test_notes_put_typed_figures_in_the_keys_order():
