@@ -67,7 +67,7 @@ def reference_vs_fast(prof, wl, strategies, nodes_list, epochs) -> bool:
                               sizes=sizes, options=OPTIONS.get(name))
             tp = time.perf_counter() - t
             pol = policy_of(name, plan)
-            thr = float(plan.loader_threads or prof.staging.threads) if pol == "prefetch" else None
+            thr = float(plan.pipeline.threads or prof.staging.threads) if pol == "prefetch" else None
             t, c = time.perf_counter(), time.process_time()
             ref = events.cost_events(model, plan, sizes, pol, thr, 0.0)
             tr, cr = time.perf_counter() - t, time.process_time() - c

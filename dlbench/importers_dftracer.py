@@ -468,7 +468,7 @@ def tier_of_class(cls: str) -> str:
     """A class's tier: a tier name given with ``--tier``, else the file-system type of its mount
     (``importers.fs_tier``: lustre, gpfs, nfs, ... = shared; xfs, ext4 = local; tmpfs = memory), as Darshan's."""
     from .importers import fs_tier
-    from .plan import TIER_NAMES
+    from .storage.tiers import TIER_NAMES
 
     if cls in TIER_NAMES:
         return cls
@@ -478,7 +478,7 @@ def tier_of_class(cls: str) -> str:
 
 
 def _tier_code(cls: str) -> int:
-    from .plan import TIER_NAMES
+    from .storage.tiers import TIER_NAMES
 
     t = tier_of_class(cls)
     return TIER_NAMES.index(t) if t in TIER_NAMES else 0

@@ -102,7 +102,7 @@ def _tiers(tier_names: Sequence[str] | None) -> Sequence[str]:
     """The plan's tier names unless others are given."""
     if tier_names is not None:
         return tier_names
-    from .plan import TIER_NAMES
+    from .storage.tiers import TIER_NAMES
 
     return TIER_NAMES
 

@@ -529,7 +529,7 @@ def _exchange_stage_cost(comm, nbytes: int, local_dir, parts: int = 8, steps: in
     from types import SimpleNamespace
 
     from ..plan import LOCAL
-    from ..plan.plan import EpochPlan, Plan, Transfers
+    from ..plan.plan import SYNC, EpochPlan, Plan, Transfers
     from ..storage.tiers import LocalTier
     from ..strategies.stages import EpochView, Exchange, SampleStore, Stores
     from ..timeline import Timeline
@@ -548,7 +548,7 @@ def _exchange_stage_cost(comm, nbytes: int, local_dir, parts: int = 8, steps: in
         ep = EpochPlan(epoch=0, sample_ids=sid, source=np.full(sid.shape, LOCAL, np.uint8),
                        bounds=np.tile(np.arange(steps + 1), (W, 1)), transfers=tr)
         plan = Plan(strategy="calibrate", n_samples=2 * n + parts, world_size=W, node_map=np.arange(W), epochs=1,
-                    local_batch=1, seed=0, build_epoch=lambda e: ep)
+                    local_batch=1, seed=0, build_epoch=lambda e: ep, pipeline=SYNC)
         tier = LocalTier(local_dir, me, 4 * n * max(nbytes, 4096), check_free=False,
                          subdir=f"dlbench-calibrate-xchg-r{me}")
         store = SampleStore(tier, LOCAL)

@@ -254,9 +254,9 @@ def shared_read_plan(name: str, ctx, *, meta, streams: int, drop_last_batch: boo
                            local_batch=ctx.local_batch, seed=ctx.seed, streams=streams,
                            shuffle_buffer=tf.shuffle_buffer, file_shuffle=tf.file_shuffle, tier=SHARED, meta=meta,
                            drop_last_batch=drop_last_batch)
-    return sampler_order({**(meta or {}), "read_pattern": "indexed",
-                          "order": "global shuffle (DistributedSampler); tfrecord read pattern indexed (index file + "
-                                   "one pread per record)"})
+    return sampler_order(meta).replace(read_pattern="indexed",
+                                       order="global shuffle (DistributedSampler); tfrecord read pattern indexed "
+                                             "(index file + one pread per record)")
 
 
 def check_plan(workload, plan, strategy: str) -> None:
@@ -265,7 +265,7 @@ def check_plan(workload, plan, strategy: str) -> None:
     from ..errors import ConfigError
     from ..workload import tfrecord_options
 
-    if tfrecord_options(workload).read == "tfdata" and plan.meta.get("read_pattern") != "tfdata":
+    if tfrecord_options(workload).read == "tfdata" and plan.read_pattern != "tfdata":
         raise ConfigError(f"--strategy={strategy}: the tfrecord read pattern tfdata (tf.data's order) is "
                           f"planned by the naive and prefetch strategies only; use one of them, or "
                           f"tfrecord.read: indexed in the workload")

@@ -204,13 +204,14 @@ def shared_read_plan(name: str, ctx, *, meta, streams: int, drop_last_batch: boo
     opts = options(wl)
     spf = getattr(wl, "samples_per_file", None)
     if opts.read == "indexed":
-        return sampler_order({**(meta or {}), "read_pattern": "indexed",
-                              "order": "global shuffle (DistributedSampler); webdataset read pattern indexed (one "
-                                       "range read per sample, wids)"})
+        return sampler_order(meta).replace(read_pattern="indexed",
+                                           order="global shuffle (DistributedSampler); webdataset read pattern "
+                                                 "indexed (one range read per sample, wids)")
     if spf is None:   # the simulator's workload carries no shard size: its plan is the sampler's, said so
-        return sampler_order({**(meta or {}), "read_pattern": "webdataset-simulated-as-sampler",
-                              "order": "simulated as the sampler's global shuffle (the simulator's workload has no "
-                                       "shard size); bytes and requests per sample are the same"})
+        return sampler_order(meta).replace(read_pattern="webdataset-simulated-as-sampler",
+                                           order="simulated as the sampler's global shuffle (the simulator's "
+                                                 "workload has no shard size); bytes and requests per sample are "
+                                                 "the same")
     from ..plan import SHARED
     from ..plan.shards import shard_stream_plan
 
@@ -228,7 +229,7 @@ def shared_read_plan(name: str, ctx, *, meta, streams: int, drop_last_batch: boo
 
 
 def check_plan(workload, plan, strategy: str) -> None:
-    if options(workload).read == "stream" and plan.meta.get("read_pattern") != "webdataset":
+    if options(workload).read == "stream" and plan.read_pattern != "webdataset":
         raise ConfigError(f"--strategy={strategy}: the webdataset read pattern stream (shards streamed per rank "
                           f"and loader worker) is planned by the naive and prefetch strategies only; use one of "
                           f"them, or webdataset.read: indexed in the workload")

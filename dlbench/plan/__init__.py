@@ -7,17 +7,20 @@ from .plan import (
     PEER,
     PIPELINES,
     SHARED,
-    TIER_NAMES,
+    SYNC,
+    Capacity,
     EpochPlan,
     Evictions,
+    Exchange,
+    Pipeline,
     Plan,
     Prologue,
     Transfers,
 )
 from .sampler import batch_bounds, distributed_indices, epoch_permutation, epoch_rng, samples_per_rank
 
-__all__ = ["SHARED", "LOCAL", "MEMORY", "PEER", "NO_TIER", "PIPELINES", "TIER_NAMES", "EpochPlan", "Evictions",
-           "Plan", "Prologue", "Transfers",
+__all__ = ["SHARED", "LOCAL", "MEMORY", "PEER", "NO_TIER", "PIPELINES", "SYNC", "Capacity", "EpochPlan", "Evictions",
+           "Exchange", "Pipeline", "Plan", "Prologue", "Transfers",
            "batch_bounds", "distributed_indices", "epoch_permutation", "epoch_rng", "samples_per_rank",
            "global_shuffle_plan"]
 
@@ -35,8 +38,8 @@ def global_shuffle_plan(*, strategy: str, n_samples: int, world_size: int, node_
         return EpochPlan(epoch=e, sample_ids=rows, source=np.full(rows.shape, tier, dtype=np.uint8),
                          bounds=bounds)
 
-    m = {"order": "global shuffle (DistributedSampler)", "drop_last": drop_last,
-         "drop_last_batch": drop_last_batch}
+    m = {"drop_last": drop_last, "drop_last_batch": drop_last_batch}
     m.update(meta or {})
     return Plan(strategy=strategy, n_samples=n_samples, world_size=world_size, node_map=node_map,
-                epochs=epochs, local_batch=local_batch, seed=seed, build_epoch=build, meta=m)
+                epochs=epochs, local_batch=local_batch, seed=seed, build_epoch=build, meta=m, pipeline=SYNC,
+                order="global shuffle (DistributedSampler)")

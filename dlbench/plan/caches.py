@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .plan import MEMORY, NO_TIER, PEER, SHARED, EpochPlan, Plan, Prologue
+from .plan import MEMORY, NO_TIER, PEER, SHARED, Capacity, EpochPlan, Pipeline, Plan, Prologue
 from .sampler import batch_bounds, distributed_indices, epoch_permutation
 
 
@@ -94,8 +94,7 @@ def owner_sources(rows: np.ndarray, bounds: np.ndarray, owner: np.ndarray, *, fi
 
 def lbann_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
                mode: str, sample_nbytes=1, drop_last: bool = False, drop_last_batch: bool = False,
-               pipeline: str = "sync", loader_threads: int | None = None,
-                window: int = 0) -> Plan:
+               pipeline: Pipeline) -> Plan:
     """LBANN's data store: every rank owns about F/W samples in memory and sends them to the ranks whose
     batch needs them; training follows the exact global shuffle.
 
@@ -151,13 +150,12 @@ def lbann_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_
     sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.int64), (F,))
     peak = np.bincount(owner[owner >= 0], minlength=W)
     peak_bytes = np.bincount(owner[owner >= 0], weights=sizes[owner >= 0], minlength=W)
-    meta = {"order": "global shuffle (DistributedSampler); samples come from their owner's memory",
-            "mode": mode, "drop_last": drop_last, "drop_last_batch": drop_last_batch,
-            "cache_peak_samples": peak.astype(np.int64).tolist(),
-            "cache_peak_bytes": peak_bytes.astype(np.int64).tolist()}
+    meta = {"mode": mode, "drop_last": drop_last, "drop_last_batch": drop_last_batch}
+    cap = Capacity(cache_peak_samples=peak.astype(np.int64).tolist(), cache_peak_bytes=peak_bytes.astype(np.int64).tolist())
     return Plan(strategy="lbann", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, prologue=prologue, meta=meta,
-                pipeline=pipeline, loader_threads=loader_threads, window=window)
+                pipeline=pipeline, order="global shuffle (DistributedSampler); samples come from their owner's memory",
+                capacity=cap)
 
 
 __all__ = ["Accesses", "access_table", "global_rows", "owner_sources", "lbann_plan"]

@@ -21,7 +21,7 @@ What the plan says, for every rank r:
   it, then rank), the one at index (r + t) mod count, t = e·steps + s — deterministic and spread over the
   holders so no single early holder serves everyone.
 - The staging buffer of HDMLP is the executor's loader ring, filled in exact access order by
-  ``loader_threads`` threads (``pipeline="prefetch"``).
+  ``loader_threads`` threads (a ``prefetch`` ``Pipeline``).
 
 Memory: the frequency pass keeps 13 bytes per (rank, sample) pair (counts, first access, tier) for a chunk
 of ranks at a time (``TABLE_BUDGET_BYTES``; each chunk recomputes the epochs' permutations); the plan then
@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from .caches import access_table, global_rows
-from .plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, EpochPlan, Plan
+from .plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, Capacity, EpochPlan, Pipeline, Plan
 from .sampler import batch_bounds, distributed_indices, epoch_permutation, samples_per_rank
 
 NEVER = np.iinfo(np.int64).max
@@ -91,8 +91,8 @@ METHODS = ("auto", "dense")
 
 
 def _all_cached_plan(*, F: int, W: int, node_map, epochs: int, local_batch: int, seed: int, sizes: np.ndarray,
-                     memory_bytes: float, drop_last: bool, drop_last_batch: bool, meta_common: dict, pipeline: str,
-                     loader_threads, window: int) -> Plan | None:
+                     memory_bytes: float, drop_last: bool, drop_last_batch: bool, meta_common: dict,
+                     pipeline: Pipeline) -> Plan | None:
     """The clairvoyant plan when every rank's accessed samples fit its memory tier (then each rank caches all it
     reads, in memory, whatever the tie break: the tiers' prefix is the whole list), else None. The same plan as
     the (rank, sample) tables, costed per sample instead of per (rank, sample) pair: in an epoch a sample is read
@@ -227,17 +227,17 @@ def _all_cached_plan(*, F: int, W: int, node_map, epochs: int, local_batch: int,
                          keep=np.ascontiguousarray(kp.reshape(shape).T))
 
     peak_b = distinct.astype(np.int64)
-    meta = {"order": ORDER, "fill": _fill_text(meta_common["tie_break"]), "tie_break": meta_common["tie_break"],
+    cap = Capacity(cache_peak_samples=n_distinct.tolist(), cache_peak_bytes=peak_b.tolist(),
+                   local_cache_peak_bytes=np.zeros(W, np.int64).tolist())
+    meta = {"fill": _fill_text(meta_common["tie_break"]), "tie_break": meta_common["tie_break"],
             "peer_choice": PEER_CHOICE, "drop_last": drop_last, "drop_last_batch": drop_last_batch,
-            "cache_peak_samples": n_distinct.tolist(), "cache_peak_bytes": peak_b.tolist(),
-            "local_cache_peak_bytes": np.zeros(W, np.int64).tolist(),
             "memory_bytes_per_rank": meta_common["memory_bytes_per_rank"],
             "local_cache_bytes_per_rank": meta_common["local_cache_bytes_per_rank"],
             "samples_accessed_per_rank": n_distinct.tolist(), "max_access_count_per_rank": top.tolist(),
             "cached_accesses_share_per_rank": [round(float(x), 6) for x in np.minimum(n_distinct, 1)]}
     return Plan(strategy="clairvoyant", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, meta=meta, pipeline=pipeline,
-                loader_threads=loader_threads, window=window)
+                order=ORDER, capacity=cap)
 
 
 ORDER = ("global shuffle (DistributedSampler); each sample from the cheapest source: own tier, a peer's tier, else "
@@ -257,7 +257,7 @@ TABLE_BUDGET_BYTES = 512 << 20   # the frequency pass handles this many bytes of
 
 def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
                      sample_nbytes, memory_bytes: float, local_bytes: float = 0.0, drop_last: bool = False,
-                     drop_last_batch: bool = False, pipeline: str = "prefetch", loader_threads: int | None = 2, window: int = 2,
+                     pipeline: Pipeline, drop_last_batch: bool = False,
                      table_budget_bytes: int = TABLE_BUDGET_BYTES, tie_break: str = "first-access",
                      method: str = "auto") -> Plan:
     """The clairvoyant plan (module doc). ``memory_bytes``: bytes each rank's memory tier holds (inf: all);
@@ -275,8 +275,7 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
     if method == "auto":
         fast = _all_cached_plan(F=F, W=W, node_map=node_map, epochs=epochs, local_batch=local_batch, seed=seed,
                                 sizes=sizes, memory_bytes=memory_bytes, drop_last=drop_last,
-                                drop_last_batch=drop_last_batch, meta_common=meta_common, pipeline=pipeline,
-                                loader_threads=loader_threads, window=window)
+                                drop_last_batch=drop_last_batch, meta_common=meta_common, pipeline=pipeline)
         if fast is not None:
             return fast
     chunk = max(1, min(W, int(table_budget_bytes) // max(13 * F, 1)))
@@ -355,15 +354,15 @@ def clairvoyant_plan(*, n_samples: int, world_size: int, node_map, epochs: int, 
     mem_peak = np.bincount(pr[ptier == MEMORY], minlength=W).astype(np.int64)
     mem_bytes = np.bincount(pr[ptier == MEMORY], weights=sizes[pk[ptier == MEMORY]], minlength=W).astype(np.int64)
     local_peak = np.bincount(pr[ptier == LOCAL], weights=sizes[pk[ptier == LOCAL]], minlength=W).astype(np.int64)
-    meta = {"order": ORDER, "fill": _fill_text(tie_break), "tie_break": tie_break, "peer_choice": PEER_CHOICE,
-            "drop_last": drop_last, "drop_last_batch": drop_last_batch,
-            "cache_peak_samples": mem_peak.tolist(), "cache_peak_bytes": mem_bytes.tolist(),
-            "local_cache_peak_bytes": local_peak.tolist(), "memory_bytes_per_rank": float(memory_bytes), "local_cache_bytes_per_rank": float(local_bytes),
+    cap = Capacity(cache_peak_samples=mem_peak.tolist(), cache_peak_bytes=mem_bytes.tolist(),
+                   local_cache_peak_bytes=local_peak.tolist())
+    meta = {"fill": _fill_text(tie_break), "tie_break": tie_break, "peer_choice": PEER_CHOICE,
+            "drop_last": drop_last, "drop_last_batch": drop_last_batch, "memory_bytes_per_rank": float(memory_bytes), "local_cache_bytes_per_rank": float(local_bytes),
             "samples_accessed_per_rank": accessed.tolist(), "max_access_count_per_rank": top.tolist(),
             "cached_accesses_share_per_rank": [round(float(x), 6) for x in share]}
     return Plan(strategy="clairvoyant", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, meta=meta, pipeline=pipeline,
-                loader_threads=loader_threads, window=window)
+                order=ORDER, capacity=cap)
 
 
 __all__ = ["METHODS", "TIE_BREAKS", "access_frequencies", "assign_tiers", "clairvoyant_plan"]

@@ -27,8 +27,9 @@ import numpy as np
 
 from .caches import global_rows
 from .locality import rebalanced_epoch
-from .plan import MEMORY, PEER, SHARED, EpochPlan, Plan, Prologue
+from .plan import MEMORY, PEER, SHARED, Capacity, EpochPlan, Pipeline, Plan, Prologue
 from .sampler import batch_bounds, epoch_rng, samples_per_rank
+from .semantics import Semantics, no, yes
 
 MODES = ("ordered", "opportunistic")
 OPPORTUNISTIC_STREAM = 0xDE10
@@ -59,9 +60,7 @@ def memory_stream(seed: int, e: int, in_memory: np.ndarray, length: int) -> np.n
 
 
 def deepio_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
-                capacity: float, sample_nbytes, mode: str, drop_last: bool = False, pipeline: str = "sync",
-                loader_threads: int | None = None,
-                window: int = 0) -> Plan:
+                capacity: float, sample_nbytes, mode: str, pipeline: Pipeline, drop_last: bool = False) -> Plan:
     """The DeepIO plan (module doc). ``capacity``: bytes each rank holds in memory; ``sample_nbytes``: the
     bytes of each sample (or one size for all)."""
     if mode not in MODES:
@@ -94,22 +93,22 @@ def deepio_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local
     full = len(held) == F
     if mode == "ordered":
         order = "global shuffle (DistributedSampler); each sample from own memory, a peer's memory, else the shared FS"
-        semantics = ("yes", "yes", "no")
+        semantics = Semantics(yes(), yes(), no())
     else:
         order = ("opportunistic: global batches drawn from a seeded shuffle of the in-memory samples "
                  f"({len(held)} of {F}), each assigned to its holders first (greedy surplus -> deficit)")
-        semantics = ("yes (memory holds the dataset)" if full else
-                     f"no (only the {len(held)} of {F} samples in memory, some more than once)", "no", "yes")
-    meta = {"order": order, "semantics_row": semantics, "mode": mode, "drop_last": drop_last,
+        semantics = Semantics(yes("memory holds the dataset") if full else
+                              no(f"only the {len(held)} of {F} samples in memory, some more than once"), no(), yes())
+    meta = {"mode": mode, "drop_last": drop_last,
             "partition": "rank r holds the longest prefix of [r*F/W, (r+1)*F/W) whose bytes fit --cache-capacity, "
                          "preloaded",
-            "samples_in_memory": int(len(held)),
-            "cache_peak_samples": np.bincount(owner[held], minlength=W).astype(np.int64).tolist(),
-            "cache_peak_bytes": np.bincount(owner[held], weights=sizes[held], minlength=W).astype(np.int64).tolist()}
+            "samples_in_memory": int(len(held))}
+    cap = Capacity(cache_peak_samples=np.bincount(owner[held], minlength=W).astype(np.int64).tolist(),
+                   cache_peak_bytes=np.bincount(owner[held], weights=sizes[held], minlength=W).astype(np.int64).tolist())
     build = build_ordered if mode == "ordered" else build_opportunistic
     return Plan(strategy="deepio", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, prologue=prologue, meta=meta,
-                pipeline=pipeline, loader_threads=loader_threads, window=window)
+                pipeline=pipeline, order=order, semantics=semantics, capacity=cap)
 
 
 __all__ = ["MODES", "partitions", "memory_stream", "deepio_plan"]

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DlbenchError
-from .plan import LOCAL, MEMORY, NO_TIER, PEER, TIER_NAMES, Plan
+from ..storage.tiers import TIER_NAMES
+from .plan import LOCAL, MEMORY, NO_TIER, PEER, Plan
 
 
 class PlanError(DlbenchError):

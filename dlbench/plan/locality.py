@@ -25,7 +25,7 @@ import heapq
 import numpy as np
 
 from .caches import access_table, global_rows
-from .plan import MEMORY, NO_TIER, PEER, SHARED, EpochPlan, Plan
+from .plan import MEMORY, NO_TIER, PEER, SHARED, Capacity, EpochPlan, Pipeline, Plan
 
 
 def rebalance_batch(samples: np.ndarray, owner: np.ndarray, W: int, b: int
@@ -137,9 +137,7 @@ def first_reads_kept(rows: np.ndarray, bounds: np.ndarray, capacity: float, F: i
 
 
 def locality_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
-                  capacity: float, sample_nbytes, drop_last: bool = False, pipeline: str = "sync",
-                  loader_threads: int | None = None,
-                window: int = 0) -> Plan:
+                  capacity: float, sample_nbytes, pipeline: Pipeline, drop_last: bool = False) -> Plan:
     """The locality-aware plan (module doc). ``capacity``: bytes each rank's memory cache holds;
     ``sample_nbytes``: the bytes of each sample (or one size for all)."""
     W, F = int(world_size), int(n_samples)
@@ -156,17 +154,17 @@ def locality_plan(*, n_samples: int, world_size: int, node_map, epochs: int, loc
         return rebalanced_epoch(e, lambda s: global_batch(rows, int(br[s]), int(br[s + 1])), owner, W, br)
 
     peak = np.bincount(owner[owner >= 0], minlength=W).astype(np.int64)
-    meta = {"order": "global shuffle's global batches (DistributedSampler); within each, samples re-assigned to the "
-                     "ranks that cache them (greedy surplus -> deficit), the rest from the shared FS",
-            "kept": "epoch 0: each rank keeps the samples it reads first (its earliest steps) while their bytes fit "
+    order = ("global shuffle's global batches (DistributedSampler); within each, samples re-assigned to the "
+             "ranks that cache them (greedy surplus -> deficit), the rest from the shared FS")
+    cap = Capacity(cache_peak_samples=peak.tolist(),
+                   cache_peak_bytes=np.bincount(owner[owner >= 0], weights=sizes[owner >= 0],
+                                                minlength=W).astype(np.int64).tolist())
+    meta = {"kept": "epoch 0: each rank keeps the samples it reads first (its earliest steps) while their bytes fit "
                     "--cache-capacity; nothing is kept or evicted later",
-            "drop_last": drop_last, "cache_peak_samples": peak.tolist(),
-            "cache_peak_bytes": np.bincount(owner[owner >= 0], weights=sizes[owner >= 0],
-                                            minlength=W).astype(np.int64).tolist(),
-            "samples_cached": int((owner >= 0).sum())}
+            "drop_last": drop_last, "samples_cached": int((owner >= 0).sum())}
     return Plan(strategy="locality", n_samples=F, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, meta=meta, pipeline=pipeline,
-                loader_threads=loader_threads, window=window)
+                order=order, capacity=cap)
 
 
 __all__ = ["rebalance_batch", "rebalanced_epoch", "global_batch", "first_reads_kept", "locality_plan"]

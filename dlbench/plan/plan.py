@@ -12,9 +12,17 @@ Typed parts (no untyped side dicts):
 - ``Evictions``: a rank drops its copy of a sample after a step;
 - ``Prologue``: moves before epoch 0 (staging, preloads), row by row: reads of the shared tier into a rank's
   own tier, and peer moves (who sends which sample to whom, e.g. staging's distribution between nodes);
-- ``Plan.pipeline``: how the executor fetches (``sync``: one request at a time, in the trainer; ``prefetch``:
-  loader threads read ahead in access order), ``Plan.loader_threads`` and ``Plan.window`` (steps read ahead):
-  set by the planner, read by the executor and by ``dlbench simulate`` (``Plan.reader_threads``).
+- ``Plan.pipeline`` (``Pipeline``, required: the planner states it): how the executor fetches (``sync``: one
+  request at a time, in the trainer; ``prefetch``: ``threads`` loader threads read ahead ``window`` steps in
+  access order), read by the executor and by ``dlbench simulate`` (``Pipeline.reader_threads``);
+- what executors, the loop and the simulator decide on, each a typed field (``Plan.__init__``): ``order``,
+  ``warning``, ``semantics`` (the plan's own row when it differs from its strategy's), ``staged_fraction``,
+  ``read_pattern``, ``max_step_samples``, ``exchange`` (pls's ``Exchange``), ``capacity`` (``Capacity``: the
+  peaks and capacities per rank and node), and the simulator's model options ``peer_tier`` and
+  ``shared_reads_in_trainer``; ``Plan.replace`` returns a copy with some of them changed (pure);
+- ``Plan.meta``: human-readable notes only (the planner's inputs and figures a reader may want: tie-break,
+  epoch order and its cost, loads per epoch, ...). Nothing decides on a note (a source-scan test);
+  ``Plan.notes(keys)`` is the one read, for reports.
 
 Possession rule (checked by ``check_possession``): within a step, deliveries come first, then keeps, then
 transfers land (and moved samples leave the sender), then evictions. An own-tier access or a peer's send at
@@ -26,16 +34,93 @@ never needs all epochs in memory at once; every process builds the same arrays f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-# tier codes used in plans (uint8)
-SHARED, LOCAL, MEMORY, PEER = 0, 1, 2, 3
-TIER_NAMES = ("shared", "local", "memory", "peer")
+from ..storage.tiers import TIER_NAMES, Tier
+from .semantics import Semantics
+
+# tier codes used in plans (uint8): the ``Tier`` values as plain ints (what the hot paths compare)
+SHARED, LOCAL, MEMORY, PEER = int(Tier.SHARED), int(Tier.LOCAL), int(Tier.MEMORY), int(Tier.PEER)
 NO_TIER = 255          # keep: the delivered sample is not stored
 PIPELINES = ("sync", "prefetch")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """How the executor fetches a plan's accesses: ``sync``: the trainer reads each step itself; ``prefetch``:
+    ``threads`` loader threads per rank (None: the system profile's staging threads) read ahead in access
+    order. ``window``: steps read ahead (ring depth - 1; the steps whose peer receives are posted ahead)."""
+
+    kind: str
+    threads: int | None = None
+    window: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in PIPELINES:
+            raise ValueError(f"pipeline {self.kind!r}: one of {PIPELINES}")
+        if self.window < 0:
+            raise ValueError(f"pipeline window {self.window}: at least 0")
+
+    def reader_threads(self) -> int:
+        """Loader threads per rank the executor runs and the simulator costs: ``threads`` (at least 1) for a
+        ``prefetch`` pipeline, 0 for ``sync`` (the trainer reads each step itself)."""
+        return max(1, int(self.threads or 1)) if self.kind == "prefetch" else 0
+
+
+SYNC = Pipeline("sync")    # the trainer reads each step itself, nothing read ahead
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """Background moves between ranks every epoch (pls): ``q`` the exchanged fraction of a shard,
+    ``samples_per_epoch`` the samples each rank sends per epoch."""
+
+    q: float
+    samples_per_epoch: int
+
+
+_PER_RANK = ("cache_peak_samples", "cache_peak_bytes", "local_cache_peak_bytes", "storage_bytes_per_rank",
+             "arena_bytes_per_rank")
+
+# the dry run's ``capacity`` keys, in its order (``Capacity.summary``)
+CAPACITY_SUMMARY_KEYS = ("needed_per_node_bytes", "capacity_per_node_bytes", "capacity_source", "cache_peak_samples",
+                         "cache_peak_bytes", "cache_bytes_per_rank", "cache_capacity_per_rank_bytes",
+                         "cache_capacity_source", "local_cache_peak_bytes")
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What a plan holds and was given, per node and per rank (None: the strategy states no such figure).
+    Per-rank figures are lists indexed by rank. Filled by the planner (peaks) and the strategy's capacity check
+    (capacities and their sources); executors size their tiers by them, the simulator checks tiers against them."""
+
+    needed_per_node_bytes: float | None = None      # bytes a node stores (staging, local, pls)
+    capacity_per_node_bytes: float | None = None    # what a node may store
+    capacity_source: str | None = None              # where that capacity comes from (a flag, a profile's tier)
+    cache_peak_samples: list[int] | None = None     # per rank: the most samples its memory cache holds at once
+    cache_peak_bytes: list[int] | None = None       # per rank: the most bytes of those (each sample its size)
+    cache_bytes_per_rank: float | None = None       # the worst rank's cache need (what the check compared)
+    cache_capacity_per_rank_bytes: float | None = None
+    cache_capacity_source: str | None = None
+    local_cache_peak_bytes: list[int] | None = None  # per rank: the most bytes its node-local cache holds
+    storage_bytes_per_rank: list[int] | None = None  # per rank: its shard's peak store (local, pls)
+    arena_bytes_per_rank: list[int] | None = None    # per rank: the highest byte of its best-fit arena
+
+    def of_rank(self, figure: str, rank: int) -> int:
+        """The per-rank ``figure`` (``cache_peak_samples``, ``storage_bytes_per_rank``, ...) of ``rank``; a plan
+        that states none is a strategy bug, said in one line."""
+        values = getattr(self, figure)
+        if figure not in _PER_RANK or values is None:
+            raise ValueError(f"plan capacity: no per-rank {figure!r} stated (per-rank figures: {', '.join(_PER_RANK)})")
+        return int(values[rank])
+
+    def summary(self) -> dict:
+        """The dry run's ``capacity``: the stated figures among ``CAPACITY_SUMMARY_KEYS``, in that order."""
+        return {k: getattr(self, k) for k in CAPACITY_SUMMARY_KEYS if getattr(self, k) is not None}
 
 
 def _i64(x) -> np.ndarray:
@@ -225,14 +310,23 @@ class Prologue:
 
 class Plan:
     """A strategy's whole plan. ``epoch(e)`` calls the strategy's pure epoch builder (cached for the
-    most recent epochs). ``meta`` holds the inputs and the strategy's declared semantics."""
+    most recent epochs). ``pipeline`` is required; the typed fields after it are what readers decide on
+    (module doc); ``meta`` holds human-readable notes only."""
+
+    # the typed fields ``replace`` may change (besides ``pipeline`` and ``prologue``)
+    FIELDS = ("order", "warning", "semantics", "staged_fraction", "read_pattern", "max_step_samples", "exchange",
+              "capacity", "peer_tier", "shared_reads_in_trainer")
 
     def __init__(self, *, strategy: str, n_samples: int, world_size: int, node_map: np.ndarray,
                  epochs: int, local_batch: int, seed: int, build_epoch: Callable[[int], EpochPlan],
-                 prologue: Prologue | None = None, meta: dict | None = None, cache_epochs: int = 2,
-                 pipeline: str = "sync", loader_threads: int | None = None, window: int = 0):
-        if pipeline not in PIPELINES:
-            raise ValueError(f"pipeline {pipeline!r}: one of {PIPELINES}")
+                 pipeline: Pipeline, prologue: Prologue | None = None, meta: dict | None = None,
+                 cache_epochs: int = 2, order: str | None = None, warning: str | None = None,
+                 semantics: Semantics | None = None, staged_fraction: float | None = None,
+                 read_pattern: str | None = None, max_step_samples: int | None = None,
+                 exchange: Exchange | None = None, capacity: Capacity | None = None, peer_tier: int = MEMORY,
+                 shared_reads_in_trainer: bool = False):
+        if not isinstance(pipeline, Pipeline):
+            raise TypeError(f"plan of {strategy}: pipeline {pipeline!r}: a Pipeline")
         self.strategy = strategy
         self.n_samples = int(n_samples)
         self.world_size = int(world_size)
@@ -241,18 +335,58 @@ class Plan:
         self.local_batch = int(local_batch)
         self.seed = int(seed)
         self.prologue = prologue if prologue is not None else Prologue.empty()
-        self.meta = dict(meta or {})
-        self.pipeline = pipeline                  # sync | prefetch (module doc)
-        self.loader_threads = loader_threads      # per rank; None: the system profile's staging threads
-        self.window = int(window)                 # steps the executor reads ahead (ring depth - 1; peer receives)
+        self.meta = dict(meta or {})              # human-readable notes only (module doc)
+        self.pipeline = pipeline                  # the loader (``Pipeline``)
+        self.order = order                        # the sample order, in words (run.json's ``order``)
+        self.warning = warning                    # what the plan could not do as asked (run.json's plan_warning)
+        self.semantics = semantics                # the plan's own semantics row (None: its strategy's)
+        self.staged_fraction = staged_fraction    # staging beyond capacity: the share of a node's subset staged
+        self.read_pattern = read_pattern          # a format's read pattern the plan follows (tfdata, webdataset)
+        self.max_step_samples = max_step_samples  # the most samples a rank consumes in one step (None: local_batch)
+        self.exchange = exchange                  # background exchange between ranks (pls)
+        self.capacity = capacity if capacity is not None else Capacity()
+        self.peer_tier = int(peer_tier)           # the tier a peer serves PEER accesses from (simulator option)
+        self.shared_reads_in_trainer = bool(shared_reads_in_trainer)   # simulator option: the trainer reads the PFS
         self._build = build_epoch
         self._cache: dict[int, EpochPlan] = {}
         self._cache_epochs = cache_epochs
 
-    def reader_threads(self) -> int:
-        """Loader threads per rank the executor runs and the simulator costs: ``loader_threads`` (at least 1)
-        for a ``prefetch`` pipeline, 0 for ``sync`` (the trainer reads each step itself)."""
-        return max(1, int(self.loader_threads or 1)) if self.pipeline == "prefetch" else 0
+    def replace(self, **changes) -> Plan:
+        """A copy of this plan with the typed fields ``changes`` (``FIELDS``, ``pipeline``, ``prologue``)
+        changed; the epochs, ``meta`` (a copy) and everything else carried over. Pure: this plan is unchanged."""
+        import copy
+
+        bad = sorted(set(changes) - set(self.FIELDS) - {"pipeline", "prologue"})
+        if bad:
+            raise TypeError(f"Plan.replace: unknown field(s) {bad}; one of {('pipeline', 'prologue') + self.FIELDS}")
+        if "pipeline" in changes and not isinstance(changes["pipeline"], Pipeline):
+            raise TypeError(f"plan of {self.strategy}: pipeline {changes['pipeline']!r}: a Pipeline")
+        q = copy.copy(self)
+        q.meta = dict(self.meta)
+        q._cache = dict(self._cache)
+        for k, v in changes.items():
+            setattr(q, k, v)
+        return q
+
+    def facts(self) -> dict:
+        """The typed fields (``pipeline`` and ``FIELDS``) by name: what two equal plans share besides epochs."""
+        return {k: getattr(self, k) for k in ("pipeline",) + self.FIELDS}
+
+    def with_capacity(self, **figures) -> Plan:
+        """``replace(capacity=...)`` with the ``Capacity`` fields ``figures`` changed (the others kept)."""
+        return self.replace(capacity=dataclasses.replace(self.capacity, **figures))
+
+    def notes(self, keys: Iterable[str], **figures) -> dict:
+        """The notes among ``keys`` this plan has, in ``keys``' order (for reports; nothing decides on them);
+        ``figures``: typed values that take a key's place (None: absent)."""
+        out = {}
+        for k in keys:
+            if k in figures:
+                if figures[k] is not None:
+                    out[k] = figures[k]
+            elif k in self.meta:
+                out[k] = self.meta[k]
+        return out
 
     @property
     def nodes(self) -> int:

@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from .plan import SHARED, EpochPlan, Plan
+from .plan import SHARED, SYNC, EpochPlan, Plan
 from .sampler import batch_bounds, epoch_rng
+from .semantics import Semantics, no, yes
 
 ORDER = ("webdataset stream (shards split by rank and loader worker, shard shuffle buffer, each shard read "
          "sequentially, sample shuffle buffer)")
@@ -106,16 +107,16 @@ def shard_stream_plan(*, strategy: str, first: np.ndarray, count: np.ndarray, n_
 
     per_rank = [int(count[r::world_size].sum()) for r in range(world_size)]
     left = sum(per_rank) - world_size * min(per_rank)
-    m: dict[str, Any] = {"order": ORDER, "read_pattern": "webdataset", "samples_left_out_per_epoch": left,
+    m: dict[str, Any] = {"samples_left_out_per_epoch": left,
                          "streams": int(streams), "shuffle_buffer": int(shuffle_buffer), "initial": int(initial),
                          "shard_shuffle": int(shard_shuffle), "drop_last_batch": bool(drop_last_batch),
                          "file_sharding": "shards per rank, then per loader worker"}
-    m["semantics"] = {"each_epoch_a_full_permutation": "yes" if left == 0 else
-                      f"no ({left} samples left out to give every rank the same steps)",
-                      "global_batch_is_global_shuffles": f"no (webdataset: shards per rank and worker, a shuffle "
-                                                         f"buffer of {int(shuffle_buffer)} samples per worker)",
-                      "order_changes": "yes (shard and sample shuffle buffers redrawn every epoch)"
-                      if shard_shuffle > 1 or shuffle_buffer > 1 else "no"}
+    semantics = Semantics(yes() if left == 0 else no(f"{left} samples left out to give every rank the same steps"),
+                          no(f"webdataset: shards per rank and worker, a shuffle buffer of {int(shuffle_buffer)} "
+                             f"samples per worker"),
+                          yes("shard and sample shuffle buffers redrawn every epoch")
+                          if shard_shuffle > 1 or shuffle_buffer > 1 else no())
     m.update(meta or {})
     return Plan(strategy=strategy, n_samples=n_samples, world_size=world_size, node_map=node_map, epochs=epochs,
-                local_batch=local_batch, seed=seed, build_epoch=build, meta=m)
+                local_batch=local_batch, seed=seed, build_epoch=build, meta=m, pipeline=SYNC, order=ORDER,
+                read_pattern="webdataset", semantics=semantics)

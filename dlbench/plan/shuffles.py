@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CapacityError, ConfigError
-from .plan import LOCAL, MEMORY, PEER, SHARED, EpochPlan, Plan, Prologue, Transfers
+from .plan import LOCAL, MEMORY, PEER, SHARED, SYNC, EpochPlan, Exchange, Plan, Prologue, Transfers
 from .sampler import batch_bounds, distributed_indices, epoch_permutation, epoch_rng
 
 _SHARD_STREAM = 1 << 30  # the epoch slot of the one-off shard split (independent of every epoch's stream)
@@ -107,11 +107,12 @@ def staging_plan(*, n_samples: int, world_size: int, node_map, epochs: int, loca
         return EpochPlan(epoch=e, sample_ids=rows, source=placement[rows],
                          bounds=_bounds(W, rows.shape[1], local_batch, drop_last_batch))
 
-    meta = {"order": "global shuffle (DistributedSampler)", "staged": "whole dataset on every node",
+    meta = {"staged": "whole dataset on every node",
             "tiers": [[int(c), float(cap)] for c, cap in tiers], "drop_last": drop_last,
             "drop_last_batch": drop_last_batch}
     return Plan(strategy="staging", n_samples=n_samples, world_size=W, node_map=node_map, epochs=epochs,
-                local_batch=local_batch, seed=seed, build_epoch=build, prologue=pro, meta=meta)
+                local_batch=local_batch, seed=seed, build_epoch=build, prologue=pro, meta=meta, pipeline=SYNC,
+                order="global shuffle (DistributedSampler)")
 
 
 def shards(seed: int, n_samples: int, world_size: int, drop_last: bool = False) -> np.ndarray:
@@ -138,10 +139,10 @@ def local_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_
         return EpochPlan(epoch=e, sample_ids=rows, source=np.full(rows.shape, tier, np.uint8),
                          bounds=_bounds(W, n, local_batch, drop_last_batch))
 
-    meta = {"order": "local shuffle: each rank sees its own shard every epoch (not a global shuffle)",
-            "shard_samples": int(n), "drop_last": drop_last, "drop_last_batch": drop_last_batch}
+    meta = {"shard_samples": int(n), "drop_last": drop_last, "drop_last_batch": drop_last_batch}
     return Plan(strategy="local", n_samples=n_samples, world_size=W, node_map=node_map, epochs=epochs,
-                local_batch=local_batch, seed=seed, build_epoch=build, prologue=pro, meta=meta)
+                local_batch=local_batch, seed=seed, build_epoch=build, prologue=pro, meta=meta, pipeline=SYNC,
+                order="local shuffle: each rank sees its own shard every epoch (not a global shuffle)")
 
 
 def pls_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
@@ -197,11 +198,12 @@ def pls_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_ba
         return EpochPlan(epoch=e, sample_ids=rows, source=np.full(rows.shape, tier, np.uint8),
                          bounds=_bounds(W, n, local_batch, drop_last_batch), transfers=xfer)
 
-    meta = {"order": f"partial local shuffle (q={q}): each epoch a global permutation, per-rank subsets mix slowly",
-            "q": float(q), "exchange_per_epoch_samples": m, "shard_samples": int(n),
-            "storage_samples_per_rank": int(n + m), "drop_last": drop_last, "drop_last_batch": drop_last_batch}
+    meta = {"shard_samples": int(n), "storage_samples_per_rank": int(n + m), "drop_last": drop_last,
+            "drop_last_batch": drop_last_batch}
     return Plan(strategy="pls", n_samples=n_samples, world_size=W, node_map=node_map, epochs=epochs,
-                local_batch=local_batch, seed=seed, build_epoch=build, prologue=pro, meta=meta)
+                local_batch=local_batch, seed=seed, build_epoch=build, prologue=pro, meta=meta, pipeline=SYNC,
+                order=f"partial local shuffle (q={q}): each epoch a global permutation, per-rank subsets mix slowly",
+                exchange=Exchange(q=float(q), samples_per_epoch=int(m)))
 
 
 def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=None, epochs: int,
@@ -281,35 +283,36 @@ def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=Non
                                                                                                 np.uint8)
         return EpochPlan(epoch=e, sample_ids=rows, source=src, bounds=_bounds(W, n, local_batch, drop_last_batch))
 
-    meta = {"order": "staging-subset: the dataset did not fit on a node, so each node trains on its own subset "
-                     "every epoch: NOT a global shuffle",
-            "staged": "a subset per node", "groups": groups.tolist(), "group_samples": int(subsets.shape[1]),
-            "drop_last": drop_last, "drop_last_batch": drop_last_batch,
-            "warning": "staging: the dataset does not fit in node-local storage; each node trains on its "
-                       "local subset, so the order is no longer a global shuffle"}
+    order = ("staging-subset: the dataset did not fit on a node, so each node trains on its own subset "
+             "every epoch: NOT a global shuffle")
+    warning = ("staging: the dataset does not fit in node-local storage; each node trains on its "
+               "local subset, so the order is no longer a global shuffle")
+    frac: float | None = None
+    meta = {"staged": "a subset per node", "groups": groups.tolist(), "group_samples": int(subsets.shape[1]),
+            "drop_last": drop_last, "drop_last_batch": drop_last_batch}
     if partial or (redraw and sizes is not None):
         assert sizes is not None   # partial: some sample beyond a node's capacity, which needs sizes
         subset_b = np.array([float(sizes[np.unique(subsets[g])].sum()) for g in range(G)])
         frac = float(staged_b.sum() / subset_b.sum())
-        meta["staged_fraction"] = frac
         meta["staged_bytes_per_node"] = staged_b.tolist()
         meta["beyond_capacity"] = beyond
         if redraw:
             meta["staged"] = f"the first {frac:.1%} of each node's subset (what fits)"
-            meta["order"] = ("staging-redraw: every epoch each node draws its subset's size in samples, with "
-                             "replacement, from the staged part of its subset only: NOT a global shuffle, not every "
-                             "sample seen")
-            meta["warning"] = (f"staging: the dataset does not fit in node-local storage; {frac:.1%} of each node's "
-                               f"subset is staged and each epoch draws only from the staged samples (with replacement)")
+            order = ("staging-redraw: every epoch each node draws its subset's size in samples, with "
+                     "replacement, from the staged part of its subset only: NOT a global shuffle, not every "
+                     "sample seen")
+            warning = (f"staging: the dataset does not fit in node-local storage; {frac:.1%} of each node's "
+                       f"subset is staged and each epoch draws only from the staged samples (with replacement)")
         else:
             meta["staged"] = f"the first {frac:.1%} of each node's subset (what fits); the rest from the shared tier"
-            meta["order"] = ("staging-partial: each node trains on its own subset every epoch (NOT a global shuffle); "
-                             "the part beyond node-local capacity is read from the shared tier every epoch")
-            meta["warning"] = (f"staging: even a per-node subset does not fit in node-local storage; {frac:.1%} of it "
-                               f"is staged, the other {1 - frac:.1%} is read from the shared tier every epoch")
+            order = ("staging-partial: each node trains on its own subset every epoch (NOT a global shuffle); "
+                     "the part beyond node-local capacity is read from the shared tier every epoch")
+            warning = (f"staging: even a per-node subset does not fit in node-local storage; {frac:.1%} of it "
+                       f"is staged, the other {1 - frac:.1%} is read from the shared tier every epoch")
     return Plan(strategy="staging", n_samples=n_samples, world_size=W,
                 node_map=groups if node_map is None else node_map, epochs=epochs, local_batch=local_batch,
-                seed=seed, build_epoch=build, prologue=pro, meta=meta)
+                seed=seed, build_epoch=build, prologue=pro, meta=meta, pipeline=SYNC, order=order, warning=warning,
+                staged_fraction=frac)
 
 
 def storage_bytes_per_rank(plan: Plan, sample_nbytes, *, max_work: float = 2e7) -> np.ndarray:
@@ -319,7 +322,7 @@ def storage_bytes_per_rank(plan: Plan, sample_nbytes, *, max_work: float = 2e7) 
     sizes = np.broadcast_to(np.asarray(sample_nbytes, dtype=np.int64), (plan.n_samples,))
     ep0 = plan.epoch(0)
     W, n = ep0.sample_ids.shape
-    m = int(plan.meta.get("exchange_per_epoch_samples", 0))
+    m = plan.exchange.samples_per_epoch if plan.exchange is not None else 0
     if W * n * plan.epochs > max_work:
         return np.full(W, (n + m) * int(sizes.max()), dtype=np.int64)
     peak = np.zeros(W, dtype=np.int64)

@@ -45,14 +45,14 @@ last one is shorter: no DistributedSampler padding, each epoch is exactly a perm
   free extent that holds it (``BestFit``, freed extents coalesce), in the order the executor stores them
   (each step: its keeps in column order, then the evictions at its end). A keep that fits the summed bytes
   but no free extent (fragmentation) is not kept (``meta["fragmentation_skips"]``), so the executor's arena
-  (the same allocator over the same sequence) never overflows; ``meta["arena_bytes_per_rank"]`` is each
+  (the same allocator over the same sequence) never overflows; ``capacity.arena_bytes_per_rank`` is each
   rank's highest byte used.
 - a sample is held by at most one rank (a load of a sample another rank holds is not kept), so the aggregate
   buffer holds C distinct samples.
 
-``Plan.meta`` states the order, its cost and the identity order's cost, loads and requests per epoch, the
-local-batch spread, ``max_step_samples``, ``cache_peak_samples`` and (with ``buffer_bytes``)
-``cache_peak_bytes`` (the samples' own bytes) and ``arena_bytes_per_rank``.
+``Plan.meta`` notes the epoch order, its cost and the identity order's cost, loads and requests per epoch and
+the local-batch spread; the typed fields carry ``max_step_samples`` and in ``capacity`` ``cache_peak_samples``
+and (with ``buffer_bytes``) ``cache_peak_bytes`` (the samples' own bytes) and ``arena_bytes_per_rank``.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from .plan import MEMORY, NO_TIER, SHARED, EpochPlan, Evictions, Plan
+from .plan import MEMORY, NO_TIER, SHARED, Capacity, EpochPlan, Evictions, Pipeline, Plan
 from .sampler import epoch_permutation
 
 # ---- offline scheduling ------------------------------------------------------------------------------------
@@ -595,9 +595,7 @@ def _assemble(e: int, steps: list[_Step], W: int, nxt: _Step | None) -> EpochPla
 def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_batch: int, seed: int,
                         buffer_samples: int | None = None, buffer_bytes: int | None = None, sample_nbytes=None,
                         align: int = 1, reorder: bool = True, remap: bool = True, balance: bool = True,
-                        chunking: bool = True, eviction: str = "lookahead", pipeline: str = "sync",
-                        loader_threads: int | None = None,
-                window: int = 0) -> Plan:
+                        chunking: bool = True, eviction: str = "lookahead", pipeline: Pipeline) -> Plan:
     """SurrogateTrain's plan (module doc). The buffer of each rank: ``buffer_bytes`` with the samples' sizes
     ``sample_nbytes`` (each rounded up to ``align`` bytes, as the executor's arena stores them), or
     ``buffer_samples`` (every sample counts 1, no placement)."""
@@ -643,17 +641,19 @@ def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: in
         reqs.append(ep.requests())
     peak = eng.peak.copy()
     by_bytes = {}
+    capacity = Capacity(cache_peak_samples=peak.astype(np.int64).tolist())
     if raw is not None:
-        by_bytes = {"buffer_bytes_per_rank": cap, "cache_peak_bytes": eng.peak_raw.astype(np.int64).tolist(),
-                    "arena_bytes_per_rank": ([a.high for a in eng.alloc] if eng.place else
-                                             (peak * int(size[0])).tolist()),
-                    "arena_align": int(align),
+        capacity = Capacity(cache_peak_samples=capacity.cache_peak_samples,
+                            cache_peak_bytes=eng.peak_raw.astype(np.int64).tolist(),
+                            arena_bytes_per_rank=([a.high for a in eng.alloc] if eng.place else
+                                                  (peak * int(size[0])).tolist()))
+        by_bytes = {"buffer_bytes_per_rank": cap, "arena_align": int(align),
                     "fragmentation_skips": int(eng.skips)}
     eng.reset()
     naive_loads = E * F
+    order_text = ("each epoch a full permutation; epochs reordered to reuse the buffer, samples reassigned to the "
+                  "rank that buffers them within a global batch")
     meta = {
-        "order": "each epoch a full permutation; epochs reordered to reuse the buffer, samples reassigned to the "
-                 "rank that buffers them within a global batch",
         "epoch_order": [int(x) for x in order],
         "epoch_order_cost": path_cost(cost, order),
         "identity_order_cost": path_cost(cost, identity),
@@ -662,15 +662,15 @@ def surrogatetrain_plan(*, n_samples: int, world_size: int, node_map, epochs: in
         "reorder": reorder, "remap": remap, "balance": balance, "chunking": chunking, "eviction": eviction,
         "shared_loads_per_epoch": loads, "buffer_hits_per_epoch": hits, "shared_requests_per_epoch": reqs,
         "shared_load_reduction_vs_naive": naive_loads / max(1, sum(loads)),
-        "max_step_samples": nmax, "local_batch_min": nmin, "local_batch_max": nmax,
+        "local_batch_min": nmin, "local_batch_max": nmax,
         "compute_imbalance": imb_num / imb_den - 1.0 if imb_den else 0.0,
-        "cache_peak_samples": peak.astype(np.int64).tolist(),
         "global_steps_per_epoch": eng.S,
     }
     if E <= 32:
         meta["transition_costs"] = cost.tolist()
     return Plan(strategy="surrogatetrain", n_samples=F, world_size=W, node_map=node_map, epochs=E, local_batch=b,
-                seed=seed, build_epoch=eng.build, meta=meta, pipeline=pipeline, loader_threads=loader_threads, window=window)
+                seed=seed, build_epoch=eng.build, meta=meta, pipeline=pipeline,
+                order=order_text, max_step_samples=nmax, capacity=capacity)
 
 
 def exact_vs_heuristic(E: int, F: int, C: int, seed: int = 0) -> dict:

@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from .plan import SHARED, EpochPlan, Plan
+from .plan import SHARED, SYNC, EpochPlan, Plan
 from .sampler import batch_bounds, epoch_rng
+from .semantics import Semantics, no, yes
 
 ORDER = "tf.data (tfrecord read pattern tfdata: files per rank, one stream per loader worker, shuffle buffer)"
 
@@ -114,15 +115,15 @@ def tfdata_plan(*, strategy: str, first: np.ndarray, count: np.ndarray, n_sample
 
     per_rank = [int(count[r::world_size].sum()) for r in range(world_size)] if shard else \
         [len(range(r, n_samples, world_size)) for r in range(world_size)]
-    m = {"order": ORDER, "read_pattern": "tfdata", "samples_left_out_per_epoch": sum(per_rank) - world_size * min(per_rank), "streams": int(streams), "shuffle_buffer": int(shuffle_buffer),
+    m = {"samples_left_out_per_epoch": sum(per_rank) - world_size * min(per_rank), "streams": int(streams), "shuffle_buffer": int(shuffle_buffer),
          "file_shuffle": bool(file_shuffle), "drop_last_batch": bool(drop_last_batch),
          "file_sharding": "files per rank" if shard else "every rank reads every file"}
-    m["semantics"] = {"each_epoch_a_full_permutation": "yes" if m["samples_left_out_per_epoch"] == 0 else
-                      f"no ({m['samples_left_out_per_epoch']} samples left out to give every rank the same steps)",
-                      "global_batch_is_global_shuffles": "no (tf.data: files per rank, shuffle buffer of "
-                                                         f"{int(shuffle_buffer)} records)",
-                      "order_changes": "yes (file shuffle and shuffle buffer redrawn every epoch)"
-                      if file_shuffle or shuffle_buffer > 1 else "no"}
+    left = m["samples_left_out_per_epoch"]
+    semantics = Semantics(yes() if left == 0 else no(f"{left} samples left out to give every rank the same steps"),
+                          no(f"tf.data: files per rank, shuffle buffer of {int(shuffle_buffer)} records"),
+                          yes("file shuffle and shuffle buffer redrawn every epoch")
+                          if file_shuffle or shuffle_buffer > 1 else no())
     m.update(meta or {})
     return Plan(strategy=strategy, n_samples=n_samples, world_size=world_size, node_map=node_map, epochs=epochs,
-                local_batch=local_batch, seed=seed, build_epoch=build, meta=m)
+                local_batch=local_batch, seed=seed, build_epoch=build, meta=m, pipeline=SYNC, order=ORDER,
+                read_pattern="tfdata", semantics=semantics)

@@ -107,7 +107,7 @@ class Loop:
         if cfg.compute == "torch":
             from ..compute.torch_step import TorchCompute
 
-            rows = max(self.local_batch, int(self.plan.meta.get("max_step_samples", 0)))   # unequal batches
+            rows = max(self.local_batch, self.plan.max_step_samples or 0)   # unequal batches
             factor = self.injection.factor_for(self.comm.rank)
             # a slow rank (--inject slow-rank) stretches the host-timed step: with an asynchronous step
             # (--overlap) there is nothing host-timed to stretch, so auto means off there

@@ -48,17 +48,17 @@ def finish(cfg: RunConfig, comm: Comm, workload: Workload, manifest: Any, loop: 
         tier_io = metrics.tier_io(arrays)
         latency = metrics.merge_read_latency([metrics.read_latency_rank(a) for a in arrays])
         per_rank = arrays
-    summary["semantics"] = loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict()
-    summary["order"] = loop.plan.meta.get("order")
+    summary["semantics"] = (loop.plan.semantics or loop.strategy.semantics).as_dict()
+    summary["order"] = loop.plan.order
     summary.update(workload.format.driver().summary_keys(workload))   # a format's own keys (tfrecord_read)
     summary["order_quality"] = order_quality(loop.plan)
     summary["shared_tier"] = loop.system.describe_shared_tier()
     summary["tier_io"] = tier_io
     summary["read_latency"] = latency
-    if loop.plan.meta.get("warning"):
-        summary["plan_warning"] = loop.plan.meta["warning"]
-    if "staged_fraction" in loop.plan.meta:   # staging beyond a node's capacity: the share of its subset staged
-        summary["staged_fraction"] = loop.plan.meta["staged_fraction"]
+    if loop.plan.warning:
+        summary["plan_warning"] = loop.plan.warning
+    if loop.plan.staged_fraction is not None:   # staging beyond a node's capacity: the share of its subset staged
+        summary["staged_fraction"] = loop.plan.staged_fraction
     summary["compute"] = {"mode": cfg.compute, **(gathered[0].get("compute") or {})}
     if cfg.compute == "sleep":
         summary["compute"]["step_time_s"] = config_echo["compute_step_time_s"]
@@ -202,11 +202,7 @@ def dry_run_summary(loop: Loop, config_echo: dict) -> dict:
     plan = loop.plan
     out = {"config": config_echo, "plan": plan.summary(),
            "bytes_by_tier": plan.bytes_by_tier(loop.ctx.sample_nbytes),
-           "semantics": loop.plan.meta.get("semantics") or loop.strategy.semantics.as_dict(),
-           "order": loop.plan.meta.get("order"), "shared_tier": loop.system.describe_shared_tier(),
-           "capacity": {k: loop.plan.meta[k] for k in ("needed_per_node_bytes", "capacity_per_node_bytes",
-                                                         "capacity_source", "cache_peak_samples", "cache_peak_bytes",
-                                                         "cache_bytes_per_rank", "cache_capacity_per_rank_bytes",
-                                                         "cache_capacity_source", "local_cache_peak_bytes")
-                        if k in loop.plan.meta}}
+           "semantics": (plan.semantics or loop.strategy.semantics).as_dict(),
+           "order": plan.order, "shared_tier": loop.system.describe_shared_tier(),
+           "capacity": plan.capacity.summary()}
     return out

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import CapacityError, ConfigError, unknown_choice
-from ..plan import PEER, SHARED, TIER_NAMES, EpochPlan, Plan
+from ..plan import PEER, SHARED, EpochPlan, Plan
+from ..storage.tiers import TIER_NAMES
 from ..system import SystemProfile
 from ..timeline import PHASES
 from . import fastevents
@@ -276,7 +277,7 @@ def policy_of(strategy: str, plan: Plan) -> str:
     reading ahead (``prefetch``)."""
     if strategy == LOWERBOUND:
         return "lowerbound"
-    return "ondemand" if plan.pipeline == "sync" else "prefetch"
+    return "ondemand" if plan.pipeline.kind == "sync" else "prefetch"
 
 
 def _prologue_bytes(plan: Plan | None, sizes: np.ndarray | None) -> np.ndarray:
@@ -450,7 +451,7 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
         threads = None
         handoff = restarts = False
         if policy == "prefetch":
-            threads = float(loader_threads) / ranks_per_node if loader_threads else float(plan.reader_threads())
+            threads = float(loader_threads) / ranks_per_node if loader_threads else float(plan.pipeline.reader_threads())
             handoff, restarts = _loader_workers(name, o)
         c = model.cost(plan, sizes, policy, threads_per_rank=threads,
                        fill_to_capacity=bool(mo.get("prologue_fill_to_capacity", False)),
@@ -460,13 +461,13 @@ def simulate(strategies, *, wl: SimWorkload, profile: SystemProfile, nodes: int,
         ck = checkpoint([plan.epoch(e).steps for e in range(plan.epochs)]) if checkpoint is not None else None
         out[label] = summarize(c, workload=wl.name, profile=profile, plan=plan, sizes=sizes, transfer_bytes=noted,
                                checkpoint=ck,
-                               extra={"label": label, "plan_order": plan.meta.get("order", ""),
-                                      "plan_pipeline": plan.pipeline, "plan_loader_threads_per_rank": threads,
+                               extra={"label": label, "plan_order": plan.order or "",
+                                      "plan_pipeline": plan.pipeline.kind, "plan_loader_threads_per_rank": threads,
                                       "options": o or {}, "model_options": mo,
-                                      **({"cache_peak_bytes": plan.meta["cache_peak_bytes"]}
-                                         if "cache_peak_bytes" in plan.meta else {}),
+                                      **({"cache_peak_bytes": plan.capacity.cache_peak_bytes}
+                                         if plan.capacity.cache_peak_bytes is not None else {}),
                                       "model_rules": dataclasses.asdict(model.rules),
-                                      **({"plan_warning": plan.meta["warning"]} if plan.meta.get("warning") else {}),
-                                      **({"staged_fraction": plan.meta["staged_fraction"]}
-                                         if "staged_fraction" in plan.meta else {})})
+                                      **({"plan_warning": plan.warning} if plan.warning else {}),
+                                      **({"staged_fraction": plan.staged_fraction}
+                                         if plan.staged_fraction is not None else {})})
     return out

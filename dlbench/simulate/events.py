@@ -24,10 +24,10 @@ node that schedules later sees them. This module reproduces that order:
   reference's cache-fill threads use that fixed figure); other PFS reads use the window rule. Consumption:
   e_f = max(avail_f, e_{f−1}) + compute_f, barrier after every step.
 
-- ``plan.meta["peer_tier"] == "local"`` (model option ``cache_on_local_tier``): the caches are on the
+- ``plan.peer_tier == LOCAL`` (model option ``cache_on_local_tier``): the caches are on the
   node-local tier, so a peer read costs s / min(b_c, r_local) (the reference's remote read from a peer's SSD)
   instead of the fastest tier's rate.
-- ``prefetch`` with ``plan.meta["shared_reads_in_trainer"]`` (model option ``shared_reads_in_trainer``,
+- ``prefetch`` with ``plan.shared_reads_in_trainer`` (model option ``shared_reads_in_trainer``,
   ``trainer_reads_shared``): the loader threads read ahead only the accesses the plan serves from a tier or a
   peer; an access from the PFS is not scheduled (it takes no buffer room and no thread time, though the
   round robin moves past it and the buffer test still weighs its size, as the reference's
@@ -54,7 +54,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError
-from ..plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, TIER_NAMES, Plan
+from ..plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, Plan
+from ..storage.tiers import TIER_NAMES
 
 MAX_RANKS = 256
 MAX_ACCESSES = 50_000_000
@@ -132,7 +133,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     of it) from the own tier once its fill is done, else from its planned source: the peer the plan names,
     else the PFS (window rule)."""
     check_event_size(plan)
-    trainer_shared = policy == "prefetch" and bool(plan.meta.get("shared_reads_in_trainer"))
+    trainer_shared = policy == "prefetch" and plan.shared_reads_in_trainer
     p = model.p
     rules = model.rules
     W = plan.world_size
@@ -196,7 +197,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
         COMP.append((np.full(len(s), step_time / lb) if step_time is not None else s * comp_spb).tolist())
         step_start.append(np.searchsorted(st, np.arange(total_steps + 1), side="left").tolist())
     fixed_spb = [float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))]
-    if plan.meta.get("peer_tier") == "local":    # peers serve from their node-local tier: min(b_c, r_local)
+    if plan.peer_tier == LOCAL:    # peers serve from their node-local tier: min(b_c, r_local)
         fixed_spb[PEER] = max(1.0 / p.network_bytes_per_s, float(spb[LOCAL]))
 
     compute = np.zeros(W)

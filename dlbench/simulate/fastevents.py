@@ -51,7 +51,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import ConfigError
-from ..plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, TIER_NAMES, Plan
+from ..plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, Plan
+from ..storage.tiers import TIER_NAMES
 from .events import exchange_per_step
 
 
@@ -216,7 +217,7 @@ def _setup(model, plan: Plan) -> _Setup:
     spb = model.fetch_s_per_byte(nodes, p.staging.threads)      # non-PFS tiers (the PFS by γ below)
     step_time = model.step_time_s
     fixed_spb = [float(spb[c]) if c != SHARED else 0.0 for c in range(len(TIER_NAMES))]
-    if plan.meta.get("peer_tier") == "local":    # peers serve from their node-local tier: min(b_c, r_local)
+    if plan.peer_tier == LOCAL:    # peers serve from their node-local tier: min(b_c, r_local)
         fixed_spb[PEER] = max(1.0 / p.network_bytes_per_s, float(spb[LOCAL]))
     return _Setup(W, [int(x) for x in plan.node_map], nodes, K, fixed_spb,
                   p.staging_write_s_per_byte(), rules.write == "series", p.pfs.latency_s if p.pfs else 0.0,
@@ -292,7 +293,7 @@ def _cost_events_generic(model, plan: Plan, sizes: np.ndarray, policy: str, thre
     """The reference's loop with γ by bisection and epochs streamed: every case, tier fills and the trainer's
     own PFS reads (``events`` module doc) included."""
     W, node_of, nodes, K, fixed_spb, w_spb, series, lat, pfs_spb, fixed_gamma, comp_const, cap = _setup(model, plan)
-    trainer_shared = policy == "prefetch" and bool(plan.meta.get("shared_reads_in_trainer"))
+    trainer_shared = policy == "prefetch" and plan.shared_reads_in_trainer
     fetch_tr = [0.0] * W        # the trainer's own PFS fetch seconds (not shared by the loader threads)
     fill_spb = pfs_spb[nodes]
     win = _Window(plan, sizes, comp_const, model.compute_s_per_byte, model=model)
@@ -688,8 +689,7 @@ def trainer_reads_shared(plan: Plan, model) -> Plan:
     if model.rules.gamma != "thesis-window":
         raise ConfigError(f"model option shared_reads_in_trainer: needs rules.gamma=thesis-window (the event-driven "
                           f"costing), not {model.rules.gamma}")
-    plan.meta["shared_reads_in_trainer"] = True
-    return plan
+    return plan.replace(shared_reads_in_trainer=True)
 
 
 def cache_on_local_tier(plan: Plan, model) -> Plan:
@@ -703,9 +703,9 @@ def cache_on_local_tier(plan: Plan, model) -> Plan:
     local = next((t for t in model.p.tiers if t.kind == "local"), None)
     if local is None:
         raise ConfigError(f"model option cache_on_local_tier: system profile {model.p.name} has no local tier")
-    if "cache_peak_bytes" in plan.meta:     # the memory cache's bytes per rank, now on the node's local tier
+    if plan.capacity.cache_peak_bytes is not None:     # the memory cache's bytes per rank, now on the node's local tier
         per_node = np.bincount(np.asarray(plan.node_map, dtype=np.int64),
-                               weights=np.asarray(plan.meta["cache_peak_bytes"], dtype=np.float64),
+                               weights=np.asarray(plan.capacity.cache_peak_bytes, dtype=np.float64),
                                minlength=plan.nodes)
         if per_node.max(initial=0.0) > local.capacity_bytes:
             raise ConfigError(f"model option cache_on_local_tier: plan {plan.strategy} caches "
@@ -717,11 +717,9 @@ def cache_on_local_tier(plan: Plan, model) -> Plan:
         return dataclasses.replace(ep, source=np.where(ep.source == MEMORY, loc, ep.source),
                                    keep=None if ep.keep is None else np.where(ep.keep == MEMORY, loc, ep.keep))
 
-    q = plan.map_epochs(to_local)
     pro = plan.prologue
-    q.prologue = dataclasses.replace(pro, dst=np.where(pro.dst == MEMORY, loc, pro.dst))
-    q.meta = {**plan.meta, "peer_tier": "local"}
-    return q
+    return plan.map_epochs(to_local).replace(prologue=dataclasses.replace(pro, dst=np.where(pro.dst == MEMORY, loc, pro.dst)),
+                                             peer_tier=LOCAL)
 
 
 __all__ = ["cost_events", "trainer_reads_shared", "cache_on_local_tier"]
@@ -912,7 +910,7 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     """``events.cost_events`` (same arguments, same results) for any world size; see the module doc."""
     tr0 = plan.epoch(0).transfers if plan.epochs else None
     setup = _setup(model, plan)
-    if (policy == "prefetch" and (tier_fill or plan.meta.get("shared_reads_in_trainer"))) or \
+    if (policy == "prefetch" and (tier_fill or plan.shared_reads_in_trainer)) or \
             (tr0 is not None and len(tr0)) or \
             (policy != "ondemand" and not _whole_bytes(sizes, setup.cap, plan.local_batch)):
         # background transfers (pls), tier fills, the trainer's own reads, a buffer counted in fractional

@@ -91,7 +91,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ConfigError
-from ..plan import LOCAL, MEMORY, PEER, SHARED, TIER_NAMES, Plan
+from ..plan import LOCAL, MEMORY, PEER, SHARED, Plan
+from ..storage.tiers import TIER_NAMES
 from ..system import ModelRules, SystemProfile, rules_from
 
 POLICIES = ("lowerbound", "ondemand", "prefetch")
@@ -283,7 +284,8 @@ class Model:
                 recv_b = float(s[sel & (pro.src == PEER)].sum())
                 if not recv_b and fill_to_capacity and tier is not None:
                     # whole samples not staged from the PFS, in id order, until the first that does not fit
-                    cap = min(tier.capacity_bytes, float(plan.meta.get("capacity_per_node_bytes", np.inf)))
+                    node_cap = plan.capacity.capacity_per_node_bytes
+                    cap = min(tier.capacity_bytes, float(node_cap) if node_cap is not None else np.inf)
                     held = np.zeros(len(sizes), dtype=bool)
                     held[pro.sample[node == nd]] = True
                     cand = np.cumsum(sizes[~held])

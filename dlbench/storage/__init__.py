@@ -86,8 +86,8 @@ from .throttle import (  # noqa: E402
     throttle_reader,
     throttled_factory,
 )
-from .tiers import ARENA_ALIGN, TIER_NAMES, ArenaTier, LocalTier, MemoryTier, TierCounters, check_local_dir, free_bytes  # noqa: E402
+from .tiers import ARENA_ALIGN, ArenaTier, LocalTier, MemoryTier, TierCounters, check_local_dir, free_bytes  # noqa: E402
 
 __all__ = ["PAGE", "READ_CALL", "READ_CALLS", "check_read_call", "preadv", "aligned_empty", "aligned_rows", "PfsModel", "ReaderCounter", "LocalGamma", "Throttle",
-           "ThrottledReader", "throttle_reader", "throttled_factory", "TIER_NAMES", "LocalTier", "MemoryTier", "ArenaTier", "ARENA_ALIGN",
+           "ThrottledReader", "throttle_reader", "throttled_factory", "LocalTier", "MemoryTier", "ArenaTier", "ARENA_ALIGN",
            "TierCounters", "check_local_dir", "free_bytes", "CounterSet", "IOCounters"]

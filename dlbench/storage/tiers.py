@@ -23,6 +23,7 @@ import errno
 import os
 import threading
 from dataclasses import asdict, dataclass
+from enum import IntEnum
 from pathlib import Path
 from time import perf_counter_ns
 from typing import TYPE_CHECKING
@@ -36,7 +37,22 @@ from . import PAGE, aligned_empty, aligned_rows, flat_span, preadv
 if TYPE_CHECKING:
     from .counters import IOCounters
 
-TIER_NAMES = ("shared", "local", "memory")
+class Tier(IntEnum):
+    """Where a sample's bytes come from, the one tier enumeration: its value is the uint8 code plans store
+    (``dlbench.plan``'s ``SHARED`` .. ``PEER`` are these values as plain ints, what the hot paths compare),
+    ``label`` the name results use (``bytes_by_tier``, ``tier_io``)."""
+
+    SHARED = 0      # the dataset directory (the PFS)
+    LOCAL = 1       # node-local storage
+    MEMORY = 2      # process memory
+    PEER = 3        # another rank's tier, over the network
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+TIER_NAMES = tuple(t.label for t in Tier)   # labels by code: ("shared", "local", "memory", "peer")
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """What a strategy is: an ``Options`` dataclass, a pure planner and an executor.
 
 A strategy module defines a subclass of ``Strategy`` with ``name``, ``summary``, ``semantics`` (the row of
-docs/STRATEGIES.md's sample-order table), an ``Options`` frozen dataclass (fields declared with
+docs/STRATEGIES.md's sample-order table: a typed ``dlbench.plan.semantics.Semantics``), an ``Options`` frozen dataclass (fields declared with
 ``config.opt``: defaults, units, help) and two methods:
 
 - ``plan(ctx: PlanContext, options) -> Plan`` — pure: NumPy only, no files, MPI or clocks;
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..plan import Plan
+from ..plan.semantics import Semantics
 from ..storage.pagecache import ReadPolicy
 
 if TYPE_CHECKING:
@@ -33,20 +34,6 @@ if TYPE_CHECKING:
     from ..system import SystemProfile
     from ..timeline import Timeline
     from ..workload import TFRecordSpec, WebDatasetSpec, Workload
-
-
-@dataclass(frozen=True)
-class Semantics:
-    """A row of the sample-order semantics table (docs/STRATEGIES.md)."""
-
-    full_permutation_each_epoch: str
-    global_batch_is_global_shuffle: str
-    order_changes: str
-
-    def as_dict(self) -> dict:
-        return {"each_epoch_a_full_permutation": self.full_permutation_each_epoch,
-                "global_batch_is_global_shuffles": self.global_batch_is_global_shuffle,
-                "order_changes": self.order_changes}
 
 
 @dataclass(frozen=True)

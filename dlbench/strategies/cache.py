@@ -20,7 +20,7 @@ import numpy as np
 
 from ..config import opt
 from ..errors import CapacityError
-from ..plan import LOCAL, MEMORY, Plan
+from ..plan import LOCAL, MEMORY, Pipeline, Plan
 from ..storage import ARENA_ALIGN, PAGE
 from .base import Executor, PlanContext, RunContext
 from .localcopy import pipeline_for
@@ -67,41 +67,43 @@ def capacity_samples(ctx: PlanContext, options) -> int:
 
 def cache_peak_samples(plan: Plan) -> np.ndarray:
     """(W,) the most samples each rank holds in its memory cache at once: the planner's figure
-    (``plan.meta["cache_peak_samples"]``) when it states one, else counted from the plan."""
-    if "cache_peak_samples" in plan.meta:
-        return np.asarray(plan.meta["cache_peak_samples"], dtype=np.int64)
+    (``plan.capacity.cache_peak_samples``) when it states one, else counted from the plan."""
+    if plan.capacity.cache_peak_samples is not None:
+        return np.asarray(plan.capacity.cache_peak_samples, dtype=np.int64)
     return np.array([peak_holdings(plan, r, 1)[MEMORY] for r in range(plan.world_size)], dtype=np.int64)
 
 
 def cache_peak_bytes(plan: Plan, sample_nbytes) -> np.ndarray:
     """(W,) the most bytes of samples each rank holds in its memory cache at once (every sample its own
-    size): the planner's figure (``plan.meta["cache_peak_bytes"]``) when it states one, else counted."""
-    if "cache_peak_bytes" in plan.meta:
-        return np.asarray(plan.meta["cache_peak_bytes"], dtype=np.int64)
+    size): the planner's figure (``plan.capacity.cache_peak_bytes``) when it states one, else counted."""
+    if plan.capacity.cache_peak_bytes is not None:
+        return np.asarray(plan.capacity.cache_peak_bytes, dtype=np.int64)
     return np.array([peak_holdings(plan, r, sample_nbytes)[MEMORY] for r in range(plan.world_size)], dtype=np.int64)
 
 
-def check_cache_capacity(ctx: PlanContext, plan: Plan, options, what: str, *, slots: bool = False) -> None:
+def check_cache_capacity(ctx: PlanContext, plan: Plan, options, what: str, *, slots: bool = False) -> Plan:
     """The plan's peak cache per rank against the capacity, in bytes (``slots``: samples in slots of the
-    largest sample); records the figures in ``plan.meta``."""
+    largest sample): ``plan`` with the figures in its ``capacity`` (a copy)."""
     cap, src = memory_capacity_per_rank(ctx, options)
     peak = cache_peak_samples(plan)
+    figures: dict = {}
     if slots:
         slot = slot_bytes(ctx)
         worst = int(peak.max()) * slot if len(peak) else 0
         how = f"{worst // slot:,} samples in {slot:,}-byte slots"
     else:
         pb = cache_peak_bytes(plan, ctx.sample_nbytes)
-        plan.meta["cache_peak_bytes"] = pb.tolist()
+        figures["cache_peak_bytes"] = pb.tolist()
         r = int(np.argmax(pb)) if len(pb) else 0
         worst = int(pb[r]) if len(pb) else 0
         how = f"the bytes of its {int(peak[r]) if len(peak) else 0:,} samples"
-    plan.meta.update(cache_peak_samples=peak.tolist(), cache_bytes_per_rank=float(worst),
-                     cache_capacity_per_rank_bytes=cap, cache_capacity_source=src)
+    plan = plan.with_capacity(cache_peak_samples=peak.tolist(), cache_bytes_per_rank=float(worst),
+                              cache_capacity_per_rank_bytes=cap, cache_capacity_source=src, **figures)
     if worst > cap:
         raise CapacityError(f"{src}: too small: {what} needs {worst:,} bytes of cache per rank "
                             f"({how}), {cap:,.0f} available; pass "
                             f"--cache-capacity BYTES, use more ranks, or choose another strategy")
+    return plan
 
 
 def need_bytes(ctx: PlanContext, options, what: str) -> float:
@@ -142,8 +144,8 @@ def planned_executor(ctx: RunContext, plan: Plan, options, *, local_bytes: float
     return executor(ctx, plan, capacity_bytes=cap, capacity_flag="--cache-capacity", fill_thread=options.fill_thread, arena=not slots)
 
 
-def pipeline_of(options) -> dict:
-    """Plan keywords for the loader the executor will run (what ``dlbench simulate`` costs): loader threads
+def pipeline_of(options) -> Pipeline:
+    """The loader the executor will run (what ``dlbench simulate`` costs): loader threads
     reading ``window`` steps ahead, or the trainer reading synchronously (the window then: the steps whose
     peer receives are posted ahead) (``localcopy.set_pipeline`` for built plans)."""
     return pipeline_for(options.loader_threads, options.window)

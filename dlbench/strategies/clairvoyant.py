@@ -51,11 +51,10 @@ class Clairvoyant(Strategy):
                                 epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed,
                                 sample_nbytes=ctx.sample_nbytes, memory_bytes=memory_capacity_per_rank(ctx, options)[0],
                                 local_bytes=float(options.local_cache_capacity), drop_last=options.drop_last,
-                                tie_break=options.tie_break, **pipeline_of(options))
-        check_cache_capacity(ctx, plan, options, "clairvoyant's memory tier")
-        return plan
+                                tie_break=options.tie_break, pipeline=pipeline_of(options))
+        return check_cache_capacity(ctx, plan, options, "clairvoyant's memory tier")
 
     def executor(self, ctx: RunContext, plan: Plan, options: ClairvoyantOptions) -> Executor:
         # every rank opens the same tiers (opening the local tier is collective): sized by the largest need
-        local = int(max(plan.meta.get("local_cache_peak_bytes") or [0]))
+        local = int(max(plan.capacity.local_cache_peak_bytes or [0]))
         return planned_executor(ctx, plan, options, local_bytes=float(local))

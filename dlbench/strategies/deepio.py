@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from ..config import opt
 from ..plan import Plan
 from ..plan.deepio import deepio_plan
+from ..plan.semantics import Answer, Clause, Semantics
 from . import register
-from .base import Executor, PlanContext, RunContext, Semantics, Strategy
+from .base import Executor, PlanContext, RunContext, Strategy
 from .cache import CacheOptions, check_cache_capacity, need_bytes, pipeline_of, planned_executor
 
-DEEPIO = Semantics("yes (ordered); no unless memory holds the dataset (opportunistic)",
-                   "yes (ordered); no (opportunistic)", "no (ordered); yes (opportunistic)")
+DEEPIO = Semantics(Clause(Answer.DEPENDS, "yes (ordered); no unless memory holds the dataset (opportunistic)"),
+                   Clause(Answer.DEPENDS, "yes (ordered); no (opportunistic)"),
+                   Clause(Answer.DEPENDS, "no (ordered); yes (opportunistic)"))   # each plan states its mode's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,10 +45,8 @@ class Deepio(Strategy):
         cap = need_bytes(ctx, options, f"deepio {options.mode}")
         plan = deepio_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                            epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, capacity=cap,
-                           sample_nbytes=ctx.sample_nbytes, mode=options.mode, drop_last=options.drop_last, **pipeline_of(options))
-        plan.meta["semantics"] = Semantics(*plan.meta.pop("semantics_row")).as_dict()
-        check_cache_capacity(ctx, plan, options, f"deepio {options.mode} (each rank's partition)")
-        return plan
+                           sample_nbytes=ctx.sample_nbytes, mode=options.mode, drop_last=options.drop_last, pipeline=pipeline_of(options))
+        return check_cache_capacity(ctx, plan, options, f"deepio {options.mode} (each rank's partition)")
 
     def executor(self, ctx: RunContext, plan: Plan, options: DeepioOptions) -> Executor:
         return planned_executor(ctx, plan, options)

@@ -38,10 +38,9 @@ class Lbann(Strategy):
     def plan(self, ctx: PlanContext, options: LbannOptions) -> Plan:
         plan = lbann_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                           epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, mode=options.mode,
-                          sample_nbytes=ctx.sample_nbytes, drop_last=options.drop_last, **pipeline_of(options))
-        check_cache_capacity(ctx, plan, options, f"lbann {options.mode} (the dataset in the ranks' memory, "
+                          sample_nbytes=ctx.sample_nbytes, drop_last=options.drop_last, pipeline=pipeline_of(options))
+        return check_cache_capacity(ctx, plan, options, f"lbann {options.mode} (the dataset in the ranks' memory, "
                                                  f"about F/W samples each)")
-        return plan
 
     def executor(self, ctx: RunContext, plan: Plan, options: LbannOptions) -> Executor:
         return planned_executor(ctx, plan, options)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..config import opt
 from ..errors import CapacityError, RunError
-from ..plan import LOCAL, MEMORY, Plan
+from ..plan import LOCAL, MEMORY, Pipeline, Plan
 from ..storage import PAGE
 from ..units import format_bytes
 from .base import Executor, PlanContext, RunContext
@@ -45,21 +45,18 @@ class LocalCopyOptions:
     window: int = opt(2, help="steps the loader threads read ahead", min=0, max=1024)
 
 
-def pipeline_for(threads: int, window: int) -> dict:
-    """Plan keywords (``pipeline``, ``loader_threads``, ``window``) for the loader the executor runs and
-    ``dlbench simulate`` costs (``Plan.reader_threads``): ``threads`` loader threads per rank reading up to
-    ``window`` steps ahead, or 0: the trainer reads synchronously. The one rule (``cache.pipeline_of`` for
-    options, ``set_pipeline`` for built plans); the executors take the loader from the plan only."""
+def pipeline_for(threads: int, window: int) -> Pipeline:
+    """The loader the executor runs and ``dlbench simulate`` costs (``Pipeline.reader_threads``): ``threads``
+    loader threads per rank reading up to ``window`` steps ahead, or 0: the trainer reads synchronously. The
+    one rule (``cache.pipeline_of`` for options, ``set_pipeline`` for built plans); the executors take the
+    loader from the plan only."""
     t = int(threads)
-    return {"pipeline": "prefetch" if t > 0 else "sync", "loader_threads": t if t > 0 else 1,
-            "window": max(0, int(window))}
+    return Pipeline("prefetch" if t > 0 else "sync", t if t > 0 else 1, max(0, int(window)))
 
 
 def set_pipeline(plan: Plan, threads: int, window: int) -> Plan:
-    """Record ``pipeline_for(threads, window)`` on a plan the planner built."""
-    kw = pipeline_for(threads, window)
-    plan.pipeline, plan.loader_threads, plan.window = kw["pipeline"], kw["loader_threads"], kw["window"]
-    return plan
+    """``plan`` (a copy) with the loader ``pipeline_for(threads, window)``."""
+    return plan.replace(pipeline=pipeline_for(threads, window))
 
 
 def copies_pipeline(plan: Plan, options) -> Plan:

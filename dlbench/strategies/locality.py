@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from ..config import opt
 from ..plan import Plan
 from ..plan.locality import locality_plan
+from ..plan.semantics import Answer, Clause, Semantics, yes
 from . import register
-from .base import Executor, PlanContext, RunContext, Semantics, Strategy
+from .base import Executor, PlanContext, RunContext, Strategy
 from .cache import CacheOptions, check_cache_capacity, need_bytes, pipeline_of, planned_executor
 
-LOCALITY = Semantics("yes", "yes", "sample→rank only")
+LOCALITY = Semantics(yes(), yes(), Clause(Answer.YES, "sample→rank only"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,9 +39,8 @@ class Locality(Strategy):
         cap = need_bytes(ctx, options, "locality")
         plan = locality_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                              epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, capacity=cap,
-                             sample_nbytes=ctx.sample_nbytes, drop_last=options.drop_last, **pipeline_of(options))
-        check_cache_capacity(ctx, plan, options, "locality (what each rank read in epoch 0)")
-        return plan
+                             sample_nbytes=ctx.sample_nbytes, drop_last=options.drop_last, pipeline=pipeline_of(options))
+        return check_cache_capacity(ctx, plan, options, "locality (what each rank read in epoch 0)")
 
     def executor(self, ctx: RunContext, plan: Plan, options: LocalityOptions) -> Executor:
         return planned_executor(ctx, plan, options)

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from ..config import opt
 from ..data.registry import get_format
 from ..plan import SHARED, Plan, global_shuffle_plan
+from ..plan.semantics import Semantics, no, yes
 from ..timeline import PHASE_ID
 from . import register
-from .base import Batch, Executor, PlanContext, RunContext, Semantics, Strategy
+from .base import Batch, Executor, PlanContext, RunContext, Strategy
 
-GLOBAL_SHUFFLE = Semantics("yes", "yes", "no")
+GLOBAL_SHUFFLE = Semantics(yes(), yes(), no())
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -90,8 +90,8 @@ def peak_holdings(plan: Plan, rank: int, sample_nbytes) -> dict[int, int]:
 
 class PlannedExecutor(Executor):
     """Executes ``plan`` for ``ctx.rank`` (module doc). ``capacity_bytes``: {tier code: bytes this rank's
-    tier may hold}; the loader is the plan's: ``plan.reader_threads()`` loader threads (0: inline,
-    synchronous), ``plan.window`` steps read ahead (ring depth = window + 1); ``arena``: the memory tier is a byte arena (``ArenaTier``: samples take their own
+    tier may hold}; the loader is the plan's: ``plan.pipeline.reader_threads()`` loader threads (0: inline,
+    synchronous), ``plan.pipeline.window`` steps read ahead (ring depth = window + 1); ``arena``: the memory tier is a byte arena (``ArenaTier``: samples take their own
     bytes), else page-aligned slots of the largest row (``MemoryTier``)."""
 
     def __init__(self, ctx: RunContext, plan: Plan, *, capacity_bytes: dict[int, float],
@@ -100,7 +100,7 @@ class PlannedExecutor(Executor):
         self.ctx, self.plan = ctx, plan
         self.shared_local = bool(shared_local)   # one local store per node, shared by its ranks (staging)
         self.arena = bool(arena)
-        self.threads, self.window = plan.reader_threads(), max(0, int(plan.window))
+        self.threads, self.window = plan.pipeline.reader_threads(), plan.pipeline.window
         self.decode = ctx.workload.format.decoder(ctx.workload)   # the format's decode step, or None
         assert ctx.reader_factory is not None and ctx.timeline is not None, "a run's context: reader and timeline"
         reader = ctx.reader_factory()     # the loader's first reader (opened once: the counters see opens)
@@ -111,7 +111,7 @@ class PlannedExecutor(Executor):
         self.capacity_flag = capacity_flag
         self.root: Path | None = None
         self.stores = Stores({})
-        rows = int(plan.meta.get("max_step_samples", plan.local_batch))
+        rows = plan.max_step_samples or plan.local_batch
         self.ring = Ring(self.window + 1, rows, self.row_nbytes)
         # a decoding format: the stored bytes (what tiers hold and peers send) in a ring of their own, decoded
         # into ``ring``
@@ -389,8 +389,8 @@ class PlannedExecutor(Executor):
         if self.exchange is not None:
             out["exchange"] = {"bytes_sent": ex["bytes_sent"], "bytes_received": ex["bytes_received"],
                                "messages": ex["messages"], "wait_s": ex["wait_s"],
-                               "q": float(self.plan.meta.get("q", 0.0)),
-                               "samples_per_epoch": int(self.plan.meta.get("exchange_per_epoch_samples", 0))}
+                               "q": self.plan.exchange.q if self.plan.exchange else 0.0,
+                               "samples_per_epoch": self.plan.exchange.samples_per_epoch if self.plan.exchange else 0}
         if self.stale_removed:
             out["stale_local_dirs_removed"] = list(self.stale_removed)
         reader = self.loader.readers[0] if self.loader else None

@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from ..config import opt
 from ..errors import ConfigError
 from ..plan import Plan
+from ..plan.semantics import Answer, Clause, Semantics, no, yes
 from ..plan.shuffles import pls_plan
 from . import register
-from .base import Executor, PlanContext, RunContext, Semantics, Strategy
+from .base import Executor, PlanContext, RunContext, Strategy
 from .local import shard_capacity_check, shard_executor
 from .localcopy import TIER_CODES, LocalCopyOptions, check_delivery_order, copies_pipeline
 
-PLS = Semantics("yes (globally)", "no", "per-rank subsets mix slowly")
+PLS = Semantics(yes("globally"), no(), Clause(Answer.YES, "per-rank subsets mix slowly"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,7 +61,7 @@ class Pls(Strategy):
                         epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, q=q,
                         drop_last=options.drop_last, tier=TIER_CODES[options.tier])
         check_delivery_order(plan)
-        shard_capacity_check(ctx, plan, options, f"pls (the node's shards of (1+Q)·F/W samples, Q={q})")
+        plan = shard_capacity_check(ctx, plan, options, f"pls (the node's shards of (1+Q)·F/W samples, Q={q})")
         return copies_pipeline(plan, options)
 
     def executor(self, ctx: RunContext, plan: Plan, options: PlsOptions) -> Executor:

@@ -21,9 +21,10 @@ import numpy as np
 
 from ..config import opt
 from ..plan import Plan
+from ..plan.semantics import Semantics, no, yes
 from ..plan.shuffles import staging_plan, staging_subset_plan
 from . import register
-from .base import Executor, PlanContext, RunContext, Semantics, Strategy
+from .base import Executor, PlanContext, RunContext, Strategy
 from .localcopy import (
     TIER_CODES,
     LocalCopyOptions,
@@ -36,8 +37,8 @@ from .localcopy import (
 )
 from .naive import GLOBAL_SHUFFLE
 
-SUBSET = Semantics("no (per-node subsets)", "no", "yes")
-REDRAW = Semantics("no (per-node draws with replacement from the staged samples)", "no", "yes")
+SUBSET = Semantics(no("per-node subsets"), no(), yes())
+REDRAW = Semantics(no("per-node draws with replacement from the staged samples"), no(), yes())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,7 +86,7 @@ class Staging(Strategy):
         if total <= cap:
             plan = staging_plan(node_map=ctx.node_map, sample_nbytes=sizes, tiers=[(code, cap)], groups=groups,
                                 **common)
-            plan.meta.update(capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=total)
+            plan = plan.with_capacity(capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=total)
             return copies_pipeline(plan, options)
         if options.if_too_big == "error":
             check_capacity(np.array([total]), cap, src, "staging the whole dataset")
@@ -99,8 +100,8 @@ class Staging(Strategy):
         need = np.bincount(pairs // F, weights=sizes[pairs % F],
                            minlength=int(groups.max()) + 1)[np.unique(groups)].tolist()
         check_capacity(np.array(need), cap, src, "staging a per-node subset (F/N samples)")   # planner's invariant
-        plan.meta.update(capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=max(need),
-                         semantics=(REDRAW if beyond == "redraw" else SUBSET).as_dict())
+        plan = plan.with_capacity(capacity_per_node_bytes=cap, capacity_source=src, needed_per_node_bytes=max(need))
+        plan = plan.replace(semantics=REDRAW if beyond == "redraw" else SUBSET)
         return copies_pipeline(plan, options)
 
     def executor(self, ctx: RunContext, plan: Plan, options: StagingOptions) -> Executor:

@@ -26,15 +26,16 @@ from ..config import opt
 from ..data.registry import get_format
 from ..errors import CapacityError, ConfigError
 from ..plan import MEMORY, Plan
+from ..plan.semantics import Answer, Clause, Semantics, yes
 from ..plan.surrogatetrain import BestFit, surrogatetrain_plan
 from ..storage import ARENA_ALIGN, ArenaTier
 from . import register
-from .base import Executor, PlanContext, RunContext, Semantics, Strategy
+from .base import Executor, PlanContext, RunContext, Strategy
 from .cache import CacheOptions, check_cache_capacity, memory_capacity_per_rank, pipeline_of, planned_executor
 from .planned import PlannedExecutor
 from .stages import SampleStore, Stores
 
-SEMANTICS = Semantics("yes", "yes (the last batch without padding)", "epoch order, sample→rank")
+SEMANTICS = Semantics(yes(), yes("the last batch without padding"), Clause(Answer.YES, "epoch order, sample→rank"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,7 +113,7 @@ class SurrogateTrainExecutor(PlannedExecutor):
         super().__init__(*a, **kw)
         self.delivered: list[int] = []       # samples per step delivered to this rank (its local batches)
         # the arena: the plan's highest byte for this rank (its peak bytes plus what best fit leaves between)
-        self.capacity[MEMORY] = float(self.plan.meta["arena_bytes_per_rank"][self.ctx.rank])
+        self.capacity[MEMORY] = float(self.plan.capacity.of_rank("arena_bytes_per_rank", self.ctx.rank))
 
     def _open_stores(self) -> None:
         cap = int(self.capacity.get(MEMORY, 0))
@@ -135,14 +136,14 @@ class SurrogateTrainExecutor(PlannedExecutor):
         out["run_requests"] = ld.run_requests if ld else 0
         out["chunking"] = ("one request per run of consecutive ids" if runs else
                            (f"per-sample reads: layout {self.ctx.workload.layout} has no run reads"
-                            if self.plan.meta.get("warning") else "off (--no-chunking)"))
-        m = self.plan.meta
-        out["plan"] = {k: m[k] for k in ("epoch_order", "epoch_order_cost", "identity_order_cost",
-                                         "buffer_bytes_per_rank", "buffer_samples_per_rank",
-                                         "arena_bytes_per_rank", "fragmentation_skips",
-                                         "shared_loads_per_epoch", "buffer_hits_per_epoch",
-                                         "shared_requests_per_epoch", "shared_load_reduction_vs_naive",
-                                         "local_batch_min", "local_batch_max", "compute_imbalance") if k in m}
+                            if self.plan.warning else "off (--no-chunking)"))
+        out["plan"] = self.plan.notes(("epoch_order", "epoch_order_cost", "identity_order_cost",
+                                       "buffer_bytes_per_rank", "buffer_samples_per_rank",
+                                       "arena_bytes_per_rank", "fragmentation_skips",
+                                       "shared_loads_per_epoch", "buffer_hits_per_epoch",
+                                       "shared_requests_per_epoch", "shared_load_reduction_vs_naive",
+                                       "local_batch_min", "local_batch_max", "compute_imbalance"),
+                                      arena_bytes_per_rank=self.plan.capacity.arena_bytes_per_rank)
         n = [int(x) for x in self.delivered]
         out["local_batch"] = {"min": min(n) if n else 0, "max": max(n) if n else 0,
                               "mean": float(np.mean(n)) if n else 0.0, "steps": len(n)}
@@ -177,16 +178,16 @@ class SurrogateTrain(Strategy):
                                    epochs=ctx.epochs, local_batch=ctx.local_batch, seed=ctx.seed, buffer_bytes=cap,
                                    sample_nbytes=ctx.sample_nbytes, align=ARENA_ALIGN,
                                    reorder=options.reorder, remap=options.remap, balance=options.balance,
-                                   chunking=chunking, eviction=options.eviction, **pipeline_of(options))
-        plan.meta["buffer_source"] = src
-        plan.meta["semantics"] = SEMANTICS.as_dict()
+                                   chunking=chunking, eviction=options.eviction, pipeline=pipeline_of(options))
+        plan = plan.replace(semantics=SEMANTICS)
+        plan.meta["buffer_source"] = src      # a note, on this strategy's own copy
         if options.chunking and not chunking:
-            plan.meta["warning"] = (f"--chunking: layout {layout} does not read runs of samples as one request (hdf5_shared does); runs of consecutive "
-                                    f"ids are read one sample per request")
+            plan = plan.replace(warning=f"--chunking: layout {layout} does not read runs of samples as one request "
+                                        f"(hdf5_shared does); runs of consecutive ids are read one sample per request")
         what = f"surrogatetrain's buffer ({cap:,} bytes per rank, {src})"
-        check_cache_capacity(ctx, plan, options, what)
+        plan = check_cache_capacity(ctx, plan, options, what)
         mem, msrc = memory_capacity_per_rank(ctx, options)
-        arena = max(plan.meta["arena_bytes_per_rank"])
+        arena = max(plan.capacity.arena_bytes_per_rank or [0])
         if arena > mem:          # the samples' bytes fit, their aligned extents in best-fit order do not
             raise CapacityError(f"{msrc}: too small: {what} needs an arena of {arena:,} bytes per rank (its "
                                 f"samples {ARENA_ALIGN}-byte aligned, placed best fit), {mem:,.0f} available; pass "

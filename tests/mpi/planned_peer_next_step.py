@@ -14,7 +14,8 @@ def main() -> None:
     from dlbench import workload as wl_mod
     from dlbench.comm import get_comm
     from dlbench.data.formats import MemoryReader
-    from dlbench.plan import MEMORY, NO_TIER, PEER, SHARED, EpochPlan, Plan
+    from dlbench.plan import MEMORY, NO_TIER, PEER, SHARED, SYNC, Capacity, EpochPlan, Pipeline, Plan
+    from dlbench.plan.semantics import Semantics, no, yes
     from dlbench.run.loop import Loop
     from dlbench.run.setup import RunConfig
     from dlbench.strategies.cache import CacheOptions, planned_executor
@@ -23,7 +24,7 @@ def main() -> None:
     class Hand(strategies.Strategy):
         name = "handplan"
         summary = "test plan"
-        semantics = strategies.Semantics("no", "no", "yes")
+        semantics = Semantics(no(), no(), yes())
         Options = CacheOptions
 
         def plan(self, ctx, options):
@@ -36,7 +37,9 @@ def main() -> None:
             keep[0, 0] = MEMORY
             ep = EpochPlan(0, ids, src, np.array([[0, 2, 4], [0, 2, 4]]), peer=peer, keep=keep)
             return Plan(strategy=self.name, n_samples=8, world_size=2, node_map=ctx.node_map, epochs=1, local_batch=2,
-                        seed=0, build_epoch=lambda e: ep, meta={"cache_peak_samples": [1, 0]})
+                        seed=0, build_epoch=lambda e: ep, capacity=Capacity(cache_peak_samples=[1, 0]),
+                        pipeline=Pipeline("prefetch", options.loader_threads, options.window)
+                        if options.loader_threads else SYNC)
 
         def executor(self, ctx, plan, options):
             return planned_executor(ctx, plan, options)

@@ -58,7 +58,7 @@ def test_two_nodes_verify_bytes_and_requests_follow_the_plan(tiny, tmp_path, run
     batches = [st["local_batch"] for st in s["strategy_stats"]]
     if opts.get("chunking", True):
         assert reqs < shared_accesses and "one request per run" in s["strategy_stats"][0]["chunking"]
-        assert max(b["max"] for b in batches) == plan.meta["max_step_samples"]
+        assert max(b["max"] for b in batches) == plan.max_step_samples
     else:
         assert reqs == shared_accesses
         assert all(b["min"] == b["max"] == 16 for b in batches)
@@ -118,5 +118,5 @@ def test_buffer_holds_bytes_not_slots_run_equals_simulate(tiny_jpeg, tmp_path, r
                      rank=0, node_map=np.array([0, 1]), seed=int(cfg["seed"]), epochs=3, local_batch=8,
                      memory_budget_bytes=None)
     plan = st.plan(ctx, strategies.parse_options(st, dict(cfg["options"])))
-    assert plan.meta["cache_peak_bytes"] == ss["cache_peak_bytes"]
-    assert max(plan.meta["cache_peak_samples"]) > slots
+    assert plan.capacity.cache_peak_bytes == ss["cache_peak_bytes"]
+    assert max(plan.capacity.cache_peak_samples) > slots

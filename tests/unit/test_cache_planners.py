@@ -7,7 +7,7 @@ from hypothesis import strategies as hs
 
 from dlbench import strategies
 from dlbench.errors import CapacityError
-from dlbench.plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED
+from dlbench.plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, SYNC, Pipeline
 from dlbench.plan.caches import global_rows
 from dlbench.plan.clairvoyant import access_frequencies, clairvoyant_plan
 from dlbench.plan.invariants import check_epoch_cover, check_possession
@@ -30,7 +30,8 @@ def _plan(name, ctx, **opts):
 
 def _cplan(F, W, b, E, seed, slots, local_bytes=0.0, sizes=100):
     return clairvoyant_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=E, local_batch=b, seed=seed,
-                            sample_nbytes=sizes, memory_bytes=slots * 100, local_bytes=local_bytes)
+                            sample_nbytes=sizes, memory_bytes=slots * 100, local_bytes=local_bytes,
+                            pipeline=Pipeline("prefetch", 2, 2))
 
 
 # ---- clairvoyant --------------------------------------------------------------------------------------------
@@ -113,9 +114,9 @@ def test_clairvoyant_prefers_a_peers_memory_to_a_peers_disk():
 def test_clairvoyant_strategy_capacity_and_threads():
     ctx = _ctx(F=60, sizes=1000)
     plan = _plan("clairvoyant", ctx, cache_capacity=10 * 1000)
-    assert plan.pipeline == "prefetch" and plan.loader_threads == 2
-    assert max(plan.meta["cache_peak_samples"]) == 10
-    assert _plan("clairvoyant", ctx, loader_threads=0).pipeline == "sync"
+    assert plan.pipeline.kind == "prefetch" and plan.pipeline.threads == 2
+    assert max(plan.capacity.cache_peak_samples) == 10
+    assert _plan("clairvoyant", ctx, loader_threads=0).pipeline.kind == "sync"
 
 
 # ---- locality -----------------------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ def _lplan(F, W, b, E, seed, cap, drop_last=False):
     from dlbench.plan.locality import locality_plan
 
     return locality_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=E, local_batch=b, seed=seed,
-                         capacity=cap * 100, sample_nbytes=100, drop_last=drop_last)
+                         capacity=cap * 100, sample_nbytes=100, drop_last=drop_last, pipeline=SYNC)
 
 
 @settings(max_examples=25, deadline=None)
@@ -146,7 +147,7 @@ def test_locality_possession_cover_batches_and_b_per_rank(F, W, b, E, seed, cap,
             assert np.array_equal(got, want)                              # global batch membership unchanged
         if e == 0:
             assert (ep.source == SHARED).all()
-    kept = np.asarray(plan.meta["cache_peak_samples"])
+    kept = np.asarray(plan.capacity.cache_peak_samples)
     assert (kept <= cap).all()
 
 
@@ -190,7 +191,7 @@ def test_locality_cache_too_small_names_the_option():
     ctx = _ctx(sizes=1000)
     with pytest.raises(CapacityError, match="--cache-capacity"):
         _plan("locality", ctx, cache_capacity=100)
-    assert _plan("locality", ctx, cache_capacity=1999).meta["cache_peak_samples"] == [1, 1]
+    assert _plan("locality", ctx, cache_capacity=1999).capacity.cache_peak_samples == [1, 1]
 
 
 # ---- deepio -------------------------------------------------------------------------------------------------
@@ -198,7 +199,7 @@ def _dplan(F, W, b, E, seed, cap, mode):
     from dlbench.plan.deepio import deepio_plan
 
     return deepio_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=E, local_batch=b, seed=seed,
-                       capacity=cap * 100, sample_nbytes=100, mode=mode)
+                       capacity=cap * 100, sample_nbytes=100, mode=mode, pipeline=SYNC)
 
 
 @settings(max_examples=25, deadline=None)
@@ -242,9 +243,9 @@ def test_deepio_opportunistic_prefers_holders_and_reports_its_order_quality():
 def test_deepio_strategy_semantics_and_capacity():
     ctx = _ctx(F=60, sizes=1000)
     p = _plan("deepio", ctx, mode="opportunistic", cache_capacity=10 * 1000)
-    assert p.meta["semantics"]["each_epoch_a_full_permutation"].startswith("no")
-    assert p.meta["cache_peak_samples"] == [10, 10]
-    assert _plan("deepio", ctx).meta["semantics"]["order_changes"] == "no"
+    assert p.semantics.as_dict()["each_epoch_a_full_permutation"].startswith("no")
+    assert p.capacity.cache_peak_samples == [10, 10]
+    assert _plan("deepio", ctx).semantics.as_dict()["order_changes"] == "no"
     with pytest.raises(CapacityError, match="--cache-capacity"):
         _plan("deepio", ctx, cache_capacity=10)
 
@@ -252,11 +253,12 @@ def test_deepio_strategy_semantics_and_capacity():
 def test_clairvoyant_plan_is_the_same_for_any_chunking_of_the_frequency_pass():
     a = _cplan(50, 4, 3, 3, 9, slots=7, local_bytes=900.0)
     b = clairvoyant_plan(n_samples=50, world_size=4, node_map=np.arange(4), epochs=3, local_batch=3, seed=9,
-                         sample_nbytes=100, memory_bytes=700.0, local_bytes=900.0, table_budget_bytes=13 * 50)
+                         sample_nbytes=100, memory_bytes=700.0, local_bytes=900.0, table_budget_bytes=13 * 50,
+                         pipeline=Pipeline("prefetch", 2, 2))
     for ea, eb in zip(a, b):
         for f in ("sample_ids", "source", "peer", "keep"):
             assert np.array_equal(getattr(ea, f), getattr(eb, f)), f
-    assert a.meta == b.meta
+    assert a.meta == b.meta and a.facts() == b.facts()
 
 
 # ---- capacity in bytes, variable sample sizes (issue 19) ----------------------------------------------------
@@ -288,8 +290,8 @@ def test_a_10kb_tier_holds_samples_summing_to_10kb_not_10kb_over_the_largest(nam
     got, counts = _held_bytes(plan, sizes)
     assert (got <= cap).all(), got
     assert max(counts) > cap // int(sizes.max()), counts   # more than slots of the largest sample would hold
-    assert plan.meta["cache_peak_bytes"] == got.tolist()
-    assert plan.meta["cache_bytes_per_rank"] == max(got)
+    assert plan.capacity.cache_peak_bytes == got.tolist()
+    assert plan.capacity.cache_bytes_per_rank == max(got)
     # and it is the longest prefix that fits: the next candidate would overflow
     assert (got > cap - int(sizes.max())).all(), got
 
@@ -306,15 +308,16 @@ def test_clairvoyant_memory_tier_by_bytes_then_local():
     F, W, b, E, seed = 40, 2, 3, 6, 4
     sizes = _var_sizes(F)
     plan = clairvoyant_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=E, local_batch=b, seed=seed,
-                            sample_nbytes=sizes, memory_bytes=5000.0, local_bytes=7000.0)
+                            sample_nbytes=sizes, memory_bytes=5000.0, local_bytes=7000.0,
+                            pipeline=Pipeline("prefetch", 2, 2))
     counts, first, _ = access_frequencies(n_samples=F, world_size=W, epochs=E, local_batch=b, seed=seed)
     for r in range(W):
         acc = np.nonzero(counts[r])[0]
         order = acc[np.lexsort((first[r, acc], -counts[r, acc].astype(np.int64)))]
         n_mem = int((np.cumsum(sizes[order]) <= 5000).sum())
-        assert plan.meta["cache_peak_samples"][r] == n_mem
-        assert plan.meta["cache_peak_bytes"][r] == int(sizes[order[:n_mem]].sum()) <= 5000
-        assert plan.meta["local_cache_peak_bytes"][r] <= 7000
+        assert plan.capacity.cache_peak_samples[r] == n_mem
+        assert plan.capacity.cache_peak_bytes[r] == int(sizes[order[:n_mem]].sum()) <= 5000
+        assert plan.capacity.local_cache_peak_bytes[r] <= 7000
 
 
 def test_lbann_capacity_check_counts_bytes():
@@ -324,7 +327,7 @@ def test_lbann_capacity_check_counts_bytes():
     own = (np.arange(F) * W) // F
     need = max(int(sizes[own == r].sum()) for r in range(W))
     plan = _plan("lbann", ctx, cache_capacity=need)                 # exactly the bytes of the larger range
-    assert plan.meta["cache_bytes_per_rank"] == need
+    assert plan.capacity.cache_bytes_per_rank == need
     assert need < 30 * int(sizes.max())                               # slots of the largest would not fit
     with pytest.raises(CapacityError, match=f"needs {need:,} bytes"):
         _plan("lbann", ctx, cache_capacity=need - 1)
@@ -348,4 +351,4 @@ def test_clairvoyant_tie_break_orders_equally_accessed_samples():
     assert a.meta["tie_break"] == "first-access" and b.meta["tie_break"] == "sample-id"
     check_possession(b)
     check_epoch_cover(b)
-    assert b.meta["cache_peak_bytes"] == a.meta["cache_peak_bytes"]
+    assert b.capacity.cache_peak_bytes == a.capacity.cache_peak_bytes

@@ -302,7 +302,7 @@ def test_rank_order_shards_files_and_interleaves_streams():
                        file_shuffle=True)
     ep = plan.epoch(1)
     assert sorted(np.concatenate([ep.rank_samples(0), ep.rank_samples(1)]).tolist()) == list(range(48))
-    assert plan.meta["read_pattern"] == "tfdata" and plan.meta["samples_left_out_per_epoch"] == 0
+    assert plan.read_pattern == "tfdata" and plan.meta["samples_left_out_per_epoch"] == 0
     assert not np.array_equal(plan.epoch(0).sample_ids, ep.sample_ids)
 
 

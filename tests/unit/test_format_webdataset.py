@@ -161,7 +161,7 @@ def test_plan_equal_counts_and_semantics():
     ep = p.epoch(0)
     assert ep.sample_ids.shape == (2, 20)               # rank 0 has 30 samples, rank 1 20: both keep 20
     assert p.meta["samples_left_out_per_epoch"] == 10
-    assert p.meta["semantics"]["global_batch_is_global_shuffles"].startswith("no")
+    assert p.semantics.as_dict()["global_batch_is_global_shuffles"].startswith("no")
 
 
 def test_fewer_shards_than_ranks_is_one_line():

@@ -92,13 +92,13 @@ def _local_ctx(tmp_path, world=4):
 
 
 def _planned(ctx, local_bytes):
-    from dlbench.plan import LOCAL, MEMORY
+    from dlbench.plan import LOCAL, MEMORY, Pipeline
     from dlbench.plan.clairvoyant import clairvoyant_plan
     from dlbench.strategies.planned import PlannedExecutor
 
     plan = clairvoyant_plan(n_samples=ctx.n_samples, world_size=ctx.world_size, node_map=ctx.node_map,
                             epochs=ctx.epochs, local_batch=ctx.local_batch, seed=0, sample_nbytes=ctx.sample_nbytes,
-                            memory_bytes=0.0, local_bytes=float(local_bytes))
+                            memory_bytes=0.0, local_bytes=float(local_bytes), pipeline=Pipeline("prefetch", 2, 2))
     return PlannedExecutor(ctx, plan, capacity_bytes={MEMORY: 0.0, LOCAL: float(local_bytes)})
 
 
@@ -116,9 +116,9 @@ def test_executor_takes_the_loader_from_the_plan_not_the_options(tmp_path, name)
     plan = set_pipeline(st.plan(ctx, opts), 3, 5)
     ex = st.executor(ctx, plan, opts)
     try:
-        assert (ex.threads, ex.window, ex.ring.depth) == (3, 5, 6) == (plan.reader_threads(), plan.window, 6)
+        assert (ex.threads, ex.window, ex.ring.depth) == (3, 5, 6) == (plan.pipeline.reader_threads(), plan.pipeline.window, 6)
         sync = set_pipeline(st.plan(ctx, opts), 0, 1)
-        assert sync.reader_threads() == 0
+        assert sync.pipeline.reader_threads() == 0
     finally:
         ex.close()
 
@@ -233,21 +233,20 @@ def test_near_copies_pipeline_rule_and_executor_builder_are_one(tmp_path, thread
 
     ctx = _local_ctx(tmp_path, world=1)
     plan = set_pipeline(_planned(ctx, 0).plan, threads, 2)
-    assert {"pipeline": plan.pipeline, "loader_threads": plan.loader_threads, "window": plan.window} == pipeline_of(
-        SimpleNamespace(loader_threads=threads, window=2))
+    assert plan.pipeline == pipeline_of(SimpleNamespace(loader_threads=threads, window=2))
     for name, local in (("clairvoyant", 1 << 20), ("surrogatetrain", 0)):
         st = strategies.get(name)
         opts = strategies.parse_options(st, {"loader_threads": threads, "cache_capacity": 1 << 24,
                                              **({"local_cache_capacity": local} if local else {})}, where=name)
         ex = st.executor(ctx, st.plan(ctx, opts), opts)
-        peak = int(ex.plan.meta["cache_peak_samples"][0])
+        peak = int(ex.plan.capacity.cache_peak_samples[0])
         assert ex.threads == threads
         if name == "surrogatetrain":      # a best-fit byte arena up to the plan's highest byte (issue 19)
-            assert ex.capacity[MEMORY] == ex.plan.meta["arena_bytes_per_rank"][0] >= \
-                ex.plan.meta["cache_peak_bytes"][0] and peak >= 1
+            assert ex.capacity[MEMORY] == ex.plan.capacity.arena_bytes_per_rank[0] >= \
+                ex.plan.capacity.cache_peak_bytes[0] and peak >= 1
         else:                             # a byte arena of the plan's bytes for the rank (issue 19)
-            assert ex.capacity[MEMORY] == arena_bytes(ctx, ex.plan) >= int(ex.plan.meta["cache_peak_bytes"][0])
-        assert ex.capacity[LOCAL] == float(max(ex.plan.meta.get("local_cache_peak_bytes") or [0]))
+            assert ex.capacity[MEMORY] == arena_bytes(ctx, ex.plan) >= int(ex.plan.capacity.cache_peak_bytes[0])
+        assert ex.capacity[LOCAL] == float(max(ex.plan.capacity.local_cache_peak_bytes or [0]))
         assert isinstance(ex, SurrogateTrainExecutor) == (name == "surrogatetrain")
         ex.close()
 
@@ -292,15 +291,15 @@ def test_peer_messages_cut_per_pair_and_byte_cap():
 @pytest.mark.parametrize("name,opts", [("local", {"loader_threads": 3, "window": 4}), ("local", {}),
                                        ("clairvoyant", {"loader_threads": 2}), ("naive", {})])
 def test_simulator_costs_the_loader_the_plan_records(name, opts):
-    """Issue 16: ``dlbench simulate`` costs ``Plan.reader_threads()`` (the field the executor runs), and the
+    """Issue 16: ``dlbench simulate`` costs ``Pipeline.reader_threads()`` (the field the executor runs), and the
     planner records the options' threads and window on the plan it builds."""
     from dlbench.simulate import SimWorkload, build_plan, load_profile, simulate
 
     wl, prof = SimWorkload("t", 64, 4, "normal", 2e5, 2e4), load_profile("hdmlp-thesis")
     plan = build_plan(name, wl=wl, nodes=2, ranks_per_node=1, epochs=1, seed=0, profile=prof, sizes=wl.sizes(0),
                       options=opts)
-    assert plan.reader_threads() == opts.get("loader_threads", 0)
+    assert plan.pipeline.reader_threads() == opts.get("loader_threads", 0)
     if opts.get("loader_threads"):
-        assert plan.window == opts.get("window", 2)
+        assert plan.pipeline.window == opts.get("window", 2)
     r = simulate([(name, name, opts)], wl=wl, profile=prof, nodes=2, ranks_per_node=1, epochs=1)[name]
-    assert r["plan_loader_threads_per_rank"] == (float(plan.reader_threads()) if plan.reader_threads() else None)
+    assert r["plan_loader_threads_per_rank"] == (float(plan.pipeline.reader_threads()) if plan.pipeline.reader_threads() else None)

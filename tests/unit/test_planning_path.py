@@ -8,7 +8,7 @@ import pytest
 
 from dlbench import strategies
 from dlbench.errors import ConfigError
-from dlbench.plan import MEMORY, NO_TIER, PEER, SHARED, EpochPlan, Evictions, Plan, Transfers
+from dlbench.plan import MEMORY, NO_TIER, PEER, SHARED, SYNC, EpochPlan, Evictions, Plan, Transfers
 from dlbench.plan.invariants import PlanError, check_epoch_cover, check_possession
 from dlbench.simulate import SimWorkload, build_plan, load_profile, sim_context, simulate
 from dlbench.simulate.core import check_size
@@ -18,7 +18,8 @@ PROF = load_profile("hdmlp-thesis")
 
 
 def _plans_equal(a: Plan, b: Plan) -> None:
-    assert a.pipeline == b.pipeline and a.loader_threads == b.loader_threads
+    assert a.pipeline == b.pipeline and a.capacity == b.capacity and a.order == b.order
+    assert a.semantics == b.semantics and a.exchange == b.exchange and a.max_step_samples == b.max_step_samples
     for ea, eb in zip(a, b):
         for f in ("sample_ids", "source", "bounds", "peer", "keep"):
             x, y = getattr(ea, f), getattr(eb, f)
@@ -79,7 +80,7 @@ def test_simulate_refuses_more_ranks_than_samples_and_huge_worlds():
 
 def _one_epoch_plan(ep: EpochPlan, prologue=None) -> Plan:
     return Plan(strategy="t", n_samples=8, world_size=2, node_map=[0, 1], epochs=1, local_batch=2, seed=0,
-                build_epoch=lambda e: ep, prologue=prologue)
+                build_epoch=lambda e: ep, prologue=prologue, pipeline=SYNC)
 
 
 def test_possession_checker_catches_reads_of_samples_nobody_holds():
@@ -120,13 +121,24 @@ def test_transfers_sorted_and_checked():
 
 
 @pytest.mark.parametrize("name", strategies.names())
-def test_global_order_strategies_cover_every_sample(name):
+def test_every_strategy_keeps_its_typed_semantics(name):
+    """Every strategy, by the typed answers (no string compares, no skip): the plan's own row (or its
+    strategy's) answers YES or NO, never DEPENDS; a full permutation each epoch covers every sample, and every
+    plan keeps the possession rule."""
+    from dlbench.plan.semantics import Answer
+
     st = strategies.get(name)
-    if st.semantics.full_permutation_each_epoch != "yes":
-        pytest.skip("per-rank subsets by design")
     sizes = WL.sizes(0)
-    check_epoch_cover(build_plan(name, wl=WL, nodes=2, ranks_per_node=1, epochs=2, seed=3, profile=PROF,
-                                 sizes=sizes))
+    plan = build_plan(name, wl=WL, nodes=2, ranks_per_node=1, epochs=2, seed=3, profile=PROF, sizes=sizes)
+    sem = plan.semantics or st.semantics
+    for clause in (sem.full_permutation_each_epoch, sem.global_batch_is_global_shuffle, sem.order_changes):
+        assert clause.answer in (Answer.YES, Answer.NO), f"{name}: {clause} (a plan states what it does)"
+    check_possession(plan)
+    if sem.full_permutation_each_epoch.holds:
+        check_epoch_cover(plan)
+    else:     # the strategy says no: its plan must differ from a global shuffle somewhere it can be seen
+        naive = build_plan("naive", wl=WL, nodes=2, ranks_per_node=1, epochs=2, seed=3, profile=PROF, sizes=sizes)
+        assert any(not np.array_equal(a.sample_ids, b.sample_ids) for a, b in zip(plan, naive)), name
 
 
 def test_simulate_charges_one_pfs_latency_per_chunked_request():
@@ -146,7 +158,7 @@ def test_simulate_charges_one_pfs_latency_per_chunked_request():
     def plan_with(chunk):
         ep = EpochPlan(0, ids, np.full((1, 8), SHARED, np.uint8), bounds, chunk=chunk)
         return Plan(strategy="t", n_samples=8, world_size=1, node_map=[0], epochs=1, local_batch=4, seed=0,
-                    build_epoch=lambda e: ep)
+                    build_epoch=lambda e: ep, pipeline=SYNC)
 
     sizes = np.full(8, 1.0)
     per_sample = Model(prof).cost(plan_with(None), sizes, "ondemand").total_time_s

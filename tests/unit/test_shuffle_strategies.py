@@ -113,7 +113,7 @@ def test_capacity_errors_say_how_much():
     with pytest.raises(CapacityError, match="whole dataset"):
         stg.plan(_ctx(), strategies.parse_options(stg, {"local_capacity": 5000, "if_too_big": "error"}))
     plan = stg.plan(_ctx(), strategies.parse_options(stg, {"local_capacity": 6000}))
-    assert "NOT a global shuffle" in plan.meta["order"] and plan.meta["semantics"]["global_batch_is_global_shuffles"] == "no"
+    assert "NOT a global shuffle" in plan.order and plan.semantics.as_dict()["global_batch_is_global_shuffles"] == "no"
     sub = staging_subset_plan(groups=np.arange(4) // 2, **{k: v for k, v in KW.items() if k != "node_map"})
     for ep in sub:  # ranks of a node share the node's subset
         assert set(ep.sample_ids[0]) | set(ep.sample_ids[1]) == set(np.unique(sub.epoch(0).sample_ids[:2]))
@@ -165,8 +165,8 @@ def test_staging_partial_subset_beyond_capacity_reads_the_rest_from_shared():
         assert np.array_equal(ep.sample_ids, ref.sample_ids)        # every sample once per epoch, same order
         held = np.isin(ep.sample_ids, pro.sample)
         assert np.array_equal(ep.source == SHARED, ~held) and (ep.source[held] == LOCAL).all()
-    frac = plan.meta["staged_fraction"]
-    assert 0 < frac < 1 and f"{frac:.1%} of it is staged" in plan.meta["warning"]
+    frac = plan.staged_fraction
+    assert 0 < frac < 1 and f"{frac:.1%} of it is staged" in plan.warning
 
 
 def test_staging_redraw_draws_only_from_the_staged_prefix():
@@ -184,8 +184,8 @@ def test_staging_redraw_draws_only_from_the_staged_prefix():
 def test_staging_strategy_subset_beyond_capacity_is_said():
     stg = strategies.get("staging")
     plan = stg.plan(_ctx(), strategies.parse_options(stg, {"local_capacity": 2000}))
-    assert plan.meta["staged_fraction"] == pytest.approx(2000 * 2 / (2 * 52 * 100))   # subsets of 52 (padded)
-    assert "read from the shared tier every epoch" in plan.meta["warning"]
+    assert plan.staged_fraction == pytest.approx(2000 * 2 / (2 * 52 * 100))   # subsets of 52 (padded)
+    assert "read from the shared tier every epoch" in plan.warning
     with pytest.raises(CapacityError, match="holds none"):
         stg.plan(_ctx(), strategies.parse_options(stg, {"local_capacity": 50}))
 

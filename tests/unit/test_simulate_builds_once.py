@@ -5,8 +5,8 @@ from collections import Counter
 
 import numpy as np
 
-from dlbench.plan import TIER_NAMES
 from dlbench.simulate import SimWorkload, core, load_profile, simulate
+from dlbench.storage.tiers import TIER_NAMES
 
 PROF = load_profile("hdmlp-thesis")
 WL = SimWorkload("drawn", 1200, 5, "normal", 1e6, 1e5)

@@ -23,7 +23,7 @@ def _both(strategy, opts, wl, nodes, rpn, epochs, rules="thesis", tier_fill=Fals
     plan = build_plan(strategy, wl=wl, nodes=nodes, ranks_per_node=rpn, epochs=epochs, seed=seed, profile=PROF,
                       sizes=sizes, options=opts)
     pol = policy_of(strategy, plan)
-    thr = float(plan.loader_threads or 1) if pol == "prefetch" else None
+    thr = float(plan.pipeline.threads or 1) if pol == "prefetch" else None
     ref = events.cost_events(m, plan, sizes, pol, thr, 1.5, tier_fill=tier_fill)
     new = fastevents.cost_events(m, plan, sizes, pol, thr, 1.5, tier_fill=tier_fill)
     return ref, new

@@ -95,7 +95,7 @@ def test_model_costs_the_prologue_peer_rows():
     pro = plan.prologue
     rd = pro.src == SHARED
     reads_only = Plan(strategy="staging", n_samples=40, world_size=2, node_map=np.arange(2), epochs=1,
-                      local_batch=5, seed=0, build_epoch=plan._build,
+                      local_batch=5, seed=0, build_epoch=plan._build, pipeline=plan.pipeline,
                       prologue=Prologue(pro.rank[rd], pro.sample[rd], pro.src[rd], pro.dst[rd], pro.peer[rd]))
     m = Model(prof, step_time_s=0.01)
     full, part = m.prologue_s(plan, sizes), m.prologue_s(reads_only, sizes)

@@ -23,7 +23,7 @@ def test_engines_agree(opts, nodes, rpn):
                       options={"exchange_fraction": 0.5, **opts})
     assert len(plan.epoch(1).transfers)
     pol = policy_of("pls", plan)
-    thr = float(plan.loader_threads or 1) if pol == "prefetch" else None
+    thr = float(plan.pipeline.threads or 1) if pol == "prefetch" else None
     ref = events.cost_events(m, plan, sizes, pol, thr, 0.5)
     new = fastevents.cost_events(m, plan, sizes, pol, thr, 0.5)
     assert_same_costing(ref, new)

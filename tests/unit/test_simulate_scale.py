@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dlbench.plan import SYNC, Pipeline
 from dlbench.plan.caches import access_table, global_rows
 from dlbench.plan.clairvoyant import clairvoyant_plan
 
@@ -38,7 +39,7 @@ def test_access_table_equals_the_per_rank_loop(W, F, b):
 
 
 def _same_plans(p, q):
-    assert p.meta == q.meta
+    assert p.meta == q.meta and p.facts() == q.facts()
     assert p.epochs == q.epochs
     for e in range(p.epochs):
         a, b = p.epoch(e), q.epoch(e)
@@ -58,7 +59,8 @@ def _same_plans(p, q):
 def test_clairvoyant_per_sample_plan_equals_the_tables(W, F, E, b, dl, dlb):
     sizes = np.random.default_rng(F).integers(100, 200, F)
     kw = dict(n_samples=F, world_size=W, node_map=np.arange(W), epochs=E, local_batch=b, seed=11,
-              sample_nbytes=sizes, memory_bytes=float(sizes.sum()), drop_last=dl, drop_last_batch=dlb)
+              sample_nbytes=sizes, memory_bytes=float(sizes.sum()), drop_last=dl, drop_last_batch=dlb,
+              pipeline=Pipeline("prefetch", 2, 2))
     fast = clairvoyant_plan(**kw)
     assert fast._build.__qualname__.startswith("_all_cached_plan")   # the per-sample path was taken
     _same_plans(fast, clairvoyant_plan(**kw, method="dense"))
@@ -68,7 +70,7 @@ def test_clairvoyant_falls_back_to_the_tables_where_memory_is_short():
     F, W = 40, 4
     sizes = np.full(F, 100)
     kw = dict(n_samples=F, world_size=W, node_map=np.arange(W), epochs=6, local_batch=2, seed=5,
-              sample_nbytes=sizes, memory_bytes=1000.0, local_bytes=500.0)
+              sample_nbytes=sizes, memory_bytes=1000.0, local_bytes=500.0, pipeline=Pipeline("prefetch", 2, 2))
     p = clairvoyant_plan(**kw)
     assert not p._build.__qualname__.startswith("_all_cached_plan")
     _same_plans(p, clairvoyant_plan(**kw, method="dense"))
@@ -174,12 +176,12 @@ def test_staging_subset_need_per_node_equals_the_per_group_sums():
     plan = build_plan("staging", wl=wl, nodes=6, ranks_per_node=2, epochs=1, seed=2, profile=load("hdmlp-thesis"),
                       sizes=sizes)
     pro, node = plan.prologue, plan.node_map
-    assert "staging-subset" in plan.meta["order"]
+    assert "staging-subset" in plan.order
     stored = capacity_sizes(type("C", (), {"sample_nbytes": np.round(sizes).astype(np.int64), "n_samples": 999})(),
                             "local")
     want = [float(stored[np.unique(pro.sample[np.isin(pro.rank, np.nonzero(node == g)[0])])].sum())
             for g in range(6)]
-    assert plan.meta["needed_per_node_bytes"] == max(want)
+    assert plan.capacity.needed_per_node_bytes == max(want)
 
 
 def test_sim_scale_benchmark_smoke():
@@ -209,7 +211,7 @@ def test_lbann_epochs_in_any_order_equal_the_sequence(mode, dl):
     from dlbench.plan.caches import lbann_plan
 
     kw = dict(n_samples=45, world_size=4, node_map=np.arange(4), epochs=5, local_batch=3, seed=9, mode=mode,
-              drop_last=dl)
+              drop_last=dl, pipeline=SYNC)
     seq = lbann_plan(**kw)
     ref = [seq.epoch(e) for e in range(5)]
     shuffled = lbann_plan(**kw)

@@ -22,7 +22,7 @@ def _both(wl, nodes, rpn, epochs, cache, rules="thesis", threads=2):
     m = Model(PROF, rules=rules)
     plan = build_plan("deepio", wl=wl, nodes=nodes, ranks_per_node=rpn, epochs=epochs, seed=0, profile=PROF,
                       sizes=sizes, options={"mode": "ordered", "loader_threads": threads, "cache_capacity": cache})
-    plan.meta["shared_reads_in_trainer"] = True     # what the model option sets (the engines also take gamma: nodes)
+    plan = plan.replace(shared_reads_in_trainer=True)   # what the model option sets (the engines also take gamma: nodes)
     pol = policy_of("deepio", plan)
     assert pol == "prefetch"
     ref = events.cost_events(m, plan, sizes, pol, float(threads), 0.7)
@@ -92,7 +92,7 @@ def test_cache_on_local_tier_moves_holdings_and_engines_agree():
         assert (b.source[a.source == MEMORY] == LOCAL).all() and (b.sample_ids == a.sample_ids).all()
         assert ((b.source == PEER) == (a.source == PEER)).all()
     assert (loc.prologue.dst == LOCAL).all() and (plan.prologue.dst == MEMORY).all()
-    assert "peer_tier" not in plan.meta
+    assert plan.peer_tier == MEMORY and loc.peer_tier == LOCAL     # a copy: the plan itself unchanged
     sizes = DRAWN.sizes(0)
     ref = events.cost_events(m, loc, sizes, "prefetch", 2.0, 0.3)
     new = fastevents.cost_events(m, loc, sizes, "prefetch", 2.0, 0.3)

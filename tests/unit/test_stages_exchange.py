@@ -10,7 +10,7 @@ import pytest
 from fakecomm import PairComm
 from test_stages_fakecomm import MAX_ROW, SIZES, N, _both, _data
 
-from dlbench.plan import LOCAL, MEMORY, PEER, SHARED
+from dlbench.plan import LOCAL, MEMORY, PEER, SHARED, SYNC
 from dlbench.plan.plan import EpochPlan, Plan, Prologue, Transfers
 from dlbench.storage import LocalTier, MemoryTier
 from dlbench.strategies.stage import EpochStage
@@ -36,7 +36,7 @@ def _plan(tier: int) -> Plan:
     ep = EpochPlan(epoch=0, sample_ids=ids, source=np.full(ids.shape, tier, np.uint8),
                    bounds=np.tile(np.arange(STEPS + 1), (2, 1)), transfers=tr)
     return Plan(strategy="test", n_samples=N, world_size=2, node_map=np.arange(2), epochs=1, local_batch=1, seed=0,
-                build_epoch=lambda e: ep)
+                build_epoch=lambda e: ep, pipeline=SYNC)
 
 
 def _tier(tier: int, r: int, root):

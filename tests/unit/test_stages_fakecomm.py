@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from fakecomm import FakeCommError, PairComm
 
-from dlbench.plan import MEMORY, NO_TIER, PEER, SHARED
+from dlbench.plan import MEMORY, NO_TIER, PEER, SHARED, SYNC
 from dlbench.plan.plan import EpochPlan, Evictions, Plan
 from dlbench.storage import ArenaTier, MemoryTier
 from dlbench.strategies.stage import ClosingStage, EpochStage, Stage
@@ -50,7 +50,7 @@ def _plan(peer_per_step=(2, 2, 2, 1), batch=4, keep_every=0, evict=None) -> Plan
     ev = Evictions.make(*evict) if evict is not None else None
     ep = EpochPlan(epoch=0, sample_ids=ids, source=src, bounds=bounds, peer=peer, keep=keep, evictions=ev)
     return Plan(strategy="test", n_samples=N, world_size=2, node_map=np.arange(2), epochs=1, local_batch=batch,
-                seed=0, build_epoch=lambda e: ep)
+                seed=0, build_epoch=lambda e: ep, pipeline=SYNC)
 
 
 def _ctx(comm):

@@ -10,7 +10,7 @@ from hypothesis import strategies as hst
 
 from dlbench import strategies
 from dlbench.errors import CapacityError, ConfigError
-from dlbench.plan import MEMORY, NO_TIER, SHARED, epoch_permutation
+from dlbench.plan import MEMORY, NO_TIER, SHARED, SYNC, epoch_permutation
 from dlbench.plan.invariants import check_epoch_cover, check_possession
 from dlbench.plan.surrogatetrain import (
     brute_force_order,
@@ -26,7 +26,7 @@ from dlbench.strategies.planned import peak_holdings
 
 def _plan(F=203, W=3, b=8, E=4, c=30, seed=1, **kw):
     return surrogatetrain_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=E, local_batch=b, seed=seed,
-                               buffer_samples=c, **kw)
+                               buffer_samples=c, **{"pipeline": SYNC, **kw})
 
 
 # ---- offline scheduling -------------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ def test_possession_cover_and_buffer_bound(kw):
         check_epoch_cover(p)
         for r in range(W):
             held = peak_holdings(p, r, 1)[MEMORY]
-            assert held == p.meta["cache_peak_samples"][r] <= c
+            assert held == p.capacity.cache_peak_samples[r] <= c
 
 
 def _global_batches(p, e):
@@ -233,8 +233,8 @@ def test_capacity_errors():
         strategies.parse_options(st, {"buffer_fraction": 1.5})
     # bytes, not page-aligned slots of the largest sample: 12,288 bytes hold 12 samples of 1,000 (1,024 aligned)
     p = st.plan(_ctx(), strategies.parse_options(st, {"cache_capacity": 3 * 4096}))
-    assert p.meta["buffer_bytes_per_rank"] == 3 * 4096 and max(p.meta["cache_peak_samples"]) == 12
-    assert max(p.meta["cache_peak_bytes"]) == 12_000 and max(p.meta["arena_bytes_per_rank"]) == 12 * 1024
+    assert p.meta["buffer_bytes_per_rank"] == 3 * 4096 and max(p.capacity.cache_peak_samples) == 12
+    assert max(p.capacity.cache_peak_bytes) == 12_000 and max(p.capacity.arena_bytes_per_rank) == 12 * 1024
 
 
 def test_chunking_on_another_layout_is_stated():
@@ -244,7 +244,7 @@ def test_chunking_on_another_layout_is_stated():
     ctx = _ctx()
     ctx.workload = load("cosmoflow", scale="tiny")      # hdf5_per_sample
     p = st.plan(ctx, strategies.parse_options(st, {"buffer_fraction": 0.5}))
-    assert "one sample per request" in p.meta["warning"]
+    assert "one sample per request" in p.warning
 
 
 def test_sleep_compute_scales_with_a_larger_local_batch():
@@ -306,7 +306,7 @@ def test_a_run_is_one_request(threads, runs):
     row = 64
     ctx = SimpleNamespace(reader_factory=lambda: _CountingReader(row, log), rank=1, clock=lambda: 0,
                           workload=SimpleNamespace(name="fake"))
-    ring = Ring(2, p.meta["max_step_samples"], row)
+    ring = Ring(2, p.max_step_samples, row)
     loader = Loader(ctx, Stores({}), ring, threads, None, Timeline(1 << 12, 1))
     if not runs:
         loader.run_reads = False
@@ -448,13 +448,13 @@ def test_buffer_admits_by_summed_bytes_and_the_arena_replays_the_placement(evict
     sizes = _jpeg_sizes(F)
     p = surrogatetrain_plan(n_samples=F, world_size=W, node_map=np.arange(W), epochs=4, local_batch=8, seed=2,
                             buffer_bytes=cap, sample_nbytes=sizes, align=ARENA_ALIGN, eviction=eviction,
-                            balance=balance)
+                            balance=balance, pipeline=SYNC)
     aligned = -(-sizes // ARENA_ALIGN) * ARENA_ALIGN
     slots = cap // int(aligned.max())
-    assert max(p.meta["cache_peak_samples"]) > slots
+    assert max(p.capacity.cache_peak_samples) > slots
     for r in range(W):
-        assert peak_holdings(p, r, sizes)[MEMORY] == p.meta["cache_peak_bytes"][r] <= cap
-        tier = BestFitArenaTier(p.meta["arena_bytes_per_rank"][r], int(sizes.max()))
+        assert peak_holdings(p, r, sizes)[MEMORY] == p.capacity.cache_peak_bytes[r] <= cap
+        tier = BestFitArenaTier(p.capacity.arena_bytes_per_rank[r], int(sizes.max()))
         high = 0
         for ep in p:
             ids, keep = ep.sample_ids[r], ep.rank_keep(r)
@@ -467,7 +467,7 @@ def test_buffer_admits_by_summed_bytes_and_the_arena_replays_the_placement(evict
                 for sid in ev.sample[(ev.rank == r) & (ev.step == t)].tolist():
                     tier.delete(sid)
                 assert aligned[list(tier._at)].sum() <= cap
-        assert high == p.meta["arena_bytes_per_rank"][r] <= cap
+        assert high == p.capacity.arena_bytes_per_rank[r] <= cap
         tier.close()
 
 
@@ -481,9 +481,9 @@ def test_strategy_buffer_counts_bytes_with_varying_sizes():
     st = strategies.get("surrogatetrain")
     cap = 2_000_000
     p = st.plan(ctx, strategies.parse_options(st, {"cache_capacity": cap}))
-    assert max(p.meta["cache_peak_samples"]) > cap // (-(-int(sizes.max()) // 4096) * 4096)
-    assert max(p.meta["cache_peak_bytes"]) <= max(p.meta["arena_bytes_per_rank"]) <= cap
-    assert p.meta["cache_bytes_per_rank"] == max(p.meta["cache_peak_bytes"])
+    assert max(p.capacity.cache_peak_samples) > cap // (-(-int(sizes.max()) // 4096) * 4096)
+    assert max(p.capacity.cache_peak_bytes) <= max(p.capacity.arena_bytes_per_rank) <= cap
+    assert p.capacity.cache_bytes_per_rank == max(p.capacity.cache_peak_bytes)
 
 
 def test_best_fit_reuses_and_coalesces_freed_extents():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlbench.plan import SHARED, EpochPlan, Plan
+from dlbench.plan import SHARED, SYNC, EpochPlan, Plan
 from dlbench.plan.sampler import batch_bounds
 
 
@@ -29,5 +29,5 @@ def sequential_plan(*, n_samples: int, world_size: int, node_map: np.ndarray, ep
         return EpochPlan(epoch=e, sample_ids=ids, source=np.full(ids.shape, SHARED, dtype=np.uint8), bounds=bounds)
 
     return Plan(strategy="sequential", n_samples=n_samples, world_size=world_size, node_map=node_map, epochs=epochs,
-                local_batch=local_batch, seed=seed, build_epoch=build,
-                meta={"order": "contiguous range per rank, in id order"})
+                local_batch=local_batch, seed=seed, build_epoch=build, pipeline=SYNC,
+                order="contiguous range per rank, in id order")

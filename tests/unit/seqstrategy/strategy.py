@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlbench.config import opt
+from dlbench.plan.semantics import Semantics, no
 from dlbench.strategies import register
-from dlbench.strategies.base import Executor, PlanContext, RunContext, Semantics, Strategy
+from dlbench.strategies.base import Executor, PlanContext, RunContext, Strategy
 
 from .planner import sequential_plan
 
@@ -22,7 +23,7 @@ class Sequential(Strategy):
     name = "sequential"
     display = "Sequential"
     summary = "each rank reads its contiguous range in id order every epoch from the shared tier"
-    semantics = Semantics("no (a fixed contiguous range per rank)", "no", "no")
+    semantics = Semantics(no("a fixed contiguous range per rank"), no(), no())
     Options = SequentialOptions
 
     def plan(self, ctx: PlanContext, options: SequentialOptions):
