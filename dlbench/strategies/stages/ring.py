@@ -78,8 +78,10 @@ class Ring(Stage):
         """FREE → FILLING for ``step`` (after settling the slot's earlier step); a slot already FILLING for
         ``step`` stays so (the peer stage and the loader both write step ``step``)."""
         j = step % self.depth
-        if self.state[j] == SlotState.FILLING and self.step[j] == step:
-            return
+        if self.state[j] == SlotState.FILLING:
+            if self.step[j] == step:
+                return
+            raise self._illegal("claim for", step)
         if self.step[j] < step:
             self.settle(self.step[j])
         with self._lock:
@@ -146,6 +148,16 @@ class Ring(Stage):
     def finish(self, view) -> None:
         """End of the epoch: every copy of the epoch read its buffer, the next epoch's slots are free."""
         self.settle_all()
+
+    def abort(self, view) -> None:
+        """The epoch stopped early: every slot FREE again (a held one once its copy completed), whatever step
+        it was at, so a later epoch starts from free slots."""
+        for j in range(self.depth):
+            with self._lock:
+                done, self._holds[j] = self._holds[j], None
+                self.state[j], self.step[j] = SlotState.FREE, -1
+            if done is not None:
+                done.synchronize()
 
     def stats(self) -> dict:
         b = self.bufs[0]
