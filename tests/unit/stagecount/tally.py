@@ -27,7 +27,7 @@ class BatchTally(Stage):
         b0, b1 = int(view.bounds[t]), int(view.bounds[t + 1])
         rows, sizes = self.ring[t], self.sizes
         for j, sid in enumerate(view.ids[b0:b1].tolist()):
-            self._sum += zlib.crc32(rows[j, :sizes[sid]])
+            self._sum += zlib.crc32(rows[j, :sizes[sid]].data)
         self.samples.append(b1 - b0)
 
     def finish(self, view: EpochView) -> None:
