@@ -197,7 +197,6 @@ class PlannedExecutor(Executor):
         if self.fill_thread and (self.plan_keeps_or_evicts()):
             ftl = tl.sibling(200, 1 << 14) if hasattr(tl, "sibling") else Timeline(1 << 14, ctx.rank, thread=200)
             self.filler = Filler(self.stores, ftl, ctx.clock, on_error=self.loader.fail)
-            self.loader.fills_async = True
             self.loader.filler = self.filler
         rows = self.ring if self.raw_ring is None else self.raw_ring     # what tiers hold and peers send
         self.keeps = Keeps(ctx, self.stores, rows, self.filler,

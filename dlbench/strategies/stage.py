@@ -113,7 +113,7 @@ class ClosingStage(Stage):
 def drive(stages: Sequence[Stage], view: Any, lend: Callable[[int], Any]) -> Iterator[Any]:
     """One epoch of ``stages`` through the protocol: yields ``lend(t)`` (step t's batch) between each step's
     ``before_step`` and ``after_step`` hooks; ``finish`` after the last step, else ``abort`` (every stage whose
-    ``begin`` ran, in reverse order) when the epoch stops early."""
+    ``begin`` ran, in order) when the epoch stops early."""
     started: list[Stage] = []
     finished = False
     # the per-step hooks of the stages that override them (a default no-op costs a call per step otherwise)
@@ -134,7 +134,7 @@ def drive(stages: Sequence[Stage], view: Any, lend: Callable[[int], Any]) -> Ite
         finished = True
     finally:
         if not finished:
-            for st in reversed(started):
+            for st in started:         # in order, as every hook (the ring after the loader joined its threads)
                 st.abort(view)
 
 

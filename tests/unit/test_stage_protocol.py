@@ -100,7 +100,7 @@ def test_drive_aborts_on_an_error_and_on_an_early_close():
     log: list = []
     with pytest.raises(RuntimeError, match="boom"):
         list(drive([Recorder("a", log), Recorder("b", log, fail_at=1)], View(), lambda t: t))
-    assert log[-2:] == [("b", "abort"), ("a", "abort")] and ("a", "finish") not in log
+    assert log[-2:] == [("a", "abort"), ("b", "abort")] and ("a", "finish") not in log
     log.clear()
     it = drive([Recorder("a", log)], View(), lambda t: t)
     assert next(it) == 0

@@ -38,8 +38,9 @@ class Loader(EpochStage, ClosingStage):
                  decode=None, wait_for_samples: bool = True, first_reader=None):
         self.ctx, self.stores, self.ring, self.threads = ctx, stores, ring, int(threads)
         self.wait_for_samples = wait_for_samples
-        self.fills_async = False          # a fill thread stores the plan's keeps (PlannedExecutor)
-        self.filler: Filler | None = None  # that fill thread: it hands the slots back (``give_back``)
+        # the fill thread storing the plan's keeps (PlannedExecutor): samples may land while this loader reads,
+        # and the thread hands the slots back (``give_back``)
+        self.filler: Filler | None = None
         self._held: deque[int] = deque()   # pinned ring, threads: steps whose slot waits for its device copy
         # a format with a decode step (``Format.decoder``: JPEG, TFRecord): stored bytes land in ``raw_ring``,
         # ``decode(raw, n, out)`` writes the decoded rows into ``ring``
@@ -100,7 +101,7 @@ class Loader(EpochStage, ClosingStage):
                 n = st.read_into(sid, dst)
             else:
                 try:   # fills may land in another thread (loader threads, the fill thread): wait for them
-                    n = st.read_pinned(sid, dst, wait=bool(self.threads or self.fills_async),
+                    n = st.read_pinned(sid, dst, wait=bool(self.threads or self.filler is not None),
                                        stop=self._stopping)
                 except Stopped:
                     if self._error is not None:     # a failed fill (``fail``): its error, not a timeout
@@ -152,7 +153,7 @@ class Loader(EpochStage, ClosingStage):
         # locals only; everything else (own tiers, runs, decoding) through ``_read``
         fast = self.decode is None
         # own tiers read directly (no pin: nothing else stores or evicts while the trainer reads inline)
-        own = self.stores.by_code if (fast and not self.fills_async and self.wait_for_samples) else {}
+        own = self.stores.by_code if (fast and self.filler is None and self.wait_for_samples) else {}
         out = self.ring[t]
         read_into = self.readers[0].read_into
         add, clock = self.timelines[0].add, self.ctx.clock
