@@ -1,4 +1,4 @@
-"""Remote reads of the planned executor (stages.PeerPush) against bare mpi4py Isend/Irecv loops moving the
+"""Remote reads of the planned executor (stages.peerpush.PeerPush) against bare mpi4py Isend/Irecv loops moving the
 same samples, in the same run; and the executor's overhead per sample.
 
 Run with 2 ranks as 2 emulated nodes, at both sample sizes of issue 19:

@@ -1,4 +1,4 @@
-"""Remote reads of the planned executor (``stages.PeerPush``) against a bare mpi4py loop moving the same
+"""Remote reads of the planned executor (``stages.peerpush.PeerPush``) against a bare mpi4py loop moving the same
 bytes, in the same run.
 
     mpiexec -n 2 env PYTHONPATH=. python benchmarks/peer_reads.py [--samples 800] [--batch 16] [--repeat 5]

@@ -5,5 +5,5 @@
   loader's mechanisms (a system profile).
 
 A package of its own, above ``storage/``, ``compute/`` and ``strategies/``: it measures through their public
-APIs (the tiers, ``strategies.stages.Exchange``, ``strategies.prefetch.StepDataset``) and nothing below
+APIs (the tiers, ``strategies.stages.exchange.Exchange``, ``strategies.prefetch.StepDataset``) and nothing below
 imports it."""

@@ -54,7 +54,7 @@ The mechanisms the model needs beyond bandwidths (issue 19; each optional in a p
   between two ranks through dlbench's comm layer, posted together, a 2 ms sleep (the step), then waited for;
   one rank's send rate over the posting and waiting time.
 - **exchange through the stage** ``exchange_sample_s`` (under MPI, with ``--local-dir``): pls's per-step sequence
-  measured through ``strategies.stages.Exchange`` itself with the local file tier: two ranks each hold files of
+  measured through ``strategies.stages.exchange.Exchange`` itself with the local file tier: two ranks each hold files of
   ``request_bytes``; a transfers plan moves 8 of them each way per step; per step the stage posts (reads the
   sent files into rows, Isend/Irecv), a sleep of the step's length (10 ms), then completes (wait, write the
   received samples as files, delete the sent ones), while a loader thread reads the next step's 8 samples
@@ -518,7 +518,7 @@ def _pingpong(comm, nbytes: int = 16 << 20, reps: int = 5) -> float | None:
 
 def _exchange_stage_cost(comm, nbytes: int, local_dir, parts: int = 8, steps: int = 30,
                          step_s: float = 0.01) -> dict | None:
-    """pls's exchange through ``strategies.stages.Exchange`` with the local file tier, between rank 0 and a
+    """pls's exchange through ``strategies.stages.exchange.Exchange`` with the local file tier, between rank 0 and a
     peer (another node's rank when there is one): each holds ``parts * steps`` files of ``nbytes``; a moving
     transfers plan sends ``parts`` of them each way per step; per step ``post``, a ``step_s`` sleep (the
     step: no MPI call), ``complete``. As in a run, a loader thread reads the next step's ``parts`` samples
@@ -531,7 +531,9 @@ def _exchange_stage_cost(comm, nbytes: int, local_dir, parts: int = 8, steps: in
     from ..plan import LOCAL
     from ..plan.plan import SYNC, EpochPlan, Plan, Transfers
     from ..storage.tiers import LocalTier
-    from ..strategies.stages import EpochView, Exchange, SampleStore, Stores
+    from ..strategies.stages.exchange import Exchange
+    from ..strategies.stages.store import SampleStore, Stores
+    from ..strategies.stages.view import EpochView
     from ..timeline import Timeline
 
     me, peer = comm.rank, _peer_of_rank0(comm)

@@ -64,7 +64,7 @@ def split_transfer(copy_start: int, copy_end: int, prev_compute_end: int | None)
 
 
 class CopyDone:
-    """A copy from the loader's buffer, for the loader (``stages.Ring.hold``): ``query()``, has it completed;
+    """A copy from the loader's buffer, for the loader (``strategies.stages.ring.Ring.hold``): ``query()``, has it completed;
     ``synchronize()``, wait until it has (then the buffer may be written)."""
 
     __slots__ = ("b", "ev")

@@ -9,7 +9,7 @@ in the rank's process (every rank its own copy). A ``SampleStore`` counts refere
 sample that sits twice in one shard (DistributedSampler's padding, or received while still held) is stored
 once and removed with its last reference.
 
-Recording (``stages.Stager``, ``stages.Exchange``, ``stages.Loader``). Prologue (epoch −1): one ``read`` per
+Recording (``stages.stager.Stager``, ``stages.exchange.Exchange``, ``stages.loader.Loader``). Prologue (epoch −1): one ``read`` per
 sample from the shared tier (tier SHARED), ``exchange`` intervals of the plan's peer rows between nodes (tier
 PEER, bytes received), and one ``stage`` interval over the whole prologue (bytes written); ``mark_epoch(-1,
 ...)``. Epochs: one ``read`` per sample from the store (tier LOCAL or MEMORY) and, for a format with a decode

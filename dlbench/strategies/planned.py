@@ -1,23 +1,24 @@
 """The planned executor: carries out any plan whose accesses name their source (shared tier, an own tier,
-or a peer), with cache fills (``keep``) and evictions, by gluing the stages of ``stages.py``. Every
+or a peer), with cache fills (``keep``) and evictions, by driving the stages of ``stages/`` (one module each). Every
 strategy but prefetch is a planner plus this executor (naive, staging, local, pls, the cache family and
 surrogatetrain).
 
-Per epoch, for this rank: the loader reads step t's non-peer accesses into ring buffer t mod depth (inline,
-or by loader threads up to depth − 1 steps ahead), the peer stage posts Irecvs into the same buffer for the
-PEER accesses and Isends for the samples this rank serves; ``next()`` waits for both, yields the batch,
-and on the following ``next()`` (after the trainer's compute) stores what the plan keeps (``stage``
-interval: bytes written), drops what it evicts, and posts the sends that became possible. That work sits
-inside the trainer's next ``next()`` call, so the runner counts it as stall: it is I/O the trainer waits
-for.
+Per epoch, for this rank, ``epoch`` drives its stages through the step protocol (``stage.drive``; the stages
+and their order: ``epoch_stages``): the loader reads step t's non-peer accesses into ring slot t mod depth
+(inline, or by loader threads up to depth − 1 steps ahead), the peer stage posts Irecvs into the same slot for
+the PEER accesses and Isends for the samples this rank serves; ``next()`` waits for both, lends the batch
+(``Ring.lend``), and on the following ``next()`` (after the trainer's compute) stores what the plan keeps
+(``stage`` interval: bytes written), drops what it evicts, hands the slot back and posts the sends that became
+possible. That work sits inside the trainer's next ``next()`` call, so the runner counts it as stall: it is I/O
+the trainer waits for.
 
-Prologue (``stages.Stager``, epoch −1): the rank's rows reading the shared tier into an own tier (a preload,
+Prologue (``stages.stager.Stager``, epoch −1): the rank's rows reading the shared tier into an own tier (a preload,
 staging's piece, a shard) and then the plan's sender → receiver rows (staging's distribution between nodes)
 as non-blocking MPI; ``read`` per shared sample, ``exchange`` per round, one ``stage`` interval. With
 ``shared_local`` the local tier is one directory per node shared by its ranks (staging): what the node's other
 ranks stored is held here too (``SampleStore.share``) and cleared by them.
 
-Background transfers (``EpochPlan.transfers``: pls's exchange) are the transfer stage ``stages.Exchange``:
+Background transfers (``EpochPlan.transfers``: pls's exchange) are the transfer stage ``stages.exchange.Exchange``:
 posted when a step starts, completed after the trainer's step.
 
 Capacity: each own tier is sized by the strategy (``capacity_bytes`` per tier code, computed from the plan's
@@ -27,8 +28,6 @@ overflows raises CapacityError naming the option to change.
 
 from __future__ import annotations
 
-import functools
-from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,9 +38,18 @@ from ..errors import RunError
 from ..plan import LOCAL, MEMORY, NO_TIER, Plan
 from ..storage import ArenaTier, LocalTier, MemoryTier
 from ..storage.localtier import open_local_tier, peer_stop, remove_local_tier
-from ..timeline import PHASE_ID, Timeline
+from ..timeline import Timeline
 from .base import Batch, Executor, RunContext
-from .stages import EpochView, Exchange, Filler, Loader, PeerPush, Ring, SampleStore, Stager, Stores
+from .stage import Stage, drive
+from .stages.exchange import Exchange
+from .stages.filler import Filler, Keeps
+from .stages.loader import Loader
+from .stages.peerpush import PeerPush
+from .stages.peersteps import PeerSteps
+from .stages.ring import Ring
+from .stages.stager import Stager
+from .stages.store import SampleStore, Stores
+from .stages.view import EpochView
 
 if TYPE_CHECKING:
     from ..data.formats import SampleReader
@@ -118,8 +126,9 @@ class PlannedExecutor(Executor):
         self.raw_ring = None if self.decode is None else Ring(self.window + 1, rows, self.max_row)
         self.loader: Loader | None = None
         self.peers: PeerPush | None = None
+        self.peer_steps: PeerSteps | None = None
+        self.keeps: Keeps | None = None
         self.stage_s = 0.0
-        self.stage_bytes = 0
         self.done = False
         self.stale_removed: list[str] = []
         self.fill_thread = bool(fill_thread)
@@ -127,7 +136,6 @@ class PlannedExecutor(Executor):
         self.stager: Stager | None = None
         self.exchange: Exchange | None = None
         self._barrier_passed = False
-        self._gstep = 0
 
     # ---- set-up ------------------------------------------------------------------------------------
     def batch_memory(self, alloc) -> None:
@@ -189,7 +197,12 @@ class PlannedExecutor(Executor):
         if self.fill_thread and (self.plan_keeps_or_evicts()):
             ftl = tl.sibling(200, 1 << 14) if hasattr(tl, "sibling") else Timeline(1 << 14, ctx.rank, thread=200)
             self.filler = Filler(self.stores, ftl, ctx.clock, on_error=self.loader.fail)
-            self.loader.fills_async = True
+            self.loader.filler = self.filler
+        rows = self.ring if self.raw_ring is None else self.raw_ring     # what tiers hold and peers send
+        self.keeps = Keeps(ctx, self.stores, rows, self.filler,
+                           give_back=self.loader.give_back if self.threads else None)
+        self.peer_steps = PeerSteps(self.peers, self.ring, rows, self.filler, decode=self.decode,
+                                    strategy=plan.strategy)
         pro = plan.prologue
         self.stager = Stager(ctx, self.stores, self.loader.readers[0], self.max_row, tl)
         self.stager.run(pro)
@@ -202,159 +215,32 @@ class PlannedExecutor(Executor):
             self.stores[LOCAL].share(np.unique(pro.sample[mates]).tolist())
 
     # ---- epochs ------------------------------------------------------------------------------------
+    def epoch_stages(self, view: EpochView) -> list[Stage]:
+        """The stages of epoch ``view``, in the order ``drive`` calls each hook on them: the fill thread (its jobs
+        numbered), the step's keeps and evictions (before the slot goes back to the loader), the background
+        transfers (posted first, to overlap the step), the loader, the peer stage (receives completed after the
+        loader's reads, sends after the keeps are stored), the ring (every slot free at the epoch's end)."""
+        assert self.loader is not None and self.peer_steps is not None and self.keeps is not None
+        out: list[Stage] = []
+        if self.filler is not None:
+            out.append(self.filler)
+        if self.filler is not None or len(view.evict_ids) or (view.keep != NO_TIER).any():
+            out.append(self.keeps)
+        if self.exchange is not None:
+            out.append(self.exchange)
+        return out + [self.loader, self.peer_steps, self.ring]
+
     def epoch(self, e: int) -> Iterator[Batch]:
         ctx = self.ctx
-        loader, peers, ring, filler = self.loader, self.peers, self.ring, self.filler
-        tl, clock = ctx.timeline, ctx.clock
-        if loader is None or peers is None or tl is None:
+        if self.loader is None or ctx.timeline is None:
             raise RunError("PlannedExecutor.epoch before start()")
-        view = EpochView(self.plan, e, ctx.rank, runs=loader.run_reads)
+        view = EpochView(self.plan, e, ctx.rank, runs=self.loader.run_reads)
         tr = view.plan_epoch.transfers
         if tr is not None and len(tr) and self.exchange is None:   # background transfers (pls's exchange)
             self.exchange = Exchange(ctx, self.stores, ctx.timeline)
-        exchange = self.exchange
-        if exchange is not None:
-            exchange.begin(view)
-        D = ring.depth
-        base = self._gstep            # the fill thread's job number of this epoch's step 0
-        peers.begin(view)
-        raw_ring, decode = self.raw_ring, self.decode
-        recv_ring = ring if raw_ring is None else raw_ring
-        posted = 0                    # steps whose peer receives are posted
-        # a pinned ring (``batch_memory``): the compute holds step t's buffer until its device copy completed.
-        # Inline, the loader settles the hold before it reads step t + D into the buffer; loader threads get the
-        # buffer back (``release``) once the copy completed: polled every step, waited for only when the step
-        # the trainer needs next is to be read into it (``held``: steps whose release waits for their copy)
-        pinned = ring.pinned
-        held: deque[int] = deque()
-
-        def settle_release(t: int) -> None:
-            """(fill thread) step t's buffer back to the loader threads once its copy completed."""
-            ring.settle(t)
-            loader.release(t)
-
-        def release_copied(t: int) -> None:
-            """Hand back to the loader threads the held buffers whose copy completed, in order; wait for the
-            copy of step t − D (step t is read into its buffer)."""
-            while held:
-                s = held[0]
-                if s <= t - D:
-                    ring.settle(s)
-                elif not ring.settled(s):
-                    return
-                held.popleft()
-                loader.release(s)
-
-        def post_recvs_upto(limit: int, block: bool) -> None:
-            """Irecvs of steps < limit into their ring buffers, once the buffer's last fill job is done."""
-            nonlocal posted
-            while posted < min(limit, view.steps):
-                s = posted
-                if filler is not None and s >= D and not filler.is_done(base + s - D):
-                    if not block:
-                        return
-                    filler.wait(base + s - D)
-                if pinned and s >= D:
-                    ring.settle(s)            # the buffer's last device copy (step s − D) completed
-                peers.post_recvs(view, s, recv_ring[s])
-                posted += 1
-
-        def post_sends(t_next: int, upto: int) -> None:
-            """Sends up to step ``upto``; those a peer needs at ``t_next`` must go now (the receiver blocks on
-            them before its next barrier): wait for this rank's fills if one is still being stored."""
-            peers.post_sends(view, upto)
-            first = peers.first_pending_step()
-            if first is not None and first <= t_next and filler is not None:
-                filler.wait(base + t_next - 1)
-                peers.post_sends(view, upto)
-                first = peers.first_pending_step()
-            if first is not None and first <= t_next:
-                raise RunError(f"plan of {self.plan.strategy}: rank {ctx.rank} must send a sample at epoch {e} step "
-                               f"{first} that it does not hold then")
-
-        peer_io = peers.active()      # this epoch has peer accesses or sends (else no per-step peer calls)
-        if peer_io:
-            post_recvs_upto(D, block=False)
-            post_sends(0, D - 1)
-        if self.threads:
-            loader.begin(view)
-        STAGE = PHASE_ID["stage"]
-        keep, ids, bounds = view.keep, view.ids, view.bounds.tolist()
-        any_keep = bool((keep != NO_TIER).any())
-        any_evict = len(view.evict_ids) > 0
-        sizes = ctx.sample_nbytes
-        try:
-            for t in range(view.steps):
-                if exchange is not None:
-                    exchange.post(view, t)      # overlaps the step (completed after the trainer's compute)
-                if self.threads:
-                    if held:
-                        release_copied(t)
-                    loader.wait(t)
-                    if held:
-                        release_copied(t)
-                else:
-                    if filler is not None and t >= D:
-                        filler.wait(base + t - D)     # the buffer's last fills are copied out
-                    if pinned:
-                        ring.settle(t)                # the buffer's last device copy completed
-                    loader.fill(view, t)
-                if peer_io:
-                    post_recvs_upto(t + 1, block=True)
-                    if decode is not None and raw_ring is not None:   # received stored rows: decode into the batch
-                        raw_t, out_t = raw_ring[t], ring[t]
-                        peers.wait_recvs(view, t, lambda j, n, a=raw_t, b=out_t: decode(a[j], n, b[j]))
-                    else:
-                        peers.wait_recvs(view, t)
-                b0, b1 = bounds[t], bounds[t + 1]
-                buf = ring[t]
-                kept_rows = buf if raw_ring is None else raw_ring[t]
-                yield (Batch(buf, ids[b0:b1], b1 - b0, functools.partial(ring.hold, t)) if pinned
-                       else Batch(buf, ids[b0:b1], b1 - b0))
-                # after the trainer's step: fills and evictions (fill thread, or here), the buffer back to the
-                # loader, sends and receives
-                kc = np.nonzero(keep[b0:b1] != NO_TIER)[0].tolist() if any_keep else ()
-                if any_evict:
-                    lo, hi = np.searchsorted(view.evict_step, [t, t + 1])
-                    evictions = view.evict_ids[lo:hi].tolist()
-                else:
-                    evictions = []
-                keeps = [(self.stores[int(keep[b0 + j])], int(ids[b0 + j]),
-                          kept_rows[j, :int(sizes[int(ids[b0 + j])])]) for j in kc]
-                if filler is not None:
-                    filler.submit(base + t, e, t, keeps, evictions,
-                                  None if not self.threads else (lambda t=t: loader.release(t)) if not pinned
-                                  else functools.partial(settle_release, t))
-                else:
-                    if keeps:
-                        t0 = clock()
-                        written = sum(st.put(sid, row) for st, sid, row in keeps)
-                        self.stage_bytes += written
-                        tl.add(STAGE, t0, clock(), e, t, written, keeps[0][0].code)
-                    for sid in evictions:
-                        self.stores.release(sid)
-                    if self.threads:
-                        if pinned:
-                            held.append(t)
-                        else:
-                            loader.release(t)
-                if exchange is not None:
-                    exchange.complete(view, t)
-                if peer_io:
-                    post_recvs_upto(t + 1 + D, block=False)
-                    post_sends(t + 1, t + D)
-            if filler is not None:
-                filler.drain()
-            if pinned:                        # every copy of the epoch read its buffer: the next epoch's are free
-                ring.settle_all()
-                held.clear()
-            peers.finish(view)
-            if exchange is not None:
-                exchange.finish(view)
-        finally:
-            if self.threads:
-                loader.end()
-            self._gstep = base + view.steps
+        lend, ids, bounds = self.ring.lend, view.ids, view.bounds.tolist()
+        yield from drive(self.epoch_stages(view), view,
+                         lambda t: lend(t, ids[bounds[t]:bounds[t + 1]], bounds[t + 1] - bounds[t]))
         if e == self.plan.epochs - 1:
             self.done = True
 
@@ -384,7 +270,7 @@ class PlannedExecutor(Executor):
                          "bytes": pp.get("bytes", 0) + pro.get("bytes", 0) + ex.get("bytes_received", 0),
                          "bytes_sent": pp.get("bytes_sent", 0) + pro.get("bytes_sent", 0) + ex.get("bytes_sent", 0)}
         out = {"tiers": tiers, "stage_s": pro.get("stage_s", 0.0),
-               "cache_fill_bytes": self.stage_bytes + (self.filler.stats()["bytes"] if self.filler is not None else 0),
+               "cache_fill_bytes": sum(st.stats()["bytes"] for st in (self.keeps, self.filler) if st is not None),
                "loader": {"threads": self.threads, "window_steps": self.window, "fill_thread": self.filler is not None}}
         if self.exchange is not None:
             out["exchange"] = {"bytes_sent": ex["bytes_sent"], "bytes_received": ex["bytes_received"],

@@ -33,7 +33,9 @@ from . import register
 from .base import Executor, PlanContext, RunContext, Strategy
 from .cache import CacheOptions, check_cache_capacity, memory_capacity_per_rank, pipeline_of, planned_executor
 from .planned import PlannedExecutor
-from .stages import SampleStore, Stores
+from .stage import Stage
+from .stages.store import SampleStore, Stores
+from .stages.view import EpochView
 
 SEMANTICS = Semantics(yes(), yes("the last batch without padding"), Clause(Answer.YES, "epoch order, sample→rank"))
 
@@ -105,13 +107,29 @@ class BestFitArenaTier(ArenaTier):
         self._alloc.free(off, -(-nbytes // ARENA_ALIGN) * ARENA_ALIGN)
 
 
+class LocalBatches(Stage):
+    """A stage that records the samples of every step this rank trains on (its local batch: unequal under
+    ``--balance``), as the step's batch is lent."""
+
+    def __init__(self) -> None:
+        self.delivered: list[int] = []
+
+    def before_step(self, view: EpochView, t: int) -> None:
+        self.delivered.append(int(view.bounds[t + 1] - view.bounds[t]))
+
+    def stats(self) -> dict:
+        n = self.delivered
+        return {"min": min(n) if n else 0, "max": max(n) if n else 0,
+                "mean": float(np.mean(n)) if n else 0.0, "steps": len(n)}
+
+
 class SurrogateTrainExecutor(PlannedExecutor):
     """The planned executor plus SurrogateTrain's figures: shared-tier requests and bytes per request, local
     batch sizes (the compute imbalance load balancing buys), and whether runs were read as one request."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
-        self.delivered: list[int] = []       # samples per step delivered to this rank (its local batches)
+        self.local_batches = LocalBatches()  # samples per step delivered to this rank (its local batches)
         # the arena: the plan's highest byte for this rank (its peak bytes plus what best fit leaves between)
         self.capacity[MEMORY] = float(self.plan.capacity.of_rank("arena_bytes_per_rank", self.ctx.rank))
 
@@ -120,10 +138,8 @@ class SurrogateTrainExecutor(PlannedExecutor):
         tier = BestFitArenaTier(cap, self.max_row, flag=self.capacity_flag, io_counters=self._counters("memory"))
         self.stores = Stores({MEMORY: SampleStore(tier, MEMORY)} if cap > 0 else {})
 
-    def epoch(self, e: int):
-        for batch in super().epoch(e):
-            self.delivered.append(batch.n)
-            yield batch
+    def epoch_stages(self, view: EpochView) -> list[Stage]:
+        return super().epoch_stages(view) + [self.local_batches]
 
     def stats(self) -> dict:
         out = super().stats()
@@ -144,9 +160,7 @@ class SurrogateTrainExecutor(PlannedExecutor):
                                        "shared_requests_per_epoch", "shared_load_reduction_vs_naive",
                                        "local_batch_min", "local_batch_max", "compute_imbalance"),
                                       arena_bytes_per_rank=self.plan.capacity.arena_bytes_per_rank)
-        n = [int(x) for x in self.delivered]
-        out["local_batch"] = {"min": min(n) if n else 0, "max": max(n) if n else 0,
-                              "mean": float(np.mean(n)) if n else 0.0, "steps": len(n)}
+        out["local_batch"] = self.local_batches.stats()
         return out
 
 

@@ -1,5 +1,5 @@
 """2-rank script for tests/mpi/test_cache_mpi.py: lbann --mode preload (each rank holds half the dataset in
-memory, about half of every batch comes from the peer), checking ``stages.PeerPush``'s messages: one per
+memory, about half of every batch comes from the peer), checking ``stages.peerpush.PeerPush``'s messages: one per
 (step, sender) carrying all its samples (MPI gathers them from the sender's slots and scatters them into the
 receiver's rows), cut at ``PEER_MESSAGE_BYTES`` (0: one message per sample). Every delivered sample is
 verified, and the peer counts must be the plan's: samples and bytes received, and messages."""
@@ -16,7 +16,7 @@ def main() -> None:
     from dlbench.plan import PEER
     from dlbench.run.loop import Loop
     from dlbench.run.setup import RunConfig
-    from dlbench.strategies import stages
+    from dlbench.strategies.stages import peerpush as stages
     from dlbench.timeline import Timeline
 
     comm = get_comm(ranks_per_node=1)

@@ -15,7 +15,7 @@ import pytest
 
 from dlbench.compute.ring import StepPipeline
 from dlbench.storage import aligned_rows
-from dlbench.strategies.stages import Ring
+from dlbench.strategies.stages.ring import Ring
 
 ROW = 64
 
@@ -202,7 +202,7 @@ def test_loader_threads_get_a_buffer_back_as_soon_as_its_copy_completed():
     """With loader threads, a held buffer goes back when its copy is seen complete (polled each step), not only
     when the trainer needs that buffer: on a device whose copies complete by the next poll, step t's buffer is
     released at step t + 1, before the trainer waits for step t + 1's samples."""
-    from dlbench.strategies.stages import Loader
+    from dlbench.strategies.stages.loader import Loader
 
     released = []
     orig = Loader.release

@@ -1,4 +1,4 @@
-"""The planned executor's stages (stages.py) on one rank: errors of one stage reach the trainer promptly."""
+"""The planned executor's stages (strategies/stages/) on one rank: errors of one stage reach the trainer promptly."""
 
 import threading
 
@@ -11,7 +11,7 @@ from dlbench.data.formats import MemoryReader
 from dlbench.run.loop import Loop
 from dlbench.run.setup import RunConfig
 from dlbench.storage import ArenaTier, MemoryTier
-from dlbench.strategies.stages import SampleStore, Stopped
+from dlbench.strategies.stages.store import SampleStore, Stopped
 from dlbench.timeline import Timeline
 
 
@@ -257,7 +257,9 @@ def test_loader_end_stall_wakes_a_thread_waiting_for_a_fill(tmp_path):
     from types import SimpleNamespace
 
     from dlbench.plan import MEMORY
-    from dlbench.strategies.stages import Loader, Ring, Stores
+    from dlbench.strategies.stages.loader import Loader
+    from dlbench.strategies.stages.ring import Ring
+    from dlbench.strategies.stages.store import Stores
 
     ctx = _local_ctx(tmp_path, world=1)
     store = SampleStore(MemoryTier(1 << 20, 4096), MEMORY)
@@ -278,7 +280,7 @@ def test_loader_end_stall_wakes_a_thread_waiting_for_a_fill(tmp_path):
 def test_peer_messages_cut_per_pair_and_byte_cap():
     """PeerPush's messages (issue 19): one per (step, peer) run, cut where the next sample would pass the byte
     cap (at least one sample each); sender and receiver compute the same cuts from the plan's sizes."""
-    from dlbench.strategies.stages import _messages, _new_group
+    from dlbench.strategies.stages.peerpush import _messages, _new_group
 
     g = _new_group(np.array([0, 0, 0, 1, 1, 2, 2]), np.array([1, 1, 1, 2, 2, 2, 3]))
     assert g.tolist() == [True, False, False, True, False, True, True]

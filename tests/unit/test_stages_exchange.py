@@ -1,5 +1,5 @@
-"""The transfer stage (``stages.Exchange``: a plan's ``EpochPlan.transfers``, pls's exchange) and the prologue
-stage (``stages.Stager``: shared-tier reads, then the plan's sender -> receiver rows) between two threads through
+"""The transfer stage (``stages.exchange.Exchange``: a plan's ``EpochPlan.transfers``, pls's exchange) and the prologue
+stage (``stages.stager.Stager``: shared-tier reads, then the plan's sender -> receiver rows) between two threads through
 the in-process two-rank comm (fakecomm.PairComm): no mpiexec."""
 
 import time
@@ -14,7 +14,10 @@ from dlbench.plan import LOCAL, MEMORY, PEER, SHARED, SYNC
 from dlbench.plan.plan import EpochPlan, Plan, Prologue, Transfers
 from dlbench.storage import LocalTier, MemoryTier
 from dlbench.strategies.stage import EpochStage
-from dlbench.strategies.stages import EpochView, Exchange, SampleStore, Stager, Stores
+from dlbench.strategies.stages.exchange import Exchange
+from dlbench.strategies.stages.stager import Stager
+from dlbench.strategies.stages.store import SampleStore, Stores
+from dlbench.strategies.stages.view import EpochView
 from dlbench.timeline import Timeline
 
 STEPS = 3
@@ -130,7 +133,7 @@ class _Reader:
 def test_stager_reads_then_sends_the_prologue_rows(cap, monkeypatch):
     """Each rank reads half the samples from the shared tier, then the plan's peer rows give it the other half:
     every sample ends up held by both, byte for byte; ``cap`` cuts a pair's rows into several messages (rounds)."""
-    from dlbench.strategies import stages
+    from dlbench.strategies.stages import stager as stages
 
     monkeypatch.setattr(stages, "PROLOGUE_CHUNK_BYTES", cap)
     ids = np.arange(N, dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Each executor stage alone (stages.py), the MPI ones (PeerPush) between two threads through an in-process
+"""Each executor stage alone (strategies/stages/), the MPI ones (PeerPush) between two threads through an in-process
 two-rank comm (fakecomm.PairComm): no mpiexec."""
 
 import threading
@@ -13,7 +13,12 @@ from dlbench.plan import MEMORY, NO_TIER, PEER, SHARED, SYNC
 from dlbench.plan.plan import EpochPlan, Evictions, Plan
 from dlbench.storage import ArenaTier, MemoryTier
 from dlbench.strategies.stage import ClosingStage, EpochStage, Stage
-from dlbench.strategies.stages import EpochView, Filler, Loader, PeerPush, Ring, SampleStore, Stores
+from dlbench.strategies.stages.filler import Filler
+from dlbench.strategies.stages.loader import Loader
+from dlbench.strategies.stages.peerpush import PeerPush
+from dlbench.strategies.stages.ring import Ring
+from dlbench.strategies.stages.store import SampleStore, Stores
+from dlbench.strategies.stages.view import EpochView
 from dlbench.timeline import Timeline
 
 N, STEPS = 32, 4
@@ -132,7 +137,7 @@ def test_peer_push_two_ranks_rows_and_counters(tier_cls, depth):
 
 def test_peer_push_message_cap_cuts_messages(monkeypatch):
     """A byte cap below two samples: one message per sample (single-sample isend/irecv), same rows."""
-    from dlbench.strategies import stages
+    from dlbench.strategies.stages import peerpush as stages
 
     monkeypatch.setattr(stages, "PEER_MESSAGE_BYTES", 0)
     plan = _plan()

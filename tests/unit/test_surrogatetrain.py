@@ -297,7 +297,10 @@ def test_a_run_is_one_request(threads, runs):
     other access; every row lands where the plan puts it."""
     from types import SimpleNamespace
 
-    from dlbench.strategies.stages import EpochView, Loader, Ring, Stores
+    from dlbench.strategies.stages.loader import Loader
+    from dlbench.strategies.stages.ring import Ring
+    from dlbench.strategies.stages.store import Stores
+    from dlbench.strategies.stages.view import EpochView
     from dlbench.timeline import Timeline
 
     p = _plan(F=300, W=2, b=40, c=0, E=1)       # no buffer: every access a load
