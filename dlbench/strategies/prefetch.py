@@ -71,7 +71,11 @@ class StepDataset:
         self.reader_factory, self.decode = reader_factory, decode   # decode: the format's step (None: rows as read)
         self.out_nbytes, self.max_raw = out_nbytes, max_raw
         self.local_batch, self.ring_size = local_batch, ring
-        self._pid, self._reader, self._raw, self._ring, self._next = None, None, None, None, 0
+        self._pid: int | None = None          # the process whose reader and ring these are (set per worker)
+        self._reader: Any = None
+        self._raw: np.ndarray | None = None
+        self._ring: list[Any] = []
+        self._next = 0
 
     def _open(self):
         if self._pid != os.getpid():

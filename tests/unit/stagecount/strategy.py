@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dlbench.plan.semantics import Semantics, no, yes
 from dlbench.strategies import register
-from dlbench.strategies.base import Executor, PlanContext, RunContext, Semantics, Strategy
+from dlbench.strategies.base import Executor, PlanContext, RunContext, Strategy
 from dlbench.strategies.naive import shared_tier_plan
 from dlbench.strategies.planned import PlannedExecutor
 from dlbench.strategies.stage import Stage
@@ -37,7 +38,7 @@ class Tallied(Strategy):
     name = "tallied"
     display = "Tallied"
     summary = "naive's plan with a stage that counts and checksums every batch"
-    semantics = Semantics("yes", "yes", "no")
+    semantics = Semantics(yes(), yes(), no())
     Options = TalliedOptions
 
     def plan(self, ctx: PlanContext, options: TalliedOptions):
