@@ -889,6 +889,25 @@ def steps_per_epoch(samples: int, ranks: int, batch: int, drop_last_batch: bool 
     return per_rank // batch if drop_last_batch else -(-per_rank // batch)
 
 
+def checkpoint_schedule(t: Translation, ranks: int, batch_size: int | None, drop_last_batch: bool,
+                        every: int = 0, first: int = 0) -> tuple[int, int, dict | None]:
+    """``run --dlio-config``'s checkpoints: ``(checkpoint_every, checkpoint_first, checkpoint_model)`` in global
+    steps from DLIO's ``checkpoint_after_epoch``/``epochs_between_checkpoints`` (steps per epoch at ``ranks``
+    and the local batch: ``batch_size``, else the config's) or ``steps_between_checkpoints``; a
+    ``--checkpoint-every`` typed on the command line (``every`` > 0) wins and keeps ``first``."""
+    r = t.run
+    model = None
+    if r["checkpoint_every_epochs"] and every == 0:
+        spe = max(1, steps_per_epoch(t.workload["samples"], ranks, batch_size or r["batch_size"], drop_last_batch))
+        every = r["checkpoint_every_epochs"] * spe
+        first = r.get("checkpoint_after_epochs", 0) * spe   # DLIO's checkpoint_after_epoch
+    if r.get("checkpoint_every_steps") and every == 0:
+        every = r["checkpoint_every_steps"]                 # DLIO's steps_between_checkpoints
+    if every and r.get("checkpoint_model"):
+        model = r["checkpoint_model"]                       # every rank writes its shards
+    return every, first, model
+
+
 # --- files (the only I/O of this module) ----------------------------------------------------------------------
 
 def write_text_atomic(path, text: str) -> None:

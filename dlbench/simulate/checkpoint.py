@@ -169,3 +169,35 @@ def table(rows: list[dict], mlperf_gib_s: dict[str, float] | None = None) -> str
                      f"{r['node_bytes_max'] / GiB:>12,.1f} {r['durable_s']:>9.2f} "
                      f"{r['bandwidth_bytes_per_s'] / GiB:>8.1f} {ref if ref is not None else '':>25}")
     return "\n".join(lines)
+
+
+def simulated_checkpoints(every: int, write_curve: str | None, *, study: str | None, workload_args: tuple | None,
+                          profile, nodes: int, ranks_per_node: int, first: int = 0):
+    """``simulate --checkpoint-every``: a function of the steps per epoch -> the run's checkpoint schedule
+    costed (``run_schedule``), or None without it. ``workload_args``: (workload, scale, samples) whose model
+    size the checkpoint has."""
+    from ..config import check_counts
+
+    if write_curve is not None and not every:
+        raise ConfigError(f"--write-curve={write_curve}: only with --checkpoint-every N (N > 0)")
+    if first and not every:
+        raise ConfigError(f"--checkpoint-first={first}: only with --checkpoint-every N (N > 0)")
+    if not every:
+        return None
+    check_counts(("--checkpoint-every", every, 1, 2**62), ("--checkpoint-first", first, 0, 2**62))
+    if study or workload_args is None:
+        raise ConfigError(f"--checkpoint-every={every}: not with --study (pass --system/--workload/--nodes)")
+    from ..run.checkpoint import checkpoint_nbytes
+    from ..workload import load as load_workload
+
+    workload, scale, samples = workload_args
+    nbytes = checkpoint_nbytes(every, load_workload(workload, scale=scale, samples=samples))
+    link, file_s, curve, what = write_side(profile, write_curve)
+    per_rank, files = run_ranks(nbytes, nodes * ranks_per_node)
+
+    def cost(steps_per_epoch):
+        return run_schedule(per_rank, files, nodes=nodes, ranks_per_node=ranks_per_node,
+                            steps_per_epoch=steps_per_epoch, every=every, first=first, curve=curve, link_gbps=link,
+                            file_s=file_s, what=what)
+
+    return cost
