@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import click
+from click.core import ParameterSource
 
-from ..errors import ConfigError
 from . import options
 from .group import sigterm_as_interrupt
 
@@ -55,46 +55,22 @@ def checkpoint_cmd(model_name, layers, hidden, ffn, vocab, heads, kv_heads, tp, 
                    mode, checkpoints, steps, compute_time, restore, reshard, warm, ranks_per_node, no_fsync, keep,
                    seed, out, mtbf_hours, simulate, nodes, write_curve, link_gbps, file_s, system):
     """Write checkpoints of a large model as every rank would (durable, timed), then restore them."""
-    from ..checkpoint.bench import Config, render
+    from ..checkpoint.bench import Config, parse_reshard, render
     from ..checkpoint.bench import run as run_checkpoint
     from ..checkpoint.models import get_model
     from ..comm import get_comm
 
     m = get_model(model_name, layers=layers, hidden=hidden, ffn=ffn, vocab=vocab, heads=heads, kv_heads=kv_heads,
                   tp=tp, pp=pp, dp=dp, zero=zero, scale=scale)
-    rs = None
-    if reshard:
-        try:
-            rs = tuple(int(x) for x in reshard.split(","))
-            assert len(rs) == 3
-        except (ValueError, AssertionError):
-            raise ConfigError(f"--reshard={reshard!r}: give TP,PP,DP, e.g. 2,1,4") from None
+    rs = parse_reshard(reshard)
     if simulate:
-        from ..simulate.checkpoint import cost, parse_curve, table, young_daly
+        from ..simulate.checkpoint import simulate_checkpoint
 
-        if not write_curve:
-            raise ConfigError("--simulate needs --write-curve CLIENTS:GB/S,... (the shared file system's aggregate "
-                              "write bandwidth by writing nodes)")
-        rpn = ranks_per_node or 8
-        if system:
-            from ..simulate.checkpoint import from_calibration
-            from ..system import load as load_profile
-
-            link_cal, file_cal, what = from_calibration(load_profile(system))
-            given = click.get_current_context().get_parameter_source("link_gbps")
-            if given is None or given.name == "DEFAULT":
-                link_gbps = link_cal
-            file_s = file_cal if file_s is None else file_s
-            click.echo(what)
-        file_s = 0.0 if file_s is None else file_s
-        row = cost(m, nodes or -(-m.world // rpn), rpn, parse_curve(write_curve), link_gbps, file_s,
-                   "shards" if layout == "dcp" else layout)
-        click.echo(table([row]))
-        if mtbf_hours is not None:
-            yd = young_daly(row["durable_s"], mtbf_hours, m.world)
-            click.echo(f"Young/Daly (sync: stall = durable {row['durable_s']:.2f} s, job MTBF "
-                       f"{yd['job_mtbf_s'] / 3600:.1f} h): interval {yd['interval_s'] / 60:.1f} min, goodput "
-                       f"{yd['goodput']:.4f}")
+        link_given = click.get_current_context().get_parameter_source("link_gbps")
+        for line in simulate_checkpoint(m, nodes=nodes, ranks_per_node=ranks_per_node, write_curve=write_curve,
+                                        link_gbps=link_gbps, link_given=link_given not in (None, ParameterSource.DEFAULT),
+                                        file_s=file_s, system=system, layout=layout, mtbf_hours=mtbf_hours):
+            click.echo(line)
         return
     cfg = Config(m, layout=layout, mode=mode, checkpoints=checkpoints, steps=steps, compute_time=compute_time,
                  out=out, subset=subset, fsync=not no_fsync, seed=seed,
@@ -105,10 +81,7 @@ def checkpoint_cmd(model_name, layers, hidden, ffn, vocab, heads, kv_heads, tp, 
         res = run_checkpoint(cfg, comm)
     if res is not None:
         if mtbf_hours is not None:
-            from ..simulate.checkpoint import young_daly
+            from ..simulate.checkpoint import young_daly_line
 
-            yd = young_daly(res["summary"]["stall_s"]["mean"], mtbf_hours, m.world)
-            click.echo(f"Young/Daly for the full job ({m.world} accelerators, MTBF {mtbf_hours:g} h each; C = the "
-                       f"measured mean stall {res['summary']['stall_s']['mean']:.4f} s): interval "
-                       f"{yd['interval_s']:.1f} s, goodput {yd['goodput']:.4f}")
+            click.echo(young_daly_line(res, mtbf_hours, m.world))
         click.echo(render(res))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
 
 from . import options
@@ -35,10 +38,13 @@ def generate(workload_name, scale, samples, data_dir, seed, force, fsync, progre
 
     wl = load(workload_name, scale=scale, samples=samples)
     comm = get_comm()
+    write: Callable[..., Any] = run_generate
+    if data_dir.startswith("s3://"):   # objects in a bucket (dlbench.storage.s3)
+        from ..storage.s3 import generate_to
+
+        write = generate_to
     with sigterm_as_interrupt():
-        if data_dir.startswith("s3://"):   # objects in a bucket (dlbench.storage.s3)
-            from ..storage.s3 import generate_to as run_generate  # noqa: F811
-        res = run_generate(wl, data_dir, seed=seed, force=force, comm=comm, fsync=fsync,
+        res = write(wl, data_dir, seed=seed, force=force, comm=comm, fsync=fsync,
                            progress=progress if comm.rank == 0 else False)
     if comm.rank == 0:
         click.echo(res.line())

@@ -14,7 +14,7 @@ from . import options
 @click.option("--explain", is_flag=True, help="print what every summary number means (measured and simulated alike)")
 def report_cmd(run_dir, explain):
     """Re-render a run's summary from its results folder (--explain: the glossary of its numbers)."""
-    from ... import report, results
+    from .. import report, results
     from ..provenance import render
 
     if explain:
@@ -38,7 +38,7 @@ def report_cmd(run_dir, explain):
 def compare_cmd(run_dirs, fmt):
     """Put runs side by side: strategy, ranks, epoch time, exposed I/O share, read share, AU, MB/s.
     A folder without run.json (a results root) stands for every run below it."""
-    from ... import report
+    from .. import report
     from ..results import find_run_dirs
 
     dirs = [str(d) for d in find_run_dirs(run_dirs, dedup=False)]
@@ -86,7 +86,7 @@ def import_group():
 
 
 def _imported(doc, out):
-    from ... import importers, report, results
+    from .. import importers, report, results
 
     rd = importers.write_imported(doc, out)
     click.echo(report.render_summary(results.read_run(rd)))
@@ -101,7 +101,7 @@ def _imported(doc, out):
 @options.out(help="results root: <out>/<name>/imported-darshan/<UTC stamp>/")
 def import_darshan_cmd(log, name, out):
     """A Darshan log (PyDarshan): POSIX/H5D counters, read time and bytes, job run time."""
-    from ... import importers
+    from .. import importers
 
     _imported(importers.darshan_run(log, name=name), out)
 
@@ -117,7 +117,7 @@ def import_darshan_cmd(log, name, out):
               help="refuse the file at its first garbled row [default: skip and count them, with a warning]")
 def import_timelogger_cmd(csv_path, name, nodes, fold_setup, out, strict):
     """A TimeLogger CSV (NERSC DL-Parallel-IO; plain or .gz): per-node phase sums, epoch times, exposed I/O."""
-    from ... import importers
+    from .. import importers
 
     _imported(importers.timelogger_run(csv_path, name=name, nodes=nodes, fold_setup=fold_setup, strict=strict), out)
 
@@ -136,8 +136,8 @@ def import_timelogger_cmd(csv_path, name, nodes, fold_setup, out, strict):
 def import_dftracer_cmd(traces, name, tiers, strict, hdf5_split, out):
     """dftracer traces (.pfw/.pfw.gz files, or folders of them): per-file, per-rank and per-class POSIX counters,
     bytes by tier, read intervals."""
-    from ... import importers_dftracer as D
-    from ... import report, results
+    from .. import importers_dftracer as D
+    from .. import report, results
 
     doc, intervals = D.dftracer_run(traces, name=name, tiers=D.parse_tier_args(tiers), strict=strict,
                                     hdf5_split=hdf5_split)
@@ -159,7 +159,7 @@ def import_dftracer_cmd(traces, name, tiers, strict, hdf5_split, out):
 def import_dlio_cmd(config, overrides, out_path, name, allow_unsupported):
     """A DLIO workload YAML (with DLIO's Hydra overrides) as a dlbench workload YAML; the run flags that
     reproduce DLIO's run (epochs, compute time, loader) are in its header."""
-    from ... import dlio
+    from .. import dlio
 
     t = dlio.load(config, overrides, allow_unsupported=allow_unsupported, name=name)
     if t.unsupported:

@@ -39,8 +39,8 @@ def sustain_cmd(workload, accelerator, strategies, system, measure_ranks, scale,
     the measured points); every figure labelled measured or modelled."""
     import json
 
-    from ... import strategies as registry
-    from ... import sustain
+    from .. import strategies as registry
+    from .. import sustain
 
     for s in strategies:
         registry.get(s)
@@ -88,7 +88,7 @@ def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, simu
         raise ConfigError(f"--{'simulate' if simulate_part else 'generate-only'}: study {st.name} has no sweep: "
                           f"or simulate: part (see configs/studies/scaling-weak.yaml)")
     if simulate_part:
-        from ... import report
+        from .. import report
 
         left: list[str] = []
         res = run_simulate(st, out=out, epochs=epochs, echo=click.echo, left_out=left)
@@ -112,7 +112,7 @@ def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, simu
     else:
         res = run_study(st, comm, data_dir=data_dir, local_dir=local_dir, out=out, epochs=epochs, echo=echo)
     if comm.rank == 0:
-        from ... import report
+        from .. import report
         from ..runstudy import traffic_table
 
         click.echo(report.compare(res, fmt=fmt))
