@@ -889,6 +889,31 @@ def steps_per_epoch(samples: int, ranks: int, batch: int, drop_last_batch: bool 
     return per_rank // batch if drop_last_batch else -(-per_rank // batch)
 
 
+def run_settings(t: Translation, given: dict, typed: set[str], folder) -> tuple[tuple, list[str]]:
+    """``run --dlio-config``: write ``t``'s workload YAML under ``folder`` and return the run's settings
+    ``(workload path, strategy, epochs, batch_size, seed, compute_time, compute_stdev, scale, strategy options)``
+    where a flag in ``typed`` (typed on the command line; its value in ``given``) wins over the config's, and
+    the notes to print. The config's loader options go to its strategy only."""
+    wl_path = write_workload_file(t, folder)
+    r = t.run
+    notes = []
+
+    def pick(flag: str, key: str):
+        return given[flag] if flag in typed else r[key]
+
+    strategy = pick("strategy", "strategy")
+    opts = dict(given["strategy_opts"])
+    if strategy == r["strategy"]:
+        for k, v in r["options"].items():
+            if opts.get(k) is None:
+                opts[k] = v
+    else:
+        notes.append(f"--strategy {strategy}: DLIO's reader settings (read_threads, prefetch_size, its dropped last "
+                     f"batch) map onto {r['strategy']} only; {strategy} runs with its own options")
+    return (str(wl_path), strategy, pick("epochs", "epochs"), pick("batch_size", "batch_size"), pick("seed", "seed"),
+            pick("compute_time", "compute_time_s"), pick("compute_stdev", "compute_stdev_s"), "full", opts), notes
+
+
 def checkpoint_schedule(t: Translation, ranks: int, batch_size: int | None, drop_last_batch: bool,
                         every: int = 0, first: int = 0) -> tuple[int, int, dict | None]:
     """``run --dlio-config``'s checkpoints: ``(checkpoint_every, checkpoint_first, checkpoint_model)`` in global

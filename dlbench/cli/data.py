@@ -61,38 +61,17 @@ def verify(data_dir, check_content, check_sum):
     """Check a dataset against its manifest: files present, sizes, HDF5 shapes (checksums with --checksum,
     every sample's bytes with --content)."""
     from ..comm import get_comm
-    from ..data.manifest import Manifest
-    from ..data.verify import verify as run_verify
+    from ..data.verify import verify_dataset
     from ..errors import DataError
 
     comm = get_comm()
-    storage = None
-    url = data_dir
-    if url.startswith("s3://"):   # objects in a bucket: the manifest fetched into its control folder
-        from pathlib import Path
-
-        from ..storage.s3 import S3Backend, fetch_manifest
-
-        data_dir = str(comm.bcast(fetch_manifest(url) if comm.rank == 0 else None))
-        storage = S3Backend(url)
-    m = Manifest.load(data_dir)
-    problems = run_verify(data_dir, content=check_content, comm=comm, manifest=m, checksum=check_sum,
-                          storage=storage)
-    if storage is not None:   # name the objects, not the control folder
-        problems = [p.replace(str(Path(data_dir)), url.rstrip("/"), 1) for p in problems]
+    m, problems, what = verify_dataset(data_dir, content=check_content, checksum=check_sum, comm=comm)
     if problems:
         if comm.rank == 0:
             for p in problems:
                 click.echo(p)
-        raise DataError(f"--data-dir {url}: {len(problems)} problem(s) in {m.describe()}")
+        raise DataError(f"--data-dir {data_dir}: {len(problems)} problem(s) in {m.describe()}")
     if comm.rank == 0:
-        recorded = m.sum64 is not None and any(c is not None for c in m.sum64)
-        what = "files, sizes" + (", shapes" if check_content or (check_sum and recorded) else " and shapes")
-        if check_content or check_sum:
-            what += (", checksums" if check_content else " and checksums") if recorded else ""
-            what += " and content" if check_content else ""
-            if not recorded:
-                what += " (no checksums recorded by generate: not checked)"
         click.echo(f"ok: {m.describe()}, {_human_bytes(m.dataset_nbytes)}: {what} match the manifest")
 
 

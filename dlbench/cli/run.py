@@ -180,22 +180,9 @@ def _from_dlio(path, overrides, allow_unsupported, given):
     if t.unsupported:
         click.echo(f"dlbench: warning: DLIO settings not emulated (--allow-unsupported): "
                    f"{'; '.join(t.unsupported)}", err=True)
-    wl_path = dlio.write_workload_file(t, data_root() / "dlio-workloads")
-    r = t.run
-    strategy = given["strategy"] if typed("strategy") else r["strategy"]
-    opts = dict(given["strategy_opts"])
-    if strategy == r["strategy"]:
-        for k, v in r["options"].items():
-            if opts.get(k) is None:
-                opts[k] = v
-    else:
-        click.echo(f"dlbench: note: --strategy {strategy}: DLIO's reader settings (read_threads, prefetch_size, "
-                   f"its dropped last batch) map onto {r['strategy']} only; {strategy} runs with its own options",
-                   err=True)
-    return (str(wl_path), strategy,
-            given["epochs"] if typed("epochs") else r["epochs"],
-            given["batch_size"] if typed("batch_size") else r["batch_size"],
-            given["seed"] if typed("seed") else r["seed"],
-            given["compute_time"] if typed("compute_time") else r["compute_time_s"],
-            given["compute_stdev"] if typed("compute_stdev") else r["compute_stdev_s"],
-            "full", opts, t)
+    typed_flags = {n for n in ("strategy", "epochs", "batch_size", "seed", "compute_time", "compute_stdev")
+                   if typed(n)}
+    settings, notes = dlio.run_settings(t, given, typed_flags, data_root() / "dlio-workloads")
+    for n in notes:
+        click.echo(f"dlbench: note: {n}", err=True)
+    return (*settings, t)
