@@ -36,6 +36,14 @@ MAX_PARAMETERS = 10**13             # a checkpoint of 120 TB
 
 
 
+def check_seconds(name: str, value, *, lo: float = 0.0, hi: float = MAX_STEP_TIME_S) -> float:
+    """A finite number of seconds in [lo, hi] (``inf``, ``nan`` and ``1e308`` are one-line errors)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not lo <= value <= hi:
+        raise ConfigError(f"{name}={value}: must be a finite number of seconds from {lo:g} to {hi:g}")
+    return float(value)
+
+
 def check_counts(*items) -> None:
     """``(flag, value, lo, hi)``: each given integer within [lo, hi] (the ceilings above), else one line naming
     the flag (a count past a ceiling is a typo that would allocate, overflow or never end). The one bounds

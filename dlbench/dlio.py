@@ -890,6 +890,50 @@ def steps_per_epoch(samples: int, ranks: int, batch: int, drop_last_batch: bool 
     return per_rank // batch if drop_last_batch else -(-per_rank // batch)
 
 
+def run_settings(t: Translation, given: dict, typed: set[str], folder) -> tuple[tuple, list[str]]:
+    """``run --dlio-config``: write ``t``'s workload YAML under ``folder`` and return the run's settings
+    ``(workload path, strategy, epochs, batch_size, seed, compute_time, compute_stdev, scale, strategy options)``
+    where a flag in ``typed`` (typed on the command line; its value in ``given``) wins over the config's, and
+    the notes to print. The config's loader options go to its strategy only."""
+    wl_path = write_workload_file(t, folder)
+    r = t.run
+    notes = []
+
+    def pick(flag: str, key: str):
+        return given[flag] if flag in typed else r[key]
+
+    strategy = pick("strategy", "strategy")
+    opts = dict(given["strategy_opts"])
+    if strategy == r["strategy"]:
+        for k, v in r["options"].items():
+            if opts.get(k) is None:
+                opts[k] = v
+    else:
+        notes.append(f"--strategy {strategy}: DLIO's reader settings (read_threads, prefetch_size, its dropped last "
+                     f"batch) map onto {r['strategy']} only; {strategy} runs with its own options")
+    return (str(wl_path), strategy, pick("epochs", "epochs"), pick("batch_size", "batch_size"), pick("seed", "seed"),
+            pick("compute_time", "compute_time_s"), pick("compute_stdev", "compute_stdev_s"), "full", opts), notes
+
+
+def checkpoint_schedule(t: Translation, ranks: int, batch_size: int | None, drop_last_batch: bool,
+                        every: int = 0, first: int = 0) -> tuple[int, int, dict | None]:
+    """``run --dlio-config``'s checkpoints: ``(checkpoint_every, checkpoint_first, checkpoint_model)`` in global
+    steps from DLIO's ``checkpoint_after_epoch``/``epochs_between_checkpoints`` (steps per epoch at ``ranks``
+    and the local batch: ``batch_size``, else the config's) or ``steps_between_checkpoints``; a
+    ``--checkpoint-every`` typed on the command line (``every`` > 0) wins and keeps ``first``."""
+    r = t.run
+    model = None
+    if r["checkpoint_every_epochs"] and every == 0:
+        spe = max(1, steps_per_epoch(t.workload["samples"], ranks, batch_size or r["batch_size"], drop_last_batch))
+        every = r["checkpoint_every_epochs"] * spe
+        first = r.get("checkpoint_after_epochs", 0) * spe   # DLIO's checkpoint_after_epoch
+    if r.get("checkpoint_every_steps") and every == 0:
+        every = r["checkpoint_every_steps"]                 # DLIO's steps_between_checkpoints
+    if every and r.get("checkpoint_model"):
+        model = r["checkpoint_model"]                       # every rank writes its shards
+    return every, first, model
+
+
 # --- files (the only I/O of this module) ----------------------------------------------------------------------
 
 def write_text_atomic(path, text: str) -> None:

@@ -20,6 +20,8 @@ import os
 import signal
 import threading
 
+from .errors import Interrupted
+
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread: handled as an interrupt (exit 143)."""
@@ -29,6 +31,13 @@ class Terminated(KeyboardInterrupt):
 
 def interrupt_for(name: str) -> KeyboardInterrupt:
     return Terminated() if name == "SIGTERM" else KeyboardInterrupt()
+
+
+def interrupted(exc: BaseException, what: str) -> Interrupted:
+    """``Interrupted`` for a command stopped by SIGINT (exit 130) or SIGTERM (143): one line saying what was
+    kept or removed (``what``)."""
+    sig = getattr(exc, "signal_name", "SIGINT")
+    return Interrupted(f"interrupted by {sig} {what}", exit_code=143 if sig == "SIGTERM" else 130)
 
 
 class _State:

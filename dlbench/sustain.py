@@ -333,6 +333,16 @@ def measured_dataset(wl, workload: str, ranks: int, seed: int, data_dir: str | N
     return d, n, note
 
 
+def checkpoint_arg(mtbf_h: float | None, gbps: float | None) -> tuple[float, float] | None:
+    """``--checkpoint-mtbf-hours`` and ``--checkpoint-gbps`` as ``sustain``'s ``checkpoint`` (``(GB/s, MTBF h)``),
+    None when neither is given; one of them alone, or a value <= 0, is a one-line ConfigError."""
+    if mtbf_h is None and gbps is None:
+        return None
+    if mtbf_h is None or gbps is None or not (mtbf_h > 0 and gbps > 0):
+        raise ConfigError(f"--checkpoint-mtbf-hours={mtbf_h} --checkpoint-gbps={gbps}: give both, each > 0")
+    return (gbps, mtbf_h)
+
+
 def sustain(*, workload: str, accelerator: str, strategies: list[str], system: str = "local", measure_ranks: int = 2,
             epochs: int = 2, scale: str | None = None, model_scale: str = "full", data_dir: str | None = None,
             out: str = "results", seed: int = 0, ranks_per_node: int | None = None, max_accelerators: int = 4096,

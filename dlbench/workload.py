@@ -245,6 +245,11 @@ class Workload:
                 return a
         return None
 
+    def local_batch(self, batch_size: int | None = None) -> int:
+        """The local batch per rank: ``--batch-size`` where given, else the workload's (the one place this
+        default is resolved: run, simulate and calibrate ask here)."""
+        return int(batch_size) if batch_size is not None else int(self.batch_size)
+
     def step_time(self, accelerator: str, batch_size: int) -> float:
         """Emulated compute per step: the published step time scaled linearly to ``batch_size``
         (t = t_ref × batch_size / batch_ref)."""

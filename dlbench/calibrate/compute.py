@@ -52,6 +52,21 @@ def synthetic_batch(workload, batch_size: int, fields, seed: int = 0) -> np.ndar
     return batch
 
 
+def check_batch_fits(workload, batch_size: int | None) -> None:
+    """One synthetic batch of ``--batch-size`` must fit in half the available memory (checked before torch
+    starts); a one-line ConfigError naming the largest batch that does."""
+    if batch_size is None:
+        return
+    from ..host import meminfo
+
+    row = max(workload.sample_nbytes, workload.decoded_nbytes)
+    need, avail = batch_size * row, meminfo("MemAvailable")
+    if avail and need > avail // 2:
+        raise ConfigError(f"--batch-size={batch_size}: one batch of {workload.name} at scale {workload.scale} is "
+                          f"{need / 2**30:,.1f} GiB, over half the {avail / 2**30:,.1f} GiB available here; use at "
+                          f"most {max(1, avail // 2 // row):,}")
+
+
 def calibrate(workload, batch_size: int | None = None, steps: int = 10, warmup: int = 2, device: str = "auto",
               model: str | None = None, seed: int = 0, threads: int | None = None, precision: str = "fp32") -> dict:
     """Measure the step time of ``workload``'s model; returns the profile mapping (see ``write_profile``)."""
@@ -59,7 +74,7 @@ def calibrate(workload, batch_size: int | None = None, steps: int = 10, warmup: 
 
     from ..compute.torch_step import TorchCompute, device_name
 
-    batch_size = _check_int("--batch-size", workload.batch_size if batch_size is None else batch_size, 1)
+    batch_size = _check_int("--batch-size", workload.local_batch(batch_size), 1)
     steps = _check_int("--steps", steps, 1)
     warmup = _check_int("--warmup", warmup, 0)
     tc = TorchCompute(workload, batch_size, device=device, seed=seed, model=model, threads=threads,

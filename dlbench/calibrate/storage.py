@@ -650,6 +650,39 @@ def _median(v):
     return float(statistics.median(v)) if v else 0.0
 
 
+def check_paths(data_dir: str, out: str) -> None:
+    """``calibrate-storage``'s paths, checked before measuring: ``data_dir`` a folder (or an s3:// URL) and
+    ``out`` a file path in a writable folder; each a one-line ConfigError."""
+    outp = Path(out)
+    if not data_dir.startswith("s3://") and not Path(data_dir).is_dir():
+        raise ConfigError(f"--data-dir {data_dir}: no such directory")
+    if outp.exists() and outp.is_dir():
+        raise ConfigError(f"--out {out}: is a folder; give a file path for the profile YAML")
+    if not outp.parent.exists() or not os.access(outp.parent, os.W_OK):
+        raise ConfigError(f"--out {out}: folder {outp.parent} does not exist or is not writable (checked before "
+                          f"measuring)")
+
+
+def write_system_profile(prof: dict, out: str) -> Path:
+    """Check that ``prof`` loads as a system profile, then write it to ``out`` atomically (a temporary file
+    renamed into place); a write that fails is a one-line ConfigError naming --out."""
+    import yaml
+
+    from ..system import from_dict
+
+    outp = Path(out)
+    from_dict(prof, where="calibrate-storage")      # the written profile loads
+    tmp = outp.with_name(f".{outp.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text("# written by dlbench calibrate-storage; calibration: the raw figures\n"
+                       + yaml.safe_dump(prof, sort_keys=False))
+        os.replace(tmp, outp)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"--out {out}: cannot write the profile ({e.strerror or e})") from None
+    return outp
+
+
 def calibrate_storage(data_dir, *, comm, local_dir=None, request_bytes: int | None = None,
                       max_threads: int = 8, budget_s: float = 60.0, repeat: int = 3, cache: CacheMode | str = CacheMode.DROP,
                       network_mb_per_s: float = 10000.0, name: str | None = None, echo=print) -> dict:
@@ -941,4 +974,4 @@ def _meminfo_total() -> int:
     return _meminfo("MemTotal:") or 8 << 30
 
 
-__all__ = ["calibrate_storage", "read_rate"]
+__all__ = ["calibrate_storage", "check_paths", "read_rate", "write_system_profile"]

@@ -43,6 +43,17 @@ class Config:
     keep: bool = False
 
 
+def parse_reshard(text: str | None) -> tuple[int, int, int] | None:
+    """``--reshard TP,PP,DP`` as a tuple (None: no resharded restore); anything else is a one-line ConfigError."""
+    if not text:
+        return None
+    try:
+        tp, pp, dp = (int(x) for x in text.split(","))
+    except ValueError:
+        raise ConfigError(f"--reshard={text!r}: give TP,PP,DP, e.g. 2,1,4") from None
+    return tp, pp, dp
+
+
 def check(cfg: Config) -> None:
     if cfg.layout not in LAYOUTS:
         from ..errors import unknown_choice

@@ -246,3 +246,29 @@ def check(data_dir: str | Path, **kw) -> Manifest:
         more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
         raise DataError(f"--data-dir {data_dir}: {len(problems)} problem(s): {shown}{more}")
     return m
+
+
+def verify_dataset(url: str, *, content: bool, checksum: bool, comm) -> tuple[Manifest, list[str], str]:
+    """``dlbench verify``: check the dataset at ``url`` (a folder, or an s3:// prefix whose manifest is
+    fetched into its control folder) against its manifest; returns the manifest, the problems (objects named
+    by their URL) and what was checked (``files, sizes and shapes``, ...)."""
+    storage = None
+    data_dir = url
+    if url.startswith("s3://"):   # objects in a bucket: the manifest fetched into its control folder
+        from ..storage.s3 import S3Backend
+        from .bucket import fetch_manifest
+
+        data_dir = str(comm.bcast(fetch_manifest(url) if comm.rank == 0 else None))
+        storage = S3Backend(url)
+    m = Manifest.load(data_dir)
+    problems = verify(data_dir, content=content, comm=comm, manifest=m, checksum=checksum, storage=storage)
+    if storage is not None:   # name the objects, not the control folder
+        problems = [p.replace(str(Path(data_dir)), url.rstrip("/"), 1) for p in problems]
+    recorded = m.sum64 is not None and any(c is not None for c in m.sum64)
+    what = "files, sizes" + (", shapes" if content or (checksum and recorded) else " and shapes")
+    if content or checksum:
+        what += (", checksums" if content else " and checksums") if recorded else ""
+        what += " and content" if content else ""
+        if not recorded:
+            what += " (no checksums recorded by generate: not checked)"
+    return m, problems, what

@@ -50,7 +50,7 @@ class Loop:
         self.strategy = strategies.get(cfg.strategy)
         self.options = strategies.parse_options(self.strategy, cfg.options, where=f"strategy {cfg.strategy}",
                                                flags=True)
-        b = cfg.batch_size or workload.batch_size
+        b = workload.local_batch(cfg.batch_size)
         per_rank = -(-manifest.samples // comm.size)
         if b > per_rank:
             raise ConfigError(f"--batch-size={b}: larger than the per-rank share of {per_rank} samples "

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import MAX_STEP_TIME_S
+from ..config import check_seconds
 from ..errors import ConfigError, DataError, unknown_choice
 from ..storage.pagecache import CacheMode
 from ..units import format_bytes
@@ -64,6 +64,27 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         self.cache = CacheMode.parse(self.cache)   # the CLI and a study give the option's string: parsed once here
+
+    def validate(self) -> RunConfig:
+        """The settings' checks before any MPI work, in one place (``dlbench run`` calls it once): the
+        accelerator, the counts, the seconds, ``--inject`` and the system profile; each a one-line
+        ConfigError naming the flag. The strategy's own options are checked where they are parsed
+        (``strategies.parse_options``), the dataset and the compute options when the run starts."""
+        from ..config import MAX_BATCH, MAX_EPOCHS, MAX_RANKS_PER_NODE, check_counts
+        from ..storage.inject import parse as parse_injection
+        from ..system import load as load_profile
+
+        if self.accelerator is not None and self.accelerator not in ACCELERATORS:
+            raise unknown_choice("accelerator", self.accelerator, ACCELERATORS)
+        check_counts(("--epochs", self.epochs, 1, MAX_EPOCHS), ("--batch-size", self.batch_size, 1, MAX_BATCH),
+                     ("--checkpoint-every", self.checkpoint_every, 0, 2**62),
+                     ("--ranks-per-node", self.ranks_per_node, 1, MAX_RANKS_PER_NODE))
+        for name, val in (("--compute-time", self.compute_time_s), ("--compute-stdev", self.compute_stdev_s)):
+            if val is not None:
+                check_seconds(name, val)  # inf, nan, 1e308, < 0: one line
+        parse_injection(self.inject)  # a bad --inject: one line before any MPI work
+        load_profile(self.system)     # a bad profile: one line before any MPI work
+        return self
 
 
 PLAN_BYTES_PER_SAMPLE = 64   # a rank's plan and per-sample arrays: ids, tiers, sizes, the cached epochs (estimate)
@@ -144,16 +165,6 @@ def check_compute_options(cfg: RunConfig, workload_name: str | None = None) -> N
                               f"{workload_name}`")
 
 
-def check_seconds(name: str, value, *, lo: float = 0.0, hi: float = MAX_STEP_TIME_S) -> float:
-    """A finite number of seconds in [lo, hi] (``inf``, ``nan`` and ``1e308`` are one-line errors)."""
-    import math
-
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not lo <= value <= hi:
-        raise ConfigError(f"{name}={value}: must be a finite number of seconds from {lo:g} to {hi:g}")
-    return float(value)
-
-
 def sleep_step_time(cfg: RunConfig, workload, local_batch: int) -> tuple[float, str, dict]:
     """Sleep compute's step time at ``local_batch``: ``(seconds, source line, record)``. ``--compute-time``
     first, then ``--compute-profile``, then the workload's figure for ``--accelerator`` (default: a100 where
@@ -199,7 +210,7 @@ def check_compute(cfg: RunConfig, spec: WorkloadSpec, spec_path: str) -> None:
 
         if cfg.precision not in PRECISIONS:
             raise unknown_choice("precision", cfg.precision, PRECISIONS)
-        sleep_step_time(cfg, workload, cfg.batch_size or workload.batch_size)
+        sleep_step_time(cfg, workload, workload.local_batch(cfg.batch_size))
         return
     from ..compute.models import model_name_for
     from ..compute.torch_step import check_precision, resolve_overlap

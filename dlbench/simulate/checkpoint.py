@@ -169,3 +169,74 @@ def table(rows: list[dict], mlperf_gib_s: dict[str, float] | None = None) -> str
                      f"{r['node_bytes_max'] / GiB:>12,.1f} {r['durable_s']:>9.2f} "
                      f"{r['bandwidth_bytes_per_s'] / GiB:>8.1f} {ref if ref is not None else '':>25}")
     return "\n".join(lines)
+
+
+def simulated_checkpoints(every: int, write_curve: str | None, *, study: str | None, workload_args: tuple | None,
+                          profile, nodes: int, ranks_per_node: int, first: int = 0):
+    """``simulate --checkpoint-every``: a function of the steps per epoch -> the run's checkpoint schedule
+    costed (``run_schedule``), or None without it. ``workload_args``: (workload, scale, samples) whose model
+    size the checkpoint has."""
+    from ..config import check_counts
+
+    if write_curve is not None and not every:
+        raise ConfigError(f"--write-curve={write_curve}: only with --checkpoint-every N (N > 0)")
+    if first and not every:
+        raise ConfigError(f"--checkpoint-first={first}: only with --checkpoint-every N (N > 0)")
+    if not every:
+        return None
+    check_counts(("--checkpoint-every", every, 1, 2**62), ("--checkpoint-first", first, 0, 2**62))
+    if study or workload_args is None:
+        raise ConfigError(f"--checkpoint-every={every}: not with --study (pass --system/--workload/--nodes)")
+    from ..run.checkpoint import checkpoint_nbytes
+    from ..workload import load as load_workload
+
+    workload, scale, samples = workload_args
+    nbytes = checkpoint_nbytes(every, load_workload(workload, scale=scale, samples=samples))
+    link, file_s, curve, what = write_side(profile, write_curve)
+    per_rank, files = run_ranks(nbytes, nodes * ranks_per_node)
+
+    def cost(steps_per_epoch):
+        return run_schedule(per_rank, files, nodes=nodes, ranks_per_node=ranks_per_node,
+                            steps_per_epoch=steps_per_epoch, every=every, first=first, curve=curve, link_gbps=link,
+                            file_s=file_s, what=what)
+
+    return cost
+
+
+def simulate_checkpoint(m: Model, *, nodes: int | None, ranks_per_node: int | None, write_curve: str | None,
+                        link_gbps: float, link_given: bool, file_s: float | None, system: str | None, layout: str,
+                        mtbf_hours: float | None) -> list[str]:
+    """``checkpoint --simulate``: one checkpoint of the full job costed on ``nodes`` (default: its ranks /
+    ``ranks_per_node``, 8) against ``write_curve``; a ``system`` profile's measured write side gives the link
+    (unless ``link_given``) and the per-file cost (unless given). The lines to print: the profile's figures,
+    the table, the Young/Daly interval with ``mtbf_hours``."""
+    if not write_curve:
+        raise ConfigError("--simulate needs --write-curve CLIENTS:GB/S,... (the shared file system's aggregate "
+                          "write bandwidth by writing nodes)")
+    lines = []
+    rpn = ranks_per_node or 8
+    if system:
+        from ..system import load as load_profile
+
+        link_cal, file_cal, what = from_calibration(load_profile(system))
+        if not link_given:
+            link_gbps = link_cal
+        file_s = file_cal if file_s is None else file_s
+        lines.append(what)
+    row = cost(m, nodes or -(-m.world // rpn), rpn, parse_curve(write_curve), link_gbps,
+               0.0 if file_s is None else file_s, "shards" if layout == "dcp" else layout)
+    lines.append(table([row]))
+    if mtbf_hours is not None:
+        yd = young_daly(row["durable_s"], mtbf_hours, m.world)
+        lines.append(f"Young/Daly (sync: stall = durable {row['durable_s']:.2f} s, job MTBF "
+                     f"{yd['job_mtbf_s'] / 3600:.1f} h): interval {yd['interval_s'] / 60:.1f} min, goodput "
+                     f"{yd['goodput']:.4f}")
+    return lines
+
+
+def young_daly_line(res: dict, mtbf_hours: float, world: int) -> str:
+    """The Young/Daly interval and goodput of the full job, its checkpoint cost the measured mean stall."""
+    stall = res["summary"]["stall_s"]["mean"]
+    yd = young_daly(stall, mtbf_hours, world)
+    return (f"Young/Daly for the full job ({world} accelerators, MTBF {mtbf_hours:g} h each; C = the "
+            f"measured mean stall {stall:.4f} s): interval {yd['interval_s']:.1f} s, goodput {yd['goodput']:.4f}")

@@ -121,7 +121,7 @@ def from_workload(wl, *, accelerator: str | None = None, local_batch: int | None
     if given, else the workload's for ``accelerator`` (published, else measured: ``Workload.choose_step_time``,
     as ``dlbench run``), scaled linearly to the local batch; with neither, the workload's default step time
     (``dlbench run``'s: a100 where published) when ``default_step``, else the profile's compute throughput c."""
-    b = int(local_batch or wl.batch_size)
+    b = wl.local_batch(local_batch)
     st: float | None
     if step_time_s is not None:
         st = step_time_s

@@ -163,7 +163,7 @@ def test_sigterm_to_generate_says_what_is_left(tmp_path):
 
 def test_sigterm_to_simulate_and_calibrate_says_so(tmp_path):
     """Regression: SIGTERM to `simulate` or `calibrate` exited 143 without a word."""
-    patch = ("import dlbench.simulate as s\nreal = s.simulate\n"
+    patch = ("import dlbench.simulate.core as s\nreal = s.simulate\n"
              "def sim(*a, **k):\n    os.kill(os.getpid(), signal.SIGTERM)\n    return real(*a, **k)\n"
              "s.simulate = sim")
     r = _run_patched(tmp_path, patch, ["simulate", "--system", "laptop-pfs", "--workload", "cosmoflow", "--nodes",

@@ -126,9 +126,10 @@ def test_simulate_study_conflicting_flags_are_an_error(cli, tmp_path):
     assert "Traceback" not in r.output and not (tmp_path / "out").exists()
     for flag, val in (("--system", "laptop-pfs"), ("--workload", "cosmoflow"), ("--strategies", "naive"),
                       ("--ranks-per-node", "2"), ("--accelerator", "h100"), ("--compute-time", "0.1"),
-                      ("--local-batch", "4"), ("--pls-q", "0.3")):
+                      ("--batch-size", "4"), ("-b", "4"), ("--local-batch", "4"), ("--pls-q", "0.3")):
         r = cli(["simulate", "--study", study, flag, val, "--out", tmp_path / "out"])
-        assert r.exit_code == 2 and f"{flag} cannot be combined with --study" in r.output, (flag, r.output)
+        named = "--batch-size" if flag == "-b" else flag
+        assert r.exit_code == 2 and f"{named} cannot be combined with --study" in r.output, (flag, r.output)
     # flags that work with a study stay allowed
     r = cli(["simulate", "--study", study, "--seed", "3", "--rules", "default", "--option", "naive.drop_last=true",
              "--format", "json", "--out", tmp_path / "out"])
@@ -157,3 +158,29 @@ def test_simulate_config_records_model_rules_not_write_overlap_true(cli, tmp_pat
     assert r.exit_code == 0, r.output
     cfg = json.loads(_runs(tmp_path / "default")[0].read_text())["config"]
     assert cfg["write_overlap"] is True and cfg["rules"]["write"] == "overlap"
+
+
+def test_simulate_batch_size_is_run_s_flag_and_local_batch_a_deprecated_alias(tmp_path):
+    """One batch option: simulate takes --batch-size/-b as run and calibrate do; the old --local-batch gives
+    the same rows with a one-line note on stderr, is not in --help, and with a different --batch-size is an
+    error."""
+    from click.testing import CliRunner
+
+    from dlbench.cli import main
+
+    def sim(*flags, out):
+        return CliRunner().invoke(main, ["simulate", "--system", "hdmlp-thesis", "--workload", "cosmoflow", "--scale",
+                                         "tiny", "--nodes", "2", "--strategies", "naive", "--format", "json",
+                                         "--out", str(tmp_path / out), *flags], catch_exceptions=False)
+
+    new, short, old = sim("--batch-size", "2", out="a"), sim("-b", "2", out="b"), sim("--local-batch", "2", out="c")
+    assert new.exit_code == short.exit_code == old.exit_code == 0, (new.output, old.output)
+    assert "deprecated" not in new.stderr
+    assert old.stderr.strip() == "dlbench: note: --local-batch is deprecated; use --batch-size"
+    rows = [{k: v for k, v in json.loads(r.stdout)[0].items() if k != "run_dir"} for r in (new, short, old)]
+    default = {k: v for k, v in json.loads(sim(out="d").stdout)[0].items() if k != "run_dir"}
+    assert rows[0] == rows[1] == rows[2] and rows[0]["epoch_time_s"] != default["epoch_time_s"]
+    bad = sim("--local-batch", "2", "--batch-size", "3", out="e")
+    assert bad.exit_code == 2 and "--local-batch=2 and --batch-size=3: the same option; give --batch-size" in bad.output
+    helptext = CliRunner().invoke(main, ["simulate", "--help"]).output
+    assert "--batch-size" in helptext and "--local-batch" not in helptext

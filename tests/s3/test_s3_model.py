@@ -80,7 +80,7 @@ def test_measured_gets_equal_simulated(s3_url, tmp_path, monkeypatch):
                     "--batch-size", 4, "--compute-time", "0.001", "--out", tmp_path / "res")
         assert r.returncode == 0, r.stderr
         m = dlbench("simulate", "--system", prof, "--workload", "imagenet", "--scale", "tiny", "--samples", 16,
-                    "--nodes", 1, "--strategies", strategy, "--epochs", 2, "--local-batch", 4, "--compute-time",
+                    "--nodes", 1, "--strategies", strategy, "--epochs", 2, "--batch-size", 4, "--compute-time",
                     "0.001", "--out", tmp_path / f"sim-{strategy}")
         assert m.returncode == 0, m.stderr
         measured = _summaries(tmp_path / "res")[strategy]["s3"]

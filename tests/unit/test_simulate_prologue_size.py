@@ -34,7 +34,7 @@ def test_simulate_cli_refuses_before_planning(cli, tmp_path, monkeypatch):
     import dlbench.host
 
     monkeypatch.setattr(dlbench.host, "meminfo", lambda key: 4 * 2**30)
-    r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "hep_cnn", "--samples", "60000", "--local-batch",
+    r = cli(["simulate", "--system", "hdmlp-thesis", "--workload", "hep_cnn", "--samples", "60000", "--batch-size",
              "8", "--nodes", "1024", "--strategies", "naive,staging", "--out", tmp_path / "out"])
     assert r.exit_code != 0 and "staging's prologue of 61,440,000 moves" in r.output
     assert not (tmp_path / "out").exists()

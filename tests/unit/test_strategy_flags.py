@@ -41,9 +41,9 @@ def test_each_strategys_own_flag_describes_only_that_strategy(cli):
 
 def test_every_shared_plain_flag_has_one_type_and_one_set_of_choices():
     """The check the CLI runs when it builds the flags: a name shared without its own flag means one thing."""
-    from dlbench.cli import _strategy_option_fields
+    from dlbench.cli.strategyflags import strategy_option_fields
 
-    fields = _strategy_option_fields()
+    fields = strategy_option_fields()
     assert fields["mode"]["alias"] == {"deepio": "--deepio-mode", "lbann": "--lbann-mode"}
     assert fields["lbann_mode"]["owners"] == ["lbann"] and fields["deepio_mode"]["owners"] == ["deepio"]
     for ent in fields.values():
@@ -55,7 +55,7 @@ def test_a_collision_without_own_flags_is_refused_when_the_cli_is_built(monkeypa
     from dataclasses import dataclass
 
     from dlbench import strategies
-    from dlbench.cli import _strategy_option_fields
+    from dlbench.cli.strategyflags import strategy_option_fields
     from dlbench.config import opt
 
     @dataclass(frozen=True, kw_only=True)
@@ -71,7 +71,7 @@ def test_a_collision_without_own_flags_is_refused_when_the_cli_is_built(monkeypa
     monkeypatch.setattr(strategies, "names", lambda: ["deepio", "fake", "lbann"])
     monkeypatch.setattr(strategies, "get", lambda n: Fake if n == "fake" else real(n))
     with pytest.raises(RuntimeError, match="--mode"):
-        _strategy_option_fields()
+        strategy_option_fields()
 
 
 @pytest.mark.parametrize("strategy,flags,want", [

@@ -43,7 +43,7 @@ def test_run_flags_are_one_line_errors(cli, args):
     (["--strategies", "local", "--option", "local.loader_threads=nan"], "expected an integer"),
     (["--strategies", "naive", "--pls-q", "0.5"], "pls is not simulated here"),
     (["--strategies", "pls", "--pls-q", "nan"], "must be from 0 to 1"),
-    (["--strategies", "naive", "--local-batch", "100000", "--scale", "tiny"], "larger than the dataset"),
+    (["--strategies", "naive", "--batch-size", "100000", "--scale", "tiny"], "larger than the dataset"),
     (["--strategies", "naive", "--loader-threads", "100000"], "from 1 to 1024"),
 ])
 def test_simulate_refuses_silent_nonsense(cli, tmp_path, args, msg):

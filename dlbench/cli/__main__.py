@@ -1,0 +1,5 @@
+"""``python -m dlbench.cli``: the ``dlbench`` command."""
+
+from . import main
+
+main()
