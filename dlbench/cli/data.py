@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from . import options
 from ..units import format_bytes
+from . import options
 from .group import sigterm_as_interrupt
 
 

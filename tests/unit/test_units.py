@@ -8,7 +8,7 @@ from dlbench.units import GiB, MiB, format_bytes
 
 @pytest.mark.parametrize("n", [0, 1, 1023, 1024, 1536, 5 * MiB + 7, 3 * GiB + 12345, 2 ** 41 + 5, 123456789.5])
 def test_auto_unit_is_the_cli_listing_text(n):
-    """None: the largest unit n reaches, one digit; whole bytes below 1 KiB (cli.py's `_human_bytes`)."""
+    """None: the largest unit n reaches, one digit; whole bytes below 1 KiB (what the CLI's show and verify print)."""
     old = next((f"{n / k:.1f} {u}" for u, k in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20),
                                                   ("KiB", 1 << 10)) if n >= k), f"{int(n)} B")
     assert format_bytes(n) == old
