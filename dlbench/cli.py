@@ -923,45 +923,18 @@ def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, simu
     A scaling study (a sweep: section, configs/studies/scaling-*.yaml) runs the points whose world size is
     this launch's, each on its own dataset under --data-dir (a root then); --simulate runs its modelled part."""
     from .comm import get_comm
-    from .runstudy import generate_sweep, load_study, run_simulate, run_study, run_sweep
+    from .study.schema import load_study
 
     st = load_study(study_file)
     check_counts(("--epochs", epochs, 1, MAX_EPOCHS), ("--ranks-per-node", ranks_per_node, 1, MAX_RANKS_PER_NODE))
-    if (simulate_part or generate_only) and st.sweep is None and st.simulate is None:
-        raise ConfigError(f"--{'simulate' if simulate_part else 'generate-only'}: study {st.name} has no sweep: "
-                          f"or simulate: part (see configs/studies/scaling-weak.yaml)")
     if simulate_part:
-        from . import report
+        from .study.simulate import simulate_study
 
-        left: list[str] = []
-        res = run_simulate(st, out=out, epochs=epochs, echo=click.echo, left_out=left)
-        if res:
-            click.echo(report.compare(res, fmt=fmt))
-        if left:   # like simulate's N/A rows: the table holds what could be costed, the exit code says the rest
-            from .errors import CapacityError
+        return simulate_study(st, study_file, out=out, epochs=epochs, fmt=fmt, echo=click.echo)
+    from .study.measure import measure_study
 
-            raise CapacityError(f"study {st.name} --simulate: {len(left)} point(s) could not be costed (left out "
-                                f"above); " + ("the others are in the table" if res else "nothing was costed"))
-        return
-    comm = get_comm(ranks_per_node=ranks_per_node)
-    echo = click.echo if comm.rank == 0 else None
-    if generate_only:
-        for d in generate_sweep(st, comm, data_root=data_dir, echo=echo):
-            if echo:
-                echo(f"ready: {d}")
-        return
-    if st.sweep is not None:
-        res = run_sweep(st, comm, data_root=data_dir, local_dir=local_dir, out=out, epochs=epochs, echo=echo)
-    else:
-        res = run_study(st, comm, data_dir=data_dir, local_dir=local_dir, out=out, epochs=epochs, echo=echo)
-    if comm.rank == 0:
-        from . import report
-        from .runstudy import traffic_table
-
-        click.echo(report.compare(res, fmt=fmt))
-        if fmt == "table":
-            click.echo("")
-            click.echo(traffic_table(res))
+    measure_study(st, get_comm(ranks_per_node=ranks_per_node), data_dir=data_dir, local_dir=local_dir, out=out,
+                  epochs=epochs, generate_only=generate_only, fmt=fmt, echo=click.echo)
 
 
 @main.command("jobscript")
@@ -1067,13 +1040,9 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
                  fmt, checkpoint_every=0, checkpoint_first=0, write_curve=None):
     """Cost strategies' plans with the HDMLP/NoPFS performance model (no I/O): exactly the plans `dlbench run`
     builds (Strategy.plan), one results folder per row (summary.simulated = true) and a comparison table."""
-    from .config import to_dict
     from .errors import unknown_choice
-    from .simulate import load_profile, simulate, strategy_names
-    from .simulate.output import compare_table, write_simulated_run
-    from .stop import deferred
+    from .simulate import load_profile, strategy_names
 
-    reference = None
     opt_map = _parse_strategy_options(options)
     if study:
         ctx = click.get_current_context()
@@ -1083,17 +1052,15 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
             raise ConfigError(f"--study {study}: {', '.join(given)} cannot be combined with --study (the study file "
                               f"sets {'it' if len(given) == 1 else 'them'}); edit the study, or drop --study and "
                               f"pass the flags")
-        from .simulate import study as study_mod
+        from .study.schema import load_study
+        from .study.simulate import simulate_study
 
-        st = study_mod.load(study)
-        profile = load_profile(st.system)
-        wl = study_mod.workload_of(st, where=study)
-        names, nodes, ranks_per_node, epochs = (st.entries(), st.nodes, st.ranks_per_node, st.epochs)
-        seed = st.seed if seed is None else seed
-        reference = dict(st.published_runtime_s) or None
-        cfg_extra = {"study": study, "study_config": to_dict(st)}
-        if rules is None:
-            rules = st.rules
+        _simulated_checkpoints(checkpoint_every, write_curve, study, workload, scale, samples, None, nodes,
+                               ranks_per_node, checkpoint_first)   # --checkpoint-every: not with --study
+        given_out = ctx.get_parameter_source("out") != click.core.ParameterSource.DEFAULT
+        return simulate_study(load_study(study), study, echo=click.echo, out=out if given_out else None, fmt=fmt,
+                              seed=seed, rules=rules, options=opt_map, serial_write=serial_write,
+                              loader_threads=loader_threads)
     else:
         missing = [f for f, v in (("--system", system), ("--workload", workload), ("--nodes", nodes)) if v is None]
         if missing:
@@ -1123,85 +1090,14 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
             raise ConfigError(f"--local-batch={wl.local_batch}: a global batch of {per_step:,} samples ({nodes} nodes x "
                               f"{ranks_per_node} ranks x {wl.local_batch}) is larger than the dataset ({wl.samples:,} "
                               f"samples); use a smaller batch or more samples")
-        cfg_extra = {}
         seed = 0 if seed is None else seed
-    if seed < 0:
-        raise ConfigError(f"--seed={seed}: must be >= 0")
-    rows = {x if isinstance(x, str) else x[1] for x in names}
-    for s in opt_map:
-        if s not in rows:
-            raise ConfigError(f"--option {s}.…: strategy {s} is not simulated here (rows: {', '.join(sorted(rows))}); "
-                              f"add it to --strategies or drop the option")
-    if pls_q is not None:
-        import math
+    from .study.simulate import cost_world
 
-        if not math.isfinite(pls_q) or not 0 <= pls_q <= 1:
-            raise ConfigError(f"--pls-q={pls_q}: must be from 0 to 1")
-        from . import strategies as _st
-
-        owners = [n for n in _st.names() if "pls_q" in _st.get(n).shorthands]
-        if not rows & set(owners):
-            raise ConfigError(f"--pls-q={pls_q}: {' or '.join(owners)} is not simulated here; add {' or '.join(owners)} "
-                              f"to --strategies or drop --pls-q")
-    if loader_threads is not None:
-        import dataclasses
-
-        if not 1 <= loader_threads <= 1024:
-            raise ConfigError(f"--loader-threads={loader_threads}: must be from 1 to 1024")
-        profile = dataclasses.replace(profile, staging=dataclasses.replace(profile.staging, threads=loader_threads))
-    if ranks_per_node < 1:
-        raise ConfigError(f"--ranks-per-node={ranks_per_node}: must be >= 1")
-    from .simulate.core import check_size, prologue_rows
-
-    check_size(wl, nodes, ranks_per_node, prologue=prologue_rows(names, wl, nodes, ranks_per_node, opt_map,
-                                                                profile=profile, seed=seed))
-    ckpt = _simulated_checkpoints(checkpoint_every, write_curve, study, workload, scale, samples, profile, nodes,
-                                  ranks_per_node, checkpoint_first)
-    dirs = []
-    results = {}
-    na: dict = {}
-    try:
-        with _sigterm_as_interrupt():
-            results = simulate(names, wl=wl, profile=profile, nodes=nodes, ranks_per_node=ranks_per_node,
-                               epochs=epochs, seed=seed, pls_q=pls_q, write_overlap=False if serial_write else None,
-                               options=opt_map, loader_threads=loader_threads, rules=rules, na_rows=True,
-                               checkpoint=ckpt)
-            na = {k: v for k, v in results.items() if "not_applicable" in v}
-            for label, summary in results.items():
-                if label in na:
-                    continue
-                config = {"command": "simulate", "system": to_dict(profile), "workload": to_dict(wl),
-                          "strategy": summary["strategy"], "label": label, "options": summary.get("options", {}),
-                          "nodes": nodes, "ranks_per_node": ranks_per_node, "epochs": epochs, "seed": seed,
-                          "loader_threads": loader_threads, "rules": summary["model_rules"],
-                          "write_overlap": summary["model_rules"]["write"] == "overlap", **cfg_extra}
-                with deferred():  # a folder is written whole or not at all
-                    dirs.append(write_simulated_run(out, config=config, summary=summary))
-    except DlbenchError as e:   # a full disk part-way: the folders written before it go too (nothing partial)
-        from .errors import OutputError
-        from .results import remove_run_dir
-
-        if isinstance(e, OutputError):
-            for d in dirs:
-                remove_run_dir(d)
-        raise
-    except KeyboardInterrupt as e:
-        kept = f"{len(dirs)} of {len(results)} result folders written under {out} (each complete)" if results \
-            else "nothing written (the model had not finished)"
-        raise _interrupted(e, f"during simulate: {kept}") from None
-    if dirs:
-        click.echo(compare_table(dirs, fmt=fmt, reference_s=reference))
-    for label, v in results.items():   # what a plan changed about the run (e.g. staging beyond capacity)
-        if v.get("plan_warning"):
-            click.echo(f"dlbench: warning: {label}: {v['plan_warning']}", err=True)
-    for label, v in na.items():
-        click.echo(f"{label}: N/A ({v['not_applicable']})")
-    if na:
-        from .errors import CapacityError
-
-        raise CapacityError(f"{len(na)} of {len(results)} rows could not be costed (N/A above; the others are "
-                            f"complete)")
-
+    cost_world(names, wl, profile, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs, seed=seed, out=out,
+               fmt=fmt, echo=click.echo, pls_q=pls_q, serial_write=serial_write, options=opt_map,
+               loader_threads=loader_threads, rules=rules,
+               checkpoint=lambda prof: _simulated_checkpoints(checkpoint_every, write_curve, study, workload, scale,
+                                                              samples, prof, nodes, ranks_per_node, checkpoint_first))
 
 
 def _simulated_checkpoints(every, write_curve, study, workload, scale, samples, profile, nodes, ranks_per_node,
