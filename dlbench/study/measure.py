@@ -131,7 +131,7 @@ def run_sweep(st: Study, comm, *, data_root=None, local_dir=None, out=None, epoc
             head = f"[{k}/{total}] {p.workload} F={wl.samples} on {comm.size} rank(s), {comm.nodes} node(s): "
             rd = _run_entry(st, r, p.workload, d, comm, out=out, epochs=epochs, local_dir=local_dir, echo=echo,
                             head=head)
-            if comm.rank == 0:
+            if rd is not None:   # rank 0
                 dirs.append(rd)
     return dirs
 
@@ -141,7 +141,7 @@ def run_study(st: Study, comm, *, data_dir=None, local_dir=None, out=None, epoch
     from .. import workload as wl_mod
     from ..run.setup import data_dir_tag, default_data_dir
 
-    wl = wl_mod.load(st.workload, scale=st.scale, samples=st.samples)
+    wl = wl_mod.load(str(st.workload), scale=st.scale, samples=st.samples)
     # an s3:// URL stays a string (Path would fold it into a local folder "s3:"): dlbench.storage.s3
     d = data_dir if _is_s3(data_dir) else \
         Path(data_dir) if data_dir else default_data_dir(wl.name, f"{st.scale or 'full'}-{wl.samples}", st.seed,
@@ -150,9 +150,9 @@ def run_study(st: Study, comm, *, data_dir=None, local_dir=None, out=None, epoch
     _generate_if_missing(wl, d, st, comm, echo)
     dirs = []
     for i, r in enumerate(st.runs):
-        rd = _run_entry(st, r, st.workload, d, comm, out=out, epochs=epochs, local_dir=local_dir, echo=echo,
+        rd = _run_entry(st, r, str(st.workload), d, comm, out=out, epochs=epochs, local_dir=local_dir, echo=echo,
                         head=f"[{i + 1}/{len(st.runs)}] ")
-        if comm.rank == 0:
+        if rd is not None:   # rank 0
             dirs.append(rd)
     return dirs
 
@@ -165,7 +165,7 @@ def check_entries(st: Study, data_dir: Path | str, comm, *, epochs=None, local_d
 
     bad = []
     for i, r in enumerate(st.runs):
-        cfg = dataclasses.replace(_entry_config(st, r, st.workload, data_dir, out=out, epochs=epochs,
+        cfg = dataclasses.replace(_entry_config(st, r, str(st.workload), data_dir, out=out, epochs=epochs,
                                                 local_dir=local_dir), dry_run=True)
         from ..run.driver import run
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..config import (
     MAX_BATCH,
@@ -58,7 +59,7 @@ from ..workload import MAX_SAMPLES, SizeDistribution
 MODEL_KEYS = ("nodes", "ranks_per_node", "strategies", "options", "pls_q", "rules", "published_runtime_s")
 MEASURED_KEYS = ("scale", "samples", "batch_size", "compute_time_s", "out", "sweep", "simulate")
 _ROW_KEYS = ("label", "model", "note")   # a model study's rows only
-_DEFAULTS = {"measured": {"system": "local", "epochs": 3}, "model": {"epochs": 1}}
+_DEFAULTS: dict[str, dict[str, Any]] = {"measured": {"system": "local", "epochs": 3}, "model": {"epochs": 1}}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,7 +157,7 @@ class Study:
         from ..simulate.core import shorthand_options
 
         short = shorthand_options({"pls_q": self.pls_q}, self.strategies)
-        out = []
+        out: list[tuple[str, str, dict, dict]] = []
         for name in self.strategies:
             o = dict(self.options.get(name, {}))
             for k, v in short.get(name, {}).items():

@@ -19,16 +19,17 @@ def steady_state(run: dict) -> dict:
     s = run.get("summary") or {}
     cfg = run.get("config") or {}
     ep = list(s.get("epoch_time_s") or [])
-    out = {"epoch_s": None, "epoch0_s": ep[0] if ep else None, "exposed": None, "x_compute": None}
+    out: dict[str, float | None] = {"epoch_s": None, "epoch0_s": ep[0] if ep else None, "exposed": None,
+                                    "x_compute": None}
     if not ep:
         return out
     first = 1 if len(ep) > 1 else 0
-    out["epoch_s"] = sum(ep[first:]) / len(ep[first:])
+    out["epoch_s"] = epoch_s = sum(ep[first:]) / len(ep[first:])
     step = cfg.get("compute_step_time_s")
     n, ranks, b = s.get("samples"), s.get("ranks"), cfg.get("local_batch")
     if step and n and ranks and b and s.get("epochs"):
         steps = -(-int(n) // (int(s["epochs"]) * int(ranks)) // int(b))
-        out["x_compute"] = out["epoch_s"] / (steps * float(step))
+        out["x_compute"] = epoch_s / (steps * float(step))
     d = run.get("run_dir")
     if d and not run.get("simulated"):
         out["exposed"] = _exposed_from(Path(d), first)
