@@ -224,6 +224,9 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
 
         raise unknown_choice("scheduler", scheduler, SCHEDULERS)
     st = load_study(study_path)
+    if st.is_model:
+        raise ConfigError(f"study {st.name}: a model study (nodes: {st.nodes}) is costed, not run: nothing to schedule "
+                          f"(dlbench simulate --study {study_path})")
     check_study_name(st.name, f"{study_path} name")
     account, partition = check_sched_name("--account", account), check_sched_name("--partition", partition)
     _one_line("--env", env_line)

@@ -117,3 +117,12 @@ def test_model_rows_need_labels(tmp_path):
     study.write_text(MODEL.replace("{label: P, strategy: prefetch", "{strategy: prefetch"))
     with pytest.raises(ConfigError, match=r"runs\[0\].label .*missing"):
         load_study(study)
+
+
+def test_a_model_study_is_not_scheduled(cli, tmp_path):
+    """jobscript loads the one schema too: a model study is refused before any script is written."""
+    study = tmp_path / "s.yaml"
+    study.write_text(MODEL)
+    r = cli(["jobscript", study, "--scheduler", "slurm", "--nodes-list", "1,2", "-o", tmp_path / "jobs"])
+    assert r.exit_code == 2 and "a model study (nodes: 4) is costed, not run" in r.output, r.output
+    assert not (tmp_path / "jobs").exists()
