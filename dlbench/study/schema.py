@@ -52,7 +52,7 @@ from ..config import (
     opt,
     resource_dir,
 )
-from ..errors import ConfigError, unknown_choice
+from ..errors import ConfigError, did_you_mean, unknown_choice
 from ..workload import MAX_SAMPLES, SizeDistribution
 
 # keys only one kind of study has (a key of the other kind is an error, not ignored)
@@ -195,6 +195,9 @@ def load_study(path_or_name: str | Path) -> Study:
     kind = "model" if "nodes" in data else "measured"
     other = MEASURED_KEYS if kind == "model" else MODEL_KEYS
     for k in data:
+        if k not in _keys_of(kind) and k not in other:   # unknown: the allowed keys are this kind's
+            raise ConfigError(f"unknown key '{k}' (in {p}); allowed: {', '.join(_keys_of(kind))}"
+                              f"{did_you_mean(str(k), _keys_of(kind))}")
         if k in other:
             what = (f"this is a model study (nodes: {data['nodes']})" if kind == "model"
                     else "this is a measured study (no nodes:)")
