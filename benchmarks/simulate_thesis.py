@@ -12,7 +12,8 @@ import argparse
 import time
 
 from dlbench.simulate import load_profile, simulate
-from dlbench.simulate import study as study_mod
+from dlbench.study.schema import load_study
+from dlbench.study.simulate import workload_of
 
 
 def main() -> None:
@@ -21,8 +22,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--smoke", action="store_true", help="1/100 of the samples, 1 epoch (that the script runs)")
     a = ap.parse_args()
-    st = study_mod.load(a.study)
-    wl = study_mod.workload_of(st, where=a.study)
+    st = load_study(a.study)
+    wl = workload_of(st, where=a.study)
     if a.smoke:   # the published runtimes are for the full study: the gap column is not comparable then
         import dataclasses
 

@@ -46,9 +46,10 @@ def main() -> None:
     from dlbench import strategies
     from dlbench.plan.surrogatetrain import exact_vs_heuristic
     from dlbench.simulate import build_plan, load_profile, simulate
-    from dlbench.simulate.study import load, workload_of
+    from dlbench.study.schema import load_study
+    from dlbench.study.simulate import workload_of
 
-    st = load(a.study)
+    st = load_study(a.study)
     if a.smoke:
         st = dataclasses.replace(st, nodes=2, ranks_per_node=1, epochs=2,
                                  workload={**st.workload, "scale": "tiny"} if "builtin" in st.workload else st.workload)

@@ -44,7 +44,8 @@ import sys
 import time
 
 from dlbench.simulate import load_profile, simulate
-from dlbench.simulate import study as study_mod
+from dlbench.study.schema import load_study
+from dlbench.study.simulate import workload_of
 from dlbench.system import ThreadPoint, TierSpec
 
 STUDY = "configs/studies/hdmlp-thesis-s3.yaml"
@@ -84,8 +85,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.reduce < 1:
         ap.error(f"--reduce={a.reduce}: must be >= 1")
-    st = study_mod.load(STUDY)
-    wl = study_mod.workload_of(st)
+    st = load_study(STUDY)
+    wl = workload_of(st)
     wl = dataclasses.replace(wl, samples=wl.samples // a.reduce)
     base = load_profile(st.system)
     hdmlp = next(e for e in st.entries() if e[0] == "HDMLP")

@@ -216,13 +216,17 @@ def write_jobscripts(study_path, out_dir, *, scheduler: str, nodes_list=None, ra
     import yaml
 
     from .config import load_yaml
-    from .runstudy import default_sweep_data_root, load_study
+    from .study.measure import default_sweep_data_root
+    from .study.schema import load_study
 
     if scheduler not in SCHEDULERS:
         from .errors import unknown_choice
 
         raise unknown_choice("scheduler", scheduler, SCHEDULERS)
     st = load_study(study_path)
+    if st.is_model:
+        raise ConfigError(f"study {st.name}: a model study (nodes: {st.nodes}) is costed, not run: nothing to schedule "
+                          f"(dlbench simulate --study {study_path})")
     check_study_name(st.name, f"{study_path} name")
     account, partition = check_sched_name("--account", account), check_sched_name("--partition", partition)
     _one_line("--env", env_line)
@@ -311,7 +315,7 @@ def _check_feeds(st, jobs, flag: str, k: int) -> None:
     """Every job's world must get at least one local batch per rank from its dataset (``dlbench run`` and the
     study would stop there anyway, after the job waited in the queue): one line naming the node count and the
     largest world the dataset feeds."""
-    from .runstudy import samples_for
+    from .study.schema import samples_for
     from .workload import load as load_workload
 
     wls = list(st.sweep.workloads) if st.sweep is not None and st.sweep.workloads else [st.workload]

@@ -75,40 +75,32 @@ def simulate_cmd(system, workload, scale, samples, nodes, ranks_per_node, strate
                  fmt, checkpoint_every=0, checkpoint_first=0, write_curve=None):
     """Cost strategies' plans with the HDMLP/NoPFS performance model (no I/O): exactly the plans `dlbench run`
     builds (Strategy.plan), one results folder per row (summary.simulated = true) and a comparison table."""
-    from ..simulate.command import SimulateConfig
+    from ..simulate.command import SimulateConfig, print_result
     from ..simulate.command import run as run_simulate
-    from ..simulate.output import compare_table
 
-    common = dict(options=_parse_strategy_options(options), pls_q=pls_q, loader_threads=loader_threads,
-                  serial_write=serial_write, out=out, checkpoint_every=checkpoint_every,
-                  checkpoint_first=checkpoint_first, write_curve=write_curve)
+    opt_map = _parse_strategy_options(options)
     if study:
-        cfg = _from_study(study, seed, rules, common)
-    else:
-        cfg = SimulateConfig.from_flags(system=system, workload=workload, scale=scale, samples=samples, nodes=nodes,
-                                        ranks_per_node=ranks_per_node, strategies=strategies, epochs=epochs,
-                                        batch_size=batch_size, accelerator=accelerator, compute_time=compute_time,
-                                        seed=seed, rules=rules, **common)
-    res = run_simulate(cfg)
-    if res.dirs:
-        click.echo(compare_table(res.dirs, fmt=fmt, reference_s=cfg.reference))
-    for label, v in res.results.items():   # what a plan changed about the run (e.g. staging beyond capacity)
-        if v.get("plan_warning"):
-            click.echo(f"dlbench: warning: {label}: {v['plan_warning']}", err=True)
-    for label, v in res.na.items():
-        click.echo(f"{label}: N/A ({v['not_applicable']})")
-    if res.na:
-        from ..errors import CapacityError
+        from ..simulate.checkpoint import simulated_checkpoints
 
-        raise CapacityError(f"{len(res.na)} of {len(res.results)} rows could not be costed (N/A above; the others "
-                            f"are complete)")
+        simulated_checkpoints(checkpoint_every, write_curve, study=study, workload_args=None, profile=None, nodes=0,
+                              ranks_per_node=1, first=checkpoint_first)   # --checkpoint-every: not with --study
+        return _from_study(study, seed=seed, rules=rules, options=opt_map, serial_write=serial_write,
+                           loader_threads=loader_threads, out=out, fmt=fmt)
+    cfg = SimulateConfig.from_flags(system=system, workload=workload, scale=scale, samples=samples, nodes=nodes,
+                                    ranks_per_node=ranks_per_node, strategies=strategies, epochs=epochs,
+                                    batch_size=batch_size, accelerator=accelerator, compute_time=compute_time,
+                                    seed=seed, rules=rules, options=opt_map, pls_q=pls_q,
+                                    loader_threads=loader_threads, serial_write=serial_write, out=out,
+                                    checkpoint_every=checkpoint_every, checkpoint_first=checkpoint_first,
+                                    write_curve=write_curve)
+    print_result(run_simulate(cfg), echo=click.echo, fmt=fmt, reference=cfg.reference)
 
 
-def _from_study(study, seed, rules, common):
-    """``simulate --study FILE``: the study file's settings (a flag it sets, given too, is an error)."""
-    from ..config import to_dict
-    from ..simulate import load_profile
-    from ..simulate.command import SimulateConfig
+def _from_study(study, *, out, **overrides):
+    """``simulate --study FILE``: the study's one simulating driver (``study.simulate.simulate_study``, as
+    ``dlbench study FILE --simulate``); a flag the study sets, given too, is an error."""
+    from ..study.schema import load_study
+    from ..study.simulate import simulate_study
 
     ctx = click.get_current_context()
     given = [f"--{name.replace('_', '-')}" for name in _STUDY_SETS if
@@ -117,17 +109,5 @@ def _from_study(study, seed, rules, common):
         raise ConfigError(f"--study {study}: {', '.join(given)} cannot be combined with --study (the study file "
                           f"sets {'it' if len(given) == 1 else 'them'}); edit the study, or drop --study and "
                           f"pass the flags")
-    from ..simulate import study as study_mod
-
-    st = study_mod.load(study)
-    profile = load_profile(st.system)
-    wl = study_mod.workload_of(st, where=study)
-    names, nodes, ranks_per_node, epochs = (st.entries(), st.nodes, st.ranks_per_node, st.epochs)
-    seed = st.seed if seed is None else seed
-    reference = dict(st.published_runtime_s) or None
-    cfg_extra = {"study": study, "study_config": to_dict(st)}
-    if rules is None:
-        rules = st.rules
-    return SimulateConfig(names=names, profile=profile, wl=wl, nodes=nodes, ranks_per_node=ranks_per_node,
-                          epochs=epochs, seed=seed, rules=rules, study=study, reference=reference, extra=cfg_extra,
-                          **common)
+    given_out = ctx.get_parameter_source("out") != click.core.ParameterSource.DEFAULT
+    return simulate_study(load_study(study), study, echo=click.echo, out=out if given_out else None, **overrides)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import click
 
 from ..config import MAX_EPOCHS, MAX_NODES, MAX_RANKS_PER_NODE, MAX_SEED, check_counts
-from ..errors import ConfigError
 from . import options
 
 
@@ -58,9 +57,6 @@ def sustain_cmd(workload, accelerator, strategies, system, measure_ranks, scale,
 
 
 
-
-
-
 @click.command("study")
 @click.argument("study_file", metavar="STUDY", type=click.Path(dir_okay=False))
 @options.data_dir(help="the dataset (generated there if missing) [default: $DLBENCH_DATA_DIR/<workload>-study-seed<seed>]")
@@ -80,45 +76,18 @@ def study_cmd(study_file, data_dir, local_dir, out, ranks_per_node, epochs, simu
     A scaling study (a sweep: section, configs/studies/scaling-*.yaml) runs the points whose world size is
     this launch's, each on its own dataset under --data-dir (a root then); --simulate runs its modelled part."""
     from ..comm import get_comm
-    from ..runstudy import generate_sweep, load_study, run_simulate, run_study, run_sweep
+    from ..study.schema import load_study
 
     st = load_study(study_file)
     check_counts(("--epochs", epochs, 1, MAX_EPOCHS), ("--ranks-per-node", ranks_per_node, 1, MAX_RANKS_PER_NODE))
-    if (simulate_part or generate_only) and st.sweep is None and st.simulate is None:
-        raise ConfigError(f"--{'simulate' if simulate_part else 'generate-only'}: study {st.name} has no sweep: "
-                          f"or simulate: part (see configs/studies/scaling-weak.yaml)")
     if simulate_part:
-        from .. import report
+        from ..study.simulate import simulate_study
 
-        left: list[str] = []
-        res = run_simulate(st, out=out, epochs=epochs, echo=click.echo, left_out=left)
-        if res:
-            click.echo(report.compare(res, fmt=fmt))
-        if left:   # like simulate's N/A rows: the table holds what could be costed, the exit code says the rest
-            from ..errors import CapacityError
+        return simulate_study(st, study_file, out=out, epochs=epochs, fmt=fmt, echo=click.echo)
+    from ..study.measure import measure_study
 
-            raise CapacityError(f"study {st.name} --simulate: {len(left)} point(s) could not be costed (left out "
-                                f"above); " + ("the others are in the table" if res else "nothing was costed"))
-        return
-    comm = get_comm(ranks_per_node=ranks_per_node)
-    echo = click.echo if comm.rank == 0 else None
-    if generate_only:
-        for d in generate_sweep(st, comm, data_root=data_dir, echo=echo):
-            if echo:
-                echo(f"ready: {d}")
-        return
-    if st.sweep is not None:
-        res = run_sweep(st, comm, data_root=data_dir, local_dir=local_dir, out=out, epochs=epochs, echo=echo)
-    else:
-        res = run_study(st, comm, data_dir=data_dir, local_dir=local_dir, out=out, epochs=epochs, echo=echo)
-    if comm.rank == 0:
-        from .. import report
-        from ..runstudy import traffic_table
-
-        click.echo(report.compare(res, fmt=fmt))
-        if fmt == "table":
-            click.echo("")
-            click.echo(traffic_table(res))
+    measure_study(st, get_comm(ranks_per_node=ranks_per_node), data_dir=data_dir, local_dir=local_dir, out=out,
+                  epochs=epochs, generate_only=generate_only, fmt=fmt, echo=click.echo)
 
 
 @click.command("jobscript")

@@ -51,16 +51,8 @@ class SimulateConfig:
     def __post_init__(self) -> None:
         if self.seed < 0:
             raise ConfigError(f"--seed={self.seed}: must be >= 0")
-        rows = self.rows
-        for s in self.options:
-            if s not in rows:
-                raise ConfigError(f"--option {s}.…: strategy {s} is not simulated here (rows: "
-                                  f"{', '.join(sorted(rows))}); add it to --strategies or drop the option")
-        if self.pls_q is not None:
-            _check_pls_q(self.pls_q, rows)
+        check_overrides(self.rows, self.options, self.pls_q, self.loader_threads)
         if self.loader_threads is not None:
-            if not 1 <= self.loader_threads <= 1024:
-                raise ConfigError(f"--loader-threads={self.loader_threads}: must be from 1 to 1024")
             self.profile = dataclasses.replace(self.profile, staging=dataclasses.replace(
                 self.profile.staging, threads=self.loader_threads))
         if self.ranks_per_node < 1:
@@ -119,6 +111,19 @@ class SimulateConfig:
                               f"({wl.samples:,} samples); use a smaller batch or more samples")
         return cls(names=names, profile=profile, wl=wl, nodes=nodes, ranks_per_node=ranks_per_node, epochs=epochs,
                    seed=0 if seed is None else seed, workload_args=(workload, scale, samples), **rest)
+
+
+def check_overrides(rows: set[str], options: dict, pls_q: float | None, loader_threads: int | None) -> None:
+    """simulate's ``--option``, ``--pls-q`` and ``--loader-threads`` against the rows costed here (the flags', a
+    model study's or a measured study's simulate part): one line each, naming the flag."""
+    for s in options:
+        if s not in rows:
+            raise ConfigError(f"--option {s}.…: strategy {s} is not simulated here (rows: "
+                              f"{', '.join(sorted(rows))}); add it to --strategies or drop the option")
+    if pls_q is not None:
+        _check_pls_q(pls_q, rows)
+    if loader_threads is not None and not 1 <= loader_threads <= 1024:
+        raise ConfigError(f"--loader-threads={loader_threads}: must be from 1 to 1024")
 
 
 def _check_pls_q(pls_q: float, rows: set[str]) -> None:
@@ -185,3 +190,24 @@ def run(cfg: SimulateConfig) -> SimulateResult:
             else "nothing written (the model had not finished)"
         raise interrupted(e, f"during simulate: {kept}") from None
     return SimulateResult(results, na, dirs)
+
+
+def print_result(res: SimulateResult, *, echo: Callable[..., Any], fmt: str = "table",
+                 reference: dict | None = None) -> None:
+    """``simulate``'s output of ``run``'s result: the comparison table of the folders written, what a plan
+    changed about the run (its warnings, on stderr) and the N/A rows; N/A rows end in a CapacityError (the
+    other rows are complete)."""
+    from .output import compare_table
+
+    if res.dirs:
+        echo(compare_table(res.dirs, fmt=fmt, reference_s=reference))
+    for label, v in res.results.items():   # what a plan changed about the run (e.g. staging beyond capacity)
+        if v.get("plan_warning"):
+            echo(f"dlbench: warning: {label}: {v['plan_warning']}", err=True)
+    for label, v in res.na.items():
+        echo(f"{label}: N/A ({v['not_applicable']})")
+    if res.na:
+        from ..errors import CapacityError
+
+        raise CapacityError(f"{len(res.na)} of {len(res.results)} rows could not be costed (N/A above; the others "
+                            f"are complete)")

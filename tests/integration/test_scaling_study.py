@@ -8,7 +8,8 @@ import pytest
 
 from dlbench.data.manifest import Manifest
 from dlbench.errors import ConfigError
-from dlbench.runstudy import load_study, points, run_simulate
+from dlbench.study.schema import load_study, points
+from dlbench.study.simulate import run_simulate
 
 STUDY = """
 name: tiny-scaling
@@ -135,7 +136,7 @@ def test_simulate_rows_labelled_like_measured_runs(tmp_path):
     """Regression: simulate_rows hand-built labels ("pls exchange_fraction=0.5") while measured rows are
     report.run_label's ("pls Q=0.5"), so a study's simulated and measured rows did not pair up."""
     from dlbench.report import run_label
-    from dlbench.runstudy import simulate_rows
+    from dlbench.study.simulate import simulate_rows
 
     st = load_study(_study(tmp_path))
     rows = simulate_rows(st, 0.1)
@@ -152,7 +153,7 @@ def test_point_data_dir_user_yaml_named_like_builtin_has_own_dataset(tmp_path):
     (here a copy of hep_cnn.yaml with other shapes) shared the built-in's sweep dataset."""
     from dlbench import workload as wl_mod
     from dlbench.config import resource_dir
-    from dlbench.runstudy import point_data_dir
+    from dlbench.study.measure import point_data_dir
 
     user = tmp_path / "mine" / "hep_cnn.yaml"
     user.parent.mkdir()

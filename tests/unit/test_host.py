@@ -26,7 +26,7 @@ def test_data_root_shared_by_run_and_sweeps(tmp_path, monkeypatch):
     """Regression (duplicated helpers): runstudy.default_sweep_data_root repeated run.setup.default_data_dir's
     $DLBENCH_DATA_DIR logic; both now use host.data_root()."""
     from dlbench.run.setup import default_data_dir
-    from dlbench.runstudy import default_sweep_data_root
+    from dlbench.study.measure import default_sweep_data_root
 
     monkeypatch.setenv("DLBENCH_DATA_DIR", str(tmp_path / "d"))
     assert host.data_root() == tmp_path / "d"

@@ -11,7 +11,7 @@ import pytest
 
 from dlbench.errors import ConfigError
 from dlbench.jobscript import parse_nodes_list, write_jobscripts
-from dlbench.runstudy import load_study, points
+from dlbench.study.schema import load_study, points
 
 ROOT = Path(__file__).resolve().parents[2]
 WEAK = ROOT / "configs" / "studies" / "scaling-weak.yaml"

@@ -89,14 +89,14 @@ def test_lower_packages_do_not_import_upper_ones():
     dataset in a bucket data.bucket's) and everything above them; compute/ below the strategies, the
     simulator, the run and the calibration commands; checkpoint/ (the engine, the --checkpoint-every schedule)
     below the simulator and the run that both use it; strategies/ below the simulator, the run and calibration;
-    the simulator below the run (what both share lives below both); nothing but the CLI imports calibrate/ (its
-    commands)."""
-    top = ("strategies", "simulate", "run", "calibrate", "runstudy", "cli")
+    the simulator below the run (what both share lives below both); simulate/ and run/ below study/ (its two
+    drivers); nothing but the CLI imports calibrate/ (its commands)."""
+    top = ("strategies", "simulate", "run", "calibrate", "study", "cli")
     above = {"storage": ("data", "plan", "workload", "system", "checkpoint", "compute") + top,
              "compute": ("data", "plan") + top,
              "checkpoint": ("data", "plan") + top,
-             "strategies": ("simulate", "run", "calibrate", "runstudy", "cli"),
-             "simulate": ("run", "calibrate", "runstudy", "cli")}
+             "strategies": ("simulate", "run", "calibrate", "study", "cli"),
+             "simulate": ("run", "calibrate", "study", "cli"), "run": ("study", "cli")}
     bad = []
     for mod, deps in _graph().items():
         layer = mod.split(".")[1] if mod.count(".") else ""

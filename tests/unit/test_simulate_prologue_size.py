@@ -43,7 +43,8 @@ def test_simulate_cli_refuses_before_planning(cli, tmp_path, monkeypatch):
 def test_study_simulate_part_refuses_before_writing_a_row(tmp_path, monkeypatch):
     """the study's simulate part checks every world (its prologue included) before it writes any row"""
     import dlbench.host
-    from dlbench.runstudy import load_study, run_simulate
+    from dlbench.study.schema import load_study
+    from dlbench.study.simulate import run_simulate
 
     p = tmp_path / "s.yaml"
     p.write_text("name: s\nworkload: hep_cnn\nscale: tiny\nsystem: hdmlp-thesis\nepochs: 1\nbatch_size: 1\n"

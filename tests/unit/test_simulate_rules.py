@@ -11,7 +11,8 @@ import pytest
 
 from dlbench.errors import ConfigError
 from dlbench.simulate import Model, SimWorkload, load_profile, simulate
-from dlbench.simulate import study as study_mod
+from dlbench.study.schema import load_study
+from dlbench.study.simulate import workload_of
 from dlbench.system import RULE_PRESETS, ModelRules, from_dict, rules_from
 
 PROF = load_profile("hdmlp-thesis")
@@ -107,9 +108,9 @@ def test_thesis_window_costs_worlds_past_the_reference_limit():
 def _scaled(study_path, factor: int, seed: int):
     """The study's structure at F / factor: samples and tier capacities scaled alike (the staging buffer is
     kept: it holds a few steps, not a share of the dataset)."""
-    st = study_mod.load(study_path)
+    st = load_study(study_path)
     prof = load_profile(st.system)
-    wl = study_mod.workload_of(st, where=str(study_path))
+    wl = workload_of(st, where=str(study_path))
     wl = dataclasses.replace(wl, samples=wl.samples // factor)
     tiers = tuple(dataclasses.replace(t, capacity_bytes=t.capacity_bytes / factor) for t in prof.tiers)
     prof = dataclasses.replace(prof, tiers=tiers)
@@ -168,9 +169,9 @@ S2_PUBLISHED = {"Lower Bound": 3825.66, "HDMLP": 3836.12, "LBANN dynamic": 4051.
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_s2_reproduces_all_ten_published_rows(seed):
     """``dlbench simulate --study configs/studies/hdmlp-thesis-s2.yaml``: every published row within 3 %."""
-    st = study_mod.load("configs/studies/hdmlp-thesis-s2.yaml")
+    st = load_study("configs/studies/hdmlp-thesis-s2.yaml")
     assert st.published_runtime_s == S2_PUBLISHED
-    wl = study_mod.workload_of(st)
+    wl = workload_of(st)
     r = simulate(st.entries(), wl=wl, profile=load_profile(st.system), nodes=st.nodes, epochs=st.epochs, seed=seed,
                  rules=st.rules)
     gaps = {k: r[k]["total_time_s"] / v - 1 for k, v in S2_PUBLISHED.items()}
@@ -184,10 +185,10 @@ def test_study_rules_and_model_keys_checked(tmp_path):
             "workload: {name: w, samples: 100, global_batch: 10, size: {kind: fixed, mean_bytes: 1.0e6}}\n")
     bad.write_text(base + "rules: thesys\nstrategies: [naive]\n")
     with pytest.raises(ConfigError, match="thesys"):
-        study_mod.load(bad)
+        load_study(bad)
     bad.write_text(base + "runs: [{label: a, strategy: naive, model: {warp: true}}]\n")
     with pytest.raises(ConfigError, match="warp"):
-        study_mod.load(bad)
+        load_study(bad)
     assert set(RULE_PRESETS) == {"default", "thesis"}
 
 
@@ -214,8 +215,8 @@ def test_lbann_refuses_beyond_aggregate_memory(name):
     says why (one line, CapacityError) instead of costing something else."""
     from dlbench.errors import CapacityError
 
-    st = study_mod.load(f"configs/studies/{name}.yaml")
-    wl = study_mod.workload_of(st)
+    st = load_study(f"configs/studies/{name}.yaml")
+    wl = workload_of(st)
     with pytest.raises(CapacityError, match="lbann preload"):
         simulate([("l", "lbann", {"mode": "preload"})], wl=wl, profile=load_profile(st.system), nodes=st.nodes,
                  epochs=1, rules=st.rules)

@@ -110,7 +110,7 @@ def test_a_value_the_strategy_does_not_take_is_one_line_exit_2(tmp_path, cli, st
 
 def test_files_keep_the_key_and_listings_show_the_own_flag(tmp_path, cli):
     from dlbench import strategies
-    from dlbench.runstudy import load_study
+    from dlbench.study.schema import load_study
 
     # a study's run entry and simulate's --option keep the key `mode`
     study = tmp_path / "s.yaml"

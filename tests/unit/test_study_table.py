@@ -9,7 +9,8 @@ import numpy as np
 
 from dlbench.report import run_label as _label
 from dlbench.results import SCHEMA
-from dlbench.runstudy import load_study, steady_state, traffic_table
+from dlbench.study.schema import load_study
+from dlbench.study.table import steady_state, traffic_table
 from dlbench.timeline import PHASES
 
 MS = 1_000_000

@@ -13,16 +13,17 @@ import pytest
 
 from dlbench.plan import PEER, SHARED
 from dlbench.simulate import SimWorkload, load_profile, simulate
-from dlbench.simulate import study as study_mod
 from dlbench.simulate.core import build_plan, peers_as_shared
+from dlbench.study.schema import load_study
+from dlbench.study.simulate import workload_of
 
 LBANN_ROWS = ("LBANN dynamic", "LBANN preloading")
 
 
 def _study(n: int, factor: int = 1, seed: int | None = None):
-    st = study_mod.load(f"configs/studies/hdmlp-thesis-s{n}.yaml")
+    st = load_study(f"configs/studies/hdmlp-thesis-s{n}.yaml")
     prof = load_profile(st.system)
-    wl = study_mod.workload_of(st)
+    wl = workload_of(st)
     wl = dataclasses.replace(wl, samples=wl.samples // factor)
     prof = dataclasses.replace(prof, tiers=tuple(dataclasses.replace(t, capacity_bytes=t.capacity_bytes / factor)
                                                  for t in prof.tiers))
