@@ -28,19 +28,8 @@ if TYPE_CHECKING:
     from ..comm import Comm
     from ..storage.counters import CounterSet, IOCounters
     from ..timeline import Timeline
-    from ..workload import Workload
 
 CHUNK_BYTES = 64 << 20   # the write request: the counters count one write per chunk
-
-
-def checkpoint_nbytes(every: int, workload: Workload) -> int:
-    """The checkpoint's bytes (the workload's model size); ``--checkpoint-every`` on a workload without one is
-    a ConfigError (checked at set-up, before anything runs)."""
-    nbytes = int(workload.checkpoint_nbytes() or 0)
-    if every and not nbytes:
-        raise ConfigError(f"--checkpoint-every={every}: workload {workload.name} gives no model "
-                          f"size (model.parameters in its YAML), so the checkpoint size is unknown")
-    return nbytes
 
 
 def dlio2_files(spec: dict, rank: int) -> list[FileSpec]:

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import strategies
+from ..checkpoint.schedule import checkpoint_nbytes
 from ..errors import ConfigError, RunError
 from ..stop import deferred, interrupt_for, pending
 from ..timeline import PHASE_ID, Timeline
 from .cache import CacheControl
-from .checkpoint import Checkpointer, checkpoint_nbytes
+from .checkpoint import Checkpointer
 from .setup import RunConfig, default_local_dir, sleep_step_time
 from .verify_host import Verifier
 

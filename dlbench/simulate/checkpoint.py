@@ -187,7 +187,7 @@ def simulated_checkpoints(every: int, write_curve: str | None, *, study: str | N
     check_counts(("--checkpoint-every", every, 1, 2**62), ("--checkpoint-first", first, 0, 2**62))
     if study or workload_args is None:
         raise ConfigError(f"--checkpoint-every={every}: not with --study (pass --system/--workload/--nodes)")
-    from ..run.checkpoint import checkpoint_nbytes
+    from ..checkpoint.schedule import checkpoint_nbytes
     from ..workload import load as load_workload
 
     workload, scale, samples = workload_args
