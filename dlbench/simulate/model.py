@@ -405,7 +405,7 @@ class Model:
                 stall += h.sum(axis=1)
             # exchange (pls): bytes sent per step; a step lasts at least its exchange
             xs = np.zeros((W, steps))
-            xio = 0.0
+            xio: float | np.ndarray = 0.0   # the exchange seconds in series with each step (none: 0)
             tr = ep.transfers
             if tr is not None and len(tr) and steps:
                 xb = np.zeros((W, steps))
