@@ -49,13 +49,7 @@ class _GenericPrefetch:
 
     def trim(self, j: int) -> None:
         """At an epoch's first step j (> 1): drop what precedes step j - 1 (its bytes leave the buffer now)."""
-        win = self.win
-        cut = [win.step_start[r][j - 1] for r in range(self.st.W)]
-        for r in range(self.st.W):
-            k = cut[r] - win.base[r]
-            if k > 0:
-                del self.AV[r][:k]
-        win.trim(cut)
+        self.win.trim([self.win.step_start[r][j - 1] for r in range(self.st.W)], also=(self.AV,))
 
     def release(self, r: int, j: int) -> None:
         """Step j - 1's samples leave rank r's buffer (the trainer's own PFS reads were never buffered: 0.0)."""

@@ -54,12 +54,7 @@ class _Plain:
             win.trim([win.step_start[r][j] for r in range(self.st.W)])
         elif not win.ondemand and j in win.epoch_first and j > 1:    # keep step j - 1 (it leaves the buffer now)
             win.cut_step = j - 1
-            cut = [win.step_start[r][j - 1] for r in range(self.st.W)]
-            for r in range(self.st.W):
-                k = cut[r] - win.base[r]
-                if k > 0:
-                    del self.AV[r][:k]
-            win.trim(cut)
+            win.trim([win.step_start[r][j - 1] for r in range(self.st.W)], also=(self.AV,))
         return True
 
     def barrier_step(self, B: float, ends: list) -> float:

@@ -112,15 +112,19 @@ class Window:
         while self.steps_loaded <= j and self.load():
             pass
 
-    def trim(self, keep_from: list) -> None:
-        """Drop every rank's accesses before absolute index ``keep_from[r]``."""
+    def lists(self) -> tuple:
+        """The per-rank lists ``trim`` cuts."""
+        return self.S, self.SRC, self.FILL, self.COMP, self.IDS, self.KEEP
+
+    def trim(self, keep_from: list, also: tuple = ()) -> None:
+        """Drop every rank's accesses before absolute index ``keep_from[r]``, from the window's lists and the
+        per-rank lists ``also`` (aligned with them: the loops' avail)."""
         for r in range(self.W):
             k = keep_from[r] - self.base[r]
             if k > 0:
-                for lst in (self.S, self.SRC, self.FILL, self.COMP, self.IDS, self.KEEP):
+                for lst in self.lists() + also:
                     del lst[r][:k]
                 self.base[r] += k
-
 
 
 class Block(NamedTuple):
@@ -288,13 +292,11 @@ class PlainWindow(Window):
             todo = np.concatenate([todo[~here], rows[more]])
         return out
 
-    def trim(self, keep_from: list) -> None:
-        for r in range(self.W):
-            k = keep_from[r] - self.base[r]
-            if k > 0:
-                for lst in (self.S, self.X):
-                    del lst[r][:k]
-                self.base[r] += k
+    def lists(self) -> tuple:
+        return self.S, self.X
+
+    def trim(self, keep_from: list, also: tuple = ()) -> None:
+        super().trim(keep_from, also)
         done = [e for e in self.mats if e < self.step_epoch[min(len(self.step_epoch) - 1, self.cut_step)]]
         for e in done:
             del self.mats[e]
