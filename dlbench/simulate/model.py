@@ -24,7 +24,7 @@ published runtimes come from:
 | ``prologue`` | ``overlap``: max(PFS read, receive, write) | ``series``: per tier thread, PFS reads at γ = nodes, then peer copies, each + w |
 
 (``gamma: nodes`` is a third choice: γ = the nodes.) ``thesis-window`` depends on the order in which the
-reference schedules reads, so it is costed event by event (``fastevents.py``; the reference loop ``events.py``:
+reference schedules reads, so it is costed event by event (``fastevents.py``; the reference loop, ``tests/unit/thesis_oracle.py``:
 per node, loader threads as servers, the staging buffer's capacity, the nodes' logs of PFS reads); the rest
 stays vectorised. On the
 thesis' Scenario 2 the default rules make the staging-pool row 7.5 % faster than published (8 clients share
@@ -301,7 +301,7 @@ class Model:
              loader_handoff: bool = False) -> Costing:
         """``threads_per_rank``: loader threads of a prefetching plan (default: the profile's p_0 over the
         node's ranks). ``fill_to_capacity``: see ``_prologue_series``; ``tier_fill``: cache fills read
-        ahead by the tiers' threads (``events.cost_events``; thesis-window rule only). ``worker_restart``:
+        ahead by the tiers' threads (``fastevents.cost_events``; thesis-window rule only). ``worker_restart``:
         the loader's worker processes start anew every epoch (a DataLoader without persistent_workers): its
         first read starts the profile's ``worker_start_s`` after the epoch's start. ``loader_handoff``: the
         loader hands every batch from a worker process to the trainer (a DataLoader with workers): each
@@ -497,7 +497,7 @@ class Model:
 
     def _cost_events(self, plan: Plan, sizes: np.ndarray, policy: str, threads_per_rank, fill_to_capacity,
                      tier_fill=False):
-        from .fastevents import cost_events  # events.cost_events: the reference loop (equivalence tests)
+        from .fastevents import cost_events  # the reference loop: tests/unit/thesis_oracle.py (equivalence tests)
 
         pro_s = self.prologue_s(plan, sizes, fill_to_capacity)
         K = max(1, plan.world_size // max(plan.nodes, 1))

@@ -8,7 +8,7 @@ COSTING = ("epoch_times", "compute", "stall", "barrier", "fetch_s_by_tier", "byt
 
 
 def assert_same_costing(ref, new) -> None:
-    """Two event costings (``events.cost_events``, ``fastevents.cost_events``) agree: every number within 1e-9
+    """Two event costings (``thesis_oracle.cost_events``, ``fastevents.cost_events``) agree: every number within 1e-9
     relative, the per-tier dicts with the same tiers."""
     for name, a, b in zip(COSTING, ref, new):
         if isinstance(a, dict):

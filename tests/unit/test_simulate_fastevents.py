@@ -1,15 +1,16 @@
 """The thesis-window costing at scale (``simulate/fastevents.py``) against the reference event loop
-(``simulate/events.py``): every number of the result within 1e-9 relative, on small worlds (several
+(``tests/unit/thesis_oracle.py``): every number of the result within 1e-9 relative, on small worlds (several
 strategies and policies, node counts that are not powers of two, several ranks per node, fixed and drawn
 sizes, the staging buffer binding across epochs, tier fills); and worlds past the reference's limit."""
 
 import numpy as np
 import pytest
+import thesis_oracle
 from simcheck import assert_same_costing
 
 from dlbench.errors import ConfigError
 from dlbench.plan import MEMORY, NO_TIER, PEER
-from dlbench.simulate import Model, SimWorkload, events, fastevents, load_profile, simulate
+from dlbench.simulate import Model, SimWorkload, events_generic, events_plain, fastevents, load_profile, simulate
 from dlbench.simulate.core import build_plan, policy_of
 
 PROF = load_profile("hdmlp-thesis")
@@ -24,7 +25,7 @@ def _both(strategy, opts, wl, nodes, rpn, epochs, rules="thesis", tier_fill=Fals
                       sizes=sizes, options=opts)
     pol = policy_of(strategy, plan)
     thr = float(plan.pipeline.threads or 1) if pol == "prefetch" else None
-    ref = events.cost_events(m, plan, sizes, pol, thr, 1.5, tier_fill=tier_fill)
+    ref = thesis_oracle.cost_events(m, plan, sizes, pol, thr, 1.5, tier_fill=tier_fill)
     new = fastevents.cost_events(m, plan, sizes, pol, thr, 1.5, tier_fill=tier_fill)
     return ref, new
 
@@ -58,7 +59,7 @@ CASES = [
 def test_fast_event_costing_equals_reference(strategy, opts, wl, nodes, rpn, epochs, rules, tier_fill,
                                              vec_min_ranks, monkeypatch):
     """Both consumption paths (vectorised across ranks, per-rank loop) on every case."""
-    monkeypatch.setattr(fastevents, "VEC_MIN_RANKS", vec_min_ranks)
+    monkeypatch.setattr(events_plain, "VEC_MIN_RANKS", vec_min_ranks)
     ref, new = _both(strategy, opts, wl, nodes, rpn, epochs, rules, tier_fill)
     _assert_same(ref, new)
 
@@ -82,14 +83,14 @@ def test_step_time_compute(strategy, opts):
 
 
 def test_generic_loop_equals_reference():
-    """The loop kept for tier fills (``_cost_events_generic``) on a plain case too."""
+    """The loop kept for tier fills (``events_generic.cost_prefetch_generic``) on a plain case too."""
     wl = DRAWN
     sizes = wl.sizes(0)
     m = Model(PROF, rules="thesis")
     plan = build_plan("prefetch", wl=wl, nodes=5, ranks_per_node=1, epochs=3, seed=0, profile=PROF, sizes=sizes,
                       options={"num_workers": 2})
-    _assert_same(events.cost_events(m, plan, sizes, "prefetch", 2.0, 0.5),
-                 fastevents._cost_events_generic(m, plan, sizes, "prefetch", 2.0, 0.5))
+    _assert_same(thesis_oracle.cost_events(m, plan, sizes, "prefetch", 2.0, 0.5),
+                 events_generic.cost_prefetch_generic(m, plan, sizes, 2.0, 0.5))
 
 
 def test_buffer_reads_ahead_across_epochs_and_window_is_trimmed():
@@ -105,7 +106,7 @@ def test_buffer_binds_with_widely_spread_sizes(vec_min_ranks, monkeypatch):
     """Samples of 1-400 MB (lognormal, mean 100 MB) against the 1 GB staging buffer, local batch 8: a step
     sometimes exceeds the buffer (its accesses are scheduled regardless) and the count a rank schedules per step
     swings widely (the buffer search, ``_PlainWindow.admit``, lands before, inside and past the step)."""
-    monkeypatch.setattr(fastevents, "VEC_MIN_RANKS", vec_min_ranks)
+    monkeypatch.setattr(events_plain, "VEC_MIN_RANKS", vec_min_ranks)
     wl = SimWorkload("spread", 480, 8, "lognormal", 1e8, 8e7, 1e6, 4e8)
     ref, new = _both("prefetch", {"num_workers": 2}, wl, 4, 1, 3)
     _assert_same(ref, new)
@@ -120,26 +121,26 @@ def test_plain_loop_schedules_whole_bytes_generic_loop_fractional(monkeypatch):
     assert np.array_equal(sizes, np.rint(sizes))
     m = Model(PROF, rules="thesis")
     calls = []
-    real = fastevents._cost_events_generic
-    monkeypatch.setattr(fastevents, "_cost_events_generic", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = events_generic.cost_prefetch_generic
+    monkeypatch.setattr(events_generic, "cost_prefetch_generic", lambda *a, **k: calls.append(1) or real(*a, **k))
     for sz, generic in ((sizes, False), (sizes + 0.25, True)):
         plan = build_plan("prefetch", wl=wl, nodes=4, ranks_per_node=1, epochs=3, seed=0, profile=PROF, sizes=sz,
                           options={"num_workers": 2})
         calls.clear()
-        _assert_same(events.cost_events(m, plan, sz, "prefetch", 2.0, 0.5),
+        _assert_same(thesis_oracle.cost_events(m, plan, sz, "prefetch", 2.0, 0.5),
                      fastevents.cost_events(m, plan, sz, "prefetch", 2.0, 0.5))
         assert bool(calls) == generic
 
 
 def test_worlds_past_the_reference_limit_are_costed():
-    """The reference refuses more than events.MAX_RANKS ranks; the model (fast path) costs them."""
+    """The reference refuses more than thesis_oracle.MAX_RANKS ranks; the model (fast path) costs them."""
     wl = SimWorkload("f", 1200, 1, "fixed", 1e6)
-    n = events.MAX_RANKS + 44
+    n = thesis_oracle.MAX_RANKS + 44
     sizes = wl.sizes(0)
     m = Model(PROF, rules="thesis")
     plan = build_plan("naive", wl=wl, nodes=n, ranks_per_node=1, epochs=1, seed=0, profile=PROF, sizes=sizes)
     with pytest.raises(ConfigError, match="at most 256"):
-        events.cost_events(m, plan, sizes, "ondemand", None, 0.0)
+        thesis_oracle.cost_events(m, plan, sizes, "ondemand", None, 0.0)
     r = simulate(["naive", ("p", "prefetch", {"num_workers": 2})], wl=wl, profile=PROF, nodes=n, epochs=1,
                  rules="thesis")
     assert r["naive"]["samples"] == 1200 and r["p"]["samples"] == 1200
@@ -195,7 +196,7 @@ def test_tier_threads_fill_cached_samples_first_read_from_a_peer():
             kept[rr].add(k)
     assert peer_first > 0
     fill_spb = 1.0 / float(PROF.pfs_per_client(4))
-    ready, _starts = fastevents._tier_fill_ready(m, plan, sizes, 1.5, fill_spb, PROF.staging_write_s_per_byte(),
+    ready, _starts = events_generic.tier_fill_ready(m, plan, sizes, 1.5, fill_spb, PROF.staging_write_s_per_byte(),
                                                   PROF.pfs.latency_s, 1)
     assert [set(rd) for rd in ready] == kept
     done = max(max(rd.values()) for rd in ready)

@@ -1,6 +1,7 @@
-"""pls's ondemand costing under the thesis rules (``fastevents._cost_ondemand_exchange``: the steps without a PFS
-read vectorised across ranks) gives the generic loop's floats bit for bit, also with PFS reads and peer reads
-mixed into a step (those steps run the per-rank loop), ranks of unequal length and several ranks per node."""
+"""pls's ondemand costing under the thesis rules (``events_generic.cost_ondemand_exchange``: the steps without a
+PFS read vectorised across ranks) gives the per-rank loop's floats bit for bit (every step by that loop:
+``EXCHANGE_VEC_MIN_RANKS`` past the world size), also with PFS reads and peer reads mixed into a step (those
+steps run the per-rank loop), ranks of unequal length and several ranks per node."""
 
 import dataclasses
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from dlbench.plan import PEER, SHARED
-from dlbench.simulate import Model, SimWorkload, fastevents, load_profile
+from dlbench.simulate import Model, SimWorkload, events_generic, fastevents, load_profile
 from dlbench.simulate.core import build_plan, policy_of
 
 PROF = load_profile("hdmlp-thesis")
@@ -36,7 +37,7 @@ def _assert_identical(a, b):
 @pytest.mark.parametrize("nodes,rpn,mixed,gamma", [(4, 1, False, "thesis"), (3, 2, False, "thesis"),
                                                    (5, 1, True, "thesis"), (3, 2, True, "thesis"),
                                                    (4, 1, True, "nodes")])
-def test_same_floats_as_generic_loop(nodes, rpn, mixed, gamma):
+def test_same_floats_as_generic_loop(nodes, rpn, mixed, gamma, monkeypatch):
     sizes = DRAWN.sizes(0)
     m = Model(PROF, rules="thesis")
     if gamma == "nodes":
@@ -47,7 +48,9 @@ def test_same_floats_as_generic_loop(nodes, rpn, mixed, gamma):
     if mixed:
         plan = plan.map_epochs(_mixed)
         assert (plan.epoch(0).source == SHARED).any() and (plan.epoch(0).source == PEER).any()
-    ref = fastevents._cost_events_generic(m, plan, sizes, "ondemand", None, 0.5)
-    new = fastevents._cost_ondemand_exchange(m, plan, sizes, 0.5)
+    monkeypatch.setattr(events_generic, "EXCHANGE_VEC_MIN_RANKS", 10**9)     # every step by the per-rank loop
+    ref = events_generic.cost_ondemand_exchange(m, plan, sizes, 0.5)
+    monkeypatch.setattr(events_generic, "EXCHANGE_VEC_MIN_RANKS", 1)
+    new = events_generic.cost_ondemand_exchange(m, plan, sizes, 0.5)
     _assert_identical(ref, new)
     assert np.array_equal(fastevents.cost_events(m, plan, sizes, "ondemand", None, 0.5)[0], ref[0])

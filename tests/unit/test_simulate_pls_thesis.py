@@ -4,11 +4,13 @@ trainer pays the exchange's local-tier files after the step's samples)."""
 
 import numpy as np
 import pytest
+import thesis_oracle
 from simcheck import assert_same_costing
 
 from dlbench.plan import LOCAL
-from dlbench.simulate import Model, SimWorkload, events, fastevents, load_profile, simulate
+from dlbench.simulate import Model, SimWorkload, fastevents, load_profile, simulate
 from dlbench.simulate.core import build_plan, policy_of
+from dlbench.simulate.events_reads import exchange_per_step
 
 PROF = load_profile("hdmlp-thesis")
 DRAWN = SimWorkload("drawn", 1200, 5, "normal", 1e6, 1e5)
@@ -24,7 +26,7 @@ def test_engines_agree(opts, nodes, rpn):
     assert len(plan.epoch(1).transfers)
     pol = policy_of("pls", plan)
     thr = float(plan.pipeline.threads or 1) if pol == "prefetch" else None
-    ref = events.cost_events(m, plan, sizes, pol, thr, 0.5)
+    ref = thesis_oracle.cost_events(m, plan, sizes, pol, thr, 0.5)
     new = fastevents.cost_events(m, plan, sizes, pol, thr, 0.5)
     assert_same_costing(ref, new)
 
@@ -43,7 +45,7 @@ def test_sync_steps_by_hand():
     per = 1e6 * (spb[LOCAL] + PROF.staging_write_s_per_byte() + m.compute_s_per_byte)
     for e in range(2):
         ep = plan.epoch(e)
-        xs, tio = events.exchange_per_step(m, ep, sizes, plan.world_size)
+        xs, tio = exchange_per_step(m, ep, sizes, plan.world_size)
         counts = np.diff(ep.bounds, axis=1)                      # (W, steps) samples per rank and step
         step = np.maximum(counts * per + tio, xs)
         assert tio.sum() > 0 and (xs < counts * per + tio).all()

@@ -98,7 +98,7 @@ def test_fill_by_tier_threads_needs_thesis_window():
 
 
 def test_thesis_window_costs_worlds_past_the_reference_limit():
-    """The reference event loop (events.py) stops at 256 ranks; the model's thesis-window costing
+    """The reference event loop (tests/unit/thesis_oracle.py) stops at 256 ranks; the model's thesis-window costing
     (fastevents.py, tests/unit/test_simulate_fastevents.py) does not."""
     wl = SimWorkload("f", 600, 1, "fixed", 1e6)
     r = simulate(["naive"], wl=wl, profile=PROF, nodes=300, epochs=1, rules="thesis")["naive"]
@@ -226,8 +226,9 @@ def test_event_costing_matches_vectorised_model_at_fixed_gamma():
     """Cross-check of the two costings: with γ fixed (gamma: nodes) the event loop and the vectorised
     max-plus recurrence must agree: exactly for one request at a time; within the buffer's effect for
     loader threads (the event loop enforces the staging buffer and reads ahead across epochs)."""
+    from thesis_oracle import cost_events
+
     from dlbench.simulate.core import build_plan
-    from dlbench.simulate.events import cost_events
 
     wl = SimWorkload("f", 3000, 25, "normal", 1e6, 1e5)
     sizes = wl.sizes(0)

@@ -5,11 +5,12 @@ no node's memory holds is read by the trainer when it gets there, in series with
 refusal outside the thesis-window rule."""
 
 import pytest
+import thesis_oracle
 from simcheck import assert_same_costing
 
 from dlbench.errors import ConfigError
 from dlbench.plan import LOCAL, MEMORY, PEER
-from dlbench.simulate import Model, SimWorkload, events, fastevents, load_profile, simulate
+from dlbench.simulate import Model, SimWorkload, fastevents, load_profile, simulate
 from dlbench.simulate.core import build_plan, policy_of
 
 PROF = load_profile("hdmlp-thesis")
@@ -25,7 +26,7 @@ def _both(wl, nodes, rpn, epochs, cache, rules="thesis", threads=2):
     plan = plan.replace(shared_reads_in_trainer=True)   # what the model option sets (the engines also take gamma: nodes)
     pol = policy_of("deepio", plan)
     assert pol == "prefetch"
-    ref = events.cost_events(m, plan, sizes, pol, float(threads), 0.7)
+    ref = thesis_oracle.cost_events(m, plan, sizes, pol, float(threads), 0.7)
     new = fastevents.cost_events(m, plan, sizes, pol, float(threads), 0.7)
     return ref, new
 
@@ -56,7 +57,7 @@ def test_hand_computation():
     miss = s / PROF.pfs_per_client(1) + s / 200e6 + s / 100e6
     hit_wait = s / float(PROF.staging.bandwidth[1].mb_per_s * 1e6) + s / 200e6 if order[0] == 0 else 0.0
     want = 3 * miss + s / 100e6 + hit_wait
-    for engine in (events, fastevents):
+    for engine in (thesis_oracle, fastevents):
         ep = engine.cost_events(m, plan, sizes, "prefetch", 2.0, 0.0)[0]
         assert ep[0] == pytest.approx(want, rel=1e-12)
     # without the option the misses are read ahead by the two loader threads: much shorter
@@ -94,7 +95,7 @@ def test_cache_on_local_tier_moves_holdings_and_engines_agree():
     assert (loc.prologue.dst == LOCAL).all() and (plan.prologue.dst == MEMORY).all()
     assert plan.peer_tier == MEMORY and loc.peer_tier == LOCAL     # a copy: the plan itself unchanged
     sizes = DRAWN.sizes(0)
-    ref = events.cost_events(m, loc, sizes, "prefetch", 2.0, 0.3)
+    ref = thesis_oracle.cost_events(m, loc, sizes, "prefetch", 2.0, 0.3)
     new = fastevents.cost_events(m, loc, sizes, "prefetch", 2.0, 0.3)
     assert_same_costing(ref, new)
     assert ref[5]["local"].sum() > 0 and ref[5]["memory"].sum() == 0

@@ -1,6 +1,8 @@
 """Event-driven costing of a plan under the ``thesis-window`` contention rule (``ModelRules.gamma``): the
-reference loop. The model costs with ``fastevents.cost_events`` (the same order and arithmetic, at any world
-size); this one is kept as the definition it is tested against (tests/unit/test_simulate_fastevents.py).
+reference loop, a test oracle (imported by the tests as ``thesis_oracle``: this folder is on ``sys.path`` under
+pytest; never by dlbench). The model costs with ``dlbench.simulate.fastevents.cost_events`` (the same order and
+arithmetic, at any world size); this one is kept as the definition it is tested against
+(tests/unit/test_simulate_fastevents.py and the other thesis-engine tests; benchmarks/thesis_scale.py times both).
 
 The HDMLP thesis' reference simulator gives a PFS read that starts at time t on node n the bandwidth
 min(b_fs, t(γ)/γ) with γ = 1 + the other nodes whose log of PFS reads holds a read that starts at or after
@@ -53,9 +55,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, Plan
-from ..storage.tiers import TIER_NAMES
+from dlbench.errors import ConfigError
+from dlbench.plan import LOCAL, MEMORY, NO_TIER, PEER, SHARED, Plan
+from dlbench.simulate.events_reads import exchange_per_step
+from dlbench.storage.tiers import TIER_NAMES
 
 MAX_RANKS = 256
 MAX_ACCESSES = 50_000_000
@@ -91,23 +94,6 @@ def _streams(plan: Plan, sizes: np.ndarray):
         st = np.concatenate([p[3] for p in parts[r]]) if parts[r] else np.zeros(0, np.int64)
         out.append((ids, src, fill, st))
     return out, step0, epoch_steps
-
-
-def exchange_per_step(model, ep, sizes: np.ndarray, W: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(xs, tio), each (W, steps), of an epoch with background transfers (pls), else None: ``xs`` the seconds
-    the bytes rank r sends at step j take on the network (b_c), ``tio`` the seconds its trainer spends on the
-    local-tier files of the exchange (reads of what it sends, writes of what it receives; the default model's
-    ``_exchange_tier_io_s``). The reference simulator has no background exchange between nodes; the thesis-window
-    costing takes the default model's rule (module doc)."""
-    tr = ep.transfers
-    steps = ep.steps
-    if tr is None or not len(tr) or not steps:
-        return None
-    st = np.minimum(tr.step, steps - 1)
-    xb = np.zeros((W, steps))
-    np.add.at(xb, (tr.src, st), sizes[tr.sample])
-    tio = model._exchange_tier_io_s(tr, st, sizes, W, steps)
-    return xb / model.p.network_bytes_per_s, (tio if tio is not None else np.zeros((W, steps)))
 
 
 def check_event_size(plan: Plan) -> None:
@@ -389,6 +375,3 @@ def cost_events(model, plan: Plan, sizes: np.ndarray, policy: str, threads_per_r
     bytes_t = np.asarray(bytes_l, dtype=np.float64).reshape(W, len(TIER_NAMES))
     bytes_by = {n: bytes_t[:, i].copy() for i, n in enumerate(TIER_NAMES)}
     return epoch_times, compute, stall, barrier, fetch_by, bytes_by, samples
-
-
-__all__ = ["cost_events", "check_event_size", "MAX_RANKS", "MAX_ACCESSES", "LOCAL", "MEMORY", "PEER"]
