@@ -11,7 +11,7 @@ from .plan import (
     Capacity,
     EpochPlan,
     Evictions,
-    Exchange,
+    ExchangeShare,
     Pipeline,
     Plan,
     Prologue,
@@ -20,7 +20,7 @@ from .plan import (
 from .sampler import batch_bounds, distributed_indices, epoch_permutation, epoch_rng, samples_per_rank
 
 __all__ = ["SHARED", "LOCAL", "MEMORY", "PEER", "NO_TIER", "PIPELINES", "SYNC", "Capacity", "EpochPlan", "Evictions",
-           "Exchange", "Pipeline", "Plan", "Prologue", "Transfers",
+           "ExchangeShare", "Pipeline", "Plan", "Prologue", "Transfers",
            "batch_bounds", "distributed_indices", "epoch_permutation", "epoch_rng", "samples_per_rank",
            "global_shuffle_plan"]
 

@@ -17,7 +17,7 @@ Typed parts (no untyped side dicts):
   access order), read by the executor and by ``dlbench simulate`` (``Pipeline.reader_threads``);
 - what executors, the loop and the simulator decide on, each a typed field (``Plan.__init__``): ``order``,
   ``warning``, ``semantics`` (the plan's own row when it differs from its strategy's), ``staged_fraction``,
-  ``read_pattern``, ``max_step_samples``, ``exchange`` (pls's ``Exchange``), ``capacity`` (``Capacity``: the
+  ``read_pattern``, ``max_step_samples``, ``exchange`` (pls's ``ExchangeShare``), ``capacity`` (``Capacity``: the
   peaks and capacities per rank and node), and the simulator's model options ``peer_tier`` and
   ``shared_reads_in_trainer``; ``Plan.replace`` returns a copy with some of them changed (pure);
 - ``Plan.meta``: human-readable notes only (the planner's inputs and figures a reader may want: tie-break,
@@ -75,7 +75,7 @@ SYNC = Pipeline("sync")    # the trainer reads each step itself, nothing read ah
 
 
 @dataclass(frozen=True)
-class Exchange:
+class ExchangeShare:
     """Background moves between ranks every epoch (pls): ``q`` the exchanged fraction of a shard,
     ``samples_per_epoch`` the samples each rank sends per epoch."""
 
@@ -323,7 +323,7 @@ class Plan:
                  cache_epochs: int = 2, order: str | None = None, warning: str | None = None,
                  semantics: Semantics | None = None, staged_fraction: float | None = None,
                  read_pattern: str | None = None, max_step_samples: int | None = None,
-                 exchange: Exchange | None = None, capacity: Capacity | None = None, peer_tier: int = MEMORY,
+                 exchange: ExchangeShare | None = None, capacity: Capacity | None = None, peer_tier: int = MEMORY,
                  shared_reads_in_trainer: bool = False):
         if not isinstance(pipeline, Pipeline):
             raise TypeError(f"plan of {strategy}: pipeline {pipeline!r}: a Pipeline")

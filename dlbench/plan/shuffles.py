@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CapacityError, ConfigError
-from .plan import LOCAL, MEMORY, PEER, SHARED, SYNC, EpochPlan, Exchange, Plan, Prologue, Transfers
+from .plan import LOCAL, MEMORY, PEER, SHARED, SYNC, EpochPlan, ExchangeShare, Plan, Prologue, Transfers
 from .sampler import batch_bounds, distributed_indices, epoch_permutation, epoch_rng
 
 _SHARD_STREAM = 1 << 30  # the epoch slot of the one-off shard split (independent of every epoch's stream)
@@ -203,7 +203,7 @@ def pls_plan(*, n_samples: int, world_size: int, node_map, epochs: int, local_ba
     return Plan(strategy="pls", n_samples=n_samples, world_size=W, node_map=node_map, epochs=epochs,
                 local_batch=local_batch, seed=seed, build_epoch=build, prologue=pro, meta=meta, pipeline=SYNC,
                 order=f"partial local shuffle (q={q}): each epoch a global permutation, per-rank subsets mix slowly",
-                exchange=Exchange(q=float(q), samples_per_epoch=int(m)))
+                exchange=ExchangeShare(q=float(q), samples_per_epoch=int(m)))
 
 
 def staging_subset_plan(*, n_samples: int, world_size: int, groups, node_map=None, epochs: int,
