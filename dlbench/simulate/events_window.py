@@ -1,7 +1,7 @@
 """The thesis-rules costing's epochs as the loops read them (``fastevents`` module doc): ``Window``, every rank's
 accesses of the loaded epochs as Python lists (the generic loop's), and ``PlainWindow``, the fast loops' (plus
 what does not depend on time, computed with NumPy when an epoch is loaded, and the staging buffer's integer byte
-prefix sums, ``Block``). Epochs are loaded as the loops reach them and dropped once consumed."""
+prefix sums, ``BufferBlock``). Epochs are loaded as the loops reach them and dropped once consumed."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ class Window:
                 self.base[r] += k
 
 
-class Block(NamedTuple):
+class BufferBlock(NamedTuple):
     """An epoch's accesses for the loader threads' buffer: rank r's byte prefix sums as integers,
     ``Q[rowoff[r] + c] - rowbig[r]`` = the bytes of its first c accesses of the epoch (c = 0 .. its count), rows
     offset by ``big`` (> a row's bytes + 1) so that one ``searchsorted`` over ``Q`` answers every rank; past a
@@ -151,7 +151,7 @@ class PlainWindow(Window):
     fill at γ = nodes, an own-tier or peer read; every PFS read too under ``gamma: nodes``); and, per rank,
     the sums over accesses that do not depend on time (compute, samples, bytes and fixed fetch time by tier,
     the sync policy's fixed stall). Per epoch the padded (W, n) compute and PFS flags for the vectorised
-    consumption and, for the loader threads' buffer, the accesses' byte prefix sums as integers (``Block``).
+    consumption and, for the loader threads' buffer, the accesses' byte prefix sums as integers (``BufferBlock``).
     The sizes are kept per rank in ``array('d')`` (loaded and trimmed as bytes, no float object per access
     until the chains read it)."""
 
@@ -168,7 +168,7 @@ class PlainWindow(Window):
         self.bytes = np.zeros((W, len(TIER_NAMES)))
         self.fetch = np.zeros((W, len(TIER_NAMES)))
         self.stall = np.zeros(W)
-        self.mats: dict = {}     # epoch -> (comp (W, n), pfs (W, n), rel (W, steps + 1), first global step, Block)
+        self.mats: dict = {}     # epoch -> (comp (W, n), pfs (W, n), rel (W, steps + 1), first global step, BufferBlock)
         self.step_epoch: list[int] = []    # the epoch of every loaded global step
         self.cut_step = 0                 # the global step the last trim kept from
         self.all_window = True             # every access loaded so far is a window-rule PFS read
@@ -246,8 +246,8 @@ class PlainWindow(Window):
         self.next_epoch += 1
         return True
 
-    def _block(self, sm: np.ndarray, counts: np.ndarray) -> Block:
-        """The epoch's ``Block`` from its (W, n) sizes (zero past a rank's count) and per-rank counts."""
+    def _block(self, sm: np.ndarray, counts: np.ndarray) -> BufferBlock:
+        """The epoch's ``BufferBlock`` from its (W, n) sizes (zero past a rank's count) and per-rank counts."""
         W, n = sm.shape
         P = np.zeros((W, n + 1), np.int64)
         np.cumsum(sm.astype(np.int64), axis=1, out=P[:, 1:])      # whole bytes: exact
@@ -263,7 +263,7 @@ class PlainWindow(Window):
         A = self.ptot.copy()
         self.ptot += rowtot
         E0 = np.asarray(self.end, dtype=np.int64)
-        return Block((P + (rows * big)[:, None]).reshape(-1), A, E0, E0 + counts, rowtot, big, rows * (n + 1),
+        return BufferBlock((P + (rows * big)[:, None]).reshape(-1), A, E0, E0 + counts, rowtot, big, rows * (n + 1),
                       rows * big)
 
     def admit(self, FB: np.ndarray, T: np.ndarray) -> np.ndarray:
