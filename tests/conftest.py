@@ -17,9 +17,9 @@ def mpiexec() -> str | None:
     return shutil.which("mpiexec")
 
 
-@pytest.fixture
-def run_mpi(tmp_path):
-    """run_mpi(args, n=2) runs `mpiexec -n n python -m dlbench.cli ...` and returns CompletedProcess."""
+def mpi_runner(cwd):
+    """A function that runs `mpiexec -n n python -m dlbench.cli ARGS` in folder `cwd` (skips the test without
+    mpiexec or mpi4py); run_mpi's body, shared with the session's datasets."""
     exe = mpiexec()
     if exe is None:
         pytest.skip("mpiexec not found: pip install 'dlbench[mpi]'")
@@ -35,9 +35,15 @@ def run_mpi(tmp_path):
         if env:
             e.update(env)
         cmd = [exe, "-n", str(n), sys.executable, *python_args, *map(str, args)]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e, cwd=tmp_path)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e, cwd=cwd)
 
     return _run
+
+
+@pytest.fixture
+def run_mpi(tmp_path):
+    """run_mpi(args, n=2) runs `mpiexec -n n python -m dlbench.cli ...` and returns CompletedProcess."""
+    return mpi_runner(tmp_path)
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ def _data_root(tmp_path, monkeypatch):
 @pytest.mark.parametrize("name", ["unet3d_h100", "resnet50_h100", "cosmoflow_h100"])
 def test_run_dlio_config_hdf5(tmp_path, cli, name):
     r = cli(["run", "--dlio-config", FIX / f"{name}.yaml", *_shrunk(name, "hdf5"), "-o", tmp_path / "res",
-             "--no-progress"])
+             "--no-progress", "--ceiling-steps", 0])
     assert r.exit_code == 0, r.output
     rd = _results(r.output)
     run = json.loads((rd / "run.json").read_text())
@@ -69,7 +69,8 @@ def test_run_dlio_config_own_format(tmp_path, cli, name):
     if layout not in getattr(W, "LAYOUTS", ()):
         pytest.skip(f"layout {layout} not registered yet (format registry of the formats branch)")
     W.load_spec(str(out))   # the translation's keys (record_size: size distribution) load strictly
-    r = cli(["run", "--dlio-config", FIX / f"{name}.yaml", *_shrunk(name), "-o", tmp_path / "res", "--no-progress"])
+    r = cli(["run", "--dlio-config", FIX / f"{name}.yaml", *_shrunk(name), "-o", tmp_path / "res", "--no-progress",
+             "--ceiling-steps", 0])
     assert r.exit_code == 0, r.output
     assert (_results(r.output) / "summary.json").is_file()
 
@@ -170,7 +171,8 @@ def test_run_prints_the_translation_notes(tmp_path, cli):
     args = [*_shrunk("cosmoflow_h100", "hdf5"), "++workload.reader.batch_size=3"]   # 8 samples, batches of 3
     t = dlio.load(str(FIX / "cosmoflow_h100.yaml"), args)
     assert t.notes
-    r = cli(["run", "--dlio-config", FIX / "cosmoflow_h100.yaml", *args, "-o", tmp_path / "res", "--no-progress"])
+    r = cli(["run", "--dlio-config", FIX / "cosmoflow_h100.yaml", *args, "-o", tmp_path / "res", "--no-progress",
+             "--ceiling-steps", 0])
     assert r.exit_code == 0, r.output
     for n in t.notes:
         assert f"dlbench: note: {n}\n" in r.stderr
@@ -223,7 +225,8 @@ def test_run_reads_dlios_samples_per_epoch(tmp_path, cli, name, extra):
     args = [*SHRINK, *extra, "++workload.reader.batch_size=3"]
     if name.startswith("cosmoflow"):
         args = [*FIXUPS["cosmoflow"], *args]
-    r = cli(["run", "--dlio-config", FIX / f"{name}.yaml", *args, "-o", tmp_path / "res", "--no-progress"])
+    r = cli(["run", "--dlio-config", FIX / f"{name}.yaml", *args, "-o", tmp_path / "res", "--no-progress",
+             "--ceiling-steps", 0])
     assert r.exit_code == 0, r.output
     run = json.loads((_results(r.output) / "run.json").read_text())
     assert run["config"]["options"]["drop_last_batch"] is True

@@ -58,7 +58,7 @@ def test_two_nodes_verify_and_bytes_follow_the_plan(tiny, tmp_path, run_mpi, str
     extra = [str(tmp_path / "local") if x == "LOCAL" else x for x in extra]
     r = run_mpi(["run", "--workload", "hep_cnn", "--strategy", strategy, *extra, "--data-dir", tiny,
                  "--ranks-per-node", 1, "--epochs", 3, "--batch-size", 8, "--compute-time", "0.001", "--verify",
-                 "--out", out, "--system", "laptop-pfs"])
+                 "--ceiling-steps", 0, "--out", out, "--system", "laptop-pfs"])
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads(next(out.rglob("run.json")).read_text())["summary"]
     assert s["nodes"] == 2 and s["verified_samples"] == 3 * 64
@@ -124,7 +124,7 @@ def test_memory_tier_holds_bytes_not_slots_run_equals_simulate(tiny_jpeg, tmp_pa
     flags = [x for k, v in opts.items() for x in (f"--{k.replace('_', '-')}", v)]
     r = run_mpi(["run", "--workload", "imagenet", "--strategy", strategy, *flags, "--data-dir", tiny_jpeg,
                  "--ranks-per-node", 1, "--epochs", 3, "--batch-size", 8, "--compute-time", "0.001", "--verify",
-                 "--out", out, "--system", "laptop-pfs"])
+                 "--ceiling-steps", 0, "--out", out, "--system", "laptop-pfs"])
     assert r.returncode == 0, r.stdout + r.stderr
     run = json.loads(next(out.rglob("run.json")).read_text())
     cfg, s = run["config"], run["summary"]

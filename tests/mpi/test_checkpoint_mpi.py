@@ -55,8 +55,8 @@ def test_dlio_llm_checkpoint_two_ranks_tensor_parallel(run_mpi, tmp_path):
               "++workload.train.epochs=2", "++workload.train.computation_time=0.001",
               "++workload.checkpoint.checkpoint_after_epoch=1", "++workload.checkpoint.epochs_between_checkpoints=1",
               "++workload.reader.batch_size=2", "++workload.reader.read_threads=1"]
-    r = run_mpi(["run", "--dlio-config", fix, *shrink, *llm, "-o", tmp_path / "res", "--no-progress"],
-                env={"DLBENCH_DATA_DIR": str(tmp_path / "data")})
+    r = run_mpi(["run", "--ceiling-steps", 0, "--dlio-config", fix, *shrink, *llm, "-o", tmp_path / "res",
+                "--no-progress"], env={"DLBENCH_DATA_DIR": str(tmp_path / "data")})
     assert r.returncode == 0, r.stderr
     rd = Path([ln for ln in r.stdout.splitlines() if ln.startswith("results: ")][-1].split("results: ", 1)[1])
     if not rd.is_absolute():

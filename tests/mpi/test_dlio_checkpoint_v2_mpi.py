@@ -22,7 +22,8 @@ def test_megatron_2_0_0_all_ranks_two_ranks(run_mpi, tmp_path):
     cfg = tmp_path / "megatron_deepspeed.yaml"
     cfg.write_text(MEGATRON_2_0_0)
     # 128 samples over 2 ranks, batch 8: 8 steps each, a checkpoint every 4: 2 checkpoints
-    r = run_mpi(["run", "--dlio-config", cfg, *SHRINK, "++workload.dataset.num_samples_per_file=128",
+    r = run_mpi(["run", "--ceiling-steps", 0, "--dlio-config", cfg, *SHRINK,
+                 "++workload.dataset.num_samples_per_file=128",
                  "++workload.checkpoint.pipeline_parallelism=2", "++workload.checkpoint.tensor_parallelism=2",
                  "-o", tmp_path / "res", "--no-progress"], env={"DLBENCH_DATA_DIR": str(tmp_path / "data")})
     assert r.returncode == 0, r.stderr

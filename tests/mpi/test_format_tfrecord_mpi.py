@@ -33,7 +33,7 @@ def test_generate_and_run_tfdata_on_two_ranks(tmp_path, run_mpi):
         assert p.read_bytes() == (tmp_path / "d2" / p.relative_to(tmp_path / "d1")).read_bytes(), p.name
     r = run_mpi(["run", "--workload", tmp_path / "w.yaml", "--data-dir", tmp_path / "d2", "--strategy", "prefetch",
                  "--num-workers", 2, "--epochs", 2, "--verify", "--compute-time", "0.001", "--out", tmp_path / "res",
-                 "--no-progress"])
+                 "--ceiling-steps", 0, "--no-progress"])
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads(next((tmp_path / "res").rglob("run.json")).read_text())["summary"]
     # 5 files over 2 ranks: 3 and 2 files; each rank keeps 16 samples (the same steps), 8 are left out

@@ -15,7 +15,7 @@ def test_two_nodes_verify(tiny, tmp_path, run_mpi, strategy, extra):
     out, loc = tmp_path / "res", tmp_path / "loc"
     r = run_mpi(["run", "--workload", "hep_cnn", "--strategy", strategy, *extra, "--data-dir", tiny,
                  "--ranks-per-node", 1, "--epochs", 2, "--compute-time", "0.001", "--verify", "--out", out,
-                 "--local-dir", loc])
+                 "--ceiling-steps", 0, "--local-dir", loc])
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads(next(out.rglob("run.json")).read_text())["summary"]
     assert s["nodes"] == 2 and s["verified_samples"] == 2 * 64
@@ -100,7 +100,7 @@ def test_two_nodes_partial_staging_bytes_by_tier_match_simulate(tiny, tmp_path, 
     cap = 10 * 12292 + 100
     r = run_mpi(["run", "--workload", "hep_cnn", "--strategy", "staging", "--local-capacity", cap, *extra,
                  "--data-dir", tiny, "--ranks-per-node", 1, "--epochs", 2, "--compute-time", "0.001", "--verify",
-                 "--out", out, "--local-dir", loc])
+                 "--ceiling-steps", 0, "--out", out, "--local-dir", loc])
     assert r.returncode == 0, r.stdout + r.stderr
     assert "31.2% of it is staged" in r.stdout + r.stderr
     run = json.loads(next(out.rglob("run.json")).read_text())

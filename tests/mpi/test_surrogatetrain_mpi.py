@@ -43,7 +43,7 @@ def test_two_nodes_verify_bytes_and_requests_follow_the_plan(tiny, tmp_path, run
     out = tmp_path / "res"
     r = run_mpi(["run", "--workload", "ptychonn", "--strategy", "surrogatetrain", *extra, "--data-dir", tiny,
                  "--ranks-per-node", 1, "--epochs", 3, "--batch-size", 16, "--compute-time", "0.001", "--verify",
-                 "--out", out, "--system", "laptop-pfs"])
+                 "--ceiling-steps", 0, "--out", out, "--system", "laptop-pfs"])
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads(next(out.rglob("run.json")).read_text())["summary"]
     assert s["nodes"] == 2 and s["verified_samples"] == 3 * 256
@@ -91,7 +91,8 @@ def test_buffer_holds_bytes_not_slots_run_equals_simulate(tiny_jpeg, tmp_path, r
     out = tmp_path / "res"
     r = run_mpi(["run", "--workload", "imagenet", "--strategy", "surrogatetrain", "--cache-capacity", cap,
                  "--eviction", eviction, "--data-dir", tiny_jpeg, "--ranks-per-node", 1, "--epochs", 3,
-                 "--batch-size", 8, "--compute-time", "0.001", "--verify", "--out", out, "--system", "laptop-pfs"])
+                 "--batch-size", 8, "--compute-time", "0.001", "--verify", "--ceiling-steps", 0, "--out", out,
+                 "--system", "laptop-pfs"])
     assert r.returncode == 0, r.stdout + r.stderr
     run = json.loads(next(out.rglob("run.json")).read_text())
     cfg, s = run["config"], run["summary"]

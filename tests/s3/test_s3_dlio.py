@@ -47,7 +47,7 @@ def test_dlio_config_over_s3_runs(s3_url, tmp_path, monkeypatch):
     bucket, prefix = s3_url[5:].split("/", 1)
     r = subprocess.run([sys.executable, "-m", "dlbench", "run", "--dlio-config", FIX / "unet3d_a100.yaml", *BASE,
                         "++workload.storage.storage_type=s3", f"++workload.storage.storage_root={bucket}",
-                        f"++workload.dataset.data_folder={prefix}",
+                        "--ceiling-steps", "0", f"++workload.dataset.data_folder={prefix}",
                         f"++workload.storage.storage_options={{endpoint_url: '{ep}'}}", "-o", tmp_path / "res",
                         "--no-progress"], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr

@@ -42,8 +42,8 @@ def dlbench(*args, env=None):
 
 
 def _run(spec, data_dir, out, strategy="naive", epochs=2, *extra) -> dict:
-    r = dlbench("run", "-w", spec, "--data-dir", data_dir, "-s", strategy, "-e", epochs, "--verify",
-                "--compute-time", "0.001", "--no-progress", "--out", out, *extra)
+    r = dlbench("run", "--ceiling-steps", 0, "-w", spec, "--data-dir", data_dir, "-s", strategy, "-e", epochs,
+                "--verify", "--compute-time", "0.001", "--no-progress", "--out", out, *extra)
     assert r.returncode == 0, r.stderr
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("results: ")][-1]
     return json.loads((Path(line.split("results: ", 1)[1]) / "run.json").read_text())["summary"]

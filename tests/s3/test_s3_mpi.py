@@ -18,8 +18,8 @@ def test_two_ranks_over_s3(s3_url, run_mpi, tmp_path):
 
 
 def _run(s3_url, run_mpi, tmp_path, env, strategy):
-    r = run_mpi(["run", "-w", "hep_cnn", "--data-dir", s3_url, "--strategy", strategy, "--epochs", "2", "--verify",
-                 "--compute-time", "0.001", "--out", tmp_path / "res"], env=env)
+    r = run_mpi(["run", "--ceiling-steps", "0", "-w", "hep_cnn", "--data-dir", s3_url, "--strategy", strategy,
+                 "--epochs", "2", "--verify", "--compute-time", "0.001", "--out", tmp_path / "res"], env=env)
     assert r.returncode == 0, r.stderr
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("results: ")][-1]
     s = json.loads((Path(line.split("results: ", 1)[1]) / "run.json").read_text())["summary"]
@@ -49,8 +49,8 @@ def test_webdataset_two_ranks_over_s3(s3_url, run_mpi, tmp_path):
     env = {"DLBENCH_DATA_DIR": str(tmp_path / "data")}
     g = run_mpi(["generate", "-w", spec, "--data-dir", s3_url, "--no-progress"], env=env)
     assert g.returncode == 0, g.stderr
-    r = run_mpi(["run", "-w", spec, "--data-dir", s3_url, "--strategy", "naive", "--epochs", "2", "--verify",
-                 "--compute-time", "0.001", "--out", tmp_path / "res"], env=env)
+    r = run_mpi(["run", "--ceiling-steps", "0", "-w", spec, "--data-dir", s3_url, "--strategy", "naive", "--epochs",
+                 "2", "--verify", "--compute-time", "0.001", "--out", tmp_path / "res"], env=env)
     assert r.returncode == 0, r.stderr
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("results: ")][-1]
     s = json.loads((Path(line.split("results: ", 1)[1]) / "run.json").read_text())["summary"]

@@ -3,6 +3,7 @@ import the upper ones. Read from the source (module-level, function-level and TY
 import inside a function body counts as much as one at the top."""
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "dlbench"
@@ -18,6 +19,7 @@ def _name(root: Path, path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache   # built once per root: the tests only read it
 def _graph(root: Path = ROOT) -> dict[str, set[str]]:
     files = {_name(root, p): p for p in root.rglob("*.py")}
     graph: dict[str, set[str]] = {}
