@@ -117,7 +117,7 @@ class RunContext:
 class Batch:
     """One step's delivery: ``rows[:n]`` hold the samples ``ids[:n]`` (uint8 rows: stored bytes, or the
     decoded image for JPEG workloads). ``hold``: set when ``rows`` is the loader's pinned buffer
-    (``stages.Ring``): a consumer that still reads it after its step returned (an asynchronous device copy)
+    (``stages.ring.Ring``): a consumer that still reads it after its step returned (an asynchronous device copy)
     calls ``hold(done)`` and the executor reuses the buffer only once ``done`` completed."""
 
     rows: np.ndarray

@@ -1,6 +1,6 @@
 """lbann: LBANN's distributed in-memory data store (docs/STRATEGIES.md). Every rank owns about F/W samples in
 its memory; each step the owners send the samples other ranks' batches need (non-blocking MPI on the plan's
-schedule, ``stages.PeerPush``). ``--lbann-mode preload`` reads each rank's range from the shared tier before
+schedule, ``stages.peerpush.PeerPush``). ``--lbann-mode preload`` reads each rank's range from the shared tier before
 epoch 0; ``--lbann-mode dynamic`` caches each sample at its first touch (epoch 0). Exact global-shuffle order.
 The dataset must fit in the ranks' memory together: otherwise a clear error."""
 

@@ -6,7 +6,7 @@ shard keeps its size. When a chunk's exchange completes, its sent samples are de
 and the received ones stored; they belong to the shard from the next epoch on. Local storage ≤ (1+Q)·F/W.
 
 Executed by the planned executor: the exchange is the plan's ``EpochPlan.transfers`` (``move``), carried out by
-the transfer stage ``stages.Exchange``: one MPI message per (step, sender, receiver) gathered from / scattered
+the transfer stage ``stages.exchange.Exchange``: one MPI message per (step, sender, receiver) gathered from / scattered
 into the samples' places. Memory tier: sent straight from the tier's slots and received straight into slots
 reserved for the incoming samples (a sample held already is received into a scratch row and only counted).
 Local tier: the files are read into page-aligned rows and sent from there; received into page-aligned rows
