@@ -322,7 +322,7 @@ def _check_feeds(st, jobs, flag: str, k: int) -> None:
     for _tag, n, w, _kk in jobs:
         for wname in wls:
             base = load_workload(wname, scale=st.scale, samples=samples_for(st, w))
-            b = st.batch_size or base.batch_size
+            b = base.local_batch(st.batch_size)
             if base.samples < w * b:
                 most = base.samples // b
                 raise ConfigError(

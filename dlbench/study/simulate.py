@@ -147,7 +147,7 @@ def run_simulate(st: Study, *, out=None, epochs=None, echo=None, left_out: list 
     for wname in wls:   # every world the model can cost here (its prologue included), before any row is written
         for n in sp.nodes:
             base = load_workload(wname, scale=st.scale, samples=samples_for(st, n * rpn))
-            b = st.batch_size or base.batch_size
+            b = base.local_batch(st.batch_size)
             if base.samples >= n * rpn * b:
                 swl = from_workload(base, local_batch=b, step_time_s=st.compute_time_s)
                 check_size(swl, n, rpn, prologue=prologue_rows(rows, swl, n, rpn, opt_map or None))
@@ -156,7 +156,7 @@ def run_simulate(st: Study, *, out=None, epochs=None, echo=None, left_out: list 
         for n in sp.nodes:
             W = n * rpn
             base = load_workload(wname, scale=st.scale, samples=samples_for(st, W))
-            b = st.batch_size or base.batch_size
+            b = base.local_batch(st.batch_size)
             if base.samples < W * b:
                 _left(f"simulate {wname} on {n} node(s): left out, F={base.samples} samples give fewer than "
                       f"one local batch of {b} per rank on {W} ranks", echo, left_out)
